@@ -1,0 +1,180 @@
+"""Machine definitions: plain declarative objects, validated without a database.
+
+A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
+``fsm_define_v1`` stores; the database validates it again, so definitions written by DBAs
+in SQL get the same checks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidDefinition
+from .resources import check_machine_name
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class UnreachableStateWarning(UserWarning):
+    """A state cannot be reached from any start state."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An edge: ``event`` moves an instance from any of ``sources`` to ``target``."""
+
+    event: str
+    sources: tuple[str, ...]
+    target: str
+
+
+def transition(event: str, source: str | Sequence[str], target: str) -> Transition:
+    """Build a :class:`Transition`; ``source`` is one state or a list of states."""
+    sources = (source,) if isinstance(source, str) else tuple(source)
+    return Transition(event, sources, target)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine type: states, start and final states, and transitions.
+
+    >>> order = Machine(
+    ...     name="order",
+    ...     states=["new", "paid", "shipped", "cancelled"],
+    ...     start=["new"],
+    ...     final=["shipped", "cancelled"],
+    ...     transitions=[
+    ...         ("pay", "new", "paid"),
+    ...         ("ship", "paid", "shipped"),
+    ...         ("cancel", ["new", "paid"], "cancelled"),
+    ...     ],
+    ... )
+    >>> order.target("paid", "ship")
+    'shipped'
+    >>> order.target("new", "ship") is None
+    True
+    """
+
+    name: str
+    states: Sequence[str]
+    start: Sequence[str]
+    transitions: Iterable[Transition | tuple[str, str | Sequence[str], str]]
+    final: Sequence[str] = ()
+    topic: str | None = None
+    save_after_step: bool = True
+    uses_global_lock: bool = False
+    uses_local_lock: bool = False
+    _rules: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        edges = tuple(t if isinstance(t, Transition) else transition(*t) for t in self.transitions)
+        object.__setattr__(self, "transitions", edges)
+        object.__setattr__(self, "states", tuple(self.states))
+        object.__setattr__(self, "start", tuple(self.start))
+        object.__setattr__(self, "final", tuple(self.final))
+        object.__setattr__(self, "_rules", self._validate(edges))
+
+    # -- validation -----------------------------------------------------------------------
+
+    def _fail(self, problem: str, **fields: Any) -> InvalidDefinition:
+        return InvalidDefinition(f"invalid definition of {self.name!r}: {problem}", machine=self.name, **fields)
+
+    def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], str]:
+        try:
+            check_machine_name(self.name)
+        except Exception as exc:
+            raise InvalidDefinition(str(exc), machine=str(self.name)[:80], field="name") from None
+        if not self.states:
+            raise self._fail("states must not be empty", field="states")
+        seen: set[str] = set()
+        for state in self.states:
+            if not isinstance(state, str) or not NAME.fullmatch(state):
+                raise self._fail(f"bad state name {state!r:.80}", field="states", state=str(state)[:80])
+            if state in seen:
+                raise self._fail(f"state {state!r} listed twice", field="states", state=state)
+            seen.add(state)
+        if not self.start:
+            raise self._fail("at least one start state is needed", field="start")
+        for group, names in (("start", self.start), ("final", self.final)):
+            for state in names:
+                if state not in seen:
+                    raise self._fail(f"{group} names unknown state {state!r:.80}", field=group, state=str(state)[:80])
+        if self.topic is not None and (not isinstance(self.topic, str) or not TOPIC.fullmatch(self.topic)):
+            raise self._fail("topic must be 1-249 characters of [a-zA-Z0-9._-]", field="topic")
+        for option in ("save_after_step", "uses_global_lock", "uses_local_lock"):
+            if not isinstance(getattr(self, option), bool):
+                raise self._fail(f"{option} must be True or False", field=option)
+        rules: dict[tuple[str, str], str] = {}
+        for edge in edges:
+            if not isinstance(edge.event, str) or not NAME.fullmatch(edge.event):
+                raise self._fail(f"bad event name {edge.event!r:.80}", field="transitions", event=str(edge.event)[:80])
+            if edge.target not in seen:
+                raise self._fail(f"event {edge.event!r} goes to unknown state {edge.target!r:.80}",
+                                 field="transitions", event=edge.event, state=str(edge.target)[:80])
+            if not edge.sources:
+                raise self._fail(f"event {edge.event!r} has no source state", field="transitions", event=edge.event)
+            for source in edge.sources:
+                if source not in seen:
+                    raise self._fail(f"event {edge.event!r} comes from unknown state {source!r:.80}",
+                                     field="transitions", event=edge.event, state=str(source)[:80])
+                if source in self.final:
+                    raise self._fail(f"final state {source!r} has outgoing event {edge.event!r}",
+                                     field="transitions", event=edge.event, state=source)
+                if (source, edge.event) in rules:
+                    raise self._fail(f"event {edge.event!r} from {source!r} is defined twice",
+                                     field="transitions", event=edge.event, state=source)
+                rules[(source, edge.event)] = edge.target
+        unreachable = set(self.states) - self._reachable(rules)
+        if unreachable:
+            warnings.warn(
+                f"machine {self.name!r}: unreachable states {sorted(unreachable)}",
+                UnreachableStateWarning, stacklevel=4,
+            )
+        return rules
+
+    def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
+        reached, todo = set(self.start), list(self.start)
+        while todo:
+            state = todo.pop()
+            for (source, _event), target in rules.items():
+                if source == state and target not in reached:
+                    reached.add(target)
+                    todo.append(target)
+        return reached
+
+    # -- queries --------------------------------------------------------------------------
+
+    def target(self, state: str, event: str) -> str | None:
+        """The state ``event`` leads to from ``state``, or None if it is not allowed."""
+        return self._rules.get((state, event))
+
+    def events_from(self, state: str) -> list[str]:
+        """The events allowed in ``state``, in definition order."""
+        return [event for (source, event) in self._rules if source == state]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The definition as the JSON object ``fsm_define_v1`` takes."""
+        return {
+            "states": list(self.states),
+            "start": list(self.start),
+            "final": list(self.final),
+            "transitions": [
+                {"event": t.event, "from": list(t.sources), "to": t.target}
+                for t in self.transitions  # type: ignore[union-attr]
+            ],
+            "topic": self.topic,
+            "options": {
+                "save_after_step": self.save_after_step,
+                "uses_global_lock": self.uses_global_lock,
+                "uses_local_lock": self.uses_local_lock,
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))

@@ -1,0 +1,215 @@
+"""pyfsm's exceptions: one base class, one subclass per kind of failure.
+
+Every class has its own MySQL error number (``errno``). The stored procedures and triggers
+SIGNAL these numbers (31001-31099, kept below 32768 because PyMySQL reads error numbers as
+signed 16-bit), and :func:`from_mysql_error` maps a driver error to a class by its number
+only, never by its message text. Errors that Python raises before any SQL runs use the same
+classes and numbers, so a caller sees the same error whichever layer caught the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class FsmError(Exception):
+    """Base class of every pyfsm error.
+
+    ``errno`` is the MySQL error number; the other attributes name what the error is about
+    and are None where they do not apply.
+    """
+
+    errno: int = 31000
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errno: int | None = None,
+        machine: str | None = None,
+        key: str | None = None,
+        state: str | None = None,
+        event: str | None = None,
+        **fields: Any,
+    ) -> None:
+        super().__init__(message)
+        if errno is not None:
+            self.errno = errno
+        self.message = message
+        self.machine = machine
+        self.key = key
+        self.state = state
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- definition time ---------------------------------------------------------------------
+
+
+class InvalidDefinition(FsmError):
+    """A machine definition is malformed (unknown state, duplicate edge, bad name, ...)."""
+
+    errno = 31001
+
+
+# --- run time ----------------------------------------------------------------------------
+
+
+class UnknownMachine(FsmError):
+    """No machine type of that name is defined, or its tables are not installed."""
+
+    errno = 31002
+
+
+class UnknownInstance(FsmError):
+    """No instance has that key (and the event cannot create one)."""
+
+    errno = 31003
+
+
+class InstanceExists(FsmError):
+    """An explicit create used a key that already has an instance."""
+
+    errno = 31004
+
+
+class TransitionNotAllowed(FsmError):
+    """The definition has no transition for (current state, event)."""
+
+    errno = 31005
+
+
+class AmbiguousTransition(FsmError):
+    """A raw UPDATE of current_state matches several events; set @fsm_event first."""
+
+    errno = 31006
+
+
+class Conflict(FsmError):
+    """The instance's version is not the one the caller expected (optimistic check)."""
+
+    errno = 31007
+    retryable = True
+
+
+class InvalidData(FsmError):
+    """Data or metadata is not a JSON object, cannot be serialized, or is too large."""
+
+    errno = 31008
+
+
+class InvalidArgument(FsmError):
+    """An identifier, key, number or option is invalid (the message says which)."""
+
+    errno = 31009
+
+
+class RequestIdReused(FsmError):
+    """A request id was already used for a different transition."""
+
+    errno = 31010
+
+
+class InstancePaused(FsmError):
+    """The instance is paused and accepts no events."""
+
+    errno = 31011
+
+
+class HistoryImmutable(FsmError):
+    """History rows cannot be updated or deleted."""
+
+    errno = 31012
+
+
+class ImmutableColumn(FsmError):
+    """An UPDATE tried to change an instance's id, machine, key, definition version or creation time."""
+
+    errno = 31013
+
+
+class LockNotAcquired(FsmError):
+    """A lock could not be taken within its bound; ``holder`` names who has it."""
+
+    errno = 31014
+    retryable = True
+
+
+class SchemaVersionMismatch(FsmError):
+    """The database schema is older or newer than this pyfsm; the message names the fix."""
+
+    errno = 31015
+
+
+class TransactionOpen(FsmError):
+    """A self-committing procedure was called on a connection inside a transaction."""
+
+    errno = 31016
+
+
+class DatabaseUnavailable(FsmError):
+    """The server could not be reached or the connection was lost (errno is the driver's)."""
+
+    errno = 2003
+    retryable = True
+
+
+class Deadlock(FsmError):
+    """The server aborted the transaction (deadlock or lock wait timeout); retry it."""
+
+    errno = 1213
+    retryable = True
+
+
+#: Error numbers SIGNALled by pyfsm's SQL, and the class each one maps to.
+SIGNALLED: dict[int, type[FsmError]] = {
+    cls.errno: cls
+    for cls in (
+        InvalidDefinition, UnknownMachine, UnknownInstance, InstanceExists,
+        TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
+        RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
+        SchemaVersionMismatch, TransactionOpen,
+    )
+}
+
+#: Server and client error numbers that are not pyfsm's own but have a pyfsm meaning.
+SERVER: dict[int, type[FsmError]] = {
+    1213: Deadlock,  # deadlock found
+    1205: Deadlock,  # lock wait timeout
+    1020: Deadlock,  # record changed since last read (MariaDB snapshot isolation)
+    3058: Deadlock,  # MySQL 8: deadlock while waiting for a user lock
+    1305: UnknownMachine,  # procedure does not exist: a machine without its routines
+    1406: InvalidArgument,  # data too long for a column (raw SQL past the checks)
+    3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
+    4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
+    1040: DatabaseUnavailable,  # too many connections
+    1053: DatabaseUnavailable,  # server shutdown in progress
+    1927: DatabaseUnavailable,  # MariaDB: connection was killed
+    2003: DatabaseUnavailable,  # can't connect
+    2006: DatabaseUnavailable,  # server has gone away
+    2013: DatabaseUnavailable,  # lost connection during query
+    2055: DatabaseUnavailable,  # lost connection (system error)
+    0: DatabaseUnavailable,  # PyMySQL InterfaceError on a closed connection
+}
+
+
+def from_mysql_error(
+    exc: BaseException, *, machine: str | None = None, key: str | None = None,
+    event: str | None = None, state: str | None = None,
+) -> FsmError | None:
+    """Translate a PyMySQL error into a pyfsm error by its number, or None if it has no meaning here."""
+    args = getattr(exc, "args", ())
+    if not args or not isinstance(args[0], int):
+        return None
+    errno = args[0]
+    text = str(args[1]) if len(args) > 1 else str(exc)
+    cls = SIGNALLED.get(errno) or SERVER.get(errno)
+    if cls is None:
+        return None
+    err = cls(text, errno=errno, machine=machine, key=key, event=event, state=state)
+    err.__cause__ = exc
+    return err

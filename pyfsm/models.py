@@ -1,0 +1,122 @@
+"""What the Store returns: plain frozen dataclasses built from procedure result rows."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _json(value: Any) -> Any:
+    if value is None or isinstance(value, dict):
+        return value
+    return json.loads(value)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One machine instance as stored (status: running, waiting, paused, completed, failed)."""
+
+    id: int
+    machine: str
+    key: str
+    lookup_key: str | None
+    state: str
+    status: str
+    data: dict[str, Any]
+    version: int
+    definition_version: int
+    kafka_topic: str | None
+    save_after_step: bool
+    uses_global_lock: bool
+    uses_local_lock: bool
+    resume_from_step: str | None
+    created_at: datetime
+    updated_at: datetime
+    unlocked_at: datetime | None
+    last_retry_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Instance:
+        return cls(
+            id=row["id"], machine=row["machine"], key=row["instance_key"], lookup_key=row["lookup_key"],
+            state=row["current_state"], status=row["status"], data=_json(row["data"]),
+            version=row["version"], definition_version=row["definition_version"],
+            kafka_topic=row["kafka_topic"], save_after_step=bool(row["save_after_step"]),
+            uses_global_lock=bool(row["uses_global_lock"]), uses_local_lock=bool(row["uses_local_lock"]),
+            resume_from_step=row["resume_from_step"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
+            updated_at=_utc(row["updated_at"]), unlocked_at=_utc(row["unlocked_at"]),  # type: ignore[arg-type]
+            last_retry_at=_utc(row["last_retry_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class TransitionResult:
+    """What a send or create did. ``replayed`` is True when a request id matched an earlier call."""
+
+    transition_id: int
+    instance_id: int
+    key: str
+    event: str | None
+    from_state: str | None
+    to_state: str
+    sort_key: int
+    version: int
+    status: str
+    created: bool
+    replayed: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TransitionResult:
+        return cls(
+            transition_id=row["transition_id"], instance_id=row["instance_id"], key=row["instance_key"],
+            event=row["event"], from_state=row["from_state"], to_state=row["to_state"],
+            sort_key=int(row["sort_key"]), version=int(row["version"]), status=row["status"],
+            created=bool(row["created"]), replayed=bool(row["replayed"]),
+        )
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One history row. The creation of an instance has ``event`` and ``from_state`` None."""
+
+    id: int
+    instance_id: int
+    sort_key: int
+    most_recent: bool
+    event: str | None
+    from_state: str | None
+    to_state: str
+    handler: str | None
+    data_before: dict[str, Any] | None
+    data_after: dict[str, Any]
+    metadata: dict[str, Any]
+    definition_version: int
+    request_id: str | None
+    source: str
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> HistoryEntry:
+        return cls(
+            id=row["id"], instance_id=row["instance_id"], sort_key=row["sort_key"],
+            most_recent=bool(row["most_recent"]), event=row["event"], from_state=row["from_state"],
+            to_state=row["to_state"], handler=row["handler"], data_before=_json(row["data_before"]),
+            data_after=_json(row["data_after"]), metadata=_json(row["metadata"]),
+            definition_version=row["definition_version"], request_id=row["request_id"],
+            source=row["source"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class DefineResult:
+    """What :meth:`Store.define` stored: the current version and whether it is new."""
+
+    machine: str
+    version: int
+    changed: bool

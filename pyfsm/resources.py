@@ -1,0 +1,65 @@
+"""Where pyfsm's SQL and migrations live, and how per-type SQL is rendered.
+
+In a built wheel they are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a
+source checkout they are the top-level ``sql/`` and ``migrations/`` folders.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+
+from .errors import InvalidArgument
+
+MACHINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+PLACEHOLDER = "__M__"
+
+#: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
+RESERVED_MACHINE_NAMES = frozenset({
+    "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
+    "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",
+})
+
+
+def _folder(name: str) -> Path:
+    packaged = Path(str(files("pyfsm"))) / name
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / name
+
+
+@cache
+def sql_dir() -> Path:
+    return _folder("sql")
+
+
+@cache
+def migrations_dir() -> Path:
+    return _folder("migrations")
+
+
+def read_sql(relative: str) -> str:
+    """The text of one SQL file, e.g. ``procedures/fsm_send_v1.sql``."""
+    return (sql_dir() / relative).read_text(encoding="utf-8")
+
+
+def check_machine_name(name: object) -> str:
+    """Return ``name`` if it is a valid, unreserved machine name, else raise InvalidArgument."""
+    if not isinstance(name, str) or not MACHINE_NAME.fullmatch(name):
+        raise InvalidArgument(
+            f"machine name must match [a-z][a-z0-9_]* and have at most 48 characters, got {name!r:.80}",
+            machine=None,
+        )
+    if name in RESERVED_MACHINE_NAMES or name.startswith("v_") or name.endswith("_transitions"):
+        raise InvalidArgument(f"machine name {name!r} is reserved", machine=name)
+    return name
+
+
+def render(template: str, machine: str) -> str:
+    """Render ``sql/templates/<template>.sql`` for one machine type.
+
+    The name is validated first: it is the only thing ever spliced into SQL text.
+    """
+    return read_sql(f"templates/{template}.sql").replace(PLACEHOLDER, check_machine_name(machine))

@@ -1,0 +1,174 @@
+"""Installing and checking pyfsm's schema.
+
+Global objects come from the numbered Alembic revisions in ``migrations/``, each applying
+named, versioned files from ``sql/``. Per-type objects (an instance table, a history
+table, their triggers and per-type procedures) are rendered from ``sql/templates`` when a
+machine is defined: MySQL cannot create triggers from a stored procedure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pymysql
+
+from . import db
+from .errors import SchemaVersionMismatch
+from .resources import migrations_dir, read_sql, render
+
+#: The Alembic revision this version of the library needs. tests/test_migrations.py
+#: checks that it is the head of migrations/.
+HEAD_REVISION = "0001"
+VERSION_TABLE = "fsm_alembic_version"
+
+#: The global objects of the current schema, in creation order. A database built from
+#: this list must equal one built by the migrations (tests/test_migrations.py).
+CURRENT_OBJECTS = (
+    "tables/fsm_machines.sql",
+    "tables/fsm_definitions.sql",
+    "tables/fsm_states.sql",
+    "tables/fsm_rules.sql",
+    "tables/fsm_outbox.sql",
+    "functions/fsm_valid_name_v1.sql",
+    "functions/fsm_is_object_v1.sql",
+    "procedures/fsm_check_args_v1.sql",
+    "procedures/fsm_require_machine_v1.sql",
+    "procedures/fsm_define_v1.sql",
+    "procedures/fsm_definition_v1.sql",
+    "procedures/fsm_send_v1.sql",
+    "procedures/fsm_create_v1.sql",
+    "procedures/fsm_get_v1.sql",
+    "procedures/fsm_history_v1.sql",
+    "procedures/fsm_in_state_v1.sql",
+    "procedures/fsm_counts_v1.sql",
+)
+
+#: The per-type object set and its templates (template name -> object kind).
+MACHINE_OBJECTS_VERSION = "v1"
+MACHINE_TEMPLATES = (
+    ("instance_table", "table"),
+    ("history_table", "table"),
+    ("trigger_bi_v1", "trigger"),
+    ("trigger_ai_v1", "trigger"),
+    ("trigger_bu_v1", "trigger"),
+    ("trigger_hbu_v1", "trigger"),
+    ("trigger_hbd_v1", "trigger"),
+    ("send_v1", "routine"),
+    ("create_v1", "routine"),
+    ("get_v1", "routine"),
+    ("history_v1", "routine"),
+    ("in_state_v1", "routine"),
+    ("counts_v1", "routine"),
+)
+
+_ALREADY_EXISTS = {1050, 1304, 1359}  # table, routine, trigger already exists
+
+
+def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
+    """Run DDL statements on a raw PyMySQL connection under a strict sql_mode.
+
+    Statements are sent without arguments so that PyMySQL never treats a ``%`` as a
+    format marker; routines keep the sql_mode they were created under.
+    """
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
+        cur.execute("SET time_zone = '+00:00'")
+        for statement in statements:
+            try:
+                cur.execute(statement)
+            except pymysql.err.MySQLError as exc:
+                if exc.args and exc.args[0] in _ALREADY_EXISTS:
+                    continue  # created concurrently by another installer
+                raise
+
+
+def apply_files(conn: Any, files: Iterable[str]) -> None:
+    """Apply files from ``sql/`` (used by the migrations and by :func:`install_current`)."""
+    execute_ddl(conn, [read_sql(name) for name in files])
+
+
+def install_current(conn: Any) -> None:
+    """Build the current global schema directly, without the migrations (tests compare both)."""
+    apply_files(conn, CURRENT_OBJECTS)
+
+
+def install_machine_objects(conn: Any, machine: str) -> None:
+    """Create the per-type tables, triggers and procedures of ``machine`` where missing."""
+    execute_ddl(conn, [render(template, machine) for template, _kind in MACHINE_TEMPLATES])
+    with conn.cursor() as cur:
+        cur.execute(
+            "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
+            (MACHINE_OBJECTS_VERSION, machine),
+        )
+
+
+# -- migrations -------------------------------------------------------------------------
+
+
+def alembic_config(settings: db.Settings) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.attributes["pyfsm_settings"] = settings
+    return cfg
+
+
+def migrate(settings: db.Settings, revision: str = "head") -> None:
+    """Bring the database's pyfsm schema up to ``revision`` (default: the newest).
+
+    Serialised with GET_LOCK so that several processes starting at once migrate once.
+    """
+    from alembic import command
+
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT GET_LOCK('pyfsm_migrate', 60)")
+            (got,) = cur.fetchone()
+            if got != 1:
+                raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
+        try:
+            command.upgrade(alembic_config(settings), revision)
+        finally:
+            with conn.cursor() as cur:
+                cur.execute("SELECT RELEASE_LOCK('pyfsm_migrate')")
+    finally:
+        conn.close()
+
+
+def current_revision(conn: Any) -> str | None:
+    """The revision recorded in the database, or None if pyfsm was never installed there."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SELECT version_num FROM `{VERSION_TABLE}`")
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] == 1146:  # table does not exist
+                return None
+            raise
+        row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+
+def known_revisions() -> list[str]:
+    return sorted(p.name.split("_", 1)[0] for p in (migrations_dir() / "versions").glob("[0-9]*.py"))
+
+
+def check(conn: Any, dsn_hint: str = "$PYFSM_DSN") -> None:
+    """Refuse to run against a schema older or newer than this library, naming the fix."""
+    found = current_revision(conn)
+    if found == HEAD_REVISION:
+        return
+    if found is None:
+        raise SchemaVersionMismatch(
+            f"this database has no pyfsm schema: run `pyfsm migrate --dsn {dsn_hint}` (or Store.migrate())",
+            found=None, expected=HEAD_REVISION)
+    if found in known_revisions() and found < HEAD_REVISION:
+        raise SchemaVersionMismatch(
+            f"the pyfsm schema is at {found}, this pyfsm needs {HEAD_REVISION}: "
+            f"run `pyfsm migrate --dsn {dsn_hint}` (or Store.migrate())",
+            found=found, expected=HEAD_REVISION)
+    raise SchemaVersionMismatch(
+        f"the pyfsm schema is at {found}, newer than this pyfsm ({HEAD_REVISION}): "
+        "upgrade pyfsm (pip install -U pyfsm)", found=found, expected=HEAD_REVISION)

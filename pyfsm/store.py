@@ -1,0 +1,248 @@
+"""The Python facade: a Store holds a connection pool and calls pyfsm's procedures.
+
+Every method is one CALL (one round trip). Arguments are validated here first so that bad
+input fails before any SQL runs; the procedures check again for callers that bypass Python.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from . import db, schema
+from .definition import NAME, Machine
+from .errors import InvalidArgument, InvalidData, TransitionNotAllowed, UnknownInstance
+from .models import DefineResult, HistoryEntry, Instance, TransitionResult
+from .resources import check_machine_name
+
+MAX_DATA_BYTES = 1024 * 1024
+MAX_METADATA_BYTES = 64 * 1024
+MAX_BIGINT = 2**63 - 1
+
+
+class Store:
+    """pyfsm's entry point.
+
+    ``Store("mysql://user:password@host:3306/db")``, or ``Store()`` to read $PYFSM_DSN.
+    Connections are pooled (``pool_size``), autocommit, UTC and READ COMMITTED; TLS is off
+    unless the DSN says ``?tls=true``. The first call checks that the database's pyfsm
+    schema matches this library and raises SchemaVersionMismatch naming the fix if not.
+    """
+
+    def __init__(self, dsn: str | None = None, *, pool_size: int = 8) -> None:
+        self.settings = db.parse_dsn(dsn)
+        self._db = db.Database(self.settings, pool_size=pool_size)
+        self._schema_ok = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def migrate(self) -> None:
+        """Install or upgrade pyfsm's schema (the same as `pyfsm migrate`)."""
+        schema.migrate(self.settings)
+        self._schema_ok = False
+
+    def _ensure_schema(self) -> None:
+        if self._schema_ok:
+            return
+        with self._lock, self._db.connection() as conn:
+            schema.check(conn._con._con, dsn_hint=_dsn_hint(self.settings))
+            self._schema_ok = True
+
+    # -- definitions ----------------------------------------------------------------------
+
+    def define(self, machine: Machine) -> DefineResult:
+        """Store ``machine``'s definition and create its tables and triggers if missing.
+
+        An identical definition changes nothing; a changed one becomes a new version, used
+        by instances created from now on.
+        """
+        if not isinstance(machine, Machine):
+            raise InvalidArgument("define() takes a pyfsm.Machine")
+        self._ensure_schema()
+        row = self._call("fsm_define_v1", (machine.name, machine.to_json()), machine=machine.name)
+        if not row["tables_ready"]:
+            self.sync(machine.name)
+        return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
+
+    def sync(self, machine: str) -> None:
+        """Create the per-type tables, triggers and procedures of a stored definition.
+
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v1``: MySQL cannot
+        create triggers from a procedure.
+        """
+        name = check_machine_name(machine)
+        self._ensure_schema()
+        self.definition(name)  # raises UnknownMachine if there is no stored definition
+        conn = db.connect(self.settings)
+        try:
+            schema.install_machine_objects(conn, name)
+        finally:
+            conn.close()
+
+    def definition(self, machine: str | Machine, version: int | None = None) -> dict[str, Any]:
+        """A stored definition (current version by default) as a dict with its version."""
+        name = _machine_name(machine)
+        if version is not None:
+            _check_int("version", version, minimum=1)
+        row = self._call("fsm_definition_v1", (name, version), read=True, machine=name)
+        return {"machine": row["machine"], "version": row["version"], "is_current": bool(row["is_current"]),
+                "definition": json.loads(row["body"]) if isinstance(row["body"], str) else row["body"]}
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def create(
+        self, machine: str | Machine, key: str, *, state: str | None = None,
+        data: Mapping[str, Any] | None = None, lookup_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
+    ) -> TransitionResult:
+        """Create an instance in a start state (default: the first one)."""
+        name = _machine_name(machine)
+        args = (
+            _check_key("key", key), _check_name("state", state) if state is not None else None,
+            _dump("data", data, MAX_DATA_BYTES), _dump("metadata", metadata, MAX_METADATA_BYTES),
+            _check_text("request_id", request_id, 64), _check_text("lookup_key", lookup_key, 191),
+        )
+        row = self._call(f"fsm_{name}_create_v1", args, writes=True, retry_connection=request_id is not None,
+                         machine=name, key=key, state=state)
+        return TransitionResult.from_row(row)
+
+    def send(
+        self, machine: str | Machine, key: str, event: str, *, data: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None, expected_version: int | None = None,
+        request_id: str | None = None, handler: str | None = None, lookup_key: str | None = None,
+    ) -> TransitionResult:
+        """Apply ``event`` to the instance ``key`` in one transaction.
+
+        ``data`` replaces the instance's data (None keeps it). A key with no instance is
+        created when a start state allows the event (``lookup_key`` is used then).
+        ``expected_version``: 0 means the instance must not exist yet; N means its version
+        must be N, else Conflict. A call carrying ``request_id`` is safe to repeat: the
+        repeat returns the original transition with ``replayed=True``, and a lost
+        connection is retried for it.
+        """
+        name = _machine_name(machine)
+        if expected_version is not None:
+            _check_int("expected_version", expected_version, minimum=0)
+        args = (
+            _check_key("key", key), _check_name("event", event),
+            _dump("data", data, MAX_DATA_BYTES), _dump("metadata", metadata, MAX_METADATA_BYTES),
+            expected_version, _check_text("request_id", request_id, 64),
+            _check_text("handler", handler, 128), _check_text("lookup_key", lookup_key, 191),
+        )
+        try:
+            row = self._call(f"fsm_{name}_send_v1", args, writes=True, retry_connection=request_id is not None,
+                             machine=name, key=key, event=event)
+        except TransitionNotAllowed as exc:
+            exc.state = self._state_or_none(name, key)
+            raise
+        return TransitionResult.from_row(row)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def get(self, machine: str | Machine, key: str) -> Instance:
+        """One instance by key (UnknownInstance if there is none)."""
+        name = _machine_name(machine)
+        row = self._call(f"fsm_{name}_get_v1", (_check_key("key", key),), read=True, machine=name, key=key)
+        return Instance.from_row(row)
+
+    def history(self, machine: str | Machine, key: str) -> list[HistoryEntry]:
+        """An instance's history, oldest first (its creation is the first entry)."""
+        name = _machine_name(machine)
+        rows = self._rows(f"fsm_{name}_history_v1", (_check_key("key", key),), machine=name, key=key)
+        return [HistoryEntry.from_row(r) for r in rows]
+
+    def in_state(self, machine: str | Machine, state: str, *, after_id: int = 0, limit: int = 100) -> list[Instance]:
+        """Instances in ``state`` ordered by id; pass the last id as ``after_id`` for the next page."""
+        name = _machine_name(machine)
+        _check_int("after_id", after_id, minimum=0)
+        _check_int("limit", limit, minimum=1, maximum=10000)
+        rows = self._rows(f"fsm_{name}_in_state_v1", (_check_name("state", state), after_id, limit),
+                          machine=name, state=state)
+        return [Instance.from_row(r) for r in rows]
+
+    def counts(self, machine: str | Machine) -> dict[str, int]:
+        """How many instances are in each state (states with none are left out)."""
+        name = _machine_name(machine)
+        return {r["state"]: int(r["instances"]) for r in self._rows(f"fsm_{name}_counts_v1", (), machine=name)}
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _rows(self, procedure: str, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
+        self._ensure_schema()
+        return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False, **context)
+
+    def _call(
+        self, procedure: str, args: tuple[Any, ...], *, read: bool = False, writes: bool = False,
+        retry_connection: bool = False, **context: Any,
+    ) -> dict[str, Any]:
+        self._ensure_schema()
+        rows = self._db.call(db.call_sql(procedure, len(args)), args,
+                             retry_connection=read or retry_connection, writes=writes, **context)
+        return rows[0]
+
+    def _state_or_none(self, machine: str, key: str) -> str | None:
+        try:
+            return self.get(machine, key).state
+        except (UnknownInstance, Exception):  # the state is a courtesy on an error path
+            return None
+
+
+def _dsn_hint(settings: db.Settings) -> str:
+    return "$PYFSM_DSN" if not settings.database else f"mysql://...@{settings.host}:{settings.port}/{settings.database}"
+
+
+def _machine_name(machine: str | Machine) -> str:
+    return check_machine_name(machine.name if isinstance(machine, Machine) else machine)
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise InvalidArgument(f"{what} must match [a-z][a-z0-9_]* and have at most 64 characters, got {value!r:.80}")
+    return value
+
+
+def _check_key(what: str, value: object) -> str:
+    if not isinstance(value, str) or not 1 <= len(value) <= 191:
+        raise InvalidArgument(f"{what} must be a string of 1 to 191 characters, got {value!r:.80}")
+    return value
+
+
+def _check_text(what: str, value: object, maximum: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= maximum:
+        raise InvalidArgument(f"{what} must be a string of 1 to {maximum} characters, got {value!r:.80}")
+    return value
+
+
+def _check_int(what: str, value: object, *, minimum: int, maximum: int = MAX_BIGINT) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise InvalidArgument(f"{what} must be an integer from {minimum} to {maximum}, got {value!r:.80}")
+    return value
+
+
+def _dump(what: str, value: Mapping[str, Any] | None, limit: int) -> str | None:
+    """Serialize a JSON object before any SQL runs; refuse what JSON cannot hold."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidData(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidData(f"{what} cannot be serialized as JSON: {exc}") from None
+    if len(text.encode()) > limit:
+        raise InvalidData(f"{what} is {len(text.encode())} bytes, more than the limit of {limit}")
+    return text
