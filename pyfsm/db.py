@@ -28,7 +28,7 @@ import pymysql
 from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
-from .errors import DatabaseUnavailable, FsmError, InvalidArgument, TransactionOpen, from_mysql_error
+from .errors import TRANSIENT, DatabaseUnavailable, FsmError, InvalidArgument, TransactionOpen, from_mysql_error
 
 Row = dict[str, Any]
 
@@ -178,7 +178,7 @@ class Database:
                 return self._call_once(sql, args, writes=writes)
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
-                if isinstance(err, DatabaseUnavailable) and delays:
+                if isinstance(err, DatabaseUnavailable) and err.errno in TRANSIENT and delays:
                     time.sleep(delays.pop(0) * random.uniform(0.5, 1.5))
                     continue
                 raise err from exc

@@ -194,7 +194,12 @@ SERVER: dict[int, type[FsmError]] = {
     2013: DatabaseUnavailable,  # lost connection during query
     2055: DatabaseUnavailable,  # lost connection (system error)
     0: DatabaseUnavailable,  # PyMySQL InterfaceError on a closed connection
+    1045: DatabaseUnavailable,  # access denied
+    1049: DatabaseUnavailable,  # unknown database
 }
+
+#: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
+TRANSIENT = frozenset({0, 1040, 1053, 1927, 2003, 2006, 2013, 2055})
 
 
 def from_mysql_error(

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pymysql
+from sqlalchemy.exc import DBAPIError
 
 from . import db
 from .errors import SchemaVersionMismatch
@@ -131,6 +132,8 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
                 raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
         try:
             command.upgrade(alembic_config(settings), revision)
+        except DBAPIError as exc:  # SQLAlchemy wraps the driver's error
+            raise db.translate(exc.orig) from exc
         finally:
             with conn.cursor() as cur:
                 cur.execute("SELECT RELEASE_LOCK('pyfsm_migrate')")

@@ -93,7 +93,7 @@ BEGIN
     END IF;
   END IF;
   IF v_replayed = 0 THEN
-    IF p_expected_version > 0 AND v_created = 0 AND p_expected_version <> v_version THEN
+    IF p_expected_version IS NOT NULL AND v_created = 0 AND p_expected_version <> v_version THEN
       SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is at version ', v_version, ', not ', p_expected_version), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;

@@ -1,0 +1,322 @@
+"""Transitions per second and latency of pyfsm's Store.send(), against two references.
+
+Everything runs in one process tree, against one server, with one driver (PyMySQL), in a
+fresh database ``pyfsm_bench_<random>`` that is dropped at the end. Each measurement uses
+1 or N client processes (multiprocessing, spawn); every process has its own connection and
+works on its own instances, so clients never wait for each other's row locks.
+
+Why each reference exists:
+
+* ``ceiling``: one single-row INSERT plus COMMIT per transaction (autocommit off, so two
+  round trips) into a plain InnoDB table. No state machine can commit faster on this
+  server and disk, so it is the yardstick for "how close to raw durable writes is pyfsm".
+* ``hand-written``: the same transition as pyfsm's, written the way an application would
+  without stored procedures: BEGIN; SELECT ... FOR UPDATE; UPDATE history SET
+  most_recent = NULL; INSERT history; UPDATE instance; COMMIT, six round trips, READ
+  COMMITTED, on simple tables with the same UNIQUE keys as pyfsm's history. It shows what
+  moving the logic into one CALL buys (or costs) compared with doing it from Python.
+* ``pyfsm``: ``Store.send()`` (pool_size=1 per process) on a two-state machine with a
+  cycle (a -go-> b -back-> a), one CALL per transition.
+
+Round trips per transition are counted from the code and checked against the delta of the
+server's global ``Questions`` counter (client statements, not those run inside stored
+programs) over the measurement; that check is approximate if anything else uses the server.
+
+Usage: python bench/bench_transitions.py [--dsn DSN] [--seconds 5] [--clients 1,8] [--write BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from pyfsm import Machine, Store
+from pyfsm.db import Settings, parse_dsn
+
+APPROACHES = ("ceiling", "hand-written", "pyfsm")
+ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "pyfsm": 1}  # counted from the step functions below
+INSTANCES_PER_CLIENT = 8
+WARMUP_SECONDS = 1.0
+MACHINE = Machine(name="bench", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
+NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # the same rules, for the hand-written version
+TABLES = (
+    """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+       client INT NOT NULL, n BIGINT NOT NULL, created_at DATETIME(6) NOT NULL) ENGINE=InnoDB""",
+    """CREATE TABLE hand_instance (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+       instance_key VARCHAR(191) NOT NULL UNIQUE, state VARCHAR(64) NOT NULL,
+       version BIGINT UNSIGNED NOT NULL, updated_at DATETIME(6) NOT NULL) ENGINE=InnoDB""",
+    """CREATE TABLE hand_history (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+       instance_id BIGINT UNSIGNED NOT NULL, sort_key BIGINT UNSIGNED NOT NULL, most_recent TINYINT(1) NULL,
+       event VARCHAR(64) NULL, from_state VARCHAR(64) NULL, to_state VARCHAR(64) NOT NULL,
+       created_at DATETIME(6) NOT NULL, UNIQUE (instance_id, most_recent), UNIQUE (instance_id, sort_key)) ENGINE=InnoDB""",
+)
+MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+@dataclass(frozen=True)
+class Job:
+    approach: str
+    client: int
+    clients: int
+    settings: Settings
+    seconds: float
+
+
+@dataclass
+class Result:
+    approach: str
+    clients: int
+    count: int = 0
+    rate: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    questions: int = 0
+
+    def pct(self, q: int) -> float:
+        if len(self.latencies_ms) < 2:
+            return float("nan")
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
+
+
+def raw_connect(settings: Settings, *, autocommit: bool) -> pymysql.connections.Connection:
+    """A plain PyMySQL connection with pyfsm's session settings (no TLS, UTC, READ COMMITTED)."""
+    conn = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": autocommit})
+    with conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    return conn
+
+
+def ceiling_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+    conn = raw_connect(job.settings, autocommit=False)
+    cur = conn.cursor()
+
+    def step(i: int) -> None:  # 2 round trips: INSERT, COMMIT
+        cur.execute("INSERT INTO bench_ceiling (client, n, created_at) VALUES (%s, %s, UTC_TIMESTAMP(6))",
+                    (job.client, i))
+        conn.commit()
+    return step
+
+
+def hand_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+    conn = raw_connect(job.settings, autocommit=True)
+    cur = conn.cursor()
+    for key in keys:
+        cur.execute("INSERT INTO hand_instance (instance_key, state, version, updated_at) "
+                    "VALUES (%s, 'a', 1, UTC_TIMESTAMP(6))", (key,))
+        cur.execute("INSERT INTO hand_history (instance_id, sort_key, most_recent, to_state, created_at) "
+                    "VALUES (LAST_INSERT_ID(), 1, 1, 'a', UTC_TIMESTAMP(6))")
+
+    def step(i: int) -> None:  # 6 round trips: BEGIN, SELECT, UPDATE, INSERT, UPDATE, COMMIT
+        try:
+            conn.begin()
+            cur.execute("SELECT id, state, version FROM hand_instance WHERE instance_key = %s FOR UPDATE",
+                        (keys[i % len(keys)],))
+            instance_id, state, version = cur.fetchone()
+            event, to_state = NEXT[state]
+            cur.execute("UPDATE hand_history SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1",
+                        (instance_id,))
+            cur.execute("INSERT INTO hand_history (instance_id, sort_key, most_recent, event, from_state, to_state,"
+                        " created_at) VALUES (%s, %s, 1, %s, %s, %s, UTC_TIMESTAMP(6))",
+                        (instance_id, version + 1, event, state, to_state))
+            cur.execute("UPDATE hand_instance SET state = %s, version = %s, updated_at = UTC_TIMESTAMP(6) "
+                        "WHERE id = %s", (to_state, version + 1, instance_id))
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+    return step
+
+
+def pyfsm_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+    store = Store(job.settings.dsn(), pool_size=1)
+    states = {key: store.create(MACHINE.name, key).to_state for key in keys}
+
+    def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v1(...)
+        key = keys[i % len(keys)]
+        try:
+            states[key] = store.send(MACHINE.name, key, NEXT[states[key]][0]).to_state
+        except BaseException:
+            states[key] = store.get(MACHINE.name, key).state
+            raise
+    return step
+
+
+STEPS = {"ceiling": ceiling_step, "hand-written": hand_step, "pyfsm": pyfsm_step}
+
+
+def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
+    """One client: set up, warm up, then time transitions for ``job.seconds``."""
+    keys = [f"{job.clients}c-{job.client}-{uuid.uuid4().hex[:8]}-{j}" for j in range(INSTANCES_PER_CLIENT)]
+    step = STEPS[job.approach](job, keys)
+    result, i = Result(job.approach, job.clients), 0
+    deadline = time.perf_counter() + WARMUP_SECONDS
+    while time.perf_counter() < deadline:
+        step(i)
+        i += 1
+    warmed.wait()
+    go.wait()
+    start = time.perf_counter()
+    deadline = start + job.seconds
+    now = start
+    while now < deadline:
+        try:
+            step(i)
+            result.count += 1
+        except Exception as exc:
+            result.errors[f"{type(exc).__name__}: {str(exc)[:100]}"] += 1
+        i += 1
+        later = time.perf_counter()
+        result.latencies_ms.append((later - now) * 1000)
+        now = later
+    result.rate = result.count / (now - start)
+    out.put(result)
+    done.wait()
+
+
+def questions(admin: pymysql.connections.Connection) -> int:
+    with admin.cursor() as cur:
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Questions'")
+        return int(cur.fetchone()[1])
+
+
+def measure(approach: str, clients: int, settings: Settings, seconds: float,
+            admin: pymysql.connections.Connection) -> Result:
+    ctx = mp.get_context("spawn")
+    warmed, go, done = (ctx.Barrier(clients + 1, timeout=seconds + 120) for _ in range(3))
+    out = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(Job(approach, c, clients, settings, seconds), warmed, go, done, out))
+             for c in range(clients)]
+    for p in procs:
+        p.start()
+    try:
+        warmed.wait()
+        before = questions(admin)
+        go.wait()
+        done.wait()
+        after = questions(admin)
+        parts: list[Result] = [out.get(timeout=60) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
+    total = Result(approach, clients, questions=after - before - 1)  # -1: the second SHOW STATUS
+    for part in parts:
+        total.count += part.count
+        total.rate += part.rate
+        total.latencies_ms += part.latencies_ms
+        total.errors += part.errors
+    return total
+
+
+def report(results: list[Result], server: dict[str, str], seconds: float) -> str:
+    ceiling = {r.clients: r for r in results if r.approach == "ceiling"}
+    by = {(r.approach, r.clients): r for r in results}
+    lines = [
+        f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs, MariaDB/MySQL {server['version']}, "
+        f"innodb_flush_log_at_trx_commit={server['innodb_flush_log_at_trx_commit']}, "
+        f"sync_binlog={server['sync_binlog']}, log_bin={server['log_bin']}, PyMySQL {pymysql.__version__}, "
+        f"{seconds:g} s per measurement after {WARMUP_SECONDS:g} s warm-up, {INSTANCES_PER_CLIENT} instances per client.",
+        "",
+        "| approach | clients | tx/s | p50 ms | p99 ms | tx/s vs ceiling | round trips/transition (code; measured) |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        ratio = r.rate / ceiling[r.clients].rate if r.clients in ceiling else float("nan")
+        measured = (r.questions / (r.count + sum(r.errors.values()))) if r.count else float("nan")
+        lines.append(f"| {r.approach} | {r.clients} | {r.rate:,.0f} | {r.pct(50):.2f} | {r.pct(99):.2f} | "
+                     f"{ratio:.0%} | {ROUND_TRIPS[r.approach]}; {measured:.2f} |")
+    errors = [f"- {r.approach}, {r.clients} clients: {n} x {msg}" for r in results for msg, n in r.errors.items()]
+    lines += ["", "Errors during measurement: " + ("none." if not errors else ""), *errors, "", "Targets:", ""]
+
+    def target(text: str, verdict: tuple[bool, str] | None) -> None:
+        if verdict is None:
+            lines.append(f"- NOT MEASURED: {text}")
+        else:
+            lines.append(f"- {'MET' if verdict[0] else 'MISSED'}: {text} ({verdict[1]})")
+
+    per_tx = [r.questions / r.count for r in results if r.approach == "pyfsm" and r.count]
+    target("one round trip per transition", None if not per_tx else (
+        ROUND_TRIPS["pyfsm"] == 1 and max(per_tx) < 1.1,
+        f"1 CALL in the code; Questions delta per transition {max(per_tx):.2f} at most"))
+    p8, c8, h8 = (by.get((a, 8)) for a in APPROACHES)
+    target("8 clients: pyfsm >= 50% of the ceiling's tx/s", None if not (p8 and c8) else (
+        p8.rate >= 0.5 * c8.rate, f"{p8.rate:,.0f} vs {c8.rate:,.0f} tx/s = {p8.rate / c8.rate:.0%}"))
+    target("8 clients: pyfsm >= 2x the hand-written version's tx/s", None if not (p8 and h8) else (
+        p8.rate >= 2 * h8.rate, f"{p8.rate:,.0f} vs {h8.rate:,.0f} tx/s = {p8.rate / h8.rate:.2f}x"))
+    p1, c1 = by.get(("pyfsm", 1)), by.get(("ceiling", 1))
+    target("1 client: pyfsm p50 latency <= 2x the ceiling's p50", None if not (p1 and c1) else (
+        p1.pct(50) <= 2 * c1.pct(50),
+        f"{p1.pct(50):.2f} vs {c1.pct(50):.2f} ms = {p1.pct(50) / c1.pct(50):.2f}x"))
+    return "\n".join(lines)
+
+
+def write_results(path: Path, text: str) -> None:
+    """Replace the block between the bench markers in ``path`` (appended if there is none)."""
+    block = f"{MARK_START}\n{text}\n{MARK_END}"
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    if MARK_START in old and MARK_END in old:
+        head, rest = old.split(MARK_START, 1)
+        new = head + block + rest.split(MARK_END, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(new)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test", help="server (its database is ignored)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each measurement")
+    parser.add_argument("--clients", default="1,8", help="comma-separated client process counts")
+    parser.add_argument("--write", type=Path, help="update the results block of this file (e.g. BENCHMARKS.md)")
+    args = parser.parse_args(argv)
+    client_counts = [int(c) for c in args.clients.split(",")]
+    database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
+    settings = parse_dsn(args.dsn).with_database(database)
+    admin = pymysql.connect(**settings.connect_kwargs(database=False))
+    with admin.cursor() as cur:
+        cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit, @@sync_binlog, @@log_bin")
+        server = dict(zip(("version", "innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin"),
+                          map(str, cur.fetchone()), strict=True))
+        cur.execute(f"CREATE DATABASE `{database}`")
+    try:
+        setup = raw_connect(settings, autocommit=True)
+        with setup.cursor() as cur:
+            for ddl in TABLES:
+                cur.execute(ddl)
+        setup.close()
+        with Store(settings.dsn(), pool_size=1) as store:
+            store.migrate()
+            store.define(MACHINE)
+        results = []
+        for clients in client_counts:
+            for approach in APPROACHES:
+                print(f"measuring {approach} with {clients} client(s)...", file=sys.stderr, flush=True)
+                results.append(measure(approach, clients, settings, args.seconds, admin))
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        admin.close()
+    text = report(results, server, args.seconds)
+    print(text)
+    if args.write:
+        write_results(args.write, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

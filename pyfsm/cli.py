@@ -1,0 +1,114 @@
+"""The `pyfsm` command line.
+
+Every command takes --dsn (default: $PYFSM_DSN), exits 0 on success and non-zero with a
+one-line error on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+
+from . import db, schema
+from .definition import Machine
+from .errors import FsmError, InvalidArgument
+from .store import Store
+
+EPILOG = """examples:
+  pyfsm migrate --dsn mysql://root@127.0.0.1:3306/app
+  pyfsm define myapp.machines:order
+  pyfsm sync order
+  pyfsm check
+  pyfsm demo --orders 300
+"""
+
+
+def _machine_from_path(path: str) -> Machine:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise InvalidArgument(f"expected module.path:attribute, got {path!r}")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument(f"cannot load {path}: {exc}") from None
+    if not isinstance(obj, Machine):
+        raise InvalidArgument(f"{path} is a {type(obj).__name__}, not a pyfsm.Machine")
+    return obj
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    settings = db.parse_dsn(args.dsn)
+    schema.migrate(settings)
+    print(f"pyfsm schema is at {schema.HEAD_REVISION}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    conn = db.connect(db.parse_dsn(args.dsn))
+    try:
+        schema.check(conn)
+    finally:
+        conn.close()
+    print(f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs")
+
+
+def cmd_define(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        result = store.define(_machine_from_path(args.machine))
+    print(json.dumps({"machine": result.machine, "version": result.version, "changed": result.changed}))
+
+
+def cmd_sync(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        store.sync(args.machine)
+    print(f"tables, triggers and procedures of {args.machine} are installed")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run
+
+    run(args.dsn, orders=args.orders)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pyfsm", description="Persistent state machines enforced by MySQL.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func: object, help_text: str, example: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--dsn", default=None, help="mysql://user:password@host:port/db (default: $PYFSM_DSN)")
+        p.set_defaults(func=func)
+        return p
+
+    add("migrate", cmd_migrate, "install or upgrade pyfsm's schema", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
+    add("check", cmd_check, "check that the schema matches this pyfsm", "pyfsm check")
+    add("define", cmd_define, "store a Machine from a Python module and create its tables",
+        "pyfsm define myapp.machines:order").add_argument("machine", help="module.path:attribute")
+    add("sync", cmd_sync, "create the tables and triggers of a machine defined in SQL",
+        "pyfsm sync order").add_argument("machine", help="machine name")
+    demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed)",
+               "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
+    demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except FsmError as exc:
+        print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pyfsm: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

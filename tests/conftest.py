@@ -1,0 +1,138 @@
+"""Test fixtures: a real MySQL/MariaDB server, databases created and dropped per session.
+
+The server comes from $PYFSM_TEST_DSN (any database name; the tests create their own).
+Without it, and with a Docker engine answering, MySQL 8.4 is started with testcontainers.
+With neither, the run stops with a message saying what to set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pymysql
+import pytest
+
+from pyfsm import Machine, Store
+from pyfsm.db import Settings, parse_dsn
+
+HELP = (
+    "pyfsm's tests need a MySQL 8 or MariaDB 10.6+ server. Set PYFSM_TEST_DSN, e.g.\n"
+    "  PYFSM_TEST_DSN=mysql://root@127.0.0.1:3306/test make test\n"
+    "or run them where a Docker engine is available (testcontainers starts MySQL 8.4)."
+)
+
+
+def _docker_available() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Settings]:
+    """Connection settings of the test server (database part ignored)."""
+    dsn = os.environ.get("PYFSM_TEST_DSN")
+    if dsn:
+        yield parse_dsn(dsn)
+        return
+    if not _docker_available():
+        pytest.exit(HELP, returncode=2)
+    from testcontainers.mysql import MySqlContainer
+
+    with MySqlContainer("mysql:8.4", username="root", password="test", dbname="test") as container:
+        yield Settings(host=container.get_container_host_ip(), port=int(container.get_exposed_port(3306)),
+                       user="root", password="test", database="test")
+
+
+def admin(settings: Settings) -> pymysql.connections.Connection:
+    return pymysql.connect(**settings.connect_kwargs(database=False))
+
+
+@pytest.fixture(scope="session")
+def make_database(server: Settings) -> Iterator[object]:
+    """A factory of empty databases, all dropped at the end of the session."""
+    made: list[str] = []
+
+    def make(prefix: str = "pyfsm_t") -> Settings:
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        conn = admin(server)
+        try:
+            conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        finally:
+            conn.close()
+        made.append(name)
+        return server.with_database(name)
+
+    yield make
+    conn = admin(server)
+    try:
+        for name in made:
+            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def dsn(make_database) -> str:  # type: ignore[no-untyped-def]
+    """A migrated database shared by the session; tests isolate themselves by machine name."""
+    settings = make_database()
+    store = Store(settings.dsn())
+    store.migrate()
+    store.close()
+    return settings.dsn()
+
+
+@pytest.fixture(scope="session")
+def store(dsn: str) -> Iterator[Store]:
+    s = Store(dsn)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def raw(dsn: str) -> Iterator[pymysql.connections.Connection]:
+    """A plain PyMySQL connection to the test database, as a DBA would use it."""
+    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    conn.cursor().execute("SET time_zone = '+00:00'")
+    yield conn
+    conn.close()
+
+
+_names = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{next(_names)}"
+
+
+def order_machine(name: str | None = None, **options: object) -> Machine:
+    return Machine(
+        name=name or unique("order"),
+        states=["new", "paid", "shipped", "delivered", "cancelled"],
+        start=["new"],
+        final=["delivered", "cancelled"],
+        transitions=[
+            ("pay", "new", "paid"),
+            ("ship", "paid", "shipped"),
+            ("deliver", "shipped", "delivered"),
+            ("cancel", ["new", "paid"], "cancelled"),
+            ("refund", "paid", "new"),
+        ],
+        **options,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def order(store: Store) -> Machine:
+    """A freshly defined order machine with a unique name."""
+    machine = order_machine()
+    store.define(machine)
+    return machine

@@ -1,0 +1,37 @@
+"""Every error number pyfsm's SQL signals maps to its own Python class."""
+
+from __future__ import annotations
+
+import re
+
+import pyfsm
+from pyfsm.errors import SERVER, SIGNALLED, FsmError, from_mysql_error
+from pyfsm.resources import sql_dir
+
+
+def test_every_signalled_number_maps_to_a_class() -> None:
+    used = {int(n) for p in sql_dir().rglob("*.sql") for n in re.findall(r"MYSQL_ERRNO\s*=\s*(\d+)", p.read_text())}
+    assert used, "no MYSQL_ERRNO found in sql/"
+    for errno in used:
+        assert 31000 < errno <= 32767, errno
+        assert errno in SIGNALLED, f"{errno} is signalled in sql/ but has no Python class"
+        assert SIGNALLED[errno].errno == errno
+
+
+def test_each_kind_has_its_own_class_and_number() -> None:
+    classes = [c for c in vars(pyfsm.errors).values()
+               if isinstance(c, type) and issubclass(c, FsmError) and c is not FsmError]
+    numbers = [c.errno for c in classes]
+    assert len(numbers) == len(set(numbers)), "two error classes share a number"
+    for cls in classes:
+        assert cls.__name__ in pyfsm.__all__, cls
+
+
+def test_mapping_uses_the_number_not_the_text() -> None:
+    import pymysql
+
+    err = from_mysql_error(pymysql.err.OperationalError(31005, "some unrelated text"), machine="m", key="k")
+    assert isinstance(err, pyfsm.TransitionNotAllowed) and (err.machine, err.key) == ("m", "k")
+    assert from_mysql_error(pymysql.err.OperationalError(1234, "deadlock found")) is None
+    assert isinstance(from_mysql_error(pymysql.err.OperationalError(1213, "x")), pyfsm.Deadlock)
+    assert SERVER[2013] is pyfsm.DatabaseUnavailable

@@ -1,0 +1,182 @@
+"""The database enforces the machine for every writer: raw SQL and the DBA procedures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pymysql
+import pytest
+from conftest import unique
+
+from pyfsm import Machine, Store
+from pyfsm.errors import SIGNALLED, from_mysql_error
+
+
+def run(raw: Any, sql: str, args: tuple[Any, ...] | None = None) -> list[dict[str, Any]]:
+    """Execute like a DBA: one statement, all result sets drained, first one returned."""
+    cur = raw.cursor(pymysql.cursors.DictCursor)
+    cur.execute(sql, args)
+    rows = list(cur.fetchall())
+    while cur.nextset():
+        pass
+    return rows
+
+
+def errno_of(raw: Any, sql: str, args: tuple[Any, ...] | None = None) -> int:
+    with pytest.raises(pymysql.err.MySQLError) as info:
+        run(raw, sql, args)
+    return int(info.value.args[0])
+
+
+def history(raw: Any, machine: str, key: str) -> list[dict[str, Any]]:
+    return run(raw, f"SELECT h.* FROM `fsm_{machine}_transitions` h JOIN `fsm_{machine}` i ON i.id = h.instance_id "
+                    "WHERE i.instance_key = %s ORDER BY h.sort_key", (key,))
+
+
+def test_raw_update_allowed_is_recorded_like_a_call(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "u1")
+    run(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'paid' WHERE instance_key = 'u1'")
+    inst = store.get(order, "u1")
+    assert (inst.state, inst.version) == ("paid", 2)
+    rows = history(raw, order.name, "u1")
+    assert [(r["event"], r["from_state"], r["to_state"], r["most_recent"], r["source"]) for r in rows] == [
+        (None, None, "new", None, "procedure"), ("pay", "new", "paid", 1, "update")]
+
+
+def test_raw_update_not_allowed_is_rejected(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "u2")
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'delivered' WHERE instance_key = 'u2'") == 31005
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'nonsense' WHERE instance_key = 'u2'") == 31005
+    assert store.get(order, "u2").state == "new" and len(history(raw, order.name, "u2")) == 1
+
+
+def test_raw_update_with_ambiguous_event_needs_fsm_event(store: Store, raw: Any) -> None:
+    machine = Machine(name=unique("ambig"), states=["a", "b"], start=["a"],
+                      transitions=[("go", "a", "b"), ("jump", "a", "b"), ("back", "b", "a")])
+    store.define(machine)
+    store.create(machine, "k")
+    sql = f"UPDATE `fsm_{machine.name}` SET current_state = 'b' WHERE instance_key = 'k'"
+    assert errno_of(raw, sql) == 31006
+    run(raw, "SET @fsm_event = 'jump', @fsm_metadata = '{\"ticket\": 42}'")
+    run(raw, sql)
+    run(raw, "SET @fsm_event = NULL, @fsm_metadata = NULL")
+    last = history(raw, machine.name, "k")[-1]
+    assert last["event"] == "jump" and json.loads(last["metadata"]) == {"ticket": 42}
+
+
+def test_raw_update_of_other_columns_bumps_version_only(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "u3")
+    run(raw, f"UPDATE `fsm_{order.name}` SET data = '{{\"note\": 1}}', version = 99 WHERE instance_key = 'u3'")
+    inst = store.get(order, "u3")
+    assert (inst.version, inst.data, inst.state) == (2, {"note": 1}, "new")
+    assert len(history(raw, order.name, "u3")) == 1
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET data = '[1]' WHERE instance_key = 'u3'") == 31008
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET instance_key = 'x' WHERE instance_key = 'u3'") == 31013
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET status = 'bogus' WHERE instance_key = 'u3'") == 31009
+
+
+def test_paused_instance_accepts_no_event(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "pz")
+    run(raw, f"UPDATE `fsm_{order.name}` SET status = 'paused' WHERE instance_key = 'pz'")
+    with pytest.raises(Exception) as info:
+        store.send(order, "pz", "pay")
+    assert type(info.value).__name__ == "InstancePaused" and info.value.errno == 31011  # type: ignore[attr-defined]
+    assert store.get(order, "pz").state == "new"
+
+
+def test_raw_insert_starts_in_a_start_state(store: Store, order: Machine, raw: Any) -> None:
+    run(raw, f"INSERT INTO `fsm_{order.name}` (instance_key, lookup_key) VALUES ('ins1', 'acct')")
+    inst = store.get(order, "ins1")
+    assert (inst.state, inst.version, inst.data, inst.definition_version) == ("new", 1, {}, 1)
+    assert errno_of(raw, f"INSERT INTO `fsm_{order.name}` (instance_key, current_state) VALUES ('ins2', 'paid')") == 31005
+
+
+def test_history_cannot_be_updated_or_deleted(store: Store, order: Machine, raw: Any) -> None:
+    store.send(order, "h1", "pay")
+    table = f"fsm_{order.name}_transitions"
+    for sql in (f"UPDATE `{table}` SET event = 'cancel'", f"UPDATE `{table}` SET most_recent = NULL",
+                f"UPDATE `{table}` SET created_at = created_at - INTERVAL 1 DAY", f"DELETE FROM `{table}`"):
+        assert errno_of(raw, sql) == 31012, sql
+    run(raw, "SET @fsm_flip = NULL")
+    assert len(history(raw, order.name, "h1")) == 2
+
+
+def test_topic_writes_outbox_rows_and_no_topic_writes_none(store: Store, raw: Any) -> None:
+    with_topic = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
+                         topic="pyfsm.events")
+    without = Machine(name=unique("quiet"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")])
+    store.define(with_topic)
+    store.define(without)
+    sent = store.send(with_topic, "e1", "go", metadata={"m": 1})
+    store.send(without, "q1", "go")
+    rows = run(raw, "SELECT * FROM fsm_outbox WHERE machine IN (%s, %s) ORDER BY id", (with_topic.name, without.name))
+    assert [(r["machine"], r["event"], r["to_state"], r["topic"]) for r in rows] == [
+        (with_topic.name, None, "a", "pyfsm.events"), (with_topic.name, "go", "b", "pyfsm.events")]
+    assert rows[1]["transition_id"] == sent.transition_id and json.loads(rows[1]["metadata"]) == {"m": 1}
+
+
+def test_failed_transition_writes_no_outbox_row(store: Store, raw: Any) -> None:
+    machine = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], topic="t")
+    store.define(machine)
+    store.send(machine, "f1", "go")
+    before = run(raw, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (machine.name,))[0]["n"]
+    with pytest.raises(Exception, match="not allowed"):
+        store.send(machine, "f1", "go")
+    assert run(raw, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (machine.name,))[0]["n"] == before
+
+
+def test_dba_procedures_give_the_same_checks(store: Store, raw: Any) -> None:
+    name = unique("door")
+    definition = json.dumps({"states": ["open", "closed"], "start": ["open"],
+                             "transitions": [{"event": "close", "from": ["open"], "to": "closed"},
+                                             {"event": "open", "from": ["closed"], "to": "open"}]})
+    first = run(raw, "CALL fsm_define_v1(%s, %s)", (name, definition))[0]
+    assert (first["version"], first["changed"], first["tables_ready"]) == (1, 1, 0)
+    assert run(raw, "CALL fsm_define_v1(%s, %s)", (name, definition))[0]["changed"] == 0
+    assert errno_of(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, NULL, NULL, NULL, NULL, NULL)", (name,)) == 31002
+    store.sync(name)
+    sent = run(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, '{\"by\": \"dba\"}', NULL, 'dba-1', NULL, NULL)", (name,))
+    assert (sent[0]["to_state"], sent[0]["created"]) == ("closed", 1)
+    assert errno_of(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, NULL, NULL, NULL, NULL, NULL)", (name,)) == 31005
+    assert run(raw, "CALL fsm_get_v1(%s, 'd1')", (name,))[0]["current_state"] == "closed"
+    assert [r["to_state"] for r in run(raw, "CALL fsm_history_v1(%s, 'd1')", (name,))] == ["open", "closed"]
+    assert run(raw, "CALL fsm_counts_v1(%s)", (name,)) == [{"state": "closed", "instances": 1}]
+    assert [r["instance_key"] for r in run(raw, "CALL fsm_in_state_v1(%s, 'closed', 0, 10)", (name,))] == ["d1"]
+    created = run(raw, "CALL fsm_create_v1(%s, 'd2', NULL, NULL, NULL, NULL, 'acct')", (name,))
+    assert created[0]["to_state"] == "open"
+    assert run(raw, "CALL fsm_definition_v1(%s, NULL)", (name,))[0]["version"] == 1
+    assert errno_of(raw, "CALL fsm_get_v1(%s, 'nope')", (name,)) == 31003
+    # every user variable the procedures use is cleared again
+    assert run(raw, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_flip AS f") == [
+        {"e": None, "m": None, "r": None, "f": None}]
+
+
+def test_dba_define_rejects_bad_definitions(raw: Any) -> None:
+    bad = {
+        "not json": "{oops",
+        "no states": '{"states": [], "start": ["a"], "transitions": []}',
+        "unknown start": '{"states": ["a"], "start": ["b"], "transitions": []}',
+        "unknown target": '{"states": ["a"], "start": ["a"], "transitions": [{"event": "e", "from": ["a"], "to": "z"}]}',
+        "duplicate edge": '{"states": ["a", "b"], "start": ["a"], "transitions": ['
+                          '{"event": "e", "from": ["a"], "to": "b"}, {"event": "e", "from": ["a"], "to": "a"}]}',
+        "bad state name": '{"states": ["A`; DROP TABLE x; --"], "start": ["a"], "transitions": []}',
+        "final with exit": '{"states": ["a", "b"], "start": ["a"], "final": ["b"], '
+                           '"transitions": [{"event": "e", "from": ["b"], "to": "a"}]}',
+        "long name": '{"states": ["' + "a" * 300 + '"], "start": ["a"], "transitions": []}',
+        "bad topic": '{"states": ["a"], "start": ["a"], "transitions": [], "topic": "no spaces"}',
+    }
+    name = unique("baddef")
+    for label, definition in bad.items():
+        assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", (name, definition)) == 31001, label
+    assert run(raw, "SELECT COUNT(*) AS n FROM fsm_machines WHERE machine = %s", (name,))[0]["n"] == 0
+    assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", ("x`; DROP TABLE fsm_rules; --", '{}')) == 31009
+    assert errno_of(raw, "CALL fsm_define_v1('machines', '{}')") == 31009
+    assert run(raw, "SHOW TABLES LIKE 'fsm_rules'")
+
+
+def test_signalled_errors_map_to_classes(store: Store, order: Machine, raw: Any) -> None:
+    with pytest.raises(pymysql.err.MySQLError) as info:
+        run(raw, f"CALL `fsm_{order.name}_send_v1`('z', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
+    err = from_mysql_error(info.value)
+    assert err is not None and type(err) is SIGNALLED[31003]
