@@ -18,9 +18,10 @@ Why each reference exists:
 * ``pyfsm``: ``Store.send()`` (pool_size=1 per process) on a two-state machine with a
   cycle (a -go-> b -back-> a), one CALL per transition.
 
-Round trips per transition are counted from the code and checked against the delta of the
-server's global ``Questions`` counter (client statements, not those run inside stored
-programs) over the measurement; that check is approximate if anything else uses the server.
+Round trips per transition are counted from the code and checked against each client
+connection's own ``Questions`` counter (SHOW SESSION STATUS; it counts statements sent by
+the client, not those run inside stored programs), read before and after the measurement,
+so other users of the server do not skew it.
 
 Usage: python bench/bench_transitions.py [--dsn DSN] [--seconds 5] [--clients 1,8] [--write BENCHMARKS.md]
 """
@@ -61,7 +62,8 @@ TABLES = (
     """CREATE TABLE hand_history (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
        instance_id BIGINT UNSIGNED NOT NULL, sort_key BIGINT UNSIGNED NOT NULL, most_recent TINYINT(1) NULL,
        event VARCHAR(64) NULL, from_state VARCHAR(64) NULL, to_state VARCHAR(64) NOT NULL,
-       created_at DATETIME(6) NOT NULL, UNIQUE (instance_id, most_recent), UNIQUE (instance_id, sort_key)) ENGINE=InnoDB""",
+       created_at DATETIME(6) NOT NULL, UNIQUE (instance_id, most_recent), UNIQUE (instance_id, sort_key)
+       ) ENGINE=InnoDB""",
 )
 MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -70,7 +72,6 @@ MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 class Job:
     approach: str
     client: int
-    clients: int
     settings: Settings
     seconds: float
 
@@ -90,6 +91,17 @@ class Result:
             return float("nan")
         return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
 
+    def round_trips(self) -> float:
+        """Statements the client sent per transaction attempted, from the session's Questions counter."""
+        attempts = self.count + sum(self.errors.values())
+        return self.questions / attempts if attempts else float("nan")
+
+    def add(self, other: Result) -> None:
+        self.count, self.rate, self.questions = (self.count + other.count, self.rate + other.rate,
+                                                 self.questions + other.questions)
+        self.latencies_ms += other.latencies_ms
+        self.errors += other.errors
+
 
 def raw_connect(settings: Settings, *, autocommit: bool) -> pymysql.connections.Connection:
     """A plain PyMySQL connection with pyfsm's session settings (no TLS, UTC, READ COMMITTED)."""
@@ -100,7 +112,15 @@ def raw_connect(settings: Settings, *, autocommit: bool) -> pymysql.connections.
     return conn
 
 
-def ceiling_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+Client = tuple[Callable[[int], None], Callable[[], int]]  # one transition; the session's Questions counter
+
+
+def session_questions(cur: Any) -> int:
+    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+    return int(cur.fetchone()[1])
+
+
+def ceiling_client(job: Job, keys: list[str]) -> Client:
     conn = raw_connect(job.settings, autocommit=False)
     cur = conn.cursor()
 
@@ -108,10 +128,10 @@ def ceiling_step(job: Job, keys: list[str]) -> Callable[[int], None]:
         cur.execute("INSERT INTO bench_ceiling (client, n, created_at) VALUES (%s, %s, UTC_TIMESTAMP(6))",
                     (job.client, i))
         conn.commit()
-    return step
+    return step, lambda: session_questions(cur)
 
 
-def hand_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+def hand_client(job: Job, keys: list[str]) -> Client:
     conn = raw_connect(job.settings, autocommit=True)
     cur = conn.cursor()
     for key in keys:
@@ -138,10 +158,10 @@ def hand_step(job: Job, keys: list[str]) -> Callable[[int], None]:
         except BaseException:
             conn.rollback()
             raise
-    return step
+    return step, lambda: session_questions(cur)
 
 
-def pyfsm_step(job: Job, keys: list[str]) -> Callable[[int], None]:
+def pyfsm_client(job: Job, keys: list[str]) -> Client:
     store = Store(job.settings.dsn(), pool_size=1)
     states = {key: store.create(MACHINE.name, key).to_state for key in keys}
 
@@ -152,23 +172,32 @@ def pyfsm_step(job: Job, keys: list[str]) -> Callable[[int], None]:
         except BaseException:
             states[key] = store.get(MACHINE.name, key).state
             raise
-    return step
+
+    def questions() -> int:
+        with store._db.connection() as conn:  # the pool's only connection (pool_size=1)
+            cur = conn.cursor()
+            try:
+                return session_questions(cur)
+            finally:
+                cur.close()
+    return step, questions
 
 
-STEPS = {"ceiling": ceiling_step, "hand-written": hand_step, "pyfsm": pyfsm_step}
+CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_client, "pyfsm": pyfsm_client}
 
 
 def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
     """One client: set up, warm up, then time transitions for ``job.seconds``."""
-    keys = [f"{job.clients}c-{job.client}-{uuid.uuid4().hex[:8]}-{j}" for j in range(INSTANCES_PER_CLIENT)]
-    step = STEPS[job.approach](job, keys)
-    result, i = Result(job.approach, job.clients), 0
+    keys = [f"{uuid.uuid4().hex[:12]}-{j}" for j in range(INSTANCES_PER_CLIENT)]  # this client's alone
+    step, questions = CLIENTS[job.approach](job, keys)
+    result, i = Result(job.approach, 0), 0
     deadline = time.perf_counter() + WARMUP_SECONDS
     while time.perf_counter() < deadline:
         step(i)
         i += 1
     warmed.wait()
     go.wait()
+    before = questions()
     start = time.perf_counter()
     deadline = start + job.seconds
     now = start
@@ -183,63 +212,52 @@ def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
         result.latencies_ms.append((later - now) * 1000)
         now = later
     result.rate = result.count / (now - start)
+    result.questions = questions() - before - 1  # -1: the second SHOW STATUS
     out.put(result)
     done.wait()
 
 
-def questions(admin: pymysql.connections.Connection) -> int:
-    with admin.cursor() as cur:
-        cur.execute("SHOW GLOBAL STATUS LIKE 'Questions'")
-        return int(cur.fetchone()[1])
-
-
-def measure(approach: str, clients: int, settings: Settings, seconds: float,
-            admin: pymysql.connections.Connection) -> Result:
+def measure(approach: str, clients: int, settings: Settings, seconds: float) -> Result:
     ctx = mp.get_context("spawn")
     warmed, go, done = (ctx.Barrier(clients + 1, timeout=seconds + 120) for _ in range(3))
     out = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(Job(approach, c, clients, settings, seconds), warmed, go, done, out))
+    procs = [ctx.Process(target=worker, args=(Job(approach, c, settings, seconds), warmed, go, done, out))
              for c in range(clients)]
     for p in procs:
         p.start()
     try:
         warmed.wait()
-        before = questions(admin)
         go.wait()
         done.wait()
-        after = questions(admin)
-        parts: list[Result] = [out.get(timeout=60) for _ in procs]
+        total = Result(approach, clients)
+        for _ in procs:
+            total.add(out.get(timeout=60))
+        return total
     finally:
         for p in procs:
             p.join(timeout=30)
             if p.is_alive():
                 p.terminate()
-    total = Result(approach, clients, questions=after - before - 1)  # -1: the second SHOW STATUS
-    for part in parts:
-        total.count += part.count
-        total.rate += part.rate
-        total.latencies_ms += part.latencies_ms
-        total.errors += part.errors
-    return total
 
 
 def report(results: list[Result], server: dict[str, str], seconds: float) -> str:
     ceiling = {r.clients: r for r in results if r.approach == "ceiling"}
     by = {(r.approach, r.clients): r for r in results}
     lines = [
-        f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs, MariaDB/MySQL {server['version']}, "
+        f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {server['load']} "
+        f"at the start), server {server['version']}, "
         f"innodb_flush_log_at_trx_commit={server['innodb_flush_log_at_trx_commit']}, "
         f"sync_binlog={server['sync_binlog']}, log_bin={server['log_bin']}, PyMySQL {pymysql.__version__}, "
-        f"{seconds:g} s per measurement after {WARMUP_SECONDS:g} s warm-up, {INSTANCES_PER_CLIENT} instances per client.",
+        f"{seconds:g} s per measurement after {WARMUP_SECONDS:g} s warm-up, "
+        f"{INSTANCES_PER_CLIENT} instances per client.",
         "",
         "| approach | clients | tx/s | p50 ms | p99 ms | tx/s vs ceiling | round trips/transition (code; measured) |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         ratio = r.rate / ceiling[r.clients].rate if r.clients in ceiling else float("nan")
-        measured = (r.questions / (r.count + sum(r.errors.values()))) if r.count else float("nan")
         lines.append(f"| {r.approach} | {r.clients} | {r.rate:,.0f} | {r.pct(50):.2f} | {r.pct(99):.2f} | "
-                     f"{ratio:.0%} | {ROUND_TRIPS[r.approach]}; {measured:.2f} |")
+                     f"{ratio:.0%} | {ROUND_TRIPS[r.approach]}; {r.round_trips():.2f} |")
     errors = [f"- {r.approach}, {r.clients} clients: {n} x {msg}" for r in results for msg, n in r.errors.items()]
     lines += ["", "Errors during measurement: " + ("none." if not errors else ""), *errors, "", "Targets:", ""]
 
@@ -249,11 +267,11 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
         else:
             lines.append(f"- {'MET' if verdict[0] else 'MISSED'}: {text} ({verdict[1]})")
 
-    per_tx = [r.questions / r.count for r in results if r.approach == "pyfsm" and r.count]
+    per_tx = [r.round_trips() for r in results if r.approach == "pyfsm"]
     target("one round trip per transition", None if not per_tx else (
         ROUND_TRIPS["pyfsm"] == 1 and max(per_tx) < 1.1,
         f"1 CALL in the code; Questions delta per transition {max(per_tx):.2f} at most"))
-    p8, c8, h8 = (by.get((a, 8)) for a in APPROACHES)
+    c8, h8, p8 = (by.get((a, 8)) for a in APPROACHES)
     target("8 clients: pyfsm >= 50% of the ceiling's tx/s", None if not (p8 and c8) else (
         p8.rate >= 0.5 * c8.rate, f"{p8.rate:,.0f} vs {c8.rate:,.0f} tx/s = {p8.rate / c8.rate:.0%}"))
     target("8 clients: pyfsm >= 2x the hand-written version's tx/s", None if not (p8 and h8) else (
@@ -292,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit, @@sync_binlog, @@log_bin")
         server = dict(zip(("version", "innodb_flush_log_at_trx_commit", "sync_binlog", "log_bin"),
                           map(str, cur.fetchone()), strict=True))
+        server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         cur.execute(f"CREATE DATABASE `{database}`")
     try:
         setup = raw_connect(settings, autocommit=True)
@@ -306,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         for clients in client_counts:
             for approach in APPROACHES:
                 print(f"measuring {approach} with {clients} client(s)...", file=sys.stderr, flush=True)
-                results.append(measure(approach, clients, settings, args.seconds, admin))
+                results.append(measure(approach, clients, settings, args.seconds))
     finally:
         with admin.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{database}`")

@@ -12,7 +12,7 @@ import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .errors import InvalidDefinition
 from .resources import check_machine_name
@@ -150,6 +150,11 @@ class Machine:
 
     # -- queries --------------------------------------------------------------------------
 
+    @property
+    def edges(self) -> tuple[Transition, ...]:
+        """The transitions, normalised to :class:`Transition` objects."""
+        return cast(tuple[Transition, ...], self.transitions)
+
     def target(self, state: str, event: str) -> str | None:
         """The state ``event`` leads to from ``state``, or None if it is not allowed."""
         return self._rules.get((state, event))
@@ -164,10 +169,7 @@ class Machine:
             "states": list(self.states),
             "start": list(self.start),
             "final": list(self.final),
-            "transitions": [
-                {"event": t.event, "from": list(t.sources), "to": t.target}
-                for t in self.transitions  # type: ignore[union-attr]
-            ],
+            "transitions": [{"event": t.event, "from": list(t.sources), "to": t.target} for t in self.edges],
             "topic": self.topic,
             "options": {
                 "save_after_step": self.save_after_step,

@@ -133,7 +133,7 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
         try:
             command.upgrade(alembic_config(settings), revision)
         except DBAPIError as exc:  # SQLAlchemy wraps the driver's error
-            raise db.translate(exc.orig) from exc
+            raise db.translate(exc.orig or exc) from exc
         finally:
             with conn.cursor() as cur:
                 cur.execute("SELECT RELEASE_LOCK('pyfsm_migrate')")

@@ -85,7 +85,7 @@ def _text(output: str | bytes | None) -> str:
 
 def _run(args: list[str | Path], *, cwd: Path, timeout: float, what: str) -> subprocess.CompletedProcess[str]:
     try:
-        proc = subprocess.run(  # noqa: S603 - fixed commands built by this test
+        proc = subprocess.run(
             [str(a) for a in args], cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:

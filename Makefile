@@ -1,0 +1,33 @@
+# pyfsm developer tasks. `make` or `make help` lists them.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test demo bench lint
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+venv: $(VENV)/.installed ## create .venv and install pyfsm with its test and lint tools
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker)
+	$(VENV)/bin/ruff check pyfsm migrations tests bench
+	$(VENV)/bin/mypy pyfsm
+	$(PY) -m pytest
+
+demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306/pyfsm_demo)
+	$(VENV)/bin/pyfsm demo $(if $(PYFSM_DSN),--dsn $(PYFSM_DSN),--dsn mysql://root@127.0.0.1:3306/pyfsm_demo)
+
+bench: venv ## measure transitions against the INSERT+COMMIT ceiling; updates BENCHMARKS.md
+	$(PY) bench/bench_transitions.py --write BENCHMARKS.md
+
+lint: venv ## ruff and mypy only
+	$(VENV)/bin/ruff check pyfsm migrations tests bench
+	$(VENV)/bin/mypy pyfsm
