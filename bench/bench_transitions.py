@@ -97,8 +97,8 @@ class Result:
         return self.questions / attempts if attempts else float("nan")
 
     def add(self, other: Result) -> None:
-        self.count, self.rate, self.questions = (self.count + other.count, self.rate + other.rate,
-                                                 self.questions + other.questions)
+        self.count, self.rate, self.questions = self.count + other.count, self.rate + other.rate, \
+            self.questions + other.questions
         self.latencies_ms += other.latencies_ms
         self.errors += other.errors
 
@@ -186,7 +186,7 @@ def pyfsm_client(job: Job, keys: list[str]) -> Client:
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_client, "pyfsm": pyfsm_client}
 
 
-def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
+def worker(job: Job, go: Any, out: Any) -> None:
     """One client: set up, warm up, then time transitions for ``job.seconds``."""
     keys = [f"{uuid.uuid4().hex[:12]}-{j}" for j in range(INSTANCES_PER_CLIENT)]  # this client's alone
     step, questions = CLIENTS[job.approach](job, keys)
@@ -195,8 +195,7 @@ def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
     while time.perf_counter() < deadline:
         step(i)
         i += 1
-    warmed.wait()
-    go.wait()
+    go.wait()  # every client is warmed up: start together
     before = questions()
     start = time.perf_counter()
     deadline = start + job.seconds
@@ -214,24 +213,18 @@ def worker(job: Job, warmed: Any, go: Any, done: Any, out: Any) -> None:
     result.rate = result.count / (now - start)
     result.questions = questions() - before - 1  # -1: the second SHOW STATUS
     out.put(result)
-    done.wait()
 
 
 def measure(approach: str, clients: int, settings: Settings, seconds: float) -> Result:
     ctx = mp.get_context("spawn")
-    warmed, go, done = (ctx.Barrier(clients + 1, timeout=seconds + 120) for _ in range(3))
-    out = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(Job(approach, c, settings, seconds), warmed, go, done, out))
-             for c in range(clients)]
+    go, out = ctx.Barrier(clients, timeout=120), ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(Job(approach, c, settings, seconds), go, out)) for c in range(clients)]
     for p in procs:
         p.start()
     try:
-        warmed.wait()
-        go.wait()
-        done.wait()
         total = Result(approach, clients)
         for _ in procs:
-            total.add(out.get(timeout=60))
+            total.add(out.get(timeout=seconds + 180))
         return total
     finally:
         for p in procs:

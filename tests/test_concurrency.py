@@ -16,6 +16,7 @@ the history table. The invariants checked after each race:
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import queue
 import random
@@ -25,11 +26,10 @@ from typing import Any
 
 import pymysql
 import pytest
+from conftest import unique
 
 from pyfsm import Conflict, Deadlock, Machine, Store, TransitionNotAllowed
 from pyfsm.db import parse_dsn
-
-from conftest import unique
 
 SPAWN = multiprocessing.get_context("spawn")
 PROCESSES = 8
@@ -182,7 +182,7 @@ def check_history(machine: Machine, history: list[Any], final_version: int, fina
     sort_keys = [h.sort_key for h in history]
     assert sort_keys == list(range(1, len(history) + 1)), f"sort keys not 1..n: {sort_keys}"
     assert sort_keys[-1] == final_version
-    for prev, row in zip(history, history[1:], strict=False):
+    for prev, row in itertools.pairwise(history):
         assert row.from_state == prev.to_state, f"broken chain at sort_key {row.sort_key}"
         assert machine.target(row.from_state, row.event) == row.to_state, (
             f"disallowed transition recorded: {row.from_state} --{row.event}--> {row.to_state}")

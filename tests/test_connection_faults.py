@@ -1,0 +1,76 @@
+"""Lost connections: reads and request-id writes recover, other writes are never re-run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pymysql
+import pytest
+
+from pyfsm import DatabaseUnavailable, InvalidData, Machine, Store
+
+
+def kill_pooled_connection(store: Store, raw: Any) -> None:
+    """KILL the server side of the (only) pooled connection; the client does not know yet."""
+    with store._db.connection() as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT CONNECTION_ID()")
+        (conn_id,) = cur.fetchone()
+    raw.cursor().execute(f"KILL CONNECTION {int(conn_id)}")
+
+
+@pytest.fixture
+def single(dsn: str) -> Any:
+    with Store(dsn, pool_size=1) as store:
+        yield store
+
+
+def test_read_is_retried_on_a_new_connection(single: Store, order: Machine, raw: Any) -> None:
+    single.create(order, "f1")
+    kill_pooled_connection(single, raw)
+    assert single.get(order, "f1").state == "new"
+
+
+def test_write_without_request_id_is_not_retried(single: Store, order: Machine, raw: Any) -> None:
+    single.create(order, "f2")
+    kill_pooled_connection(single, raw)
+    with pytest.raises(DatabaseUnavailable) as info:
+        single.send(order, "f2", "pay")
+    assert info.value.errno in (0, 2006, 2013)
+    assert single.get(order, "f2").state == "new"  # the pool replaced the dead connection
+    assert single.send(order, "f2", "pay").to_state == "paid"
+    assert len(single.history(order, "f2")) == 2
+
+
+def test_write_with_request_id_is_retried_once_applied(single: Store, order: Machine, raw: Any) -> None:
+    single.create(order, "f3")
+    kill_pooled_connection(single, raw)
+    result = single.send(order, "f3", "pay", request_id="f3-pay")
+    assert result.to_state == "paid"
+    assert [h.request_id for h in single.history(order, "f3")] == [None, "f3-pay"]
+
+
+def test_unreachable_server_is_reported(order: Machine) -> None:
+    with Store("mysql://root@127.0.0.1:1/nothing?connect_timeout=1") as store:
+        with pytest.raises(DatabaseUnavailable) as info:
+            store.get(order, "x")
+        assert info.value.errno == 2003
+
+
+def test_bad_data_fails_before_any_sql_runs(order: Machine) -> None:
+    """Against a server that does not exist: validation must win over the connection error."""
+    with Store("mysql://root@127.0.0.1:1/nothing?connect_timeout=1") as store:
+        with pytest.raises(InvalidData):
+            store.send(order, "x", "pay", data={"s": {1, 2}})
+
+
+def test_in_state_and_counts_use_the_state_index(store: Store, order: Machine, raw: Any) -> None:
+    for i in range(20):
+        store.send(order, f"ix{i}", "pay")
+    cur = raw.cursor(pymysql.cursors.DictCursor)  # by name: MySQL 8 has an extra partitions column
+    cur.execute(f"EXPLAIN SELECT * FROM `fsm_{order.name}` WHERE current_state = 'paid' AND id > 0 ORDER BY id LIMIT 10")
+    plan = cur.fetchall()
+    assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state", plan
+    cur.execute(f"EXPLAIN SELECT current_state, COUNT(*) FROM `fsm_{order.name}` GROUP BY current_state")
+    plan = cur.fetchall()
+    assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state" and "Using index" in str(plan[0]["Extra"]), plan
