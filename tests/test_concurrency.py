@@ -36,6 +36,7 @@ PROCESSES = 8
 ATTEMPTS = 60  # per process in the main race: 480 attempts on one instance
 TIMEOUT = 120  # seconds; a hang (a lock never released) fails the test instead of blocking forever
 
+
 def cycle_machine(name: str) -> Machine:
     """a -> b -> c -> a on ``next``, plus competing ``skip`` (a -> c) and ``back`` (b -> a)."""
     return Machine(

@@ -71,7 +71,12 @@ BEGIN
       INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
     END;
     IF v_dup THEN
-      -- another caller created it first; continue with theirs, unless ours had to be new
+      -- Another caller created it first; continue with theirs, unless ours had to be new.
+      -- The failed INSERT left us a shared lock on the key; two callers each holding one
+      -- and asking for the row lock would deadlock. Nothing is written yet, so start over.
+      ROLLBACK;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+      START TRANSACTION;
       SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
       IF p_expected_version = 0 THEN
         SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' already exists (expected version 0)'), 128);
