@@ -3,7 +3,7 @@
 Everything runs in one process tree, against one server, with one driver (PyMySQL), in a
 fresh database ``pyfsm_bench_<random>`` that is dropped at the end. Each measurement uses
 1 or N client processes (multiprocessing, spawn); every process has its own connection and
-its own instances, so clients never wait for each other's row locks.
+its own instances, so no two clients ever touch the same instance.
 
 Why each reference exists:
 
@@ -21,9 +21,7 @@ Why each reference exists:
 Round trips per transition are counted from the code and checked against each client
 connection's own ``Questions`` counter (SHOW SESSION STATUS: statements sent by the client,
 not those run inside stored programs), read before and after the measurement, so other
-users of the server do not skew the check.
-
-Usage: python bench/bench_transitions.py [--dsn DSN] [--seconds 5] [--clients 1,8] [--write BENCHMARKS.md]
+users of the server do not skew the check. Errors are counted and reported, never retried.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -87,11 +86,11 @@ class Result:
     questions: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
+    warmup_errors: Counter[str] = field(default_factory=Counter)
 
     def pct(self, q: int) -> float:
-        if len(self.latencies_ms) < 2:
-            return float("nan")
-        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
+        lat = self.latencies_ms
+        return statistics.quantiles(lat, n=100, method="inclusive")[q - 1] if len(lat) > 1 else float("nan")
 
     def round_trips(self) -> float:
         """Statements sent per transaction attempted, from the sessions' Questions counters."""
@@ -104,6 +103,7 @@ class Result:
         self.questions += other.questions
         self.latencies_ms += other.latencies_ms
         self.errors += other.errors
+        self.warmup_errors += other.warmup_errors
 
 
 def raw_connect(settings: Settings, *, autocommit: bool) -> pymysql.connections.Connection:
@@ -187,30 +187,42 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_client, "pyfsm": pyfs
 
 
 def worker(job: Job, go: Any, out: Any) -> None:
-    """One client process: set up, warm up, then time transitions for ``job.seconds``."""
-    keys = [f"{uuid.uuid4().hex[:12]}-{j}" for j in range(INSTANCES_PER_CLIENT)]  # this client's alone
-    step, questions = CLIENTS[job.approach](job, keys)
-    result, i = Result(job.approach, 1), 0
-    deadline = time.perf_counter() + WARMUP_SECONDS
-    while time.perf_counter() < deadline:
-        step(i)
-        i += 1
-    go.wait()  # every client is warmed up: start together
-    before = questions()
+    """One client process: set up, warm up, wait for the others, time transitions for ``job.seconds``.
+
+    A failure outside the timed loop (setup, barrier) stops the whole measurement.
+    """
+    try:
+        keys = [f"{uuid.uuid4().hex[:12]}-{j}" for j in range(INSTANCES_PER_CLIENT)]  # this client's alone
+        step, questions = CLIENTS[job.approach](job, keys)
+        result = Result(job.approach, 1)
+        timed_loop(step, WARMUP_SECONDS, result.warmup_errors, [])
+        go.wait()  # every client is warmed up: start together
+        before = questions()
+        result.count, elapsed = timed_loop(step, job.seconds, result.errors, result.latencies_ms)
+        result.rate = result.count / elapsed
+        result.questions = questions() - before - 1  # -1: the second SHOW STATUS counts itself
+        out.put(result)
+    except BaseException:
+        go.abort()
+        out.put(traceback.format_exc())
+
+
+def timed_loop(step: Callable[[int], None], seconds: float, errors: Counter[str],
+               latencies_ms: list[float]) -> tuple[int, float]:
+    """Run ``step`` for ``seconds``; errors are counted, not retried. Returns (successes, elapsed)."""
+    ok, i = 0, 0
     now = start = time.perf_counter()
-    while now < start + job.seconds:
+    while now < start + seconds:
         try:
             step(i)
-            result.count += 1
+            ok += 1
         except Exception as exc:
-            result.errors[f"{type(exc).__name__}: {str(exc)[:100]}"] += 1
+            errors[f"{type(exc).__name__}: {str(exc)[:100]}"] += 1
         i += 1
         later = time.perf_counter()
-        result.latencies_ms.append((later - now) * 1000)
+        latencies_ms.append((later - now) * 1000)
         now = later
-    result.rate = result.count / (now - start)
-    result.questions = questions() - before - 1  # -1: the second SHOW STATUS counts itself
-    out.put(result)
+    return ok, now - start
 
 
 def measure(approach: str, clients: int, settings: Settings, seconds: float) -> Result:
@@ -222,7 +234,10 @@ def measure(approach: str, clients: int, settings: Settings, seconds: float) -> 
     try:
         total = Result(approach, clients)
         for _ in procs:
-            total.add(out.get(timeout=seconds + 180))
+            part = out.get(timeout=seconds + 180)
+            if isinstance(part, str):
+                raise RuntimeError(f"a {approach} client failed:\n{part}")
+            total.add(part)
         return total
     finally:
         for p in procs:
@@ -248,8 +263,9 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
         ratio = f"{r.rate / ceiling.rate:.0%}" if ceiling and ceiling.rate else "n/a"
         lines.append(f"| {r.approach} | {r.clients} | {r.rate:,.0f} | {r.pct(50):.2f} | {r.pct(99):.2f} | "
                      f"{ratio} | {ROUND_TRIPS[r.approach]}; {r.round_trips():.2f} |")
-    errors = [f"- {r.approach}, {r.clients} clients: {n} x {msg}" for r in results for msg, n in r.errors.items()]
-    lines += ["", "Errors during the measurements: " + ("none." if not errors else ""), *errors, "", "Targets:", ""]
+    errors = [f"- {r.approach}, {r.clients} clients{when}: {n} x {msg}" for r in results
+              for when, found in (("", r.errors), (" (warm-up)", r.warmup_errors)) for msg, n in found.items()]
+    lines += ["", "Errors (counted, not retried): " + ("none." if not errors else ""), *errors, "", "Targets:", ""]
 
     def target(text: str, verdict: tuple[bool, str] | None) -> None:
         status = "NOT MEASURED" if verdict is None else "MET" if verdict[0] else "MISSED"
@@ -297,11 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         cur.execute(f"CREATE DATABASE `{database}`")
     try:
-        setup = raw_connect(settings, autocommit=True)
-        with setup.cursor() as cur:
+        with admin.cursor() as cur:
+            cur.execute(f"USE `{database}`")
             for ddl in TABLES:
                 cur.execute(ddl)
-        setup.close()
         with Store(settings.dsn(), pool_size=1) as store:
             store.migrate()
             store.define(MACHINE)

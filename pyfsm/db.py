@@ -10,7 +10,10 @@ Pool settings that matter for correctness:
 * Liveness is checked on checkout with ``connection.open``, a local flag PyMySQL clears
   when a socket fails, so no extra round trip is spent on a ping.
 * Every session runs in UTC and READ COMMITTED (set explicitly: the server default is
-  REPEATABLE READ, whose gap locks deadlock unrelated instances).
+  REPEATABLE READ, whose gap locks deadlock unrelated instances). READ COMMITTED still
+  takes InnoDB's duplicate-check locks on the history table's unique indexes, so two
+  instances with neighbouring ids can rarely deadlock; the server then rolls the whole
+  transaction back and :meth:`Database.call` makes the call again.
 """
 
 from __future__ import annotations
@@ -28,7 +31,17 @@ import pymysql
 from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
-from .errors import TRANSIENT, DatabaseUnavailable, FsmError, InvalidArgument, TransactionOpen, from_mysql_error
+from .errors import (
+    TRANSIENT,
+    DatabaseUnavailable,
+    Deadlock,
+    FsmError,
+    InvalidArgument,
+    TransactionOpen,
+    from_mysql_error,
+)
+
+DEADLOCK = 1213
 
 Row = dict[str, Any]
 
@@ -168,18 +181,26 @@ class Database:
         """Run one CALL and return the rows of its first result set, draining the rest.
 
         Every result set is drained so that an error raised after the first one (it arrives
-        at nextset()) is reported here and not on the next, unrelated query. With
-        ``retry_connection`` a lost or refused connection is retried a few times within
-        about a second; only reads and calls carrying a request id may ask for that.
+        at nextset()) is reported here and not on the next, unrelated query.
+
+        Two kinds of failure are retried, each only where repeating cannot apply a change
+        twice. A deadlock (1213): the server has rolled the whole transaction back, so the
+        call is made again, up to 3 times in all. A lost or refused connection, a few times
+        within about a second, only with ``retry_connection``: for reads, and for writes
+        carrying a request id, whose repeat returns the original transition.
         """
-        delays = [0.05, 0.15, 0.4, 0.6] if retry_connection else []
+        connection_delays = [0.05, 0.15, 0.4, 0.6] if retry_connection else []
+        deadlock_delays = [0.002, 0.008]
         while True:
             try:
                 return self._call_once(sql, args, writes=writes)
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
-                if isinstance(err, DatabaseUnavailable) and err.errno in TRANSIENT and delays:
-                    time.sleep(delays.pop(0) * random.uniform(0.5, 1.5))
+                if isinstance(err, DatabaseUnavailable) and err.errno in TRANSIENT and connection_delays:
+                    time.sleep(connection_delays.pop(0) * random.uniform(0.5, 1.5))
+                    continue
+                if isinstance(err, Deadlock) and err.errno == DEADLOCK and deadlock_delays:
+                    time.sleep(deadlock_delays.pop(0) * random.uniform(0, 1))
                     continue
                 raise err from exc
 

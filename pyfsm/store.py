@@ -13,7 +13,7 @@ from typing import Any
 
 from . import db, schema
 from .definition import NAME, Machine
-from .errors import InvalidArgument, InvalidData, TransitionNotAllowed, UnknownInstance
+from .errors import FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .resources import check_machine_name
 
@@ -195,7 +195,7 @@ class Store:
     def _state_or_none(self, machine: str, key: str) -> str | None:
         try:
             return self.get(machine, key).state
-        except (UnknownInstance, Exception):  # the state is a courtesy on an error path
+        except FsmError:  # the state is a courtesy on an error path; never mask the real error
             return None
 
 

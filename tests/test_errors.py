@@ -13,7 +13,9 @@ def test_every_signalled_number_maps_to_a_class() -> None:
     used = {int(n) for p in sql_dir().rglob("*.sql") for n in re.findall(r"MYSQL_ERRNO\s*=\s*(\d+)", p.read_text())}
     assert used, "no MYSQL_ERRNO found in sql/"
     for errno in used:
-        assert 31000 < errno <= 32767, errno
+        if errno in SERVER:  # a server condition re-raised on purpose (1213 after in-procedure retries)
+            continue
+        assert 31000 < errno <= 32767, f"{errno}: pyfsm's own numbers stay in 31001-32767"
         assert errno in SIGNALLED, f"{errno} is signalled in sql/ but has no Python class"
         assert SIGNALLED[errno].errno == errno
 

@@ -165,7 +165,9 @@ BEGIN
         SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', v_name, ' from ', v_text, ' defined twice'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
       END IF;
-      INSERT INTO fsm_rules (machine, version, from_state, event, to_state) VALUES (p_machine, v_new, v_text, v_name, v_to);
+      INSERT INTO fsm_rules (machine, version, from_state, event, to_state, to_final)
+      SELECT p_machine, v_new, v_text, v_name, v_to, is_final FROM fsm_states
+       WHERE machine = p_machine AND version = v_new AND state = v_to;
       SET v_j = v_j + 1;
     END WHILE;
     SET v_i = v_i + 1;

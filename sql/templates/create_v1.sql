@@ -66,8 +66,7 @@ BEGIN
       SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' already exists'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31004;
     END IF;
-    SET v_id = LAST_INSERT_ID();
-    SELECT id INTO v_tid FROM `fsm___M___transitions` WHERE instance_id = v_id AND most_recent = 1;
+    SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
   END IF;
   SELECT h.instance_id, h.to_state, i.status INTO v_id, v_to, v_status
     FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id WHERE h.id = v_tid;

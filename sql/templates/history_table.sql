@@ -27,6 +27,5 @@ CREATE TABLE IF NOT EXISTS `fsm___M___transitions` (
   PRIMARY KEY (`id`),
   UNIQUE KEY `fsm___M___t_sort` (`instance_id`, `sort_key`),
   UNIQUE KEY `fsm___M___t_recent` (`instance_id`, `most_recent`),
-  UNIQUE KEY `fsm___M___t_request` (`request_id`),
-  KEY `fsm___M___t_created` (`created_at`)
+  UNIQUE KEY `fsm___M___t_request` (`request_id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin

@@ -13,7 +13,8 @@
 --   version right after this transition.
 -- Errors: 31003 no instance and the event cannot create one; 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
---   used for another transition; 31011 paused; 1213/1205 deadlock or lock wait (retry).
+--   used for another transition; 31011 paused; 1213 deadlock: the transaction was rolled
+--   back whole, call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
 -- Example: CALL `fsm___M___send_v1`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
 CREATE PROCEDURE `fsm___M___send_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -51,7 +52,7 @@ BEGIN
   END IF;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+  SELECT id, version, current_state INTO v_id, v_version, v_from FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
   IF v_id IS NULL THEN
     IF p_expected_version > 0 THEN
       SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' does not exist (expected version ', p_expected_version, ')'), 128);
@@ -77,13 +78,13 @@ BEGIN
       ROLLBACK;
       SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
       START TRANSACTION;
-      SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+      SELECT id, version, current_state INTO v_id, v_version, v_from FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
       IF p_expected_version = 0 THEN
         SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' already exists (expected version 0)'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
       END IF;
     ELSE
-      SET v_id = LAST_INSERT_ID(), v_version = 1, v_created = 1;
+      SET v_id = LAST_INSERT_ID(), v_version = 1, v_from = v_start, v_created = 1;
     END IF;
   END IF;
   IF p_request_id IS NOT NULL THEN
@@ -95,6 +96,9 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
       END IF;
       SET v_replayed = 1;
+      SELECT from_state, to_state, sort_key INTO v_from, v_to, v_sort
+        FROM `fsm___M___transitions` WHERE id = v_tid;
+      SELECT status INTO v_status FROM `fsm___M__` WHERE id = v_id;
     END IF;
   END IF;
   IF v_replayed = 0 THEN
@@ -114,14 +118,12 @@ BEGIN
       SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
     END IF;
-    SELECT id INTO v_tid FROM `fsm___M___transitions` WHERE instance_id = v_id AND most_recent = 1;
+    SET v_tid = @fsm_last_transition_id;
+    SELECT current_state, version, status INTO v_to, v_sort, v_status FROM `fsm___M__` WHERE id = v_id;
   END IF;
-  SELECT h.event, h.from_state, h.to_state, h.sort_key, i.status
-    INTO v_event, v_from, v_to, v_sort, v_status
-    FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id WHERE h.id = v_tid;
   SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL;
   COMMIT;
-  SELECT v_tid AS transition_id, v_id AS instance_id, p_key AS instance_key, v_event AS event,
+  SELECT v_tid AS transition_id, v_id AS instance_id, p_key AS instance_key, p_event AS event,
          v_from AS from_state, v_to AS to_state, v_sort AS sort_key, v_sort AS version,
          v_status AS status, v_created AS created, v_replayed AS replayed;
 END

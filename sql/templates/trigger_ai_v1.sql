@@ -1,7 +1,8 @@
 -- fsm___M___ai_v1: AFTER INSERT on fsm___M__ — record the creation in history and outbox.
 --
 -- The creation row has event and from_state NULL, sort_key 1 and most_recent 1. It runs
--- AFTER the insert because only then is the instance id known.
+-- AFTER the insert because only then is the instance id known. Sets
+-- @fsm_last_transition_id to the creation row's id.
 -- Errors: none of its own (a duplicate @fsm_request_id fails with 1062).
 -- Example: fires on INSERT INTO `fsm___M__` (instance_key) VALUES ('k-1');
 CREATE TRIGGER `fsm___M___ai_v1` AFTER INSERT ON `fsm___M__` FOR EACH ROW
@@ -12,11 +13,12 @@ BEGIN
   VALUES (NEW.id, NEW.version, 1, NULL, NULL, NEW.current_state, @fsm_handler, NULL,
      NEW.data, COALESCE(@fsm_metadata, '{}'), NEW.definition_version, @fsm_request_id,
      COALESCE(@fsm_source, 'update'), NEW.created_at);
+  SET @fsm_last_transition_id = LAST_INSERT_ID();
   IF NEW.kafka_topic IS NOT NULL THEN
     INSERT INTO fsm_outbox
       (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
        from_state, to_state, data, metadata, occurred_at)
-    VALUES ('__M__', NEW.kafka_topic, NEW.id, NEW.instance_key, NEW.lookup_key, LAST_INSERT_ID(),
+    VALUES ('__M__', NEW.kafka_topic, NEW.id, NEW.instance_key, NEW.lookup_key, @fsm_last_transition_id,
        NEW.version, NULL, NULL, NEW.current_state, NEW.data, COALESCE(@fsm_metadata, '{}'), NEW.created_at);
   END IF;
 END

@@ -8,7 +8,8 @@
 -- set, and version/updated_at/status are maintained. A raw UPDATE without @fsm_event takes
 -- the one event leading from the old to the new state. Any other update bumps version.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
--- @fsm_request_id, @fsm_source. The procedures clear them after each call.
+-- @fsm_request_id, @fsm_source. The procedures clear them after each call. Written:
+-- @fsm_last_transition_id, the id of the history row just inserted.
 -- Errors: 31005 transition not allowed; 31006 several events lead to the new state (set
 --         @fsm_event); 31008 data or @fsm_metadata not a JSON object; 31009 invalid status;
 --         31011 instance is paused; 31013 id, machine, instance_key, definition_version or
@@ -22,6 +23,7 @@ BEGIN
   DECLARE v_event VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
   IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine AND NEW.instance_key <=> OLD.instance_key
           AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: id, machine, instance_key, definition_version and created_at cannot change', MYSQL_ERRNO = 31013;
@@ -42,22 +44,18 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: @fsm_metadata must be a JSON object', MYSQL_ERRNO = 31008;
     END IF;
     IF v_event IS NOT NULL THEN
-      SELECT MAX(r.to_state), MAX(s.is_final) INTO v_to, v_final
-        FROM fsm_rules r JOIN fsm_states s
-          ON s.machine = r.machine AND s.version = r.version AND s.state = r.to_state
-        WHERE r.machine = '__M__' AND r.version = OLD.definition_version
-          AND r.from_state = OLD.current_state AND r.event = v_event;
+      SELECT to_state, to_final INTO v_to, v_final FROM fsm_rules
+       WHERE machine = '__M__' AND version = OLD.definition_version
+         AND from_state = OLD.current_state AND event = v_event;
       IF v_to IS NULL OR NOT (NEW.current_state <=> OLD.current_state OR NEW.current_state <=> v_to) THEN
         SET v_msg = LEFT(CONCAT('fsm: event ', v_event, ' not allowed from ', OLD.current_state,
                                 ' (__M__ ', OLD.instance_key, ')'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
       END IF;
     ELSE
-      SELECT COUNT(*), MIN(r.event), MAX(s.is_final) INTO v_n, v_event, v_final
-        FROM fsm_rules r JOIN fsm_states s
-          ON s.machine = r.machine AND s.version = r.version AND s.state = r.to_state
-        WHERE r.machine = '__M__' AND r.version = OLD.definition_version
-          AND r.from_state = OLD.current_state AND r.to_state = NEW.current_state;
+      SELECT COUNT(*), MIN(event), MAX(to_final) INTO v_n, v_event, v_final FROM fsm_rules
+       WHERE machine = '__M__' AND version = OLD.definition_version
+         AND from_state = OLD.current_state AND to_state = NEW.current_state;
       IF v_n = 0 THEN
         SET v_msg = LEFT(CONCAT('fsm: no transition from ', OLD.current_state, ' to ',
                                 COALESCE(NEW.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
@@ -83,11 +81,12 @@ BEGIN
     VALUES (OLD.id, NEW.version, 1, v_event, OLD.current_state, v_to, @fsm_handler, OLD.data,
        NEW.data, COALESCE(@fsm_metadata, '{}'), OLD.definition_version, @fsm_request_id,
        COALESCE(@fsm_source, 'update'), v_now);
+    SET @fsm_last_transition_id = LAST_INSERT_ID();
     IF NEW.kafka_topic IS NOT NULL THEN
       INSERT INTO fsm_outbox
         (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
          from_state, to_state, data, metadata, occurred_at)
-      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, LAST_INSERT_ID(),
+      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, v_event, OLD.current_state, v_to, NEW.data, COALESCE(@fsm_metadata, '{}'), v_now);
     END IF;
   ELSE
