@@ -180,3 +180,16 @@ def test_signalled_errors_map_to_classes(store: Store, order: Machine, raw: Any)
         run(raw, f"CALL `fsm_{order.name}_send_v1`('z', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
     err = from_mysql_error(info.value)
     assert err is not None and type(err) is SIGNALLED[31003]
+
+
+def test_raw_update_writes_outbox_like_a_call(store: Store, raw: Any) -> None:
+    machine = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], topic="t")
+    store.define(machine)
+    run(raw, f"INSERT INTO `fsm_{machine.name}` (instance_key) VALUES ('raw1')")
+    run(raw, f"UPDATE `fsm_{machine.name}` SET current_state = 'b' WHERE instance_key = 'raw1'")
+    rows = run(raw, "SELECT event, from_state, to_state, sort_key, instance_key, transition_id FROM fsm_outbox "
+                    "WHERE machine = %s ORDER BY id", (machine.name,))
+    assert [(r["event"], r["from_state"], r["to_state"], r["sort_key"]) for r in rows] == [
+        (None, None, "a", 1), ("go", "a", "b", 2)]
+    last = history(raw, machine.name, "raw1")[-1]
+    assert rows[-1]["transition_id"] == last["id"] and last["source"] == "update"
