@@ -6,6 +6,7 @@ from .errors import (
     Conflict,
     DatabaseUnavailable,
     Deadlock,
+    DeleteRefused,
     FsmError,
     HistoryImmutable,
     ImmutableColumn,
@@ -29,7 +30,7 @@ from .store import Store
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "FsmError",
+    "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused", "FsmError",
     "HistoryEntry", "HistoryImmutable", "ImmutableColumn", "Instance", "InstanceExists",
     "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "LockNotAcquired",
     "Machine", "RequestIdReused", "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition",

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from . import db, schema
+from .db import translate
 from .definition import Machine
 from .errors import FsmError, InvalidArgument
 from .store import Store
@@ -107,6 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pyfsm: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # one line for users; PYFSM_DEBUG=1 shows the traceback
+        if os.environ.get("PYFSM_DEBUG"):
+            raise
+        err = translate(exc)
+        name = type(err).__name__
+        errno = getattr(err, "errno", None) or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else "")
+        print(f"pyfsm: {name} ({errno}): {err}" if errno != "" else f"pyfsm: {name}: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -151,6 +151,12 @@ class TransactionOpen(FsmError):
     errno = 31016
 
 
+class DeleteRefused(FsmError):
+    """Instances are not deleted (a DELETE or REPLACE on an instance table)."""
+
+    errno = 31017
+
+
 class DatabaseUnavailable(FsmError):
     """The server could not be reached or the connection was lost (errno is the driver's)."""
 
@@ -172,7 +178,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         InvalidDefinition, UnknownMachine, UnknownInstance, InstanceExists,
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
-        SchemaVersionMismatch, TransactionOpen,
+        SchemaVersionMismatch, TransactionOpen, DeleteRefused,
     )
 }
 
@@ -183,6 +189,8 @@ SERVER: dict[int, type[FsmError]] = {
     1020: Deadlock,  # record changed since last read (MariaDB snapshot isolation)
     3058: Deadlock,  # MySQL 8: deadlock while waiting for a user lock
     1305: UnknownMachine,  # procedure does not exist: a machine without its routines
+    1568: TransactionOpen,  # transaction characteristics can't change inside a transaction
+    1046: InvalidArgument,  # no database selected: the DSN lacks /database
     1406: InvalidArgument,  # data too long for a column (raw SQL past the checks)
     3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
     4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
@@ -196,10 +204,12 @@ SERVER: dict[int, type[FsmError]] = {
     0: DatabaseUnavailable,  # PyMySQL InterfaceError on a closed connection
     1045: DatabaseUnavailable,  # access denied
     1049: DatabaseUnavailable,  # unknown database
+    1317: DatabaseUnavailable,  # query execution was interrupted (KILL QUERY)
+    4031: DatabaseUnavailable,  # MySQL 8.0.24+: the server closed an idle connection
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1053, 1927, 2003, 2006, 2013, 2055})
+TRANSIENT = frozenset({0, 1040, 1053, 1927, 2003, 2006, 2013, 2055, 4031})
 
 
 def from_mysql_error(

@@ -53,6 +53,8 @@ MACHINE_TEMPLATES = (
     ("trigger_bi_v1", "trigger"),
     ("trigger_ai_v1", "trigger"),
     ("trigger_bu_v1", "trigger"),
+    ("trigger_bd_v1", "trigger"),
+    ("trigger_hbi_v1", "trigger"),
     ("trigger_hbu_v1", "trigger"),
     ("trigger_hbd_v1", "trigger"),
     ("send_v1", "routine"),

@@ -33,6 +33,8 @@ class Store:
 
     def __init__(self, dsn: str | None = None, *, pool_size: int = 8) -> None:
         self.settings = db.parse_dsn(dsn)
+        if not self.settings.database:
+            raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
         self._db = db.Database(self.settings, pool_size=pool_size)
         self._schema_ok = False
         self._lock = threading.Lock()
@@ -56,8 +58,8 @@ class Store:
     def _ensure_schema(self) -> None:
         if self._schema_ok:
             return
-        with self._lock, self._db.connection() as conn:
-            schema.check(conn._con._con, dsn_hint=_dsn_hint(self.settings))
+        with self._lock:
+            self._db.read(lambda conn: schema.check(conn, dsn_hint=_dsn_hint(self.settings)))
             self._schema_ok = True
 
     # -- definitions ----------------------------------------------------------------------
@@ -95,7 +97,7 @@ class Store:
         """A stored definition (current version by default) as a dict with its version."""
         name = _machine_name(machine)
         if version is not None:
-            _check_int("version", version, minimum=1)
+            _check_int("version", version, minimum=1, maximum=2**31 - 1)
         row = self._call("fsm_definition_v1", (name, version), read=True, machine=name)
         return {"machine": row["machine"], "version": row["version"], "is_current": bool(row["is_current"]),
                 "definition": json.loads(row["body"]) if isinstance(row["body"], str) else row["body"]}
@@ -214,16 +216,23 @@ def _check_name(what: str, value: object) -> str:
 
 
 def _check_key(what: str, value: object) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 191:
-        raise InvalidArgument(f"{what} must be a string of 1 to 191 characters, got {value!r:.80}")
-    return value
+    return _check_text(what, value, 191, required=True)  # type: ignore[return-value]
 
 
-def _check_text(what: str, value: object, maximum: int) -> str | None:
-    if value is None:
+def _check_text(what: str, value: object, maximum: int, *, required: bool = False) -> str | None:
+    """Keys, request ids and the like: 1..maximum characters of valid Unicode, no trailing space.
+
+    A trailing space is refused because utf8mb4_bin pads: 'k ' and 'k' are the same key.
+    """
+    if value is None and not required:
         return None
-    if not isinstance(value, str) or not 1 <= len(value) <= maximum:
-        raise InvalidArgument(f"{what} must be a string of 1 to {maximum} characters, got {value!r:.80}")
+    if not isinstance(value, str) or not 1 <= len(value) <= maximum or value.endswith(" "):
+        raise InvalidArgument(
+            f"{what} must be a string of 1 to {maximum} characters not ending in a space, got {value!r:.80}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} is not valid Unicode (lone surrogate): {value!r:.80}") from None
     return value
 
 
@@ -241,8 +250,9 @@ def _dump(what: str, value: Mapping[str, Any] | None, limit: int) -> str | None:
         raise InvalidData(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+        size = len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidData(f"{what} cannot be serialized as JSON: {exc}") from None
-    if len(text.encode()) > limit:
-        raise InvalidData(f"{what} is {len(text.encode())} bytes, more than the limit of {limit}")
+    if size > limit:
+        raise InvalidData(f"{what} is {size} bytes, more than the limit of {limit}")
     return text

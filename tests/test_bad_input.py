@@ -147,3 +147,29 @@ def test_unknown_machine_is_its_own_error(store: Store) -> None:
     with pytest.raises(UnknownMachine) as info:
         store.counts("ghost")
     assert isinstance(info.value, FsmError)
+
+
+@pytest.mark.parametrize("where", ["data", "metadata", "key", "request_id"])
+def test_lone_surrogates_are_refused(store: Store, seeded: Machine, where: str) -> None:
+    bad = "x\ud800"
+    kwargs: dict[str, Any] = {"data": {"s": bad}} if where == "data" else {"metadata": {"s": bad}} \
+        if where == "metadata" else {"request_id": bad} if where == "request_id" else {}
+    key = bad if where == "key" else "bad"
+    with pytest.raises((InvalidData, InvalidArgument)):
+        store.send(seeded, key, "pay", **kwargs)
+    assert store.get(seeded, "bad").version == 1
+
+
+def test_trailing_space_keys_are_refused(store: Store, seeded: Machine) -> None:
+    with pytest.raises(InvalidArgument, match="space"):
+        store.get(seeded, "bad ")
+
+
+def test_definition_version_out_of_range(store: Store, seeded: Machine) -> None:
+    with pytest.raises(InvalidArgument):
+        store.definition(seeded, version=2**40)
+
+
+def test_dsn_without_database_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="no database"):
+        Store("mysql://root@127.0.0.1:3306")

@@ -144,6 +144,28 @@ def replay_worker(dsn: str, machine: str, rounds: list[tuple[str, str]], worker:
         out.put(report)
 
 
+def idempotent_worker(dsn: str, machine: str, op: str, keys: list[str], worker: int, barrier: Any,
+                      out: Any) -> None:
+    """Every worker makes the same creating call (same key, same request id) at the same moment."""
+    report: dict[str, Any] = {"worker": worker, "acks": {}, "error": None}
+    store = Store(dsn, pool_size=1)
+    try:
+        store.counts(machine)
+        for key in keys:
+            barrier.wait(timeout=60)
+            request_id = f"once-{key}"
+            if op == "create":
+                result = store.create(machine, key, request_id=request_id)
+            else:  # a send that must create the instance: expected_version=0
+                result = store.send(machine, key, "next", expected_version=0, request_id=request_id)
+            report["acks"][key] = _ack(result, request_id)
+    except BaseException:
+        report["error"] = traceback.format_exc()
+    finally:
+        store.close()
+        out.put(report)
+
+
 def run_processes(target: Any, args_for: Any, n: int = PROCESSES) -> list[dict[str, Any]]:
     """Start ``n`` spawned workers sharing a start barrier; return their reports."""
     barrier = SPAWN.Barrier(n)
@@ -343,3 +365,23 @@ def test_same_request_id_from_several_processes_applies_once(store: Store, dsn: 
         assert len(history) == 1 + sum(1 for k, _ in rounds if k == key)
     # a repeated request id must be answered with the original transition, never refused
     assert deadlocks == 0, f"{deadlocks} of {n * len(rounds)} sends of a repeated request id failed with Deadlock"
+
+
+@pytest.mark.parametrize("op", ["create", "send-expecting-new"])
+def test_repeated_creating_call_replays_under_concurrency(store: Store, dsn: str, op: str) -> None:
+    """A creating call repeated at once (what a retry after a lost connection does) replays,
+    it is never refused as a conflict or a reused request id."""
+    machine = cycle_machine(unique("once"))
+    store.define(machine)
+    keys = [f"k-{i}" for i in range(5)]
+
+    reports = run_processes(idempotent_worker, lambda w: (dsn, machine.name, op, keys, w), n=6)
+
+    for key in keys:
+        acks = [r["acks"][key] for r in reports]
+        assert len(acks) == 6, f"{key}: a caller got no answer"
+        assert len({a["transition_id"] for a in acks}) == 1, f"{key}: callers told different transitions"
+        assert sum(not a["replayed"] for a in acks) == 1, f"{key}: exactly one caller applies it: {acks}"
+        history = store.history(machine, key)
+        assert [h.request_id for h in history].count(f"once-{key}") == 1
+        assert len(history) == (1 if op == "create" else 2)

@@ -74,3 +74,67 @@ def test_in_state_and_counts_use_the_state_index(store: Store, order: Machine, r
     cur.execute(f"EXPLAIN SELECT current_state, COUNT(*) FROM `fsm_{order.name}` GROUP BY current_state")
     plan = cur.fetchall()
     assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state" and "Using index" in str(plan[0]["Extra"]), plan
+
+
+def test_idle_connection_closed_by_the_server_is_replaced(dsn: str, order: Machine,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """wait_timeout closes idle connections server-side; the next write must not fail for it."""
+    import time
+
+    import pyfsm.db
+
+    monkeypatch.setattr(pyfsm.db, "IDLE_PING_SECONDS", 0.5)
+    with Store(dsn, pool_size=1) as store:
+        store.create(order, "idle")
+        with store._db.connection() as conn:
+            conn.cursor().execute("SET SESSION wait_timeout = 1")
+        time.sleep(2.2)  # the server closes the connection after 1 s idle
+        assert store.send(order, "idle", "pay").to_state == "paid"  # a write, no request id
+
+
+def test_refused_connections_are_retried_even_for_writes(order: Machine) -> None:
+    """Nothing reaches a server that drops every connection, so retrying cannot apply twice."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted = []
+
+    def drop_all() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=drop_all, daemon=True).start()
+    dsn = f"mysql://root@127.0.0.1:{listener.getsockname()[1]}/x?connect_timeout=1"
+    try:
+        with Store(dsn) as store:
+            store._schema_ok = True  # skip the schema check (a read, retried on its own): reach the write
+            with pytest.raises(DatabaseUnavailable):
+                store.send(order, "k", "pay")
+        assert len(accepted) == 5  # the write: the first try and four retries
+        with Store(dsn) as store, pytest.raises(DatabaseUnavailable):
+            store.get(order, "k")
+        assert len(accepted) == 10  # the read (its schema check) likewise
+    finally:
+        listener.close()
+
+
+def test_tls_verifies_the_server_unless_told_not_to() -> None:
+    import ssl
+
+    from pyfsm.db import parse_dsn
+
+    ctx = parse_dsn("mysql://u@db.example:3306/app?tls=true").connect_kwargs()["ssl"]
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    lax = parse_dsn("mysql://u@db.example:3306/app?tls=true&tls_verify=false").connect_kwargs()["ssl"]
+    assert lax.verify_mode == ssl.CERT_NONE and not lax.check_hostname
+    assert parse_dsn("mysql://u@db.example/app").connect_kwargs()["ssl_disabled"] is True
+    round_trip = parse_dsn("mysql://u%40x:p%3Aw@h:1/d?tls=true&tls_verify=false")
+    assert parse_dsn(round_trip.dsn()) == round_trip

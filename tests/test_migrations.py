@@ -112,3 +112,11 @@ def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> 
     conn.close()
     with Store(settings.dsn()) as store, pytest.raises(SchemaVersionMismatch, match="upgrade pyfsm"):
         store.counts("order")
+
+
+def test_every_template_is_installed_per_machine() -> None:
+    from pyfsm.schema import MACHINE_TEMPLATES
+
+    listed = {name for name, _kind in MACHINE_TEMPLATES}
+    on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
+    assert listed == on_disk

@@ -9,7 +9,8 @@ import pymysql
 import pytest
 from conftest import unique
 
-from pyfsm import Machine, Store
+from pyfsm import Machine, Store, TransitionNotAllowed, UnknownInstance
+from pyfsm.db import parse_dsn
 from pyfsm.errors import SIGNALLED, from_mysql_error
 
 
@@ -193,3 +194,75 @@ def test_raw_update_writes_outbox_like_a_call(store: Store, raw: Any) -> None:
         (None, None, "a", 1), ("go", "a", "b", 2)]
     last = history(raw, machine.name, "raw1")[-1]
     assert rows[-1]["transition_id"] == last["id"] and last["source"] == "update"
+
+
+def test_instances_cannot_be_deleted_or_replaced(store: Store, order: Machine, raw: Any) -> None:
+    store.send(order, "del1", "pay")
+    assert errno_of(raw, f"DELETE FROM `fsm_{order.name}` WHERE instance_key = 'del1'") == 31017
+    assert errno_of(raw, f"REPLACE INTO `fsm_{order.name}` (instance_key) VALUES ('del1')") == 31017
+    inst = store.get(order, "del1")
+    assert (inst.state, inst.version) == ("paid", 2) and len(store.history(order, "del1")) == 2
+
+
+def test_history_cannot_be_forged(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "forge")
+    inst = store.get(order, "forge")
+    table = f"fsm_{order.name}_transitions"
+    forged = (f"INSERT INTO `{table}` (instance_id, sort_key, event, from_state, to_state, data_after, metadata, "
+              "definition_version, source, created_at) VALUES (%s, %s, 'pay', 'new', 'paid', '{}', '{}', 1, 'x', NOW())")
+    assert errno_of(raw, forged, (inst.id, inst.version + 1)) == 31012
+    assert errno_of(raw, f"REPLACE INTO `{table}` SELECT * FROM `{table}` WHERE instance_id = %s", (inst.id,)) == 31012
+    assert store.send(order, "forge", "pay").sort_key == 2  # the instance is not blocked
+
+
+def test_trailing_spaces_cannot_sneak_past_padding(store: Store, order: Machine, raw: Any) -> None:
+    store.create(order, "pad")
+    run(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'paid   ' WHERE instance_key = 'pad'")
+    assert store.get(order, "pad").state == "paid"  # the rule's spelling is stored
+    assert history(raw, order.name, "pad")[-1]["to_state"] == "paid"
+    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET instance_key = 'pad  ' WHERE instance_key = 'pad'") == 31013
+    assert errno_of(raw, f"INSERT INTO `fsm_{order.name}` (instance_key) VALUES ('spaced ')") == 31009
+    assert errno_of(raw, f"CALL `fsm_{order.name}_get_v1`('pad ')") == 31009
+    spaced = '{"states": ["open", "closed"], "start": ["open "], "transitions": []}'
+    assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", (unique("pad"), spaced)) == 31001
+
+
+def test_kafka_topic_cannot_be_switched_off(store: Store, raw: Any) -> None:
+    machine = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], topic="t")
+    store.define(machine)
+    store.create(machine, "kt")
+    assert errno_of(raw, f"UPDATE `fsm_{machine.name}` SET kafka_topic = NULL WHERE instance_key = 'kt'") == 31013
+
+
+def test_call_inside_an_open_transaction_leaves_it_alone(store: Store, order: Machine, dsn: str) -> None:
+    conn = pymysql.connect(**{**parse_dsn(dsn).connect_kwargs(), "autocommit": False})
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS caller_work (id INT PRIMARY KEY) ENGINE=InnoDB")
+        conn.commit()
+        cur.execute("INSERT INTO caller_work VALUES (1)")  # the caller's uncommitted work
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            cur.execute(f"CALL `fsm_{order.name}_send_v1`('tx1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+        assert info.value.args[0] == 31016
+        cur.execute("SELECT COUNT(*) FROM caller_work")
+        assert cur.fetchone() == (1,)  # still there: nothing was rolled back
+        conn.rollback()
+    finally:
+        conn.close()
+    with pytest.raises(UnknownInstance):
+        store.get(order, "tx1")
+
+
+def test_errors_stay_readable_in_a_latin1_database(make_database) -> None:  # type: ignore[no-untyped-def]
+    settings = make_database("pyfsm_latin1")
+    conn = pymysql.connect(**settings.connect_kwargs())
+    conn.cursor().execute(f"ALTER DATABASE `{settings.database}` CHARACTER SET latin1 COLLATE latin1_swedish_ci")
+    conn.close()
+    with Store(settings.dsn()) as store:
+        store.migrate()
+        store.define(Machine(name="door", states=["open", "shut"], start=["open"], transitions=[("shut", "open", "shut")]))
+        with pytest.raises(UnknownInstance, match="ключ"):
+            store.get("door", "ключ 🙂")
+        store.send("door", "ключ", "shut")
+        with pytest.raises(TransitionNotAllowed):
+            store.send("door", "ключ", "shut")

@@ -7,7 +7,8 @@
 --    "transitions": [{"event": "pay", "from": ["new"], "to": "paid"}, ...],
 --    "topic": "orders",                             -- optional Kafka topic, or null
 --    "options": {"save_after_step": true, "uses_global_lock": false, "uses_local_lock": false}}
--- Names match [a-z][a-z0-9_]* (states and events at most 64 characters); "from" is a list.
+-- Names match [a-z][a-z0-9_]* (states and events at most 64 characters), everywhere they
+-- appear ("open " is not "open"); "from" is a list.
 -- The machine is deterministic: at most one transition per (from state, event).
 -- Storing a definition equal to the current version changes nothing (changed = 0).
 -- Instances keep the version they were created under. A new machine also needs its tables
@@ -17,13 +18,14 @@
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
---   reserved machine name.
+--   reserved machine name; 31016 called inside an open transaction.
 -- Example: CALL fsm_define_v1('door', '{"states": ["open", "closed"], "start": ["open"], "transitions": [{"event": "close", "from": ["open"], "to": "closed"}, {"event": "open", "from": ["closed"], "to": "open"}]}');
 CREATE PROCEDURE `fsm_define_v1`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_definition LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
+  DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_cur, v_new INT UNSIGNED;
   DECLARE v_i, v_j, v_n, v_m, v_diff INT;
@@ -32,8 +34,8 @@ BEGIN
   DECLARE v_list LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_topic VARCHAR(249) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_save, v_global, v_local TINYINT;
-  DECLARE v_msg VARCHAR(128);
-  DECLARE v_ready VARCHAR(16);
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE v_ready VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR 1406
   BEGIN
     ROLLBACK;
@@ -41,7 +43,9 @@ BEGIN
   END;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    ROLLBACK;
+    IF v_started THEN
+      ROLLBACK;
+    END IF;
     RESIGNAL;
   END;
   IF NOT fsm_valid_name_v1(p_machine, 48) THEN
@@ -50,7 +54,7 @@ BEGIN
   IF p_machine IN ('machines', 'definitions', 'states', 'rules', 'outbox', 'locks', 'lock_log',
                    'queue', 'workers', 'relay', 'archive', 'settings', 'errors', 'schema', 'alembic_version')
      OR p_machine LIKE 'v\_%' OR p_machine LIKE '%\_transitions' THEN
-    SET v_msg = LEFT(CONCAT('fsm: machine name ', p_machine, ' is reserved'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: machine name ', COALESCE(p_machine, 'NULL'), ' is reserved'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
   END IF;
   IF NOT fsm_is_object_v1(p_definition) THEN
@@ -92,8 +96,15 @@ BEGIN
   IF JSON_UNQUOTE(JSON_EXTRACT(p_definition, '$.options.uses_global_lock')) = 'true' THEN SET v_global = 1; END IF;
   IF JSON_UNQUOTE(JSON_EXTRACT(p_definition, '$.options.uses_local_lock')) = 'true' THEN SET v_local = 1; END IF;
 
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  BEGIN
+    -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
+    -- the caller's transaction alone (the handler below rolls back only what we started).
+    DECLARE EXIT HANDLER FOR 1568
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  END;
   START TRANSACTION;
+  SET v_started = 1;
   INSERT INTO fsm_machines (machine, current_version, objects_version, created_at, updated_at)
   VALUES (p_machine, 0, NULL, v_now, v_now) ON DUPLICATE KEY UPDATE machine = machine;
   SELECT current_version, objects_version INTO v_cur, v_ready FROM fsm_machines WHERE machine = p_machine FOR UPDATE;
@@ -104,12 +115,12 @@ BEGIN
   WHILE v_i < v_n DO
     SET v_text = JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.states[', v_i, ']')));
     IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT('$.states[', v_i, ']'))) <> 'STRING' OR NOT fsm_valid_name_v1(v_text, 64) THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: bad state name ', v_text), 128);
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: bad state name ', COALESCE(v_text, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     SET v_name = v_text;
     IF EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_name) THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: state ', v_name, ' listed twice'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: state ', COALESCE(v_name, 'NULL'), ' listed twice'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     INSERT INTO fsm_states (machine, version, state, position, is_start, is_final)
@@ -124,8 +135,8 @@ BEGIN
   WHILE v_i < v_n + v_m DO
     SET v_text = IF(v_i < v_n, JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.start[', v_i, ']'))),
                                JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.final[', v_i - v_n, ']'))));
-    IF CHAR_LENGTH(v_text) > 64 OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: ', IF(v_i < v_n, 'start', 'final'), ' names unknown state ', v_text), 128);
+    IF NOT fsm_valid_name_v1(v_text, 64) OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: ', IF(v_i < v_n, 'start', 'final'), ' names unknown state ', COALESCE(v_text, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     SET v_i = v_i + 1;
@@ -135,34 +146,34 @@ BEGIN
   WHILE v_i < v_n DO
     SET v_text = JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].event')));
     IF NOT fsm_valid_name_v1(v_text, 64) THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: transition ', v_i + 1, ' has a bad event name ', COALESCE(v_text, 'NULL')), 128);
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: transition ', COALESCE(v_i + 1, 'NULL'), ' has a bad event name ', COALESCE(v_text, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     SET v_name = v_text;
     SET v_text = JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].to')));
-    IF CHAR_LENGTH(v_text) > 64 OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', v_name, ' goes to unknown state ', COALESCE(v_text, 'NULL')), 128);
+    IF NOT fsm_valid_name_v1(v_text, 64) OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' goes to unknown state ', COALESCE(v_text, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     SET v_to = v_text;
     SET v_list = JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].from'));
     IF COALESCE(JSON_TYPE(v_list), '') <> 'ARRAY' OR JSON_LENGTH(v_list) = 0 THEN
-      SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', v_name, ' needs a non-empty from list'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' needs a non-empty from list'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
     END IF;
     SET v_j = 0, v_m = JSON_LENGTH(v_list);
     WHILE v_j < v_m DO
       SET v_text = JSON_UNQUOTE(JSON_EXTRACT(v_list, CONCAT('$[', v_j, ']')));
-      IF CHAR_LENGTH(v_text) > 64 OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
-        SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', v_name, ' comes from unknown state ', COALESCE(v_text, 'NULL')), 128);
+      IF NOT fsm_valid_name_v1(v_text, 64) OR NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text) THEN
+        SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' comes from unknown state ', COALESCE(v_text, 'NULL')), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
       END IF;
       IF EXISTS (SELECT 1 FROM fsm_states WHERE machine = p_machine AND version = v_new AND state = v_text AND is_final = 1) THEN
-        SET v_msg = LEFT(CONCAT('fsm: invalid definition: final state ', v_text, ' has outgoing event ', v_name), 128);
+        SET v_msg = LEFT(CONCAT('fsm: invalid definition: final state ', COALESCE(v_text, 'NULL'), ' has outgoing event ', COALESCE(v_name, 'NULL')), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
       END IF;
       IF EXISTS (SELECT 1 FROM fsm_rules WHERE machine = p_machine AND version = v_new AND from_state = v_text AND event = v_name) THEN
-        SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', v_name, ' from ', v_text, ' defined twice'), 128);
+        SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' from ', COALESCE(v_text, 'NULL'), ' defined twice'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
       END IF;
       INSERT INTO fsm_rules (machine, version, from_state, event, to_state, to_final)

@@ -9,16 +9,16 @@
 CREATE PROCEDURE `fsm_require_machine_v1`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 READS SQL DATA SQL SECURITY INVOKER
 BEGIN
-  DECLARE v_msg VARCHAR(128);
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   IF NOT fsm_valid_name_v1(p_machine, 48) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: machine name must match [a-z][a-z0-9_]* and have at most 48 characters', MYSQL_ERRNO = 31009;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM fsm_machines WHERE machine = p_machine) THEN
-    SET v_msg = LEFT(CONCAT('fsm: unknown machine ', p_machine), 128);
+    SET v_msg = LEFT(CONCAT('fsm: unknown machine ', COALESCE(p_machine, 'NULL')), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31002;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM fsm_machines WHERE machine = p_machine AND objects_version IS NOT NULL) THEN
-    SET v_msg = LEFT(CONCAT('fsm: machine ', p_machine, ' has no tables yet: run pyfsm sync'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: machine ', COALESCE(p_machine, 'NULL'), ' has no tables yet: run pyfsm sync'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31002;
   END IF;
 END

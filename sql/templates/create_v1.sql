@@ -6,7 +6,8 @@
 --   p_lookup_key (the account the instance belongs to, used for locking).
 -- Result: one row, the same columns as fsm___M___send_v1 (event and from_state NULL).
 -- Errors: 31004 an instance with this key exists; 31005 not a start state; 31008 invalid
---   data; 31009 invalid argument; 31010 request id used for another transition.
+--   data; 31009 invalid argument; 31010 request id used for another transition; 31016
+--   called inside an open transaction.
 -- Example: CALL `fsm___M___create_v1`('k-1', NULL, '{"total": 10}', NULL, NULL, 'account-7');
 CREATE PROCEDURE `fsm___M___create_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -17,18 +18,21 @@ CREATE PROCEDURE `fsm___M___create_v1`(
   IN p_lookup_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
+  DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_found TINYINT DEFAULT 1;
   DECLARE v_dup TINYINT DEFAULT 0;
   DECLARE v_id, v_tid BIGINT UNSIGNED;
   DECLARE v_replayed TINYINT DEFAULT 0;
   DECLARE v_req_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_req_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_status VARCHAR(16);
-  DECLARE v_msg VARCHAR(128);
+  DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    ROLLBACK;
+    IF v_started THEN
+      ROLLBACK;
+    END IF;
     SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
     RESIGNAL;
   END;
@@ -36,15 +40,22 @@ BEGIN
   IF p_state IS NOT NULL AND NOT fsm_valid_name_v1(p_state, 64) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: state must match [a-z][a-z0-9_]* and have at most 64 characters', MYSQL_ERRNO = 31009;
   END IF;
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  BEGIN
+    -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
+    -- the caller's transaction alone (the handler below rolls back only what we started).
+    DECLARE EXIT HANDLER FOR 1568
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  END;
   START TRANSACTION;
+  SET v_started = 1;
   IF p_request_id IS NOT NULL THEN
     SELECT h.id, i.instance_key, h.event INTO v_tid, v_req_key, v_req_event
       FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id
      WHERE h.request_id = p_request_id;
     IF v_tid IS NOT NULL THEN
       IF NOT (v_req_key <=> p_key AND v_req_event IS NULL) THEN
-        SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
+        SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
       END IF;
       SET v_replayed = 1;
@@ -58,15 +69,27 @@ BEGIN
       VALUES (p_key, p_lookup_key, p_state, COALESCE(p_data, '{}'));
     END;
     SET @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
-    IF v_dup THEN
-      IF p_request_id IS NOT NULL AND EXISTS (SELECT 1 FROM `fsm___M___transitions` WHERE request_id = p_request_id) THEN
-        SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
+    IF v_dup AND p_request_id IS NOT NULL THEN
+      -- We lost a race; the winner has committed (our INSERT waited for it). If it was
+      -- this very request, replay it.
+      SELECT h.id, i.instance_key, h.event INTO v_tid, v_req_key, v_req_event
+        FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id
+       WHERE h.request_id = p_request_id;
+      IF v_tid IS NOT NULL THEN
+        IF NOT (v_req_key <=> p_key AND v_req_event IS NULL) THEN
+          SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
+        END IF;
+        SET v_replayed = 1, v_dup = 0;
       END IF;
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' already exists'), 128);
+    END IF;
+    IF v_dup THEN
+      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' already exists'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31004;
     END IF;
-    SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
+    IF v_replayed = 0 THEN
+      SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
+    END IF;
   END IF;
   SELECT h.instance_id, h.to_state, i.status INTO v_id, v_to, v_status
     FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id WHERE h.id = v_tid;

@@ -8,11 +8,11 @@ CREATE PROCEDURE `fsm___M___history_v1`(IN p_key TEXT CHARACTER SET utf8mb4 COLL
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_id BIGINT UNSIGNED;
-  DECLARE v_msg VARCHAR(128);
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   CALL fsm_check_args_v1(p_key, NULL, NULL, NULL, NULL, NULL, NULL);
   SET v_id = (SELECT id FROM `fsm___M__` WHERE instance_key = p_key);
   IF v_id IS NULL THEN
-    SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key), 128);
+    SET v_msg = LEFT(CONCAT('fsm: no __M__ ', COALESCE(p_key, 'NULL')), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
   END IF;
   SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, handler,

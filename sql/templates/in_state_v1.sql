@@ -10,7 +10,7 @@ CREATE PROCEDURE `fsm___M___in_state_v1`(
   IN p_state TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, IN p_after_id BIGINT, IN p_limit INT)
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_msg VARCHAR(128);
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   IF NOT fsm_valid_name_v1(p_state, 64) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: state must match [a-z][a-z0-9_]* and have at most 64 characters', MYSQL_ERRNO = 31009;
   END IF;
@@ -18,7 +18,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: limit must be between 1 and 10000', MYSQL_ERRNO = 31009;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM fsm_states WHERE machine = '__M__' AND state = p_state) THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', p_state, ' is not a state of __M__'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: ', COALESCE(p_state, 'NULL'), ' is not a state of __M__'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
   END IF;
   SELECT id, machine, instance_key, lookup_key, current_state, status, resume_from_step,

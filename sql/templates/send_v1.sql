@@ -11,7 +11,8 @@
 -- Result: one row (transition_id, instance_id, instance_key, event, from_state, to_state,
 --   sort_key, version, status, created, replayed). version = sort_key: the instance's
 --   version right after this transition.
--- Errors: 31003 no instance and the event cannot create one; 31005 not allowed;
+-- Errors: 31003 no instance and the event cannot create one; 31016 called inside an open
+--   transaction (nothing is changed, the caller's transaction is left alone); 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
 --   used for another transition; 31011 paused; 1213 deadlock: the transaction was rolled
 --   back whole, call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
@@ -27,20 +28,23 @@ CREATE PROCEDURE `fsm___M___send_v1`(
   IN p_lookup_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
+  DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_found TINYINT DEFAULT 1;
   DECLARE v_dup TINYINT DEFAULT 0;
   DECLARE v_id, v_version, v_tid, v_req_instance BIGINT UNSIGNED;
   DECLARE v_created, v_replayed TINYINT DEFAULT 0;
   DECLARE v_req_event, v_start, v_event, v_from, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_status VARCHAR(16);
+  DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE v_sort BIGINT UNSIGNED;
-  DECLARE v_msg VARCHAR(128);
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    ROLLBACK;
+    IF v_started THEN
+      ROLLBACK;
+    END IF;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-        @fsm_source = NULL, @fsm_flip = NULL;
+        @fsm_source = NULL, @fsm_guard = NULL;
     RESIGNAL;
   END;
   IF p_event IS NULL THEN
@@ -50,12 +54,19 @@ BEGIN
   IF p_expected_version < 0 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: expected_version must not be negative', MYSQL_ERRNO = 31009;
   END IF;
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  BEGIN
+    -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
+    -- the caller's transaction alone (the handler below rolls back only what we started).
+    DECLARE EXIT HANDLER FOR 1568
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  END;
   START TRANSACTION;
+  SET v_started = 1;
   SELECT id, version, current_state INTO v_id, v_version, v_from FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
   IF v_id IS NULL THEN
     IF p_expected_version > 0 THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' does not exist (expected version ', p_expected_version, ')'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' does not exist (expected version ', p_expected_version, ')'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
     SET v_start = (SELECT s.state FROM fsm_machines m
@@ -63,7 +74,7 @@ BEGIN
         JOIN fsm_rules r ON r.machine = s.machine AND r.version = s.version AND r.from_state = s.state
        WHERE m.machine = '__M__' AND r.event = p_event ORDER BY s.position LIMIT 1);
     IF v_start IS NULL THEN
-      SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key, ' and event ', p_event, ' cannot create one'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: no __M__ ', COALESCE(p_key, 'NULL'), ' and event ', COALESCE(p_event, 'NULL'), ' cannot create one'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
     END IF;
     SET @fsm_metadata = p_metadata, @fsm_handler = p_handler, @fsm_source = 'procedure';
@@ -79,10 +90,6 @@ BEGIN
       SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
       START TRANSACTION;
       SELECT id, version, current_state INTO v_id, v_version, v_from FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
-      IF p_expected_version = 0 THEN
-        SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' already exists (expected version 0)'), 128);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
-      END IF;
     ELSE
       SET v_id = LAST_INSERT_ID(), v_version = 1, v_from = v_start, v_created = 1;
     END IF;
@@ -92,7 +99,7 @@ BEGIN
       FROM `fsm___M___transitions` WHERE request_id = p_request_id;
     IF v_tid IS NOT NULL THEN
       IF NOT (v_req_instance <=> v_id AND v_req_event <=> p_event) THEN
-        SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
+        SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
       END IF;
       SET v_replayed = 1;
@@ -102,8 +109,9 @@ BEGIN
     END IF;
   END IF;
   IF v_replayed = 0 THEN
+    -- checked after the request id, so that a repeat of a creating call replays
     IF p_expected_version IS NOT NULL AND v_created = 0 AND p_expected_version <> v_version THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is at version ', v_version, ', not ', p_expected_version), 128);
+      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' is at version ', COALESCE(v_version, 'NULL'), ', not ', COALESCE(p_expected_version, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
@@ -113,9 +121,12 @@ BEGIN
       UPDATE `fsm___M__` SET data = COALESCE(p_data, data) WHERE id = v_id;
     END;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
+    IF v_dup = 2 AND p_request_id IS NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
+    END IF;
     IF v_dup = 2 THEN
-      -- only request_id can collide here: the row lock serialises everything else
-      SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
+      -- with the row lock held, only the request id can collide
+      SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
     END IF;
     SET v_tid = @fsm_last_transition_id;

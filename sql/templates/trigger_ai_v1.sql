@@ -7,13 +7,19 @@
 -- Example: fires on INSERT INTO `fsm___M__` (instance_key) VALUES ('k-1');
 CREATE TRIGGER `fsm___M___ai_v1` AFTER INSERT ON `fsm___M__` FOR EACH ROW
 BEGIN
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    SET @fsm_guard = NULL;
+    RESIGNAL;
+  END;
+  SET @fsm_guard = NEW.id;
   INSERT INTO `fsm___M___transitions`
     (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
      data_after, metadata, definition_version, request_id, source, created_at)
   VALUES (NEW.id, NEW.version, 1, NULL, NULL, NEW.current_state, @fsm_handler, NULL,
      NEW.data, COALESCE(@fsm_metadata, '{}'), NEW.definition_version, @fsm_request_id,
      COALESCE(@fsm_source, 'update'), NEW.created_at);
-  SET @fsm_last_transition_id = LAST_INSERT_ID();
+  SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID();
   IF NEW.kafka_topic IS NOT NULL THEN
     INSERT INTO fsm_outbox
       (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,

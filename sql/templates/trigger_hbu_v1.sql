@@ -1,12 +1,14 @@
 -- fsm___M___hbu_v1: BEFORE UPDATE on fsm___M___transitions — history is append-only.
 --
 -- The only change allowed is the one fsm___M___bu_v1 makes while recording a transition:
--- most_recent from 1 to NULL, nothing else, with @fsm_flip naming the instance.
+-- most_recent from 1 to NULL, nothing else, with @fsm_guard naming the instance. The
+-- guard is a session variable, so it stops mistakes, not a determined user with UPDATE
+-- rights on this table: grant those to no one but the definer of pyfsm's objects.
 -- Errors: 31012 history rows cannot be updated.
 -- Example: UPDATE `fsm___M___transitions` SET event = 'x' WHERE id = 1;  -- fails with 31012
 CREATE TRIGGER `fsm___M___hbu_v1` BEFORE UPDATE ON `fsm___M___transitions` FOR EACH ROW
 BEGIN
-  IF NOT (@fsm_flip <=> OLD.instance_id AND OLD.most_recent <=> 1 AND NEW.most_recent IS NULL
+  IF NOT (@fsm_guard <=> OLD.instance_id AND OLD.most_recent <=> 1 AND NEW.most_recent IS NULL
           AND NEW.id <=> OLD.id AND NEW.instance_id <=> OLD.instance_id AND NEW.sort_key <=> OLD.sort_key
           AND NEW.event <=> OLD.event AND NEW.from_state <=> OLD.from_state AND NEW.to_state <=> OLD.to_state
           AND NEW.handler <=> OLD.handler AND NEW.data_before <=> OLD.data_before

@@ -1,0 +1,41 @@
+"""The `pyfsm` command: exit codes and one-line errors, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent)
+
+
+def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-untyped-def]
+    dsn = make_database("pyfsm_cli").dsn()
+    before = pyfsm("check", "--dsn", dsn)
+    assert before.returncode == 1 and "pyfsm migrate" in before.stderr and len(before.stderr.splitlines()) == 1
+    assert pyfsm("migrate", "--dsn", dsn).returncode == 0
+    assert pyfsm("check", "--dsn", dsn).returncode == 0
+    defined = pyfsm("define", "--dsn", dsn, "pyfsm.demo:ORDER")
+    assert defined.returncode == 0, defined.stderr
+    assert json.loads(defined.stdout) == {"machine": "order", "version": 1, "changed": True}
+    again = pyfsm("define", "--dsn", dsn, "pyfsm.demo:ORDER")
+    assert json.loads(again.stdout)["changed"] is False
+
+
+def test_errors_are_one_line_with_a_nonzero_exit() -> None:
+    for args in (("check", "--dsn", "mysql://root@127.0.0.1:3306"),          # no database in the DSN
+                 ("check", "--dsn", "postgres://x@y/z"),                      # not a MySQL DSN
+                 ("define", "--dsn", "mysql://root@127.0.0.1:3306/x", "no_such_module:thing")):
+        result = pyfsm(*args)
+        assert result.returncode == 1, args
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("pyfsm: "), result.stderr
+
+
+def test_help_shows_an_example() -> None:
+    for command in ("migrate", "check", "define", "sync", "demo"):
+        result = pyfsm(command, "--help")
+        assert result.returncode == 0 and "example:" in result.stdout, command
