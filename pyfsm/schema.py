@@ -45,24 +45,24 @@ CURRENT_OBJECTS = (
     "procedures/fsm_counts_v1.sql",
 )
 
-#: The per-type object set and its templates (template name -> object kind).
+#: The per-type object set: templates in sql/templates, rendered for each machine in this order.
 MACHINE_OBJECTS_VERSION = "v1"
 MACHINE_TEMPLATES = (
-    ("instance_table", "table"),
-    ("history_table", "table"),
-    ("trigger_bi_v1", "trigger"),
-    ("trigger_ai_v1", "trigger"),
-    ("trigger_bu_v1", "trigger"),
-    ("trigger_bd_v1", "trigger"),
-    ("trigger_hbi_v1", "trigger"),
-    ("trigger_hbu_v1", "trigger"),
-    ("trigger_hbd_v1", "trigger"),
-    ("send_v1", "routine"),
-    ("create_v1", "routine"),
-    ("get_v1", "routine"),
-    ("history_v1", "routine"),
-    ("in_state_v1", "routine"),
-    ("counts_v1", "routine"),
+    "instance_table",
+    "history_table",
+    "trigger_bi_v1",
+    "trigger_ai_v1",
+    "trigger_bu_v1",
+    "trigger_bd_v1",
+    "trigger_hbi_v1",
+    "trigger_hbu_v1",
+    "trigger_hbd_v1",
+    "send_v1",
+    "create_v1",
+    "get_v1",
+    "history_v1",
+    "in_state_v1",
+    "counts_v1",
 )
 
 _ALREADY_EXISTS = {1050, 1304, 1359}  # table, routine, trigger already exists
@@ -98,7 +98,7 @@ def install_current(conn: Any) -> None:
 
 def install_machine_objects(conn: Any, machine: str) -> None:
     """Create the per-type tables, triggers and procedures of ``machine`` where missing."""
-    execute_ddl(conn, [render(template, machine) for template, _kind in MACHINE_TEMPLATES])
+    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES])
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",

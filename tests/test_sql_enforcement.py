@@ -99,7 +99,6 @@ def test_history_cannot_be_updated_or_deleted(store: Store, order: Machine, raw:
     for sql in (f"UPDATE `{table}` SET event = 'cancel'", f"UPDATE `{table}` SET most_recent = NULL",
                 f"UPDATE `{table}` SET created_at = created_at - INTERVAL 1 DAY", f"DELETE FROM `{table}`"):
         assert errno_of(raw, sql) == 31012, sql
-    run(raw, "SET @fsm_flip = NULL")
     assert len(history(raw, order.name, "h1")) == 2
 
 
@@ -149,7 +148,7 @@ def test_dba_procedures_give_the_same_checks(store: Store, raw: Any) -> None:
     assert run(raw, "CALL fsm_definition_v1(%s, NULL)", (name,))[0]["version"] == 1
     assert errno_of(raw, "CALL fsm_get_v1(%s, 'nope')", (name,)) == 31003
     # every user variable the procedures use is cleared again
-    assert run(raw, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_flip AS f") == [
+    assert run(raw, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_guard AS f") == [
         {"e": None, "m": None, "r": None, "f": None}]
 
 
