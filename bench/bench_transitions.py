@@ -148,34 +148,51 @@ def ceiling_client(job: Job, keys: list[str]) -> Client:
     return step, lambda: session_questions(cur)
 
 
-def hand_client(job: Job, keys: list[str]) -> Client:
-    conn = raw_connect(job.settings, autocommit=True)
-    cur = conn.cursor()
-    for key in keys:
-        cur.execute("INSERT INTO hand_instance (instance_key, state, version, updated_at) "
-                    "VALUES (%s, 'a', 1, UTC_TIMESTAMP(6))", (key,))
-        cur.execute("INSERT INTO hand_history (instance_id, sort_key, most_recent, to_state, created_at) "
-                    "VALUES (LAST_INSERT_ID(), 1, 1, 'a', UTC_TIMESTAMP(6))")
+def hand_written(prefix: str, *, full_row: bool) -> Callable[[Job, list[str]], Client]:
+    """A client doing the transition from Python, on tables ``<prefix>_instance``/``_history``.
 
-    def step(i: int) -> None:  # 6 round trips: BEGIN, SELECT, UPDATE, INSERT, UPDATE, COMMIT
-        try:
-            conn.begin()
-            cur.execute("SELECT id, state, version FROM hand_instance WHERE instance_key = %s FOR UPDATE",
-                        (keys[i % len(keys)],))
-            instance_id, state, version = cur.fetchone()
-            event, to_state = NEXT[state]
-            cur.execute("UPDATE hand_history SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1",
-                        (instance_id,))
-            cur.execute("INSERT INTO hand_history (instance_id, sort_key, most_recent, event, from_state, to_state,"
-                        " created_at) VALUES (%s, %s, 1, %s, %s, %s, UTC_TIMESTAMP(6))",
-                        (instance_id, version + 1, event, state, to_state))
-            cur.execute("UPDATE hand_instance SET state = %s, version = %s, updated_at = UTC_TIMESTAMP(6) "
-                        "WHERE id = %s", (to_state, version + 1, instance_id))
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-    return step, lambda: session_questions(cur)
+    ``full_row`` writes what pyfsm's history row holds (data before and after, metadata,
+    definition version, source); otherwise only the state change.
+    """
+    extra_cols = ", data_before, data_after, metadata, definition_version, source" if full_row else ""
+    extra_vals = ", %s, %s, '{}', 1, 'hand'" if full_row else ""
+    seed_cols, seed_vals = (", data", ", '{}'") if full_row else ("", "")
+    seed_instance = (f"INSERT INTO {prefix}_instance (instance_key, state, version, updated_at{seed_cols}) "
+                     f"VALUES (%s, 'a', 1, UTC_TIMESTAMP(6){seed_vals})")
+    first_cols, first_vals = ((", data_after, metadata, definition_version, source", ", '{}', '{}', 1, 'hand'")
+                              if full_row else ("", ""))
+    seed_history = (f"INSERT INTO {prefix}_history (instance_id, sort_key, most_recent, to_state, created_at"
+                    f"{first_cols}) VALUES (LAST_INSERT_ID(), 1, 1, 'a', UTC_TIMESTAMP(6){first_vals})")
+    select = (f"SELECT id, state, version{', data' if full_row else ', NULL'} FROM {prefix}_instance "
+              "WHERE instance_key = %s FOR UPDATE")
+    flip = f"UPDATE {prefix}_history SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1"
+    insert = (f"INSERT INTO {prefix}_history (instance_id, sort_key, most_recent, event, from_state, to_state, "
+              f"created_at{extra_cols}) VALUES (%s, %s, 1, %s, %s, %s, UTC_TIMESTAMP(6){extra_vals})")
+    update = f"UPDATE {prefix}_instance SET state = %s, version = %s, updated_at = UTC_TIMESTAMP(6) WHERE id = %s"
+
+    def client(job: Job, keys: list[str]) -> Client:
+        conn = raw_connect(job.settings, autocommit=True)
+        cur = conn.cursor()
+        for key in keys:
+            cur.execute(seed_instance, (key,))
+            cur.execute(seed_history)
+
+        def step(i: int) -> None:  # 6 round trips: BEGIN, SELECT, UPDATE, INSERT, UPDATE, COMMIT
+            try:
+                conn.begin()
+                cur.execute(select, (keys[i % len(keys)],))
+                instance_id, state, version, data = cur.fetchone()
+                event, to_state = NEXT[state]  # the rule, checked in Python
+                cur.execute(flip, (instance_id,))
+                row = (instance_id, version + 1, event, state, to_state)
+                cur.execute(insert, (*row, data, data) if full_row else row)
+                cur.execute(update, (to_state, version + 1, instance_id))
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+        return step, lambda: session_questions(cur)
+    return client
 
 
 def pyfsm_client(job: Job, keys: list[str]) -> Client:
@@ -200,41 +217,8 @@ def pyfsm_client(job: Job, keys: list[str]) -> Client:
     return step, questions
 
 
-def same_row_client(job: Job, keys: list[str]) -> Client:
-    conn = raw_connect(job.settings, autocommit=True)
-    cur = conn.cursor()
-    for key in keys:
-        cur.execute("INSERT INTO same_instance (instance_key, state, data, version, updated_at) "
-                    "VALUES (%s, 'a', '{}', 1, UTC_TIMESTAMP(6))", (key,))
-        cur.execute("INSERT INTO same_history (instance_id, sort_key, most_recent, to_state, data_after, metadata, "
-                    "definition_version, source, created_at) "
-                    "VALUES (LAST_INSERT_ID(), 1, 1, 'a', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))")
-
-    def step(i: int) -> None:  # 6 round trips: BEGIN, SELECT, UPDATE, INSERT, UPDATE, COMMIT
-        try:
-            conn.begin()
-            cur.execute("SELECT id, state, version, data FROM same_instance WHERE instance_key = %s FOR UPDATE",
-                        (keys[i % len(keys)],))
-            instance_id, state, version, data = cur.fetchone()
-            event, to_state = NEXT[state]  # the rule, checked in Python
-            cur.execute("UPDATE same_history SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1",
-                        (instance_id,))
-            cur.execute("INSERT INTO same_history (instance_id, sort_key, most_recent, event, from_state, to_state, "
-                        "data_before, data_after, metadata, definition_version, source, created_at) "
-                        "VALUES (%s, %s, 1, %s, %s, %s, %s, %s, '{}', 1, 'hand', UTC_TIMESTAMP(6))",
-                        (instance_id, version + 1, event, state, to_state, data, data))
-            cur.execute("UPDATE same_instance SET state = %s, version = %s, updated_at = UTC_TIMESTAMP(6) "
-                        "WHERE id = %s", (to_state, version + 1, instance_id))
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
-
-    return step, lambda: session_questions(cur)
-
-
-CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_client, "hand-written, same row": same_row_client,
-           "pyfsm": pyfsm_client}
+CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),
+           "hand-written, same row": hand_written("same", full_row=True), "pyfsm": pyfsm_client}
 
 
 def worker(job: Job, go: Any, out: Any) -> None:
