@@ -49,7 +49,17 @@ BEGIN
   END;
   START TRANSACTION;
   SET v_started = 1;
-  IF p_request_id IS NOT NULL THEN
+  SET @fsm_metadata = p_metadata, @fsm_request_id = p_request_id, @fsm_source = 'procedure';
+  BEGIN
+    DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
+    INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state, data)
+    VALUES (p_key, p_lookup_key, p_state, COALESCE(p_data, '{}'));
+  END;
+  SET @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
+  -- A used request id always makes the INSERT fail on a unique key: the instance's (same
+  -- key, perhaps a concurrent twin whose commit our INSERT waited for) or the history's
+  -- (another key). So the request id is looked up only then.
+  IF v_dup AND p_request_id IS NOT NULL THEN
     SELECT h.id, i.instance_key, h.event INTO v_tid, v_req_key, v_req_event
       FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id
      WHERE h.request_id = p_request_id;
@@ -58,38 +68,15 @@ BEGIN
         SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
       END IF;
-      SET v_replayed = 1;
+      SET v_replayed = 1, v_dup = 0;
     END IF;
   END IF;
+  IF v_dup THEN
+    SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' already exists'), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31004;
+  END IF;
   IF v_replayed = 0 THEN
-    SET @fsm_metadata = p_metadata, @fsm_request_id = p_request_id, @fsm_source = 'procedure';
-    BEGIN
-      DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-      INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state, data)
-      VALUES (p_key, p_lookup_key, p_state, COALESCE(p_data, '{}'));
-    END;
-    SET @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
-    IF v_dup AND p_request_id IS NOT NULL THEN
-      -- We lost a race; the winner has committed (our INSERT waited for it). If it was
-      -- this very request, replay it.
-      SELECT h.id, i.instance_key, h.event INTO v_tid, v_req_key, v_req_event
-        FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id
-       WHERE h.request_id = p_request_id;
-      IF v_tid IS NOT NULL THEN
-        IF NOT (v_req_key <=> p_key AND v_req_event IS NULL) THEN
-          SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
-        END IF;
-        SET v_replayed = 1, v_dup = 0;
-      END IF;
-    END IF;
-    IF v_dup THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' already exists'), 128);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31004;
-    END IF;
-    IF v_replayed = 0 THEN
-      SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
-    END IF;
+    SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
   END IF;
   SELECT h.instance_id, h.to_state, i.status INTO v_id, v_to, v_status
     FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id WHERE h.id = v_tid;
