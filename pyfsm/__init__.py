@@ -15,6 +15,8 @@ from .errors import (
     InvalidArgument,
     InvalidData,
     InvalidDefinition,
+    LockHeld,
+    LockLost,
     LockNotAcquired,
     RequestIdReused,
     SchemaVersionMismatch,
@@ -23,6 +25,7 @@ from .errors import (
     UnknownInstance,
     UnknownMachine,
 )
+from .locks import HeldLock, Lease
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .retry import retry
 from .store import Store
@@ -30,10 +33,10 @@ from .store import Store
 __version__ = "0.1.0"
 
 __all__ = [
-    "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused", "FsmError",
-    "HistoryEntry", "HistoryImmutable", "ImmutableColumn", "Instance", "InstanceExists",
-    "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "LockNotAcquired",
-    "Machine", "RequestIdReused", "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition",
-    "TransitionNotAllowed", "TransitionResult", "UnknownInstance", "UnknownMachine",
-    "UnreachableStateWarning", "retry", "transition",
+    "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused",
+    "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable", "ImmutableColumn", "Instance",
+    "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "Lease",
+    "LockHeld", "LockLost", "LockNotAcquired", "Machine", "RequestIdReused", "SchemaVersionMismatch", "Store",
+    "TransactionOpen", "Transition", "TransitionNotAllowed", "TransitionResult", "UnknownInstance",
+    "UnknownMachine", "UnreachableStateWarning", "retry", "transition",
 ]

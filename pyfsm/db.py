@@ -18,6 +18,7 @@ Pool settings that matter for correctness:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import ssl
@@ -223,7 +224,7 @@ class Database:
 
     def call(
         self, sql: str, args: Sequence[Any], *, retry_connection: bool, writes: bool,
-        **context: Any,
+        on: Any = None, **context: Any,
     ) -> list[Row]:
         """Run one CALL and return the rows of its first result set, draining the rest.
 
@@ -237,11 +238,17 @@ class Database:
         second. A connection lost while the call was under way: only with
         ``retry_connection``, for reads and for writes carrying a request id, whose repeat
         returns the original transition.
+
+        ``on``: a connection from :meth:`checkout` to use instead of one from the pool (a
+        lock holder's); a lost connection is never retried there, since another connection
+        would not hold the locks.
         """
         connection_delays = list(CONNECTION_RETRY_DELAYS)
         deadlock_delays = [0.002, 0.008]
         while True:
             try:
+                if on is not None:
+                    return _execute(on, sql, args, writes=writes)
                 return self._call_once(sql, args, writes=writes)
             except NotSent as failed:  # no connection: nothing reached the server, any call may retry
                 err = failed.error
@@ -252,7 +259,7 @@ class Database:
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
                 # errno 0: PyMySQL found the socket closed before sending, so the call never ran
-                safe = retry_connection or getattr(err, "errno", None) == 0
+                safe = on is None and (retry_connection or getattr(err, "errno", None) == 0)
                 if _transient(err) and safe and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
@@ -283,22 +290,41 @@ class Database:
         except pymysql.err.MySQLError as exc:  # no connection could be had: nothing was sent
             raise NotSent(translate(exc)) from exc
         try:
-            raw = _raw(pooled)
-            if writes and raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
-                raise TransactionOpen(
-                    "this connection is inside a transaction; pyfsm's procedures commit their own")
-            cur = pooled.cursor()
-            try:
-                cur.execute(sql, args)
-                rows = _rows(cur)
-                while cur.nextset():
-                    pass
-                return rows
-            finally:
-                cur.close()
-                raw.pyfsm_used = time.monotonic()
+            return _execute(pooled, sql, args, writes=writes)
         finally:
             pooled.close()
+
+    def checkout(self) -> Any:
+        """A pooled connection kept until :func:`give_back` (a lock holder keeps one for its lease)."""
+        try:
+            return self._pool.connection()
+        except pymysql.err.MySQLError as exc:
+            raise translate(exc) from exc
+
+
+def give_back(pooled: Any, *, discard: bool = False) -> None:
+    """Return a connection from :meth:`Database.checkout`; ``discard`` closes it for good
+    (which also frees every advisory lock it holds), and the pool opens a new one later."""
+    if discard:
+        with contextlib.suppress(Exception):  # already closed or broken: the aim is only that it is gone
+            _raw(pooled).close()
+    pooled.close()
+
+
+def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
+    raw = _raw(pooled)
+    if writes and raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
+        raise TransactionOpen("this connection is inside a transaction; pyfsm's procedures commit their own")
+    cur = pooled.cursor()
+    try:
+        cur.execute(sql, args)
+        rows = _rows(cur)
+        while cur.nextset():
+            pass
+        return rows
+    finally:
+        cur.close()
+        raw.pyfsm_used = time.monotonic()
 
 
 #: Pauses between attempts after a connection failure: about a second in all.

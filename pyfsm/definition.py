@@ -1,7 +1,7 @@
 """Machine definitions: plain declarative objects, validated without a database.
 
 A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
-``fsm_define_v1`` stores; the database validates it again, so definitions written by DBAs
+``fsm_define_v2`` stores; the database validates it again, so definitions written by DBAs
 in SQL get the same checks.
 """
 
@@ -70,6 +70,8 @@ class Machine:
     save_after_step: bool = True
     uses_global_lock: bool = False
     uses_local_lock: bool = False
+    lock_lease_seconds: int = 60
+    event_data: bool = True
     _rules: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -107,7 +109,10 @@ class Machine:
                     raise self._fail(f"{group} names unknown state {state!r:.80}", field=group, state=str(state)[:80])
         if self.topic is not None and (not isinstance(self.topic, str) or not TOPIC.fullmatch(self.topic)):
             raise self._fail("topic must be 1-249 characters of [a-zA-Z0-9._-]", field="topic")
-        for option in ("save_after_step", "uses_global_lock", "uses_local_lock"):
+        lease = self.lock_lease_seconds
+        if isinstance(lease, bool) or not isinstance(lease, int) or not 1 <= lease <= 86400:
+            raise self._fail("lock_lease_seconds must be a whole number from 1 to 86400", field="lock_lease_seconds")
+        for option in ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data"):
             if not isinstance(getattr(self, option), bool):
                 raise self._fail(f"{option} must be True or False", field=option)
         rules: dict[tuple[str, str], str] = {}
@@ -164,7 +169,7 @@ class Machine:
         return [event for (source, event) in self._rules if source == state]
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as the JSON object ``fsm_define_v1`` takes."""
+        """The definition as the JSON object ``fsm_define_v2`` takes."""
         return {
             "states": list(self.states),
             "start": list(self.start),
@@ -175,6 +180,8 @@ class Machine:
                 "save_after_step": self.save_after_step,
                 "uses_global_lock": self.uses_global_lock,
                 "uses_local_lock": self.uses_local_lock,
+                "lock_lease_seconds": self.lock_lease_seconds,
+                "event_data": self.event_data,
             },
         }
 

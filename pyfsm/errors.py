@@ -157,6 +157,23 @@ class DeleteRefused(FsmError):
     errno = 31017
 
 
+class LockHeld(FsmError):
+    """A transition was refused: the instance's lock is held by another owner.
+
+    Raised by the transition trigger for instances whose type uses the global or local
+    lock, when the caller does not hold that lock (see :meth:`pyfsm.Store.lock`).
+    """
+
+    errno = 31018
+    retryable = True
+
+
+class LockLost(FsmError):
+    """A lease can no longer be renewed or used: it expired, was released or taken over."""
+
+    errno = 31019
+
+
 class DatabaseUnavailable(FsmError):
     """The server could not be reached or the connection was lost (errno is the driver's)."""
 
@@ -178,7 +195,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         InvalidDefinition, UnknownMachine, UnknownInstance, InstanceExists,
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
-        SchemaVersionMismatch, TransactionOpen, DeleteRefused,
+        SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
     )
 }
 

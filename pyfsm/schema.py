@@ -8,6 +8,7 @@ machine is defined: MySQL cannot create triggers from a stored procedure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,11 +17,11 @@ from sqlalchemy.exc import DBAPIError
 
 from . import db
 from .errors import SchemaVersionMismatch
-from .resources import migrations_dir, read_sql, render
+from .resources import check_machine_name, migrations_dir, read_sql, render
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -43,11 +44,25 @@ CURRENT_OBJECTS = (
     "procedures/fsm_history_v1.sql",
     "procedures/fsm_in_state_v1.sql",
     "procedures/fsm_counts_v1.sql",
+    # 0002
+    "changes/0002_definition_options.sql",
+    "changes/0002_outbox_data_nullable.sql",
+    "tables/fsm_locks.sql",
+    "tables/fsm_lock_log.sql",
+    "views/fsm_held_locks_v1.sql",
+    "procedures/fsm_define_v2.sql",
+    "procedures/fsm_lock_v1.sql",
+    "procedures/fsm_renew_lock_v1.sql",
+    "procedures/fsm_unlock_v1.sql",
+    "procedures/fsm_force_unlock_v1.sql",
+    "procedures/fsm_set_locking_v1.sql",
 )
 
-#: The per-type object set: templates in sql/templates, rendered for each machine in this order.
-MACHINE_OBJECTS_VERSION = "v1"
-MACHINE_TEMPLATES = (
+#: Every per-type object set there has been: templates in sql/templates, rendered for each
+#: machine in this order. fsm_machines.objects_version records which set a machine has; a
+#: migration that changes the set upgrades every machine (see replace_machine_trigger).
+MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
+MACHINE_TEMPLATE_SETS["v1"] = (
     "instance_table",
     "history_table",
     "trigger_bi_v1",
@@ -64,6 +79,11 @@ MACHINE_TEMPLATES = (
     "in_state_v1",
     "counts_v1",
 )
+# v2 (revision 0002): the transition trigger checks locks and the event_data option.
+MACHINE_TEMPLATE_SETS["v2"] = tuple(
+    "trigger_bu_v2" if name == "trigger_bu_v1" else name for name in MACHINE_TEMPLATE_SETS["v1"])
+MACHINE_OBJECTS_VERSION = "v2"
+MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 
 _ALREADY_EXISTS = {1050, 1304, 1359}  # table, routine, trigger already exists
 
@@ -97,13 +117,55 @@ def install_current(conn: Any) -> None:
 
 
 def install_machine_objects(conn: Any, machine: str) -> None:
-    """Create the per-type tables, triggers and procedures of ``machine`` where missing."""
-    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES])
+    """Create the per-type tables, triggers and procedures of ``machine`` where missing.
+
+    A trigger of an older set still on the table (a machine the migrations missed) is
+    replaced by its current version, never left to fire beside it.
+    """
+    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES[:2]])  # the tables
+    with conn.cursor() as cur:
+        cur.execute("SELECT trigger_name FROM information_schema.triggers "
+                    "WHERE trigger_schema = DATABASE() AND event_object_table = %s", (f"fsm_{machine}",))
+        present = {row[0] for row in cur.fetchall()}
+    for old_set in MACHINE_TEMPLATE_SETS.values():
+        for old, new in zip(old_set, MACHINE_TEMPLATES, strict=True):
+            if old != new and old.startswith("trigger_") and _object_name(old, machine) in present:
+                replace_machine_trigger(conn, machine, old, new, MACHINE_OBJECTS_VERSION)
+    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES[2:]])
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
             (MACHINE_OBJECTS_VERSION, machine),
         )
+
+
+def replace_machine_trigger(conn: Any, machine: str, old: str, new: str, objects_version: str) -> None:
+    """Swap one per-type trigger for its next version without a moment where neither fires.
+
+    MySQL has no CREATE OR REPLACE TRIGGER that both servers accept, and DROP then CREATE
+    leaves a gap in which an UPDATE would run unchecked. Under LOCK TABLES ... WRITE no other
+    session can touch the table until both statements are done; the lock waits for running
+    transactions on the table (lock_wait_timeout) rather than breaking them.
+    """
+    table = f"fsm_{check_machine_name(machine)}"
+    old_name = _object_name(old, machine)
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(f"LOCK TABLES `{table}` WRITE")
+        try:
+            cur.execute(f"DROP TRIGGER IF EXISTS `{old_name}`")
+            cur.execute(render(new, machine))
+        finally:
+            cur.execute("UNLOCK TABLES")
+        cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
+
+
+def _object_name(template: str, machine: str) -> str:
+    """The name a template creates: the first backticked name of its CREATE statement."""
+    found = re.search(r"^CREATE [A-Z ]+?`([^`]+)`", render(template, machine), re.M)
+    assert found, template
+    return found.group(1)
 
 
 # -- migrations -------------------------------------------------------------------------

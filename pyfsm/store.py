@@ -11,9 +11,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import pymysql
+
 from . import db, schema
 from .definition import NAME, Machine
 from .errors import FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
+from .locks import HeldLock, Lease, acquire
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .resources import check_machine_name
 
@@ -73,7 +76,7 @@ class Store:
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
         self._ensure_schema()
-        row = self._call("fsm_define_v1", (machine.name, machine.to_json()), machine=machine.name)
+        row = self._call("fsm_define_v2", (machine.name, machine.to_json()), machine=machine.name)
         if not row["tables_ready"]:
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
@@ -81,7 +84,7 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v1``: MySQL cannot
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v2``: MySQL cannot
         create triggers from a procedure.
         """
         name = check_machine_name(machine)
@@ -124,6 +127,7 @@ class Store:
         self, machine: str | Machine, key: str, event: str, *, data: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None, expected_version: int | None = None,
         request_id: str | None = None, handler: str | None = None, lookup_key: str | None = None,
+        lease: Lease | None = None,
     ) -> TransitionResult:
         """Apply ``event`` to the instance ``key`` in one transaction.
 
@@ -133,6 +137,9 @@ class Store:
         must be N, else Conflict. A call carrying ``request_id`` is safe to repeat: the
         repeat returns the original transition with ``replayed=True``, and a lost
         connection is retried for it.
+
+        ``lease``: send as the holder of that :meth:`lock` (through its connection). For a
+        type that uses locks, a transition while another owner holds the lock raises LockHeld.
         """
         name = _machine_name(machine)
         if expected_version is not None:
@@ -144,12 +151,72 @@ class Store:
             _check_text("handler", handler, 128), _check_text("lookup_key", lookup_key, 191),
         )
         try:
-            row = self._call(f"fsm_{name}_send_v1", args, writes=True, retry_connection=request_id is not None,
-                             machine=name, key=key, event=event)
+            if lease is not None:
+                self._ensure_schema()
+                row = lease.call(db.call_sql(f"fsm_{name}_send_v1", len(args)), args, writes=True,
+                                 machine=name, key=key, event=event)[0]
+            else:
+                row = self._call(f"fsm_{name}_send_v1", args, writes=True, retry_connection=request_id is not None,
+                                 machine=name, key=key, event=event)
         except TransitionNotAllowed as exc:
             exc.state = self._state_or_none(name, key)
             raise
         return TransitionResult.from_row(row)
+
+    # -- locks ----------------------------------------------------------------------------
+
+    def lock(
+        self, machine: str | Machine, key: str, *, owner: str | None = None, lease_seconds: float | None = None,
+        attempts: int = 5, backoff: float = 0.02, heartbeat: bool = True,
+    ) -> Lease:
+        """Take the locks instance ``key``'s type uses (global, then local) and return the Lease.
+
+        Fails fast: ``attempts`` tries with ``backoff`` doubling (jittered) between them,
+        about 0.6 s in all by default, then LockNotAcquired naming the holder
+        (``err.fields["holders"]``). ``lease_seconds`` defaults to the definition's
+        lock_lease_seconds; with ``heartbeat`` a thread renews the lease every third of it.
+        The lease keeps one pooled connection until it is released (use ``with``).
+        """
+        name = _machine_name(machine)
+        self._ensure_schema()
+        return acquire(self, name, _check_key("key", key), owner=owner, lease_seconds=lease_seconds,
+                       attempts=attempts, backoff=backoff, heartbeat=heartbeat)
+
+    def locks(self, *, lookup_key: str | None = None) -> list[HeldLock]:
+        """Every lock held now (fsm_held_locks_v1), oldest first; optionally of one lookup key."""
+        _check_text("lookup_key", lookup_key, 191)
+
+        def read(conn: Any) -> list[dict[str, Any]]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute("SELECT * FROM fsm_held_locks_v1 WHERE %s IS NULL OR lookup_key = %s ORDER BY since, id",
+                            (lookup_key, lookup_key))
+                return list(cur.fetchall())
+
+        self._ensure_schema()
+        return [HeldLock.from_row(r) for r in self._db.read(read)]
+
+    def force_unlock(self, lookup_key: str, *, reason: str, scope: str | None = None) -> list[HeldLock]:
+        """Release the held locks of ``lookup_key`` whatever their owner (``scope``: "*" for the
+        global lock, a machine type for its local lock, None for both); recorded in fsm_lock_log.
+        Returns what was released."""
+        _check_key("lookup_key", lookup_key)
+        if scope is not None and scope != "*":
+            check_machine_name(scope)
+        _check_text("reason", reason, 255, required=True)
+        rows = self._rows("fsm_force_unlock_v1", (scope, lookup_key, reason))
+        return [HeldLock.from_row({**r, "kind": "global" if r["scope"] == "*" else "local", "since": r["expires_at"],
+                                   "connection_id": None}) for r in rows]
+
+    def set_locking(self, machine: str | Machine, key: str, *, global_lock: bool | None = None,
+                    local_lock: bool | None = None) -> Instance:
+        """Override, for one instance, whether it uses the global and the local lock (None keeps)."""
+        name = _machine_name(machine)
+        for what, value in (("global_lock", global_lock), ("local_lock", local_lock)):
+            if value is not None and not isinstance(value, bool):
+                raise InvalidArgument(f"{what} must be True, False or None, got {value!r:.80}")
+        self._call("fsm_set_locking_v1", (name, _check_key("key", key), global_lock, local_lock), writes=True,
+                   machine=name, key=key)
+        return self.get(name, key)
 
     # -- reads ----------------------------------------------------------------------------
 

@@ -40,13 +40,15 @@ def test_every_sql_file_is_used_and_exists() -> None:
 def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
     for path in sql_dir().rglob("*.sql"):
         text = path.read_text()
-        header = text.split("CREATE", 1)[0]
+        statement = re.search(r"^(CREATE|ALTER) ", text, re.M)
+        assert statement, f"{path.name}: no CREATE or ALTER statement"
+        header = text[:statement.start()]
         assert header.startswith(f"-- {path.stem.replace('_table', '')}") or header.startswith("-- fsm_"), path
         for word in ("Errors:", "Example:"):
             assert word in header, f"{path.name}: header lacks {word}"
         assert "DELIMITER" not in text.upper().replace("-- ", ""), path
         assert "DEFINER=" not in text.replace(" ", "").upper(), path
-        assert text.count("CREATE ") >= 1
+        assert all(line.startswith("--") for line in header.splitlines() if line), f"{path.name}: code before the statement"
 
 
 def schema_of(conn: Any, database: str) -> dict[str, Any]:
@@ -94,7 +96,7 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v1" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v2" for r in a["triggers"])
 
 
 def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -115,8 +117,48 @@ def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> 
 
 
 def test_every_template_is_installed_per_machine() -> None:
-    from pyfsm.schema import MACHINE_TEMPLATES
+    from pyfsm.schema import MACHINE_OBJECTS_VERSION, MACHINE_TEMPLATE_SETS, MACHINE_TEMPLATES
 
-    listed = set(MACHINE_TEMPLATES)
+    listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v2"]
+    assert all(len(names) == len(MACHINE_TEMPLATES) for names in MACHINE_TEMPLATE_SETS.values())
+
+
+def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
+    """A machine defined at revision 0001 (v1 trigger) and migrated equals one defined at head,
+    keeps its instances and history, and is checked by the v2 trigger from then on."""
+    from conftest import order_machine
+
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    old, fresh = make_database(), make_database()
+    schema.migrate(old, revision="0001")
+    conn = db.connect(old)
+    try:
+        with conn.cursor() as cur:  # what pyfsm 0.1 did: fsm_define_v1, then the v1 templates
+            cur.execute("CALL fsm_define_v1('order', %s)", (order_machine("order").to_json().replace(
+                ',"lock_lease_seconds":60,"event_data":true', ""),))
+            schema.execute_ddl(conn, [render(name, "order") for name in schema.MACHINE_TEMPLATE_SETS["v1"]])
+            cur.execute("UPDATE fsm_machines SET objects_version = 'v1' WHERE machine = 'order'")
+            cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    finally:
+        conn.close()
+    schema.migrate(old)
+    with Store(fresh.dsn()) as store:
+        store.migrate()
+        store.define(order_machine("order"))
+    with Store(old.dsn()) as store:
+        assert not store.define(order_machine("order")).changed  # the new options have their defaults
+        assert store.send("order", "o-1", "ship").version == 3
+        assert [h.event for h in store.history("order", "o-1")] == [None, "pay", "ship"]
+    admin = pymysql.connect(**server.connect_kwargs(database=False))
+    try:
+        a, b = schema_of(admin, old.database), schema_of(admin, fresh.database)
+    finally:
+        admin.close()
+    for label in ("columns", "indexes", "routines", "triggers", "params"):
+        assert a[label] == b[label], label
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v2"]

@@ -1,0 +1,49 @@
+"""Locks (global and local, GET_LOCK plus lock rows with expiry) and two definition options.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-22
+
+Adds fsm_locks, fsm_lock_log, the view fsm_held_locks_v1, the procedures fsm_define_v2,
+fsm_lock_v1, fsm_renew_lock_v1, fsm_unlock_v1, fsm_force_unlock_v1 and fsm_set_locking_v1,
+the options lock_lease_seconds and event_data, and a NULL-able fsm_outbox.data. Every
+existing machine type gets the v2 transition trigger in place of v1, under LOCK TABLES so
+that no UPDATE runs between the two (its procedures and tables are unchanged).
+
+Never edit a revision once it has landed: add the next number instead.
+"""
+
+from alembic import op
+
+from pyfsm.schema import apply_files, replace_machine_trigger
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    conn = op.get_bind().connection.dbapi_connection
+    apply_files(conn, [
+        "changes/0002_definition_options.sql",
+        "changes/0002_outbox_data_nullable.sql",
+        "tables/fsm_locks.sql",
+        "tables/fsm_lock_log.sql",
+        "views/fsm_held_locks_v1.sql",
+        "procedures/fsm_define_v2.sql",
+        "procedures/fsm_lock_v1.sql",
+        "procedures/fsm_renew_lock_v1.sql",
+        "procedures/fsm_unlock_v1.sql",
+        "procedures/fsm_force_unlock_v1.sql",
+        "procedures/fsm_set_locking_v1.sql",
+    ])
+    with conn.cursor() as cur:
+        cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v1' ORDER BY machine")
+        machines = [row[0] for row in cur.fetchall()]
+    for machine in machines:
+        replace_machine_trigger(conn, machine, "trigger_bu_v1", "trigger_bu_v2", "v2")
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pyfsm migrations are forward-only")

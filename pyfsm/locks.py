@@ -1,0 +1,232 @@
+"""Leases: the global and local locks of an instance, held by one owner for a while.
+
+A :class:`Lease` comes from :meth:`pyfsm.Store.lock`. It keeps one pooled connection for
+its whole life: ``fsm_lock_v1`` took the advisory locks (GET_LOCK) on that connection and
+set ``@fsm_lock_owner`` there, so transitions sent through the lease pass the trigger's
+lock check, and MySQL frees the advisory locks at once if the process dies. The lock rows
+in ``fsm_locks`` expire after the lease unless renewed; a heartbeat thread renews them
+every third of the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from . import db
+from .errors import FsmError, InvalidArgument, LockLost
+
+if TYPE_CHECKING:
+    from .models import TransitionResult
+    from .store import Store
+
+log = logging.getLogger("pyfsm.locks")
+
+OWNER = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def new_owner() -> str:
+    """A unique owner token naming where it comes from: ``host:pid:random``."""
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:30] or "host"
+    return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """One row of the view fsm_held_locks_v1."""
+
+    kind: str
+    scope: str
+    lookup_key: str
+    machine: str
+    instance_key: str
+    owner: str
+    since: datetime
+    expires_at: datetime
+    connection_id: int | None
+    advisory_connection: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> HeldLock:
+        return cls(
+            kind=row["kind"], scope=row["scope"], lookup_key=row["lookup_key"], machine=row["machine"],
+            instance_key=row["instance_key"], owner=row["owner"], since=row["since"].replace(tzinfo=UTC),
+            expires_at=row["expires_at"].replace(tzinfo=UTC), connection_id=row["connection_id"],
+            advisory_connection=row["advisory_connection"],
+        )
+
+
+class Lease:
+    """The locks one owner holds for one instance. Use it as a context manager.
+
+    ``global_lock`` / ``local_lock`` say which locks were taken (neither when the instance
+    uses no lock: then the lease is a no-op that still works the same way). ``lost`` turns
+    True when a renewal finds the locks gone; from then on :meth:`send` raises LockLost.
+    """
+
+    def __init__(self, store: Store, conn: Any, row: dict[str, Any], lease_seconds: float, heartbeat: bool) -> None:
+        self._store = store
+        self._conn: Any = conn
+        self._use = threading.Lock()  # the heartbeat thread and the caller share the connection
+        self.owner: str = row["owner"]
+        self.machine: str = row["machine"]
+        self.key: str = row["instance_key"]
+        self.lookup_key: str | None = row["lookup_key"]
+        self.global_lock = bool(row["global_lock"])
+        self.local_lock = bool(row["local_lock"])
+        self.lease_seconds = float(lease_seconds)
+        expires = row["expires_at"]
+        self.expires_at: datetime | None = None if expires is None else expires.replace(tzinfo=UTC)
+        self.lost = False
+        self._count = int(self.global_lock) + int(self.local_lock)
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if heartbeat and self._count:
+            self._beat = threading.Thread(target=self._heartbeat, name=f"pyfsm-lease-{self.owner}", daemon=True)
+            self._beat.start()
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return (f"Lease(owner={self.owner!r}, machine={self.machine!r}, key={self.key!r}, "
+                f"global_lock={self.global_lock}, local_lock={self.local_lock}, lost={self.lost})")
+
+    # -- use ------------------------------------------------------------------------------
+
+    def send(self, event: str, **kwargs: Any) -> TransitionResult:
+        """Send ``event`` to the leased instance under this lease (see :meth:`Store.send`)."""
+        return self._store.send(self.machine, self.key, event, lease=self, **kwargs)
+
+    def call(self, sql: str, args: tuple[Any, ...], *, writes: bool, **context: Any) -> list[dict[str, Any]]:
+        """Run one CALL on the lease's connection (used by Store for calls made under the lease)."""
+        if self._conn is None:
+            raise LockLost(f"lease {self.owner} was released", machine=self.machine, key=self.key)
+        if self.lost:
+            raise LockLost(f"lease {self.owner} was lost: its locks expired or were taken over",
+                           machine=self.machine, key=self.key)
+        with self._use:
+            return self._store._db.call(sql, args, retry_connection=False, writes=writes, on=self._conn, **context)
+
+    # -- keeping it -----------------------------------------------------------------------
+
+    def renew(self) -> None:
+        """Extend the locks by the lease from now; LockLost if any of them is gone."""
+        if not self._count:
+            return
+        try:
+            rows = self.call("CALL `fsm_renew_lock_v1`(%s, %s)", (self.owner, self.lease_seconds), writes=True,
+                             machine=self.machine, key=self.key)
+        except LockLost:
+            self.lost = True
+            raise
+        renewed = int(rows[0]["renewed"])
+        if renewed < self._count:  # one of the two locks was taken over meanwhile
+            self.lost = True
+            raise LockLost(f"lease {self.owner}: {self._count - renewed} of its locks were taken over",
+                           machine=self.machine, key=self.key)
+        self.expires_at = rows[0]["expires_at"].replace(tzinfo=UTC)
+
+    def _heartbeat(self) -> None:
+        interval = max(self.lease_seconds / 3, 0.05)
+        while not self._stop.wait(interval):
+            try:
+                self.renew()
+            except LockLost as exc:
+                log.warning("pyfsm: lease lost: %s", exc)
+                return
+            except FsmError as exc:  # a blip; the next beat tries again before the lease runs out
+                log.warning("pyfsm: lease %s not renewed (%s); retrying", self.owner, exc)
+
+    # -- giving it back -------------------------------------------------------------------
+
+    def release(self) -> bool:
+        """Release the locks. Never raises: a failure is logged and the rows expire on their own.
+
+        Returns True when every lock this lease held was released by it.
+        """
+        self._stop.set()
+        if self._beat is not None and self._beat is not threading.current_thread():
+            self._beat.join()
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return False
+        released = 0
+        ok = False
+        for attempt in range(3):
+            try:
+                with self._use:
+                    rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=False,
+                                                writes=True, on=conn)
+                released, ok = int(rows[0]["released"]), True
+                break
+            except FsmError as exc:
+                log.warning("pyfsm: releasing lease %s failed (attempt %d): %s", self.owner, attempt + 1, exc)
+                time.sleep(0.02 * (attempt + 1))
+        if not ok:
+            # The connection is broken: dropping it frees its advisory locks; release the rows
+            # from any other connection (the owner check makes that safe).
+            try:
+                rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=True,
+                                            writes=True)
+                released = int(rows[0]["released"])
+            except FsmError as exc:
+                log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
+        # A lost lease may still hold advisory locks of rows now owned by others: drop the connection.
+        db.give_back(conn, discard=not ok or self.lost or released < self._count)
+        return released == self._count and not self.lost
+
+
+def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_seconds: float | None,
+            attempts: int, backoff: float, heartbeat: bool) -> Lease:
+    """Take the locks of one instance: ``attempts`` tries, ``backoff`` doubling between them."""
+    owner = new_owner() if owner is None else owner
+    if not isinstance(owner, str) or not OWNER.fullmatch(owner):
+        raise InvalidArgument(f"owner must be 1 to 64 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
+    if lease_seconds is not None and (isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float)
+                                      or not 0.1 <= lease_seconds <= 86400):
+        raise InvalidArgument(f"lease_seconds must be between 0.1 and 86400, got {lease_seconds!r:.80}")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 100:
+        raise InvalidArgument(f"attempts must be an integer from 1 to 100, got {attempts!r:.80}")
+    if not isinstance(backoff, int | float) or not 0 <= backoff <= 10:
+        raise InvalidArgument(f"backoff must be between 0 and 10 seconds, got {backoff!r:.80}")
+    conn = store._db.checkout()
+    try:
+        for attempt in range(attempts):
+            try:
+                rows = store._db.call("CALL `fsm_lock_v1`(%s, %s, %s, %s)", (machine, key, owner, lease_seconds),
+                                      retry_connection=False, writes=True, on=conn, machine=machine, key=key)
+                break
+            except FsmError as exc:
+                if exc.errno != 31014:
+                    raise
+                if attempt + 1 == attempts:
+                    exc.fields["holders"] = _holders(store, machine, key)
+                    raise
+                time.sleep(min(backoff * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
+        row = rows[0]
+        return Lease(store, conn, row, float(row["lease_seconds"]), heartbeat)
+    except BaseException:
+        db.give_back(conn)
+        raise
+
+
+def _holders(store: Store, machine: str, key: str) -> list[HeldLock]:
+    """Who holds the locks ``key`` needs (for the error); empty if that cannot be read."""
+    try:
+        lookup = store.get(machine, key).lookup_key
+        return [h for h in store.locks(lookup_key=lookup) if h.scope in ("*", machine)]
+    except FsmError:
+        return []
