@@ -60,7 +60,7 @@ CURRENT_OBJECTS = (
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each
 #: machine in this order. fsm_machines.objects_version records which set a machine has; a
-#: migration that changes the set upgrades every machine (see replace_machine_trigger).
+#: migration that changes the set upgrades every machine (see replace_machine_triggers).
 MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
 MACHINE_TEMPLATE_SETS["v1"] = (
     "instance_table",
@@ -79,9 +79,9 @@ MACHINE_TEMPLATE_SETS["v1"] = (
     "in_state_v1",
     "counts_v1",
 )
-# v2 (revision 0002): the transition trigger checks locks and the event_data option.
-MACHINE_TEMPLATE_SETS["v2"] = tuple(
-    "trigger_bu_v2" if name == "trigger_bu_v1" else name for name in MACHINE_TEMPLATE_SETS["v1"])
+# v2 (revision 0002): the transition trigger checks locks; both outbox writers honour event_data.
+_V2 = {"trigger_ai_v1": "trigger_ai_v2", "trigger_bu_v1": "trigger_bu_v2"}
+MACHINE_TEMPLATE_SETS["v2"] = tuple(_V2.get(name, name) for name in MACHINE_TEMPLATE_SETS["v1"])
 MACHINE_OBJECTS_VERSION = "v2"
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 
@@ -127,10 +127,11 @@ def install_machine_objects(conn: Any, machine: str) -> None:
         cur.execute("SELECT trigger_name FROM information_schema.triggers "
                     "WHERE trigger_schema = DATABASE() AND event_object_table = %s", (f"fsm_{machine}",))
         present = {row[0] for row in cur.fetchall()}
-    for old_set in MACHINE_TEMPLATE_SETS.values():
-        for old, new in zip(old_set, MACHINE_TEMPLATES, strict=True):
-            if old != new and old.startswith("trigger_") and _object_name(old, machine) in present:
-                replace_machine_trigger(conn, machine, old, new, MACHINE_OBJECTS_VERSION)
+    stale = [(old, new) for old_set in MACHINE_TEMPLATE_SETS.values()
+             for old, new in zip(old_set, MACHINE_TEMPLATES, strict=True)
+             if old != new and old.startswith("trigger_") and _object_name(old, machine) in present]
+    if stale:
+        replace_machine_triggers(conn, machine, stale, MACHINE_OBJECTS_VERSION)
     execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES[2:]])
     with conn.cursor() as cur:
         cur.execute(
@@ -139,8 +140,9 @@ def install_machine_objects(conn: Any, machine: str) -> None:
         )
 
 
-def replace_machine_trigger(conn: Any, machine: str, old: str, new: str, objects_version: str) -> None:
-    """Swap one per-type trigger for its next version without a moment where neither fires.
+def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str) -> None:
+    """Swap per-type triggers (old template, new template) for their next versions, with no
+    moment where neither version fires.
 
     MySQL has no CREATE OR REPLACE TRIGGER that both servers accept, and DROP then CREATE
     leaves a gap in which an UPDATE would run unchecked. Under LOCK TABLES ... WRITE no other
@@ -148,14 +150,14 @@ def replace_machine_trigger(conn: Any, machine: str, old: str, new: str, objects
     transactions on the table (lock_wait_timeout) rather than breaking them.
     """
     table = f"fsm_{check_machine_name(machine)}"
-    old_name = _object_name(old, machine)
     with conn.cursor() as cur:
         cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
         cur.execute("SET time_zone = '+00:00'")
         cur.execute(f"LOCK TABLES `{table}` WRITE")
         try:
-            cur.execute(f"DROP TRIGGER IF EXISTS `{old_name}`")
-            cur.execute(render(new, machine))
+            for old, new in pairs:
+                cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(old, machine)}`")
+                cur.execute(render(new, machine))
         finally:
             cur.execute("UNLOCK TABLES")
         cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))

@@ -7,15 +7,15 @@ Create Date: 2026-11-22
 Adds fsm_locks, fsm_lock_log, the view fsm_held_locks_v1, the procedures fsm_define_v2,
 fsm_lock_v1, fsm_renew_lock_v1, fsm_unlock_v1, fsm_force_unlock_v1 and fsm_set_locking_v1,
 the options lock_lease_seconds and event_data, and a NULL-able fsm_outbox.data. Every
-existing machine type gets the v2 transition trigger in place of v1, under LOCK TABLES so
-that no UPDATE runs between the two (its procedures and tables are unchanged).
+existing machine type gets the v2 insert and update triggers in place of v1, under LOCK
+TABLES so that no write runs between the two (its procedures and tables are unchanged).
 
 Never edit a revision once it has landed: add the next number instead.
 """
 
 from alembic import op
 
-from pyfsm.schema import apply_files, replace_machine_trigger
+from pyfsm.schema import apply_files, replace_machine_triggers
 
 revision = "0002"
 down_revision = "0001"
@@ -42,7 +42,8 @@ def upgrade() -> None:
         cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v1' ORDER BY machine")
         machines = [row[0] for row in cur.fetchall()]
     for machine in machines:
-        replace_machine_trigger(conn, machine, "trigger_bu_v1", "trigger_bu_v2", "v2")
+        replace_machine_triggers(
+            conn, machine, [("trigger_ai_v1", "trigger_ai_v2"), ("trigger_bu_v1", "trigger_bu_v2")], "v2")
 
 
 def downgrade() -> None:
