@@ -30,7 +30,7 @@ from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .retry import retry
 from .store import Store
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused",

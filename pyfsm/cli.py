@@ -12,11 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from . import db, schema
 from .db import translate
 from .definition import Machine
 from .errors import FsmError, InvalidArgument
+from .locks import HeldLock
 from .store import Store
 
 EPILOG = """examples:
@@ -25,6 +27,8 @@ EPILOG = """examples:
   pyfsm sync order
   pyfsm check
   pyfsm demo --orders 300
+  pyfsm locks --json
+  pyfsm unlock account-7 --reason "worker host lost"
 """
 
 
@@ -68,6 +72,42 @@ def cmd_sync(args: argparse.Namespace) -> None:
     print(f"tables, triggers and procedures of {args.machine} are installed")
 
 
+def _print_locks(locks: Sequence[HeldLock], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([{**asdict(h), "since": h.since.isoformat(), "expires_at": h.expires_at.isoformat()}
+                          for h in locks]))
+        return
+    if not locks:
+        print("no locks held")
+        return
+    print(f"{'kind':6}  {'lookup_key':24}  {'machine/instance':32}  {'owner':36}  {'since (UTC)':26}  "
+          f"{'expires (UTC)':26}  advisory conn")
+    for h in locks:
+        conn = "gone" if h.advisory_connection is None else str(h.advisory_connection)
+        print(f"{h.kind:6}  {h.lookup_key:24}  {h.machine + ' ' + h.instance_key:32}  {h.owner:36}  "
+              f"{h.since:%Y-%m-%d %H:%M:%S.%f}  {h.expires_at:%Y-%m-%d %H:%M:%S.%f}  {conn}")
+
+
+def cmd_locks(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        _print_locks(store.locks(lookup_key=args.lookup_key), args.json)
+
+
+def cmd_unlock(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        released = store.force_unlock(args.lookup_key, reason=args.reason, scope=args.scope)
+    if args.json:
+        _print_locks(released, True)
+    elif not released:
+        print(f"no lock of {args.lookup_key} was held")
+    else:
+        for h in released:
+            alive = "" if h.advisory_connection is None else (
+                f"; its connection {h.advisory_connection} still holds the advisory lock (KILL it to free that too)")
+            print(f"released the {h.kind} lock of {h.lookup_key} held by {h.owner} "
+                  f"({h.machine} {h.instance_key}){alive}")
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run
 
@@ -96,6 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed)",
                "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
     demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
+    locks = add("locks", cmd_locks, "list the locks held now: owner, since, expiry, advisory connection",
+                "pyfsm locks --lookup-key account-7")
+    locks.add_argument("--lookup-key", default=None, help="only this lookup key's locks")
+    locks.add_argument("--json", action="store_true", help="print JSON")
+    unlock = add("unlock", cmd_unlock, "force-release a held lock whatever its owner (recorded in fsm_lock_log)",
+                 'pyfsm unlock account-7 --reason "worker host lost, OPS-12"')
+    unlock.add_argument("lookup_key", help="the lookup key whose locks to release")
+    unlock.add_argument("--reason", required=True, help="why (recorded)")
+    unlock.add_argument("--scope", default=None, help="* for the global lock, a machine type for its local lock "
+                                                      "(default: both)")
+    unlock.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 

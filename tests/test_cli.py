@@ -36,6 +36,30 @@ def test_errors_are_one_line_with_a_nonzero_exit() -> None:
 
 
 def test_help_shows_an_example() -> None:
-    for command in ("migrate", "check", "define", "sync", "demo"):
+    for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock"):
         result = pyfsm(command, "--help")
         assert result.returncode == 0 and "example:" in result.stdout, command
+
+
+def test_locks_and_unlock(make_database) -> None:  # type: ignore[no-untyped-def]
+    from pyfsm import Machine, Store
+
+    dsn = make_database("pyfsm_cli").dsn()
+    assert pyfsm("migrate", "--dsn", dsn).returncode == 0
+    with Store(dsn) as store:
+        store.define(Machine("job", states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
+                             uses_global_lock=True))
+        store.create("job", "j-1", lookup_key="acct-1")
+        lease = store.lock("job", "j-1", owner="cli-test:1", heartbeat=False)
+        listed = pyfsm("locks", "--dsn", dsn, "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = json.loads(listed.stdout)
+        assert (row["kind"], row["lookup_key"], row["owner"], row["instance_key"]) == ("global", "acct-1", "cli-test:1",
+                                                                                      "j-1")
+        assert "cli-test:1" in pyfsm("locks", "--dsn", dsn).stdout
+        missing = pyfsm("unlock", "--dsn", dsn, "acct-1")  # a reason is required
+        assert missing.returncode != 0 and "--reason" in missing.stderr
+        done = pyfsm("unlock", "--dsn", dsn, "acct-1", "--reason", "test")
+        assert done.returncode == 0 and "released the global lock of acct-1 held by cli-test:1" in done.stdout
+        assert json.loads(pyfsm("locks", "--dsn", dsn, "--json").stdout) == []
+        assert lease.release() is False  # it had been taken away

@@ -6,6 +6,7 @@ connections; the only thing that can serialise them is the database.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import queue
@@ -122,7 +123,7 @@ def test_no_two_handlers_of_one_account_ever_overlap(store: Store, dsn: str) -> 
     types_seen = set()
     for account, spans in runs.items():
         spans.sort()
-        for (_e1, left1, w1, m1, k1), (entered2, _l2, w2, m2, k2) in zip(spans, spans[1:], strict=False):
+        for (_e1, left1, w1, m1, k1), (entered2, _l2, w2, m2, k2) in itertools.pairwise(spans):
             assert entered2 >= left1, f"{account}: {m1} {k1} (worker {w1}) overlapped {m2} {k2} (worker {w2})"
         types_seen |= {m for _e, _l, _w, m, _k in spans}
     assert types_seen == {a.name, b.name}
