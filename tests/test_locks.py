@@ -64,8 +64,11 @@ def test_global_lock_excludes_every_type_of_the_account(store: Store, raw) -> No
     b1, f1 = new_order(store, b, account), new_order(store, free, account)
     other = new_order(store, a, unique("acct"))
 
+    version = store.get(a, a1).version
     with store.lock(a, a1) as lease:
         assert (lease.global_lock, lease.local_lock, lease.lookup_key) == (True, False, account)
+        locked = store.get(a, a1)  # the instance row says until when it is held; not a change
+        assert locked.unlocked_at == lease.expires_at and locked.version == version
         held = store.locks(lookup_key=account)
         assert [(h.kind, h.owner, h.machine, h.instance_key) for h in held] == [("global", lease.owner, a, a1)]
         assert held[0].advisory_connection is not None and held[0].expires_at > held[0].since
@@ -86,6 +89,9 @@ def test_global_lock_excludes_every_type_of_the_account(store: Store, raw) -> No
         with store.lock(a, other) as elsewhere:  # nor other accounts
             assert elsewhere.global_lock
     assert store.locks(lookup_key=account) == []
+    released = store.get(a, a1)
+    assert released.unlocked_at is not None and released.unlocked_at < lease.expires_at  # type: ignore[operator]
+    assert released.version == version + 1  # the one transition; locking and unlocking are bookkeeping
     assert store.send(b, b1, "pay").to_state == "paid"  # released: anyone may move it again
     assert [h.event for h in store.history(a, a1)] == [None, "pay"]
     assert [h.event for h in store.history(b, b1)] == [None, "pay"]

@@ -4,7 +4,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-22
 
-Adds fsm_locks, fsm_lock_log, the view fsm_held_locks_v1, the procedures fsm_define_v2,
+Adds fsm_locks, fsm_lock_log, the view fsm_held_locks_v1, the procedures fsm_define_v2, fsm_mark_unlocked_v1,
 fsm_lock_v1, fsm_renew_lock_v1, fsm_unlock_v1, fsm_force_unlock_v1 and fsm_set_locking_v1,
 the options lock_lease_seconds and event_data, and a NULL-able fsm_outbox.data. Every
 existing machine type gets the v2 insert and update triggers in place of v1, under LOCK
@@ -32,6 +32,7 @@ def upgrade() -> None:
         "tables/fsm_lock_log.sql",
         "views/fsm_held_locks_v1.sql",
         "procedures/fsm_define_v2.sql",
+        "procedures/fsm_mark_unlocked_v1.sql",
         "procedures/fsm_lock_v1.sql",
         "procedures/fsm_renew_lock_v1.sql",
         "procedures/fsm_unlock_v1.sql",

@@ -2,7 +2,7 @@
 --
 -- For a DBA when a holder is stuck. The lock rows of p_lookup_key (in p_scope: '*' for the
 -- global lock, a machine type for its local lock, NULL for every scope) that are held are
--- released (unlocked_at = now) and one fsm_lock_log row per lock records the owner, the
+-- released (unlocked_at = now, on the lock row and the instance row) and one fsm_lock_log row per lock records the owner, the
 -- account that forced it and the reason. The old owner's renewals and releases fail from
 -- then on. If the old holder's connection is alive it still holds the advisory lock; the
 -- next acquirer may take the row anyway (see fsm_lock_v1), and `KILL <advisory_connection>`
@@ -21,6 +21,13 @@ BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_first BIGINT UNSIGNED;
+  DECLARE v_done TINYINT DEFAULT 0;
+  DECLARE v_machine VARCHAR(48) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_instance BIGINT UNSIGNED;
+  DECLARE v_released CURSOR FOR
+    SELECT DISTINCT machine, instance_id FROM fsm_locks
+     WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope) AND unlocked_at = v_now;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     IF v_started THEN
@@ -54,6 +61,15 @@ BEGIN
   UPDATE fsm_locks SET unlocked_at = v_now
    WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope)
      AND unlocked_at IS NULL AND expires_at > v_now;
+  OPEN v_released;
+  mark: LOOP
+    FETCH v_released INTO v_machine, v_instance;
+    IF v_done THEN
+      LEAVE mark;
+    END IF;
+    CALL fsm_mark_unlocked_v1(v_machine, v_instance, v_now);
+  END LOOP;
+  CLOSE v_released;
   COMMIT;
   SELECT g.scope, g.lookup_key, g.machine, g.instance_key, g.owner, g.expires_at,
          IS_USED_LOCK(l.advisory_name) AS advisory_connection

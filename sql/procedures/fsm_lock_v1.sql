@@ -10,7 +10,8 @@
 -- force-released and that connection is the one that took it (a stalled holder). Nothing
 -- waits: a busy lock fails at once (pyfsm's Python side retries a few times). On success
 -- the connection's @fsm_lock_owner is set, so that transitions sent on this connection
--- pass the transition trigger's lock check; fsm_unlock_v1 releases and clears it.
+-- pass the transition trigger's lock check; fsm_unlock_v1 releases and clears it. The
+-- instance's unlocked_at is set to the expiry (renewals extend only the lock rows).
 -- Parameters: p_machine, p_key (the instance); p_owner (1-64 of [A-Za-z0-9._:-], unique per
 --   holder, e.g. a UUID); p_lease_seconds (0.1 to 86400; NULL: the definition's
 --   lock_lease_seconds).
@@ -138,6 +139,9 @@ BEGIN
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
+  IF v_global OR v_local THEN
+    CALL fsm_mark_unlocked_v1(p_machine, v_id, v_expires);
+  END IF;
   COMMIT;
   SET @fsm_lock_owner = p_owner;
   SELECT p_owner AS owner, p_machine AS machine, v_key AS instance_key, v_lookup AS lookup_key,

@@ -8,7 +8,8 @@
 -- set, and version/updated_at/status are maintained. A raw UPDATE without @fsm_event takes
 -- the one event leading from the old to the new state, and stores the rule's spelling of
 -- the target state. Any other update bumps version.
--- v2 (revision 0002) adds to v1: locks. When the instance uses the global or the local
+-- v2 (revision 0002) adds to v1: bookkeeping. An update of unlocked_at or last_retry_at
+-- alone does not bump version. Locks. When the instance uses the global or the local
 -- lock and a row of fsm_locks for its lookup_key is held by an owner other than
 -- @fsm_lock_owner, the transition is refused (fsm_lock_v1 sets @fsm_lock_owner on the
 -- connection that holds the lock). Event data: the outbox row carries the data only when
@@ -119,7 +120,12 @@ BEGIN
             NULL, NEW.data),
          COALESCE(@fsm_metadata, '{}'), v_now);
     END IF;
-  ELSE
+  ELSEIF NOT (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY) AND NEW.status <=> OLD.status
+              AND CAST(NEW.resume_from_step AS BINARY) <=> CAST(OLD.resume_from_step AS BINARY)
+              AND NEW.save_after_step <=> OLD.save_after_step AND NEW.data <=> OLD.data
+              AND NEW.uses_global_lock <=> OLD.uses_global_lock AND NEW.uses_local_lock <=> OLD.uses_local_lock) THEN
+    -- a change of the instance; unlocked_at and last_retry_at alone are bookkeeping and
+    -- leave version (the optimistic check) and updated_at alone
     SET NEW.version = OLD.version + 1, NEW.updated_at = v_now;
   END IF;
 END
