@@ -1,8 +1,10 @@
 """pyfsm: persistent finite state machines whose rules MySQL itself enforces."""
 
 from .definition import Machine, Transition, UnreachableStateWarning, transition
+from .engine import RunResult
 from .errors import (
     AmbiguousTransition,
+    ClaimLost,
     Conflict,
     DatabaseUnavailable,
     Deadlock,
@@ -15,10 +17,12 @@ from .errors import (
     InvalidArgument,
     InvalidData,
     InvalidDefinition,
+    InvalidStatus,
     LockHeld,
     LockLost,
     LockNotAcquired,
     RequestIdReused,
+    RunClaimed,
     SchemaVersionMismatch,
     TransactionOpen,
     TransitionNotAllowed,
@@ -27,16 +31,19 @@ from .errors import (
 )
 from .locks import HeldLock, Lease
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
+from .process import Context, Outcome, Process
 from .retry import retry
 from .store import Store
+from .worker import Worker, WorkerStats
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused",
-    "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable", "ImmutableColumn", "Instance",
-    "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "Lease",
-    "LockHeld", "LockLost", "LockNotAcquired", "Machine", "RequestIdReused", "SchemaVersionMismatch", "Store",
+    "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
+    "DefineResult", "DeleteRefused", "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable",
+    "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
+    "InvalidDefinition", "InvalidStatus", "Lease", "LockHeld", "LockLost", "LockNotAcquired", "Machine",
+    "Outcome", "Process", "RequestIdReused", "RunClaimed", "RunResult", "SchemaVersionMismatch", "Store",
     "TransactionOpen", "Transition", "TransitionNotAllowed", "TransitionResult", "UnknownInstance",
-    "UnknownMachine", "UnreachableStateWarning", "retry", "transition",
+    "UnknownMachine", "UnreachableStateWarning", "Worker", "WorkerStats", "retry", "transition",
 ]

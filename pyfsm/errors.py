@@ -174,6 +174,29 @@ class LockLost(FsmError):
     errno = 31019
 
 
+class RunClaimed(FsmError):
+    """Another worker or caller is running this instance right now (its claim is live)."""
+
+    errno = 31020
+    retryable = True
+
+
+class ClaimLost(FsmError):
+    """A step was not committed: the claim on the instance ran out and someone else has it.
+
+    Nothing of the step was applied; the other claimer runs it again.
+    """
+
+    errno = 31021
+
+
+class InvalidStatus(FsmError):
+    """The instance's status does not allow this (pausing a completed one, resuming one
+    that is not paused, retrying one that has not failed)."""
+
+    errno = 31022
+
+
 class DatabaseUnavailable(FsmError):
     """The server could not be reached or the connection was lost (errno is the driver's)."""
 
@@ -196,6 +219,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
+        RunClaimed, ClaimLost, InvalidStatus,
     )
 }
 

@@ -57,6 +57,18 @@ CURRENT_OBJECTS = (
     "procedures/fsm_unlock_v1.sql",
     "procedures/fsm_force_unlock_v1.sql",
     "procedures/fsm_set_locking_v1.sql",
+    "tables/fsm_runs.sql",
+    "tables/fsm_errors.sql",
+    "procedures/fsm_lock_instance_v1.sql",
+    "procedures/fsm_update_instance_v1.sql",
+    "procedures/fsm_claim_v1.sql",
+    "procedures/fsm_step_v1.sql",
+    "procedures/fsm_step_failed_v1.sql",
+    "procedures/fsm_enqueue_v1.sql",
+    "procedures/fsm_pause_v1.sql",
+    "procedures/fsm_resume_v1.sql",
+    "procedures/fsm_retry_v1.sql",
+    "procedures/fsm_failed_v1.sql",
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each

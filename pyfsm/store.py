@@ -218,6 +218,74 @@ class Store:
                    machine=name, key=key)
         return self.get(name, key)
 
+    # -- the handler engine's controls (see pyfsm.Process and pyfsm.Worker) ----------------
+
+    def pause(self, machine: str | Machine, key: str) -> dict[str, Any]:
+        """Pause an instance: at once if nobody runs it now, else at the next step boundary
+        (``pending`` is True until then). A paused instance accepts no event but resume."""
+        name = _machine_name(machine)
+        row = self._call("fsm_pause_v1", (name, _check_key("key", key)), writes=True, machine=name, key=key)
+        return {"state": row["state"], "status": row["status"], "pending": bool(row["pending"])}
+
+    def resume(self, machine: str | Machine, key: str) -> dict[str, Any]:
+        """Resume a paused instance where it paused (InvalidStatus if it is not paused)."""
+        name = _machine_name(machine)
+        row = self._call("fsm_resume_v1", (name, _check_key("key", key)), writes=True, machine=name, key=key)
+        return {"state": row["state"], "status": row["status"]}
+
+    def retry(self, machine: str | Machine, key: str) -> dict[str, Any]:
+        """Run a failed instance again from the step that failed, with fresh attempts."""
+        name = _machine_name(machine)
+        row = self._call("fsm_retry_v1", (name, _check_key("key", key)), writes=True, machine=name, key=key)
+        return {"state": row["state"], "status": row["status"]}
+
+    def enqueue(self, machine: str | Machine, key: str, *, run_immediately: bool | None = None,
+                delay_seconds: float | None = None) -> dict[str, Any]:
+        """Make an instance due for the engine's workers (now, or after ``delay_seconds``);
+        ``run_immediately`` overrides the process's setting for this instance."""
+        name = _machine_name(machine)
+        if run_immediately is not None and not isinstance(run_immediately, bool):
+            raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
+        return self._call("fsm_enqueue_v1", (name, _check_key("key", key), delay_seconds, run_immediately),
+                          writes=True, machine=name, key=key)
+
+    def failed(self, machine: str | Machine, *, after_id: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """Failed instances with their last error, in id order (pass the last id as ``after_id``)."""
+        name = _machine_name(machine)
+        _check_int("after_id", after_id, minimum=0)
+        _check_int("limit", limit, minimum=1, maximum=10000)
+        return self._rows("fsm_failed_v1", (name, after_id, limit), machine=name)
+
+    def errors(self, machine: str | Machine, key: str) -> list[dict[str, Any]]:
+        """Every failed attempt recorded for an instance (fsm_errors), oldest first."""
+        name = _machine_name(machine)
+        _check_key("key", key)
+
+        def read(conn: Any) -> list[dict[str, Any]]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute("SELECT state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
+                            "created_at FROM fsm_errors WHERE machine = %s AND instance_key = %s ORDER BY id",
+                            (name, key))
+                return list(cur.fetchall())
+
+        self._ensure_schema()
+        return self._db.read(read)
+
+    def run_info(self, machine: str | Machine, key: str) -> dict[str, Any] | None:
+        """The instance's row in the engine's queue (due_at = its next run time, claimed_by,
+        attempt, pause_requested, run_immediately), or None if the engine does not run it."""
+        name = _machine_name(machine)
+        _check_key("key", key)
+
+        def read(conn: Any) -> dict[str, Any] | None:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute("SELECT due_at, claimed_by, attempt, pause_requested, run_immediately FROM fsm_runs "
+                            "WHERE machine = %s AND instance_key = %s", (name, key))
+                return cur.fetchone()  # type: ignore[no-any-return]
+
+        self._ensure_schema()
+        return self._db.read(read)
+
     # -- reads ----------------------------------------------------------------------------
 
     def get(self, machine: str | Machine, key: str) -> Instance:

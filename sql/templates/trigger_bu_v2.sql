@@ -8,7 +8,9 @@
 -- set, and version/updated_at/status are maintained. A raw UPDATE without @fsm_event takes
 -- the one event leading from the old to the new state, and stores the rule's spelling of
 -- the target state. Any other update bumps version.
--- v2 (revision 0002) adds to v1: bookkeeping. An update of unlocked_at or last_retry_at
+-- v2 (revision 0002) adds to v1: waking. A transition of an instance the handler engine
+-- left 'waiting' sets it 'running' and makes it due in fsm_runs (or, at a final state,
+-- removes its run). Bookkeeping. An update of unlocked_at or last_retry_at
 -- alone does not bump version. Locks. When the instance uses the global or the local
 -- lock and a row of fsm_locks for its lookup_key is held by an owner other than
 -- @fsm_lock_owner, the transition is refused (fsm_lock_v1 sets @fsm_lock_owner on the
@@ -99,6 +101,17 @@ BEGIN
     SET NEW.current_state = v_to, NEW.version = OLD.version + 1, NEW.updated_at = v_now;
     IF v_final THEN
       SET NEW.status = 'completed';
+    END IF;
+    IF OLD.status = 'waiting' THEN
+      -- the external event an engine-run instance was waiting for: it runs again (or is done)
+      IF v_final THEN
+        DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
+      ELSE
+        SET NEW.status = 'running';
+        INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, attempt, created_at, updated_at)
+        VALUES ('__M__', OLD.id, OLD.instance_key, v_now, 0, v_now, v_now)
+        ON DUPLICATE KEY UPDATE due_at = v_now, claimed_by = NULL, attempt = 0, updated_at = v_now;
+      END IF;
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's.
     SET @fsm_guard = OLD.id;

@@ -1,4 +1,4 @@
-"""Locks (global and local, GET_LOCK plus lock rows with expiry) and two definition options.
+"""Locks, the handler engine's queue, and two definition options.
 
 Revision ID: 0002
 Revises: 0001
@@ -6,7 +6,10 @@ Create Date: 2026-11-22
 
 Adds fsm_locks, fsm_lock_log, the view fsm_held_locks_v1, the procedures fsm_define_v2, fsm_mark_unlocked_v1,
 fsm_lock_v1, fsm_renew_lock_v1, fsm_unlock_v1, fsm_force_unlock_v1 and fsm_set_locking_v1,
-the options lock_lease_seconds and event_data, and a NULL-able fsm_outbox.data. Every
+the options lock_lease_seconds and event_data, and a NULL-able fsm_outbox.data. For the
+handler engine: fsm_runs (the hot queue), fsm_errors, and the procedures fsm_claim_v1,
+fsm_step_v1, fsm_step_failed_v1, fsm_enqueue_v1, fsm_pause_v1, fsm_resume_v1, fsm_retry_v1,
+fsm_failed_v1 with their helpers fsm_lock_instance_v1 and fsm_update_instance_v1. Every
 existing machine type gets the v2 insert and update triggers in place of v1, under LOCK
 TABLES so that no write runs between the two (its procedures and tables are unchanged).
 
@@ -30,6 +33,8 @@ def upgrade() -> None:
         "changes/0002_outbox_data_nullable.sql",
         "tables/fsm_locks.sql",
         "tables/fsm_lock_log.sql",
+        "tables/fsm_runs.sql",
+        "tables/fsm_errors.sql",
         "views/fsm_held_locks_v1.sql",
         "procedures/fsm_define_v2.sql",
         "procedures/fsm_mark_unlocked_v1.sql",
@@ -38,6 +43,16 @@ def upgrade() -> None:
         "procedures/fsm_unlock_v1.sql",
         "procedures/fsm_force_unlock_v1.sql",
         "procedures/fsm_set_locking_v1.sql",
+        "procedures/fsm_lock_instance_v1.sql",
+        "procedures/fsm_update_instance_v1.sql",
+        "procedures/fsm_claim_v1.sql",
+        "procedures/fsm_step_v1.sql",
+        "procedures/fsm_step_failed_v1.sql",
+        "procedures/fsm_enqueue_v1.sql",
+        "procedures/fsm_pause_v1.sql",
+        "procedures/fsm_resume_v1.sql",
+        "procedures/fsm_retry_v1.sql",
+        "procedures/fsm_failed_v1.sql",
     ])
     with conn.cursor() as cur:
         cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v1' ORDER BY machine")

@@ -1,0 +1,270 @@
+"""Running a Process: handlers around the database's transitions.
+
+One claimed instance at a time: take its locks if its type uses them, run the handler of
+its state, commit the step with ``fsm_step_v1`` (one round trip: the transition through
+the trigger, then the status and the queue), and go on while the outcome says so.
+
+What is guaranteed, and what is not:
+
+* A step's transition is applied at most once. ``fsm_step_v1`` checks that the caller
+  still holds the claim and that the instance is at the version the step started from;
+  a step re-run after a crash, or by a second worker whose claim replaced an expired one,
+  fails that check and writes nothing.
+* A handler runs at least once per committed step, and may run more than once: when a
+  worker dies after the handler returned but before the commit, the step is run again
+  by the next claimer. Handlers that call the outside world should make that call
+  idempotent, e.g. with ``f"{ctx.key}:{ctx.state}:{ctx.version}"`` as its idempotency
+  key: it is the same for every run of the same step.
+* save_after_step on (the default): every step is committed on its own; a crash loses at
+  most the step in progress. Off: up to ``batch_steps`` consecutive steps are committed
+  together, so a crash loses (and re-runs) every step since the last commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import db
+from .errors import ClaimLost, Conflict, InvalidArgument, InvalidData, LockNotAcquired
+from .locks import Lease, new_owner
+from .process import Context, Outcome, Process, copy_data
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger("pyfsm.engine")
+
+#: How long an instance whose lock is busy waits before it is due again.
+LOCK_BUSY_REQUEUE_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where a run left the instance. ``steps``: steps committed by this run."""
+
+    key: str
+    state: str
+    status: str
+    version: int
+    steps: int
+    error: str | None = None
+
+
+class _Run:
+    """One claimed instance being run: the state the loop carries between steps."""
+
+    def __init__(self, store: Store, process: Process, row: Mapping[str, Any], owner: str,
+                 stop: threading.Event | None) -> None:
+        self.store, self.process, self.owner, self.stop = store, process, owner, stop
+        self.key: str = row["instance_key"]
+        self.lookup_key: str | None = row["lookup_key"]
+        self.state: str = row["current_state"]
+        self.status: str = row["status"]
+        self.version: int = int(row["version"])
+        raw = row["data"]
+        self.data: dict[str, Any] = json.loads(raw) if isinstance(raw, str | bytes) else dict(raw or {})
+        self.attempt = int(row["attempt"])  # failed attempts of the current step so far
+        self.pause_requested = bool(row["pause_requested"])
+        override = row["run_immediately"]
+        self.run_immediately = process.run_immediately if override is None else bool(override)
+        self.save_after_step = bool(row["save_after_step"]) if row["save_after_step"] is not None else True
+        self.uses_locks = bool(row["uses_global_lock"]) or bool(row["uses_local_lock"])
+        self.pending: list[dict[str, Any]] = []
+        self.committed_data = self.data
+        self.committed_version = self.version
+        self.steps = 0
+        self.error: str | None = None
+        self.lease: Lease | None = None
+
+    # -- database calls (through the lease's connection when the instance is locked) -------
+
+    def _call(self, procedure: str, args: tuple[Any, ...]) -> dict[str, Any]:
+        sql = db.call_sql(procedure, len(args))
+        context = {"machine": self.process.name, "key": self.key}
+        if self.lease is not None:
+            return self.lease.call(sql, args, writes=True, **context)[0]
+        return self.store._db.call(sql, args, retry_connection=False, writes=True, **context)[0]
+
+    def commit(self, status: str, *, go_on: bool = False, requeue_seconds: float | None = None) -> bool:
+        """Commit the pending steps and what happens next; True if the run goes on.
+
+        Data a handler changed without firing an event (it paused, completed or waits) is
+        written with the status."""
+        last = self.pending[-1]["data"] if self.pending else self.committed_data
+        data = None if self.data == last else json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
+        row = self._call("fsm_step_v1", (
+            self.process.name, self.key, self.owner, self.committed_version,
+            json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False), status, int(go_on),
+            self.process.claim_seconds, requeue_seconds, data))
+        self.committed_data = self.data
+        self.steps += len(self.pending)
+        if self.pending:
+            self.attempt = 0
+        self.pending = []
+        self.state, self.status = row["state"], row["status"]
+        self.version = self.committed_version = int(row["version"])
+        return bool(row["continue"])
+
+    def failed(self, spec_name: str, exc: BaseException, *, retryable: bool, failure_event: str | None) -> None:
+        """Record a failed attempt: retry later, fire the failure event, or fail."""
+        if self.pending:  # the steps before this one succeeded: keep them
+            self.commit("running", go_on=True)
+        attempt = self.attempt + 1
+        spec = self.process.handler_for(self.state)
+        limit = self.process.attempts_for(spec) if spec is not None else 1
+        retry_in = None
+        if retryable and attempt < limit:
+            delay = min(self.process.max_backoff, self.process.backoff * 2 ** (attempt - 1))
+            retry_in = delay * random.uniform(0.5, 1.5)
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        row = self._call("fsm_step_failed_v1", (
+            self.process.name, self.key, self.owner, self.committed_version, spec_name, attempt,
+            f"{type(exc).__module__}.{type(exc).__qualname__}"[-255:], str(exc)[:1000], text[-4000:],
+            retry_in, None if retry_in is not None else failure_event))
+        self.error = f"{type(exc).__name__}: {exc}"
+        self.state, self.status, self.version = row["state"], row["status"], int(row["version"])
+        self.committed_version = self.version
+        log.warning("pyfsm: %s %s: %s failed (attempt %d of %d): %s -> %s", self.process.name, self.key, spec_name,
+                    attempt, limit, self.error, row["outcome"])
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        try:
+            if self.uses_locks and self.status == "running" and not self.pause_requested:
+                try:
+                    self.lease = self.store.lock(self.process.name, self.key, attempts=2)
+                except LockNotAcquired as exc:
+                    self.error = str(exc)
+                    self.commit("running", requeue_seconds=LOCK_BUSY_REQUEUE_SECONDS * random.uniform(0.5, 1.5))
+                    return self.result()
+            self.loop()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+        return self.result()
+
+    def loop(self) -> None:
+        machine = self.process.machine
+        while True:
+            if self.status != "running":
+                return
+            if self.pause_requested:
+                self.commit("running")  # fsm_step_v1 turns a requested pause into 'paused'
+                return
+            if self.stop is not None and self.stop.is_set():
+                self.commit("running")  # hand back: due now for any worker
+                return
+            spec = self.process.handler_for(self.state)
+            if spec is None:  # a final state (the trigger completed it) or one without a handler
+                self.commit("completed" if self.state in machine.final else "waiting")
+                return
+            ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
+                          data=copy_data(self.data), attempt=self.attempt + 1, version=self.version)
+            non_retryable = spec.non_retryable + self.process.non_retryable
+            failure_event = spec.failure_event or self.process.failure_event
+            try:
+                outcome = spec.fn(ctx)
+                step = self._checked(ctx, outcome)
+            except Exception as exc:
+                retryable = not isinstance(exc, non_retryable) and not isinstance(exc, _HandlerBug)
+                self.failed(spec.name, exc, retryable=retryable, failure_event=failure_event)
+                return
+            if outcome is None or outcome.kind == "wait":
+                self.data = ctx.data
+                self.commit("waiting")
+                return
+            if outcome.kind == "fire":
+                self.pending.append({"event": step, "handler": spec.name, "data": ctx.data})
+                self.data = ctx.data
+                if self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately:
+                    if not self.commit("running", go_on=self.run_immediately):
+                        return
+                else:  # save_after_step off: go on in memory; the database checks the batch at commit
+                    self.state = machine.target(self.state, step or "") or self.state
+                    self.version += 1
+                continue
+            if outcome.kind == "fail":
+                self.failed(spec.name, _HandlerFailed(outcome.reason or "the handler failed the instance"),
+                            retryable=False, failure_event=None)
+                return
+            self.data = ctx.data
+            self.commit("paused" if outcome.kind == "pause" else "completed")
+            return
+
+    def _checked(self, ctx: Context, outcome: Outcome | None) -> str | None:
+        """Refuse, before anything is written, what a handler must not return."""
+        if outcome is not None and not isinstance(outcome, Outcome):
+            raise _HandlerBug(f"handler returned {outcome!r:.80}; return ctx.fire(event), ctx.next(), ctx.pause(), "
+                              "ctx.complete(), ctx.fail() or ctx.wait()")
+        if not isinstance(ctx.data, dict):
+            raise _HandlerBug(f"ctx.data must stay a dict, got {type(ctx.data).__name__}")
+        try:
+            json.dumps(ctx.data, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidData(f"data cannot be serialized as JSON: {exc}") from None
+        if outcome is not None and outcome.kind == "fire":
+            if self.process.machine.target(self.state, outcome.event or "") is None:
+                raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}")
+            return outcome.event
+        return None
+
+    def result(self) -> RunResult:
+        return RunResult(self.key, self.state, self.status, self.version, self.steps, self.error)
+
+
+class _HandlerBug(InvalidArgument):
+    """A handler returned something the engine cannot apply; never retried."""
+
+
+class _HandlerFailed(Exception):
+    """A handler returned ctx.fail(reason)."""
+
+
+_HandlerFailed.__module__ = "pyfsm"
+_HandlerFailed.__qualname__ = "HandlerFailed"
+
+
+def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: str,
+                stop: threading.Event | None = None) -> RunResult:
+    """Run one instance the caller has claimed (a row of fsm_claim_v1)."""
+    run = _Run(store, process, row, owner, stop)
+    try:
+        return run.run()
+    except (ClaimLost, Conflict) as exc:  # someone else took over; they run it now
+        log.warning("pyfsm: %s %s: gave up the run: %s", process.name, run.key, exc)
+        return RunResult(run.key, run.state, run.status, run.version, run.steps, str(exc))
+
+
+def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
+          key: str | None = None) -> list[dict[str, Any]]:
+    store._ensure_schema()
+    return store._db.call(db.call_sql("fsm_claim_v1", 5), (process.name, owner, limit, process.claim_seconds, key),
+                          retry_connection=False, writes=True, machine=process.name, key=key)
+
+
+def run_key(store: Store, process: Process, key: str) -> RunResult:
+    """Claim ``key`` for this caller and run it (RunClaimed if a worker is running it now)."""
+    owner = new_owner()
+    rows = claim(store, process, owner, key=key)
+    return run_claimed(store, process, rows[0], owner)
+
+
+def start(store: Store, process: Process, key: str, *, data: Mapping[str, Any] | None, lookup_key: str | None,
+          run_immediately: bool | None) -> RunResult:
+    """Create ``key`` and run its first step here (all of them with run_immediately on).
+
+    The per-instance choice is recorded with the run first, due only after a claim's
+    length: a worker takes over if this caller dies before it gets going.
+    """
+    store.create(process.name, key, data=data, lookup_key=lookup_key)
+    if run_immediately is not None:
+        store.enqueue(process.name, key, run_immediately=run_immediately, delay_seconds=process.claim_seconds)
+    return run_key(store, process, key)

@@ -1,0 +1,144 @@
+"""Workers: drain the engine's queue (fsm_runs) for one or more processes.
+
+Run as many worker processes on as many hosts as you like: each claims due runs with
+``FOR UPDATE SKIP LOCKED`` (fsm_claim_v1), so they never wait for each other, and a claim
+is a lease, so the runs of a worker that dies are due again when its claims run out.
+
+SIGTERM or SIGINT (Ctrl-C) stop a worker gracefully: the instance it is running finishes
+its current step and is handed back (due now), the runs it claimed but had not started are
+handed back untouched, and the worker returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .engine import claim, run_claimed
+from .errors import FsmError, InvalidArgument
+from .locks import new_owner
+from .process import Process
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger("pyfsm.worker")
+
+
+@dataclass
+class WorkerStats:
+    """What a worker did: runs started, steps committed, runs handed back, errors."""
+
+    runs: int = 0
+    steps: int = 0
+    handed_back: int = 0
+    errors: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+class Worker:
+    """Claims due runs of ``processes`` and runs them, one at a time, until stopped.
+
+    ``batch``: runs claimed per query; ``idle_min``/``idle_max``: the poll delay grows from
+    the first to the second while there is nothing to do, and drops back at once when work
+    appears. ``on_run`` is called after each run with its RunResult (e.g. for progress).
+    """
+
+    def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 10, idle_min: float = 0.02,
+                 idle_max: float = 1.0, owner: str | None = None,
+                 on_run: Callable[[Any], None] | None = None) -> None:
+        self.store = store
+        self.processes = list(processes)
+        if not self.processes or not all(isinstance(p, Process) for p in self.processes):
+            raise InvalidArgument("Worker needs one or more pyfsm.Process objects")
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 1000:
+            raise InvalidArgument(f"batch must be an integer from 1 to 1000, got {batch!r:.80}")
+        if not 0 < idle_min <= idle_max <= 60:
+            raise InvalidArgument("need 0 < idle_min <= idle_max <= 60")
+        self.batch, self.idle_min, self.idle_max = batch, idle_min, idle_max
+        self.owner = owner or new_owner()
+        self.on_run = on_run
+        self.stop_event = threading.Event()
+        self.stats = WorkerStats()
+
+    def stop(self) -> None:
+        """Ask the worker to stop after the current step (thread-safe; what signals do)."""
+        self.stop_event.set()
+
+    def run_once(self) -> int:
+        """Claim one batch per process and run it; the number of runs done."""
+        done = 0
+        for process in self.processes:
+            if self.stop_event.is_set():
+                break
+            try:
+                rows = claim(self.store, process, self.owner, limit=self.batch)
+            except FsmError as exc:
+                self.stats.errors += 1
+                log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
+                continue
+            for index, row in enumerate(rows):
+                if self.stop_event.is_set():
+                    self._hand_back(process, rows[index:])
+                    break
+                self._run(process, row)
+                done += 1
+        return done
+
+    def run(self, *, handle_signals: bool = True, until_idle: float | None = None) -> WorkerStats:
+        """Work until stopped (SIGTERM/SIGINT or :meth:`stop`), or, with ``until_idle``,
+        until there was nothing to do for that many seconds."""
+        previous = self._install_signals() if handle_signals else {}
+        delay, idle_since = self.idle_min, time.monotonic()
+        try:
+            while not self.stop_event.is_set():
+                if self.run_once():
+                    delay, idle_since = self.idle_min, time.monotonic()
+                    continue
+                if until_idle is not None and time.monotonic() - idle_since >= until_idle:
+                    break
+                self.stop_event.wait(delay)
+                delay = min(delay * 2, self.idle_max)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return self.stats
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _run(self, process: Process, row: dict[str, Any]) -> None:
+        try:
+            result = run_claimed(self.store, process, row, self.owner, self.stop_event)
+        except FsmError as exc:  # the database refused; the claim runs out and another try follows
+            self.stats.errors += 1
+            log.warning("pyfsm worker %s: %s %s: %s", self.owner, process.name, row.get("instance_key"), exc)
+            return
+        self.stats.runs += 1
+        self.stats.steps += result.steps
+        self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
+        if self.on_run is not None:
+            self.on_run(result)
+
+    def _hand_back(self, process: Process, rows: list[dict[str, Any]]) -> None:
+        """Claimed but not started: due again now, for any worker."""
+        for row in rows:
+            try:
+                self.store._call("fsm_step_v1", (process.name, row["instance_key"], self.owner, int(row["version"]),
+                                                 "[]", "running", 0, process.claim_seconds, None, None),
+                                 writes=True, machine=process.name, key=row["instance_key"])
+                self.stats.handed_back += 1
+            except FsmError as exc:  # its claim simply runs out
+                log.warning("pyfsm worker %s: could not hand back %s: %s", self.owner, row["instance_key"], exc)
+
+    def _install_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda _signum, _frame: self.stop())
+        return previous
