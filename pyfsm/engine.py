@@ -174,7 +174,8 @@ class _Run:
                 outcome = spec.fn(ctx)
                 step = self._checked(ctx, outcome)
             except Exception as exc:
-                retryable = not isinstance(exc, non_retryable) and not isinstance(exc, _HandlerBug)
+                # a handler bug or unserializable data fails the same way every time
+                retryable = not isinstance(exc, (*non_retryable, _HandlerBug, InvalidData))
                 self.failed(spec.name, exc, retryable=retryable, failure_event=failure_event)
                 return
             if outcome is None or outcome.kind == "wait":

@@ -1,0 +1,277 @@
+"""The handler engine in one process: steps, data, moves back, pause/resume, retries, waiting.
+
+Worker processes, SIGKILL and the 2,000-instance drain are in test_worker_processes.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pymysql
+import pytest
+from conftest import unique
+from engine_fixtures import checkout
+
+from pyfsm import (
+    Context,
+    InvalidDefinition,
+    InvalidStatus,
+    Machine,
+    Outcome,
+    Process,
+    RunClaimed,
+    Store,
+    Worker,
+)
+
+
+def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute(sql, args)
+        rows = list(cur.fetchall())
+        while cur.nextset():
+            pass
+        return rows
+
+
+def drain(store: Store, *processes: Process) -> Any:
+    return Worker(store, processes, idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
+
+
+def test_steps_run_in_order_and_data_flows(store: Store) -> None:
+    process = checkout(unique("checkout"))
+    store.define(process.machine)
+    result = process.start(store, "c-1", data={"items": 3})
+    assert (result.state, result.status, result.steps, result.version) == ("done", "completed", 3, 4)
+    instance = store.get(process.name, "c-1")
+    assert instance.data == {"items": 3, "reserved": 3, "charged": 30, "trail": ["reserve", "charge", "ship"]}
+    history = store.history(process.name, "c-1")
+    assert [(h.from_state, h.to_state, h.handler) for h in history[1:]] == [
+        ("reserve", "charge", "reserve"), ("charge", "ship", "charge"), ("ship", "done", "ship")]
+    assert history[2].data_before["reserved"] == 3 and history[2].data_after["charged"] == 30  # before/after
+    assert store.run_info(process.name, "c-1") is None  # completed: out of the queue
+
+
+def test_a_handler_moves_back(store: Store) -> None:
+    process = Process.linear(unique("review"), ["draft", "review"])
+
+    @process.handler("draft")
+    def draft(ctx: Context) -> Outcome:
+        ctx.data["drafts"] = ctx.data.get("drafts", 0) + 1
+        return ctx.next()
+
+    @process.handler("review")
+    def review(ctx: Context) -> Outcome:
+        return ctx.back() if ctx.data["drafts"] < 2 else ctx.next()  # first review sends it back
+
+    store.define(process.machine)
+    result = process.start(store, "r-1")
+    assert (result.state, result.status) == ("done", "completed")
+    assert [h.event for h in store.history(process.name, "r-1")[1:]] == ["next", "back", "next", "next"]
+    assert store.get(process.name, "r-1").data == {"drafts": 2}
+
+
+def test_pause_in_a_handler_and_from_outside_then_resume_at_the_right_step(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    name = unique("pausing")
+    process = Process.linear(name, ["a", "b", "c"])
+    seen: list[str] = []
+
+    @process.handler("a")
+    def a(ctx: Context) -> Outcome:
+        seen.append("a")
+        store.pause(name, ctx.key)  # someone pauses while this step runs: takes effect after it
+        return ctx.next()
+
+    @process.handler("b")
+    def b(ctx: Context) -> Outcome:
+        seen.append("b")
+        if ctx.data.get("hold", True):
+            ctx.data["hold"] = False
+            return ctx.pause()  # the handler itself pauses, keeping what it wrote
+        return ctx.next()
+
+    @process.handler("c")
+    def c(ctx: Context) -> Outcome:
+        seen.append("c")
+        return ctx.next()
+
+    store.define(process.machine)
+    first = process.start(store, "p-1")
+    assert (first.state, first.status, seen) == ("b", "paused", ["a"])  # a committed, then paused
+    with pytest.raises(Exception, match="paused") as caught:
+        store.send(name, "p-1", "next")  # a paused instance accepts no event
+    assert caught.value.errno == 31011  # type: ignore[attr-defined]
+    assert store.get(name, "p-1").resume_from_step == "b"
+    assert drain(store, process).runs == 0  # no worker picks it up
+    store.resume(name, "p-1")
+    second = process.run(store, "p-1")
+    assert (second.state, second.status, seen) == ("b", "paused", ["a", "b"])
+    assert store.get(name, "p-1").data == {"hold": False}
+    assert fetch(raw, "CALL fsm_resume_v1(%s, 'p-1')", (name,))[0]["status"] == "running"  # from SQL too
+    drain(store, process)
+    assert (store.get(name, "p-1").state, seen) == ("done", ["a", "b", "b", "c"])
+    with pytest.raises(InvalidStatus):
+        store.resume(name, "p-1")
+    with pytest.raises(InvalidStatus):
+        store.pause(name, "p-1")
+
+
+def test_run_immediately_off_runs_one_step_then_a_worker_does_the_rest(store: Store) -> None:
+    process = checkout(unique("queued"), run_immediately=False)
+    store.define(process.machine)
+    result = process.start(store, "q-1", data={"items": 1})
+    assert (result.state, result.status, result.steps) == ("charge", "running", 1)
+    assert store.run_info(process.name, "q-1")["claimed_by"] is None  # type: ignore[index]
+    eager = checkout(process.name)  # the same machine, run_immediately on for the process ...
+    result = eager.start(store, "q-2", data={"items": 1}, run_immediately=False)  # ... off for this instance
+    assert result.steps == 1 and store.run_info(process.name, "q-2")["run_immediately"] == 0  # type: ignore[index]
+    stats = drain(store, process)
+    assert stats.steps == 4 and stats.by_status == {"running": 2, "completed": 2}
+    assert store.get(process.name, "q-1").state == store.get(process.name, "q-2").state == "done"
+
+
+def test_retry_with_backoff_then_success(store: Store) -> None:
+    process = checkout(unique("flaky"), backoff=0.05, max_attempts=3)
+    failures = {"n": 0}
+
+    def flaky_charge(ctx: Context) -> Outcome:
+        if ctx.attempt < 3:
+            failures["n"] += 1
+            raise TimeoutError(f"bank timeout #{ctx.attempt}")
+        ctx.data["charged"] = True
+        return ctx.next()
+
+    process.handlers.pop("charge")
+    process.register("charge", flaky_charge, name="charge_card")
+    store.define(process.machine)
+    first = process.start(store, "f-1")
+    assert (first.state, first.status, first.error) == ("charge", "running", "TimeoutError: bank timeout #1")
+    info = store.run_info(process.name, "f-1")
+    assert info is not None and info["attempt"] == 1 and info["due_at"] is not None  # next run time
+    assert store.get(process.name, "f-1").last_retry_at is not None
+    drain(store, process)
+    assert store.get(process.name, "f-1").state == "done" and failures["n"] == 2
+    errors = store.errors(process.name, "f-1")
+    assert [(e["attempt"], e["outcome"], e["handler"]) for e in errors] == [(1, "retry", "charge_card"),
+                                                                           (2, "retry", "charge_card")]
+    assert errors[0]["error_type"] == "builtins.TimeoutError" and "bank timeout #1" in errors[0]["traceback"]
+    delays = [(e["next_run_at"] - e["created_at"]).total_seconds() for e in errors]
+    assert 0.025 <= delays[0] <= 0.075 and 0.05 <= delays[1] <= 0.15  # backoff * 2**(n-1), +-50% jitter
+
+
+def test_retries_exhausted_then_failed_listed_and_retried_from_sql(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    process = checkout(unique("broken"), backoff=0.0, max_attempts=2)
+    broken = {"on": True}
+
+    def charge(ctx: Context) -> Outcome:
+        if broken["on"]:
+            raise ConnectionError("card processor down")
+        return ctx.next()
+
+    process.handlers.pop("charge")
+    process.register("charge", charge)
+    store.define(process.machine)
+    process.start(store, "b-1")
+    drain(store, process)
+    instance = store.get(process.name, "b-1")
+    assert (instance.state, instance.status) == ("charge", "failed")
+    [failed] = fetch(raw, "CALL fsm_failed_v1(%s, 0, 10)", (process.name,))
+    assert (failed["instance_key"], failed["attempt"], failed["message"]) == ("b-1", 2, "card processor down")
+    assert store.failed(process.name)[0]["error_type"] == "builtins.ConnectionError"
+    assert [e["outcome"] for e in store.errors(process.name, "b-1")] == ["retry", "failed"]
+    broken["on"] = False
+    assert fetch(raw, "CALL fsm_retry_v1(%s, 'b-1')", (process.name,))[0]["status"] == "running"
+    drain(store, process)
+    assert store.get(process.name, "b-1").status == "completed"
+    with pytest.raises(InvalidStatus):
+        store.retry(process.name, "b-1")
+
+
+def test_failure_transition_and_non_retryable_errors(store: Store) -> None:
+    name = unique("refunding")
+    machine = Machine(name=name, states=["charge", "refund", "done", "refunded"], start=["charge"],
+                      final=["done", "refunded"],
+                      transitions=[("ok", "charge", "done"), ("give_up", "charge", "refund"),
+                                   ("refunded", "refund", "refunded")])
+    process = Process(machine, max_attempts=5, backoff=0.0, non_retryable=(PermissionError,))
+
+    @process.handler("charge", failure_event="give_up")
+    def charge(ctx: Context) -> Outcome:
+        raise PermissionError("card blocked")  # non-retryable: the failure event at once
+
+    @process.handler("refund")
+    def refund(ctx: Context) -> Outcome:
+        return ctx.fire("refunded")
+
+    store.define(machine)
+    result = process.start(store, "x-1")
+    assert result.state == "refund"
+    drain(store, process)
+    assert store.get(name, "x-1").state == "refunded"
+    [error] = store.errors(name, "x-1")
+    assert (error["attempt"], error["outcome"]) == (1, "failure_event")
+    assert [h.event for h in store.history(name, "x-1")[1:]] == ["give_up", "refunded"]
+    with pytest.raises(InvalidDefinition):
+        process.register("done", refund)  # a final state runs no handler
+
+
+def test_bad_handler_results_are_refused_before_anything_is_written(store: Store) -> None:
+    name = unique("bad")
+    process = Process.linear(name, ["a", "b"], max_attempts=3)
+
+    @process.handler("a")
+    def a(ctx: Context) -> Outcome:
+        ctx.data["when"] = {1, 2}  # a set: not JSON
+        return ctx.next()
+
+    store.define(process.machine)
+    result = process.start(store, "bad-1")
+    assert (result.state, result.status) == ("a", "failed")  # not retried: it would fail the same way
+    assert store.get(name, "bad-1").data == {} and len(store.history(name, "bad-1")) == 1
+    assert store.errors(name, "bad-1")[0]["error_type"] == "pyfsm.errors.InvalidData"
+
+    other = Process.linear(unique("bad"), ["a", "b"])
+    other.register("a", lambda ctx: ctx.fire("nope"), name="wrong_event")
+    store.define(other.machine)
+    assert other.start(store, "bad-2").status == "failed"
+    assert "not allowed" in store.errors(other.name, "bad-2")[0]["message"]
+
+
+def test_waiting_for_an_external_event(store: Store) -> None:
+    name = unique("approval")
+    machine = Machine(name=name, states=["asked", "approved", "done"], start=["asked"], final=["done"],
+                      transitions=[("approve", "asked", "approved"), ("finish", "approved", "done")])
+    process = Process(machine)
+    process.register("asked", lambda ctx: ctx.wait(), name="ask")
+    process.register("approved", lambda ctx: ctx.fire("finish"), name="finish")
+    store.define(machine)
+    assert process.start(store, "w-1").status == "waiting"
+    assert drain(store, process).runs == 0
+    store.send(name, "w-1", "approve", metadata={"by": "manager"})  # from anyone: wakes it up
+    assert store.get(name, "w-1").status == "running"
+    drain(store, process)
+    assert (store.get(name, "w-1").state, store.get(name, "w-1").status) == ("done", "completed")
+
+
+def test_a_claimed_instance_is_not_run_twice_and_sql_controls(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    process = checkout(unique("claimed"))
+    store.define(process.machine)
+    store.create(process.name, "k-1")
+    claim = fetch(raw, "CALL fsm_claim_v1(%s, 'dba:1', 1, 60, 'k-1')", (process.name,))
+    assert claim[0]["instance_key"] == "k-1" and claim[0]["current_state"] == "reserve"
+    with pytest.raises(RunClaimed):
+        process.run(store, "k-1")
+    assert fetch(raw, "CALL fsm_pause_v1(%s, 'k-1')", (process.name,))[0]["pending"] == 1
+    steps = json.dumps([{"event": "next", "handler": "by_hand", "data": {"manual": True}}])
+    done = fetch(raw, "CALL fsm_step_v1(%s, 'k-1', 'dba:1', 1, %s, 'running', 1, 60, NULL, NULL)",
+                 (process.name, steps))[0]
+    assert (done["state"], done["status"], done["continue"]) == ("charge", "paused", 0)  # the pending pause won
+    with pytest.raises(Exception) as stale:  # the claim was given back: a late commit is refused
+        store._call("fsm_step_v1", (process.name, "k-1", "dba:1", 2, "[]", "running", 1, 60, None, None),
+                    writes=True)
+    assert stale.value.errno == 31021  # type: ignore[attr-defined]
+    with pytest.raises(pymysql.err.OperationalError) as bad:
+        fetch(raw, "CALL fsm_claim_v1(%s, 'dba:1', 0, 60, NULL)", (process.name,))
+    assert bad.value.args[0] == 31009
+    assert store.get(process.name, "k-1").data == {"manual": True}
