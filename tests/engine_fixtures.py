@@ -23,8 +23,7 @@ def record(ctx: Context, what: str) -> None:
     """Write a side effect of a handler run to the side_effects table (autocommitted at once)."""
     conn = _side.get(os.getpid())
     if conn is None:
-        conn = _side[os.getpid()] = pymysql.connect(**parse_dsn(os.environ["PYFSM_ENGINE_DSN"]).connect_kwargs(),
-                                                    autocommit=True)
+        conn = _side[os.getpid()] = pymysql.connect(**parse_dsn(os.environ["PYFSM_ENGINE_DSN"]).connect_kwargs())
     conn.cursor().execute("INSERT INTO side_effects (machine, instance_key, state, what, pid) VALUES "
                           "(%s, %s, %s, %s, %s)", (ctx.machine, ctx.key, ctx.state, what, os.getpid()))
 
