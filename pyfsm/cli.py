@@ -13,13 +13,18 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import TypeVar
 
 from . import db, schema
 from .db import translate
 from .definition import Machine
 from .errors import FsmError, InvalidArgument
 from .locks import HeldLock
+from .process import Process
 from .store import Store
+from .worker import Worker
+
+T = TypeVar("T")
 
 EPILOG = """examples:
   pyfsm migrate --dsn mysql://root@127.0.0.1:3306/app
@@ -29,10 +34,13 @@ EPILOG = """examples:
   pyfsm demo --orders 300
   pyfsm locks --json
   pyfsm unlock account-7 --reason "worker host lost"
+  pyfsm worker myapp.processes:checkout
+  pyfsm pause order o-1001 && pyfsm resume order o-1001
 """
 
 
-def _machine_from_path(path: str) -> Machine:
+def _load(path: str, kind: type[T]) -> T:
+    """The object at ``module.path:attribute``, which must be a ``kind``."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise InvalidArgument(f"expected module.path:attribute, got {path!r}")
@@ -40,9 +48,13 @@ def _machine_from_path(path: str) -> Machine:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise InvalidArgument(f"cannot load {path}: {exc}") from None
-    if not isinstance(obj, Machine):
-        raise InvalidArgument(f"{path} is a {type(obj).__name__}, not a pyfsm.Machine")
+    if not isinstance(obj, kind):
+        raise InvalidArgument(f"{path} is a {type(obj).__name__}, not a pyfsm.{kind.__name__}")
     return obj
+
+
+def _machine_from_path(path: str) -> Machine:
+    return _load(path, Machine)
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
@@ -108,10 +120,55 @@ def cmd_unlock(args: argparse.Namespace) -> None:
                   f"({h.machine} {h.instance_key}){alive}")
 
 
+def cmd_worker(args: argparse.Namespace) -> None:
+    processes = [_load(path, Process) for path in args.process]
+    with Store(args.dsn) as store:
+        worker = Worker(store, processes, batch=args.batch)
+        print(f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
+              "(SIGTERM or Ctrl-C to stop)", file=sys.stderr)
+        stats = worker.run(until_idle=args.until_idle)
+    print(json.dumps(asdict(stats)))
+
+
+def _control(args: argparse.Namespace, action: str) -> None:
+    with Store(args.dsn) as store:
+        result = getattr(store, action)(args.machine, args.key)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        pending = " (at the end of the step in progress)" if result.get("pending") else ""
+        print(f"{args.machine} {args.key}: {result['status']} in {result['state']}{pending}")
+
+
+def cmd_pause(args: argparse.Namespace) -> None:
+    _control(args, "pause")
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    _control(args, "resume")
+
+
+def cmd_retry(args: argparse.Namespace) -> None:
+    _control(args, "retry")
+
+
+def cmd_failed(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        rows = store.failed(args.machine, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, default=str))
+        return
+    if not rows:
+        print(f"no failed {args.machine} instances")
+    for r in rows:
+        print(f"{r['instance_key']}  in {r['current_state']}  {r['handler']} attempt {r['attempt']}: "
+              f"{r['error_type']}: {r['message']}  ({r['failed_at']})")
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run
 
-    run(args.dsn, orders=args.orders)
+    run(args.dsn, orders=args.orders, workers=args.workers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,6 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed)",
                "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
     demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
+    demo.add_argument("--workers", type=int, default=3, help="worker processes for the queued orders (default 3)")
+    worker = add("worker", cmd_worker, "run handlers: claim due instances of the given processes and run them",
+                 "pyfsm worker myapp.processes:checkout myapp.processes:refunds")
+    worker.add_argument("process", nargs="+", help="module.path:attribute of a pyfsm.Process")
+    worker.add_argument("--batch", type=int, default=10, help="instances claimed per query (default 10)")
+    worker.add_argument("--until-idle", type=float, default=None,
+                        help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)")
+    for name, func, text in (("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
+                             ("resume", cmd_resume, "resume a paused instance where it paused"),
+                             ("retry", cmd_retry, "run a failed instance again from the step that failed")):
+        control = add(name, func, text, f"pyfsm {name} order o-1001")
+        control.add_argument("machine", help="machine name")
+        control.add_argument("key", help="instance key")
+        control.add_argument("--json", action="store_true", help="print JSON")
+    failed = add("failed", cmd_failed, "list failed instances with their last error", "pyfsm failed order --json")
+    failed.add_argument("machine", help="machine name")
+    failed.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    failed.add_argument("--json", action="store_true", help="print JSON")
     locks = add("locks", cmd_locks, "list the locks held now: owner, since, expiry, advisory connection",
                 "pyfsm locks --lookup-key account-7")
     locks.add_argument("--lookup-key", default=None, help="only this lookup key's locks")

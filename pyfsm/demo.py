@@ -2,7 +2,8 @@
 
 Creates the database if needed, migrates, defines an order machine, creates a few hundred
 orders and moves each along a random but allowed path, then prints the counts per state
-and one order's history, including a rejected move the database refused.
+and one order's history, including a rejected move the database refused. Then the
+handler engine: see pyfsm/demo_process.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _ensure_database(settings: db.Settings) -> None:
         conn.close()
 
 
-def run(dsn: str | None = None, *, orders: int = 300, seed: int = 7) -> None:
+def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7) -> None:
     settings = db.parse_dsn(dsn or DEFAULT_DSN)
     _ensure_database(settings)
     rng = random.Random(seed)
@@ -90,3 +91,7 @@ def run(dsn: str | None = None, *, orders: int = 300, seed: int = 7) -> None:
         for h in store.history("order", sample):
             move = f"{h.from_state} --{h.event}--> {h.to_state}" if h.event else f"created in {h.to_state}"
             print(f"  #{h.sort_key} {h.created_at:%H:%M:%S.%f} {move}")
+
+        from .demo_process import run as fulfil
+
+        fulfil(store, settings.dsn(), run_id, orders=max(1, orders // 3), workers=workers)
