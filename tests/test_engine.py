@@ -275,3 +275,37 @@ def test_a_claimed_instance_is_not_run_twice_and_sql_controls(store: Store, raw)
         fetch(raw, "CALL fsm_claim_v1(%s, 'dba:1', 0, 60, NULL)", (process.name,))
     assert bad.value.args[0] == 31009
     assert store.get(process.name, "k-1").data == {"manual": True}
+
+
+def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(store: Store, dsn: str) -> None:
+    """SKIP LOCKED through the (machine, due_at, id) index: while one claimer holds the oldest
+    due runs, another gets the next ones, never nothing."""
+    from pyfsm.db import parse_dsn
+
+    process = checkout(unique("skip"))
+    store.define(process.machine)
+    for n in range(12):
+        store.create(process.name, f"s-{n}")
+        store.enqueue(process.name, f"s-{n}")
+    holder = pymysql.connect(**{**parse_dsn(dsn).connect_kwargs(), "autocommit": False})
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            cur.execute("SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
+                        "ORDER BY due_at, id LIMIT 5 FOR UPDATE SKIP LOCKED", (process.name,))
+            held = cur.fetchall()
+        assert len(held) == 5
+        claimed = store._rows("fsm_claim_v1", (process.name, "w:2", 5, 60, None))
+        assert [r["instance_key"] for r in claimed] == [f"s-{n}" for n in range(5, 10)]
+        rest = store._rows("fsm_claim_v1", (process.name, "w:3", 5, 60, None))
+        assert [r["instance_key"] for r in rest] == ["s-10", "s-11"]
+    finally:
+        holder.rollback()
+        holder.close()
+    with pymysql.connect(**parse_dsn(dsn).connect_kwargs()) as conn, conn.cursor() as cur:
+        cur.execute("EXPLAIN SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
+                    "ORDER BY due_at, id LIMIT 5", (process.name,))
+        plan = cur.fetchone()
+        names = [d[0] for d in cur.description]
+    row = dict(zip(names, plan, strict=True))
+    assert row["key"] == "fsm_runs_claim" and "filesort" not in (row["Extra"] or "")

@@ -94,13 +94,16 @@ BEGIN
          JSON_EXTRACT(v_step, '$.data'), JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler')), NULL, NULL, NULL);
     SET v_i = v_i + 1;
   END WHILE;
-  CALL fsm_lock_instance_v1(p_machine, p_key);
+  IF v_n > 0 THEN
+    CALL fsm_lock_instance_v1(p_machine, p_key);  -- where the steps left it
+  END IF;
   SET v_state = @fsm_i_state, v_status = @fsm_i_status;
   IF v_status <> 'completed' THEN
     SET v_status = IF(v_pause AND p_status = 'running', 'paused', p_status);
     IF v_status <> @fsm_i_status OR p_data IS NOT NULL THEN
       CALL fsm_update_instance_v1(p_machine, v_id, NULL, p_data, NULL, NULL, v_status,
                                   IF(v_status = 'paused', v_state, NULL));
+      CALL fsm_lock_instance_v1(p_machine, p_key);  -- the new version
     END IF;
   END IF;
   IF v_status IN ('completed', 'failed') THEN
@@ -117,7 +120,6 @@ BEGIN
            attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
      WHERE machine = p_machine AND instance_id = v_id;
   END IF;
-  CALL fsm_lock_instance_v1(p_machine, p_key);
   COMMIT;
   SELECT v_id AS instance_id, @fsm_i_state AS state, @fsm_i_status AS status, @fsm_i_version AS version,
          v_continue AS `continue`;
