@@ -84,3 +84,7 @@ def build(kind: str, name: str, **settings: Any) -> Process:
         process.register("two", counted)
         return process
     raise ValueError(kind)
+
+
+#: for `pyfsm worker engine_fixtures:CLI_CHECKOUT` in tests/test_cli.py
+CLI_CHECKOUT = checkout("cli_checkout")

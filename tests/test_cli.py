@@ -36,7 +36,8 @@ def test_errors_are_one_line_with_a_nonzero_exit() -> None:
 
 
 def test_help_shows_an_example() -> None:
-    for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock"):
+    for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock", "worker", "pause", "resume",
+                    "retry", "failed"):
         result = pyfsm(command, "--help")
         assert result.returncode == 0 and "example:" in result.stdout, command
 
@@ -63,3 +64,30 @@ def test_locks_and_unlock(make_database) -> None:  # type: ignore[no-untyped-def
         assert done.returncode == 0 and "released the global lock of acct-1 held by cli-test:1" in done.stdout
         assert json.loads(pyfsm("locks", "--dsn", dsn, "--json").stdout) == []
         assert lease.release() is False  # it had been taken away
+
+
+def test_worker_pause_resume_retry_failed(make_database) -> None:  # type: ignore[no-untyped-def]
+    from pyfsm import Store
+
+    dsn = make_database("pyfsm_cli").dsn()
+    assert pyfsm("migrate", "--dsn", dsn).returncode == 0
+    with Store(dsn) as store:
+        from engine_fixtures import CLI_CHECKOUT
+
+        store.define(CLI_CHECKOUT.machine)
+        for key in ("a", "b"):
+            store.create("cli_checkout", key, data={"items": 1})
+            store.enqueue("cli_checkout", key)
+        paused = pyfsm("pause", "--dsn", dsn, "cli_checkout", "b", "--json")
+        assert paused.returncode == 0 and json.loads(paused.stdout)["status"] == "paused"
+        worked = pyfsm("worker", "--dsn", dsn, "engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5")
+        assert worked.returncode == 0, worked.stderr
+        assert json.loads(worked.stdout)["runs"] == 1  # b is paused: not picked up
+        assert store.get("cli_checkout", "a").status == "completed"
+        assert "running" in pyfsm("resume", "--dsn", dsn, "cli_checkout", "b").stdout
+        again = pyfsm("resume", "--dsn", dsn, "cli_checkout", "b")
+        assert again.returncode == 1 and "InvalidStatus (31022)" in again.stderr
+        assert "no failed cli_checkout instances" in pyfsm("failed", "--dsn", dsn, "cli_checkout").stdout
+        not_failed = pyfsm("retry", "--dsn", dsn, "cli_checkout", "b")
+        assert not_failed.returncode == 1 and "not failed" in not_failed.stderr
+    assert pyfsm("worker", "--dsn", dsn, "engine_fixtures:NOPE").returncode == 1

@@ -309,3 +309,47 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
         names = [d[0] for d in cur.description]
     row = dict(zip(names, plan, strict=True))
     assert row["key"] == "fsm_runs_claim" and "filesort" not in (row["Extra"] or "")
+
+
+def test_save_after_step_off_commits_consecutive_steps_together(dsn: str) -> None:
+    trips = {}
+    for save in (True, False):
+        name = unique("batch")
+        process = Process.linear(name, ["a", "b", "c"], machine_options={"save_after_step": save})
+        for state in ("a", "b", "c"):
+            process.register(state, lambda ctx: ctx.next(), name=f"step_{state}")
+        with Store(dsn, pool_size=1) as one:  # one connection: its Questions counter is ours
+            one.define(process.machine)
+
+            def asked(conn: Any) -> int:
+                with conn.cursor() as cur:
+                    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+                    return int(cur.fetchone()[1])
+
+            before = one._db.read(asked)
+            result = process.start(one, "k")
+            trips[save] = one._db.read(asked) - before - 1
+            assert (result.state, result.steps) == ("done", 3)
+            history = one.history(name, "k")
+            assert [(h.handler, h.from_state, h.to_state) for h in history[1:]] == [
+                ("step_a", "a", "b"), ("step_b", "b", "c"), ("step_c", "c", "done")]  # every step recorded
+    assert trips == {True: 2 + 3, False: 2 + 1}  # create + claim, then one commit per step / one for all
+
+
+def test_the_engine_takes_the_instances_locks(store: Store) -> None:
+    name = unique("locked")
+    process = Process.linear(name, ["a", "b"], machine_options={"uses_global_lock": True})
+    process.register("a", lambda ctx: ctx.next(), name="a")
+    process.register("b", lambda ctx: ctx.next(), name="b")
+    store.define(process.machine)
+    account = unique("acct")
+    store.create(name, "l-1", lookup_key=account)
+    store.create(name, "l-2", lookup_key=account)
+    with store.lock(name, "l-2"):  # someone else runs this account now
+        busy = process.run(store, "l-1")
+        assert (busy.state, busy.status, busy.steps) == ("a", "running", 0) and "held by" in (busy.error or "")
+        info = store.run_info(name, "l-1")
+        assert info is not None and info["claimed_by"] is None and info["due_at"] is not None  # queued again
+    done = process.run(store, "l-1")  # the engine holds the lock, so the trigger lets its steps through
+    assert (done.state, done.status, done.steps) == ("done", "completed", 2)
+    assert store.locks(lookup_key=account) == []
