@@ -154,7 +154,8 @@ class _Run:
     def loop(self) -> None:
         machine = self.process.machine
         while True:
-            if self.status != "running":
+            if self.status != "running":  # claimed while paused, waiting or done: give the claim back
+                self.commit(self.status)
                 return
             if self.pause_requested:
                 self.commit("running")  # fsm_step_v1 turns a requested pause into 'paused'

@@ -104,6 +104,9 @@ def test_pause_in_a_handler_and_from_outside_then_resume_at_the_right_step(store
     assert caught.value.errno == 31011  # type: ignore[attr-defined]
     assert store.get(name, "p-1").resume_from_step == "b"
     assert drain(store, process).runs == 0  # no worker picks it up
+    assert process.run(store, "p-1").status == "paused"  # nor does an explicit run ...
+    info = store.run_info(name, "p-1")
+    assert info is not None and (info["claimed_by"], info["due_at"]) == (None, None)  # ... which leaves no claim
     store.resume(name, "p-1")
     second = process.run(store, "p-1")
     assert (second.state, second.status, seen) == ("b", "paused", ["a", "b"])
