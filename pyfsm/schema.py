@@ -51,6 +51,8 @@ CURRENT_OBJECTS = (
     "tables/fsm_lock_log.sql",
     "views/fsm_held_locks_v1.sql",
     "procedures/fsm_define_v2.sql",
+    "procedures/fsm_begin_v1.sql",
+    "procedures/fsm_check_claim_v1.sql",
     "procedures/fsm_mark_unlocked_v1.sql",
     "procedures/fsm_lock_v1.sql",
     "procedures/fsm_renew_lock_v1.sql",

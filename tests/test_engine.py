@@ -356,3 +356,27 @@ def test_the_engine_takes_the_instances_locks(store: Store) -> None:
     done = process.run(store, "l-1")  # the engine holds the lock, so the trigger lets its steps through
     assert (done.state, done.status, done.steps) == ("done", "completed", 2)
     assert store.locks(lookup_key=account) == []
+
+
+def test_procedures_refuse_an_open_transaction_and_leave_it_alone(store: Store, dsn: str) -> None:
+    from pyfsm.db import parse_dsn
+
+    process = checkout(unique("opentx"), machine_options={"uses_local_lock": True})
+    store.define(process.machine)
+    store.create(process.name, "t-1", lookup_key="acct")
+    conn = pymysql.connect(**{**parse_dsn(dsn).connect_kwargs(), "autocommit": False})
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TEMPORARY TABLE mine (x INT)")
+            cur.execute("INSERT INTO mine VALUES (1)")  # the caller's open transaction
+            for sql in ("CALL fsm_pause_v1(%s, 't-1')", "CALL fsm_enqueue_v1(%s, 't-1', NULL, NULL)",
+                        "CALL fsm_claim_v1(%s, 'o:1', 1, 60, 't-1')", "CALL fsm_lock_v1(%s, 't-1', 'o:1', 30)"):
+                with pytest.raises(pymysql.err.OperationalError) as caught:
+                    cur.execute(sql, (process.name,))
+                assert caught.value.args[0] == 31016, sql
+            cur.execute("SELECT COUNT(*) FROM mine")
+            assert cur.fetchone() == (1,)  # still there: nothing rolled it back
+        conn.rollback()
+    finally:
+        conn.close()
+    assert store.get(process.name, "t-1").status == "running" and store.locks(lookup_key="acct") == []

@@ -37,6 +37,8 @@ def upgrade() -> None:
         "tables/fsm_errors.sql",
         "views/fsm_held_locks_v1.sql",
         "procedures/fsm_define_v2.sql",
+        "procedures/fsm_begin_v1.sql",
+        "procedures/fsm_check_claim_v1.sql",
         "procedures/fsm_mark_unlocked_v1.sql",
         "procedures/fsm_lock_v1.sql",
         "procedures/fsm_renew_lock_v1.sql",

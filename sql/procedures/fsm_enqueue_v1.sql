@@ -33,12 +33,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: delay must be 0 to 31622400 s and run_immediately 1, 0 or NULL', MYSQL_ERRNO = 31009;
   END IF;
   SET v_due = DATE_ADD(v_now, INTERVAL ROUND(COALESCE(p_delay_seconds, 0) * 1000000) MICROSECOND);
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   CALL fsm_lock_instance_v1(p_machine, p_key);
   IF @fsm_i_status IN ('completed', 'failed') THEN

@@ -44,12 +44,7 @@ BEGIN
   IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) = 0 OR CHAR_LENGTH(p_reason) > 255 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: a reason of 1 to 255 characters is required', MYSQL_ERRNO = 31009;
   END IF;
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   SET v_first = (SELECT COALESCE(MAX(id), 0) + 1 FROM fsm_lock_log);
   INSERT INTO fsm_lock_log (scope, lookup_key, machine, instance_key, owner, expires_at, released_at, released_by, reason)

@@ -90,12 +90,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
   END IF;
   SET v_expires = DATE_ADD(v_now, INTERVAL ROUND(v_lease * 1000000) MICROSECOND);
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   WHILE v_i < 2 DO
     SET v_want = IF(v_i = 0, v_global, v_local);

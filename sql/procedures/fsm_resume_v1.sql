@@ -23,12 +23,7 @@ BEGIN
     RESIGNAL;
   END;
   CALL fsm_require_machine_v1(p_machine);
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   CALL fsm_lock_instance_v1(p_machine, p_key);
   SELECT COALESCE(MAX(pause_requested), 0) INTO v_pending

@@ -33,7 +33,6 @@ BEGIN
   DECLARE v_next DATETIME(6);
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_claimed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_outcome VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -50,25 +49,12 @@ BEGIN
      OR (p_failure_event IS NOT NULL AND NOT fsm_valid_name_v1(p_failure_event, 64)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid owner, handler, attempt, error type, retry delay or failure event', MYSQL_ERRNO = 31009;
   END IF;
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   CALL fsm_lock_instance_v1(p_machine, p_key);
   SET v_id = @fsm_i_id, v_state = @fsm_i_state;
-  SELECT MAX(claimed_by), MAX(pause_requested) INTO v_claimed, v_pause
-    FROM fsm_runs WHERE machine = p_machine AND instance_id = v_id FOR UPDATE;
-  IF NOT (v_claimed <=> p_owner) THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', p_machine, ' ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31021;
-  END IF;
-  IF NOT (@fsm_i_version <=> p_expected_version) THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', p_machine, ' ', p_key, ' is at version ', @fsm_i_version, ', not ', p_expected_version), 128);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
-  END IF;
+  CALL fsm_check_claim_v1(p_machine, p_key, v_id, p_owner, p_expected_version);
+  SET v_pause = @fsm_pause_requested;
   SET @fsm_a1 = v_now, @fsm_a2 = v_id;
   SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET last_retry_at = ? WHERE id = ?');
   PREPARE fsm_stmt FROM @fsm_sql;

@@ -38,7 +38,6 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_i, v_n INT DEFAULT 0;
-  DECLARE v_claimed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_pause, v_continue TINYINT DEFAULT 0;
   DECLARE v_from, v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
@@ -64,26 +63,12 @@ BEGIN
   IF p_steps IS NULL OR NOT JSON_VALID(p_steps) OR JSON_TYPE(p_steps) <> 'ARRAY' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: steps must be a JSON array', MYSQL_ERRNO = 31009;
   END IF;
-  BEGIN
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();
   SET v_started = 1;
   CALL fsm_lock_instance_v1(p_machine, p_key);
   SET v_id = @fsm_i_id, v_from = @fsm_i_state;
-  SET v_claimed = NULL;
-  SELECT MAX(claimed_by), MAX(pause_requested) INTO v_claimed, v_pause
-    FROM fsm_runs WHERE machine = p_machine AND instance_id = v_id FOR UPDATE;
-  IF NOT (v_claimed <=> p_owner) THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', p_machine, ' ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31021;
-  END IF;
-  IF NOT (@fsm_i_version <=> p_expected_version) THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', p_machine, ' ', p_key, ' is at version ', @fsm_i_version, ', not ', p_expected_version), 128);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
-  END IF;
+  CALL fsm_check_claim_v1(p_machine, p_key, v_id, p_owner, p_expected_version);
+  SET v_pause = @fsm_pause_requested;
   SET v_n = JSON_LENGTH(p_steps);
   WHILE v_i < v_n DO
     SET v_step = JSON_EXTRACT(p_steps, CONCAT('$[', v_i, ']'));
