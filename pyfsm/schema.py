@@ -20,7 +20,7 @@ from .resources import migrations_dir, read_sql, render
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -43,6 +43,9 @@ CURRENT_OBJECTS = (
     "procedures/fsm_history_v1.sql",
     "procedures/fsm_in_state_v1.sql",
     "procedures/fsm_counts_v1.sql",
+    # 0002: the Kafka relay
+    "changes/fsm_outbox_relay_v1.sql",
+    "procedures/fsm_outbox_lag_v1.sql",
 )
 
 #: The per-type object set: templates in sql/templates, rendered for each machine in this order.
