@@ -24,6 +24,7 @@ from .errors import (
     UnknownMachine,
 )
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
+from .relay import Lag, Relay
 from .retry import retry
 from .store import Store
 
@@ -32,8 +33,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AmbiguousTransition", "Conflict", "DatabaseUnavailable", "Deadlock", "DefineResult", "DeleteRefused", "FsmError",
     "HistoryEntry", "HistoryImmutable", "ImmutableColumn", "Instance", "InstanceExists",
-    "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "LockNotAcquired",
-    "Machine", "RequestIdReused", "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition",
+    "InstancePaused", "InvalidArgument", "InvalidData", "InvalidDefinition", "Lag", "LockNotAcquired",
+    "Machine", "Relay", "RequestIdReused", "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition",
     "TransitionNotAllowed", "TransitionResult", "UnknownInstance", "UnknownMachine",
     "UnreachableStateWarning", "retry", "transition",
 ]
