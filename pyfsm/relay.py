@@ -579,8 +579,12 @@ class Relay:
                 blocked.add(instance)
         try:
             remaining = producer.flush(self.delivery_timeout + 10)
-        except KafkaException as exc:  # a fatal producer error surfaces here
-            self._fatal = self._fatal or exc.args[0]
+        except Exception as exc:  # a fatal producer error surfaces here, sometimes as a SystemError
+            cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+            error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+            self._fatal = self._fatal or (error if isinstance(error, KafkaError)
+                                          else KafkaError(KafkaError._FATAL, str(exc)))
+            self._problems.report("kafka:fatal", f"kafka: producer failed ({exc}); starting a new producer")
             remaining = len(producer)
         if remaining or self._fatal is not None:
             self._discard_producer()
@@ -657,6 +661,9 @@ class Relay:
                 f"release with `pyfsm relay --unpark {row['id']}` (add --skip to give it up)", logging.ERROR)
         if failed:
             self.stats.failed += sum(len(ids) for ids in failed.values())
+            # A fresh producer for the retry: an idempotent producer whose deliveries timed out
+            # may wait forever for a broker that forgot its producer id (a restarted broker).
+            self._discard_producer()
             raise _Retry
         self._problems.clear("kafka:")
         return len(published) + len(parked)
