@@ -32,6 +32,7 @@ from .errors import (
 from .locks import HeldLock, Lease
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .process import Context, Outcome, Process
+from .relay import Lag, Relay
 from .retry import retry
 from .store import Store
 from .worker import Worker, WorkerStats
@@ -42,8 +43,9 @@ __all__ = [
     "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
     "DefineResult", "DeleteRefused", "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable",
     "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
-    "InvalidDefinition", "InvalidStatus", "Lease", "LockHeld", "LockLost", "LockNotAcquired", "Machine",
-    "Outcome", "Process", "RequestIdReused", "RunClaimed", "RunResult", "SchemaVersionMismatch", "Store",
-    "TransactionOpen", "Transition", "TransitionNotAllowed", "TransitionResult", "UnknownInstance",
-    "UnknownMachine", "UnreachableStateWarning", "Worker", "WorkerStats", "retry", "transition",
+    "InvalidDefinition", "InvalidStatus", "Lag", "Lease", "LockHeld", "LockLost", "LockNotAcquired",
+    "Machine", "Outcome", "Process", "Relay", "RequestIdReused", "RunClaimed", "RunResult",
+    "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition", "TransitionNotAllowed",
+    "TransitionResult", "UnknownInstance", "UnknownMachine", "UnreachableStateWarning", "Worker",
+    "WorkerStats", "retry", "transition",
 ]

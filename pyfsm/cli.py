@@ -36,6 +36,8 @@ EPILOG = """examples:
   pyfsm unlock account-7 --reason "worker host lost"
   pyfsm worker myapp.processes:checkout
   pyfsm pause order o-1001 && pyfsm resume order o-1001
+  pyfsm relay --kafka localhost:9092
+  pyfsm relay --lag --json
 """
 
 
@@ -168,7 +170,39 @@ def cmd_failed(args: argparse.Namespace) -> None:
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run
 
-    run(args.dsn, orders=args.orders, workers=args.workers)
+    run(args.dsn, orders=args.orders, workers=args.workers, kafka=args.kafka)
+
+
+def cmd_relay(args: argparse.Namespace) -> None:
+    import logging
+    import signal
+
+    from .relay import Relay
+
+    relay = Relay(args.dsn, kafka=args.kafka if args.run_relay else None, batch_size=args.batch_size,
+                  retention=args.retention, delivery_timeout=args.delivery_timeout, name=args.name)
+    try:
+        if args.lag:
+            lag = relay.lag()
+            print(json.dumps(lag.as_dict()) if args.json else str(lag))
+        elif args.parked:
+            rows = relay.parked()
+            if args.json:
+                print(json.dumps(rows, default=str))
+            for r in [] if args.json else rows:
+                print(f"{r['id']}\t{r['event_id']}\t{r['machine']} {r['instance_key']} #{r['sort_key']}\t"
+                      f"{r['last_error']}")
+        elif args.unpark is not None:
+            released = relay.unpark(args.unpark, skip=args.skip)
+            print(f"released {released} events of the instance of outbox id {args.unpark}")
+        else:
+            logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: relay.stop())
+            relay.run()
+    finally:
+        relay.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,11 +256,34 @@ def build_parser() -> argparse.ArgumentParser:
     unlock.add_argument("--scope", default=None, help="* for the global lock, a machine type for its local lock "
                                                       "(default: both)")
     unlock.add_argument("--json", action="store_true", help="print JSON")
+    demo.add_argument("--kafka", default=None,
+                      help="Kafka brokers to publish the demo's events to (default $PYFSM_KAFKA, else localhost:9092)")
+    relay = add("relay", cmd_relay, "publish outbox rows to Kafka (one active relay per database), or show its lag",
+                "pyfsm relay --kafka localhost:9092      # runs until SIGTERM/Ctrl-C\n"
+                "  pyfsm relay --lag --json\n  pyfsm relay --parked\n  pyfsm relay --unpark 1234 [--skip]")
+    relay.add_argument("--kafka", default=None, help="bootstrap servers host:port[,...] (default $PYFSM_KAFKA)")
+    relay.add_argument("--batch-size", type=int, default=1000, help="outbox rows per batch (default 1000)")
+    relay.add_argument("--retention", type=float, default=86400.0,
+                       help="seconds to keep published rows before deleting them (default 86400)")
+    relay.add_argument("--delivery-timeout", type=float, default=30.0,
+                       help="seconds to wait for the broker's acknowledgement before retrying (default 30)")
+    relay.add_argument("--name", default=None, help="this relay's name in logs and headers (default host:pid)")
+    relay.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    what = relay.add_mutually_exclusive_group()
+    what.add_argument("--lag", action="store_true", help="print the count and age of unpublished events and exit")
+    what.add_argument("--parked", action="store_true", help="list parked events and exit")
+    what.add_argument("--unpark", type=int, metavar="OUTBOX_ID",
+                      help="release a parked event and the events held behind it, and exit")
+    relay.add_argument("--skip", action="store_true", help="with --unpark: give the event up instead of retrying it")
+    relay.add_argument("--json", action="store_true", help="with --lag or --parked: print JSON")
+    relay.set_defaults(run_relay=None)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "relay":
+        args.run_relay = not (args.lag or args.parked or args.unpark is not None)
     try:
         args.func(args)
     except FsmError as exc:

@@ -3,13 +3,19 @@
 Creates the database if needed, migrates, defines an order machine, creates a few hundred
 orders and moves each along a random but allowed path, then prints the counts per state
 and one order's history, including a rejected move the database refused. Then the
-handler engine: see pyfsm/demo_process.py.
+handler engine (pyfsm/demo_process.py). When a Kafka broker answers (``--kafka``,
+$PYFSM_KAFKA, else localhost:9092), a relay publishes the outbox and the demo prints the
+events it read back for one order.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import threading
 import time
+from typing import Any
 
 import pymysql
 
@@ -19,6 +25,8 @@ from .errors import TransitionNotAllowed
 from .store import Store
 
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/pyfsm_demo"
+DEFAULT_KAFKA = "localhost:9092"
+TOPIC = "pyfsm.demo.orders"
 
 ORDER = Machine(
     name="order",
@@ -33,6 +41,7 @@ ORDER = Machine(
         ("cancel", ["new", "paid", "packed"], "cancelled"),
         ("unpack", "packed", "paid"),
     ],
+    topic=TOPIC,
 )
 
 # How far each order goes: weights give a realistic spread over the states.
@@ -51,7 +60,8 @@ def _ensure_database(settings: db.Settings) -> None:
         conn.close()
 
 
-def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7) -> None:
+def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7,
+        kafka: str | None = None) -> None:
     settings = db.parse_dsn(dsn or DEFAULT_DSN)
     _ensure_database(settings)
     rng = random.Random(seed)
@@ -95,3 +105,64 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
         from .demo_process import run as fulfil
 
         fulfil(store, settings.dsn(), run_id, orders=max(1, orders // 3), workers=workers)
+    publish_and_show(settings, kafka or os.environ.get("PYFSM_KAFKA") or DEFAULT_KAFKA, sample)
+
+
+class _Quiet:
+    """Keeps librdkafka's connection-refused lines off the demo's output."""
+
+    def log(self, *_args: Any) -> None:
+        pass
+
+
+def publish_and_show(settings: db.Settings, bootstrap: str, sample: str) -> None:
+    """Run a relay until the outbox is drained, then print the sample order's events from Kafka."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from .relay import Relay
+
+    try:
+        AdminClient({"bootstrap.servers": bootstrap, "logger": _Quiet()}).list_topics(timeout=3)  # type: ignore[dict-item]
+    except KafkaException:
+        print(f"\nno Kafka broker reachable at {bootstrap} (set PYFSM_KAFKA=host:port); "
+              "the events wait in fsm_outbox for `pyfsm relay`")
+        return
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pyfsm-demo", "enable.auto.commit": False,
+                         "logger": _Quiet()})
+    try:
+        topic = consumer.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
+        starts = {}
+        if topic is not None and topic.error is None:  # read only what this run publishes
+            for p in topic.partitions:
+                starts[p] = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1]
+        relay = Relay(settings.dsn(), kafka=bootstrap, delivery_timeout=10)
+        worker = threading.Thread(target=relay.run, daemon=True)
+        started = time.perf_counter()
+        worker.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lag = relay.lag()
+            if lag.unpublished == lag.parked:
+                break
+            time.sleep(0.1)
+        relay.stop()
+        worker.join(30)
+        relay.close()
+        elapsed = time.perf_counter() - started
+        partitions = consumer.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions
+        consumer.assign([TopicPartition(TOPIC, p, starts.get(p, OFFSET_BEGINNING)) for p in partitions])
+        events, quiet_polls = [], 0
+        while quiet_polls < 5:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                quiet_polls += 1
+            elif not msg.error():
+                quiet_polls = 0
+                events.append(json.loads(msg.value() or b"{}"))
+        print(f"\nKafka at {bootstrap}: the relay published {relay.stats.published} events in {elapsed:.2f} s; "
+              f"read back {len(events)} from topic {TOPIC}; the events of {sample}:")
+        for event in sorted((e for e in events if e["instance_key"] == sample), key=lambda e: e["sort_key"]):
+            print("  " + json.dumps(event, separators=(",", ":")))
+    finally:
+        consumer.close()

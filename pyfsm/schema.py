@@ -21,7 +21,7 @@ from .resources import check_machine_name, migrations_dir, read_sql, render
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -71,6 +71,9 @@ CURRENT_OBJECTS = (
     "procedures/fsm_resume_v1.sql",
     "procedures/fsm_retry_v1.sql",
     "procedures/fsm_failed_v1.sql",
+    # 0003: the Kafka relay
+    "changes/fsm_outbox_relay_v1.sql",
+    "procedures/fsm_outbox_lag_v1.sql",
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pymysql
 import pytest
+from kafka_broker import kafka  # noqa: F401  (the tansu broker fixture for the relay tests)
 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn

@@ -49,6 +49,8 @@ def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
         assert "DELIMITER" not in text.upper().replace("-- ", ""), path
         assert "DEFINER=" not in text.replace(" ", "").upper(), path
         assert all(line.startswith("--") for line in header.splitlines() if line), f"{path.name}: code before the statement"
+        if path.parent.name == "changes":  # a change to an existing object: one ALTER TABLE
+            assert text.count("\nALTER TABLE ") == 1 and "CREATE " not in text, path
 
 
 def schema_of(conn: Any, database: str) -> dict[str, Any]:

@@ -1,0 +1,837 @@
+"""The Kafka relay: publish outbox rows, and mark them published once Kafka acknowledged them.
+
+The per-type triggers write one ``fsm_outbox`` row per state change of a machine with a
+topic, in the transaction of the change itself, so a rolled-back change never has a row
+and a committed one always has. The relay turns those rows into Kafka messages:
+
+* **One active relay per database.** A relay leads while it holds the MySQL user lock
+  :attr:`Relay.lock_name`, taken with ``GET_LOCK`` on a pooled connection it keeps for as
+  long as it leads. The server frees the lock when that connection dies (process killed,
+  network gone), so a standby relay, which waits in ``GET_LOCK(name, 1)``, takes over
+  within about a second. The leader checks that it still holds the lock before each batch.
+* **In order, in batches, at least once.** The leader reads the oldest unpublished rows in
+  id order (``batch_size`` at a time), produces them with an idempotent producer
+  (``enable.idempotence=true``, ``acks=all``), waits for every delivery report (flush),
+  and only then sets ``published_at`` on the rows the broker acknowledged. A crash between
+  the acknowledgement and that UPDATE makes the next leader publish those rows again:
+  duplicates carry the same event id, losses do not happen.
+* **Per-instance order.** The message key is the instance (``machine:instance_key``), so
+  one instance's events land in one partition in order. Within a batch, a row is marked
+  only if every earlier row of its instance in the batch was acknowledged, and no row of
+  an instance is produced after one of its rows failed to be handed to the producer, so a
+  failed event is retried before anything that follows it.
+* **Faults** (broker down, topic missing, database connection lost): the rows stay, the
+  relay logs one line per problem (and one when it clears), backs off exponentially up to
+  ``max_backoff`` and carries on by itself.
+* **Parking.** An event that can never be published as it is (larger than the producer's
+  or broker's message size limit, or rejected as invalid) is *parked*: ``parked_at`` and
+  ``last_error`` are set and the relay goes on with other instances. Later events of the
+  same instance are parked behind it ("held"), so consumers never see an instance's event
+  N+1 without N. :meth:`Relay.unpark` releases them: retry (after raising the limit) or skip
+  the event that cannot be published.
+* **Retention.** Published rows are deleted once they are older than ``retention``
+  seconds (checked every ``cleanup_interval`` seconds by the leader).
+* **Latency.** While there is work the relay polls again at once; when a poll finds
+  nothing it waits 10 ms, then twice as long each time, up to ``idle_max`` (1 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+import pymysql
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from . import db, schema
+from .errors import DatabaseUnavailable, Deadlock, FsmError, InvalidArgument
+
+log = logging.getLogger("pyfsm.relay")
+
+#: Version of the event JSON layout (the ``schema_version`` field).
+SCHEMA_VERSION = 1
+
+#: Kafka errors that retrying cannot fix: the event is parked.
+PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD})
+
+#: Producer settings the relay's guarantees rest on; a config that says otherwise is refused.
+REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all"}
+
+OUTBOX_COLUMNS = (
+    "`id`, `machine`, `topic`, `instance_id`, `instance_key`, `lookup_key`, `transition_id`, `sort_key`, "
+    "`event`, `from_state`, `to_state`, `data`, `metadata`, `occurred_at`"
+)
+ID_CHUNK = 1000  # ids per UPDATE ... WHERE id IN (...)
+DELETE_CHUNK = 5000
+
+Row = dict[str, Any]
+Instance = tuple[str, int]
+
+
+# -- the event --------------------------------------------------------------------------
+
+
+def event_id(machine: str, transition_id: int) -> str:
+    """The event's id: stable across retries, unique within a database (``order:1234``)."""
+    return f"{machine}:{transition_id}"
+
+
+def message_key(machine: str, instance_key: str) -> bytes:
+    """The Kafka message key: the instance's identity, so its events share a partition."""
+    return f"{machine}:{instance_key}".encode()
+
+
+def format_time(value: datetime) -> str:
+    """UTC, ISO 8601 with microseconds: ``2026-11-22T03:04:05.123456Z``."""
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _json_value(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        value = value.decode()
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def build_event(row: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """The event (a JSON object) for one fsm_outbox row; see README "Kafka events".
+
+    ``data`` is None (JSON null) when the row holds none.
+
+    >>> from datetime import datetime
+    >>> event = build_event({"machine": "order", "transition_id": 7, "instance_key": "o-1",
+    ...     "lookup_key": None, "event": "pay", "from_state": "new", "to_state": "paid", "sort_key": 2,
+    ...     "data": None, "metadata": '{"by": "checkout"}',
+    ...     "occurred_at": datetime(2026, 11, 22, 3, 4, 5, 123456)}, source="shop")
+    >>> event["id"], event["data"], event["metadata"], event["occurred_at"]
+    ('order:7', None, {'by': 'checkout'}, '2026-11-22T03:04:05.123456Z')
+    """
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "id": event_id(row["machine"], int(row["transition_id"])),
+        "source": source,
+        "machine": row["machine"],
+        "instance_key": row["instance_key"],
+        "lookup_key": row["lookup_key"],
+        "event": row["event"],
+        "from_state": row["from_state"],
+        "to_state": row["to_state"],
+        "sort_key": int(row["sort_key"]),
+        "transition_id": int(row["transition_id"]),
+        "data": _json_value(row["data"]),
+        "metadata": _json_value(row["metadata"]),
+        "occurred_at": format_time(row["occurred_at"]),
+    }
+
+
+@dataclass(frozen=True)
+class Message:
+    """One Kafka message as the relay produces it."""
+
+    topic: str
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, str | bytes | None]]
+    timestamp_ms: int
+
+
+def encode(row: Mapping[str, Any], *, source: str, relay: str) -> Message:
+    """The Kafka message for one outbox row: key, JSON value, headers and timestamp."""
+    event = build_event(row, source=source)
+    value = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+    occurred: datetime = row["occurred_at"]
+    epoch_ms = int((occurred - datetime(1970, 1, 1)).total_seconds() * 1000)
+    headers: list[tuple[str, str | bytes | None]] = [
+        ("event_id", event["id"].encode()),
+        ("event", event["event"].encode() if event["event"] is not None else None),
+        ("machine", event["machine"].encode()),
+        ("schema_version", str(SCHEMA_VERSION).encode()),
+        ("relay", relay.encode()),
+    ]
+    return Message(row["topic"], message_key(row["machine"], row["instance_key"]), value, headers, epoch_ms)
+
+
+# -- lag --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far the relay is behind (from ``CALL fsm_outbox_lag_v1()``)."""
+
+    unpublished: int
+    parked: int
+    oldest_id: int | None
+    oldest_occurred_at: datetime | None
+    oldest_age_seconds: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Lag:
+        age = row["oldest_age_seconds"]
+        return cls(int(row["unpublished"]), int(row["parked"] or 0),
+                   None if row["oldest_id"] is None else int(row["oldest_id"]), row["oldest_occurred_at"],
+                   None if age is None else float(Decimal(age)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unpublished": self.unpublished, "parked": self.parked, "oldest_id": self.oldest_id,
+                "oldest_occurred_at": None if self.oldest_occurred_at is None else format_time(self.oldest_occurred_at),
+                "oldest_age_seconds": self.oldest_age_seconds}
+
+    def __str__(self) -> str:
+        if not self.unpublished:
+            return "unpublished 0: the relay is up to date"
+        return (f"unpublished {self.unpublished} (parked {self.parked}); oldest: outbox id {self.oldest_id}, "
+                f"occurred {self.as_dict()['oldest_occurred_at']}, {self.oldest_age_seconds:.3f} s ago")
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def lock_name_for(database: str) -> str:
+    """The relay's GET_LOCK name for a database: lowercase ASCII, at most 64 characters.
+
+    User locks are server-wide, so the name carries a hash of the database name.
+    """
+    return "pyfsm_relay_" + hashlib.sha256(database.encode()).hexdigest()[:40]
+
+
+class Backoff:
+    """Delays that start at ``first`` and double up to ``maximum``; ``reset()`` starts over.
+
+    >>> b = Backoff(0.01, 0.05)
+    >>> [b.next() for _ in range(5)]
+    [0.01, 0.02, 0.04, 0.05, 0.05]
+    """
+
+    def __init__(self, first: float, maximum: float, factor: float = 2.0) -> None:
+        self.first, self.maximum, self.factor = first, maximum, factor
+        self._next = first
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.maximum, round(delay * self.factor, 6))
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+class _Problems:
+    """One log line when a problem starts, one when it clears; repeats go to DEBUG."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+        self.active: dict[str, str] = {}
+
+    def report(self, key: str, message: str, level: int = logging.WARNING) -> None:
+        if key in self.active:
+            self.logger.debug(message)
+            return
+        self.active[key] = message
+        self.logger.log(level, message)
+
+    def clear(self, prefix: str) -> None:
+        for key in [k for k in self.active if k.startswith(prefix)]:
+            self.logger.info("resolved: %s", self.active.pop(key))
+
+
+class _KafkaLog:
+    """librdkafka's own log lines go to DEBUG: the relay logs each problem once itself."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    def log(self, _level: int, fmt: str, *args: Any) -> None:
+        self.logger.debug(fmt, *args)
+
+
+class _Retry(Exception):
+    """A batch had failures worth retrying after a pause (already logged)."""
+
+
+_NO_REPORT = object()
+
+
+@dataclass
+class RelayStats:
+    """Counters since the relay was created."""
+
+    published: int = 0
+    batches: int = 0
+    failed: int = 0
+    parked: int = 0
+    held: int = 0
+    order_breaks: int = 0
+    deleted: int = 0
+    leader_terms: int = 0
+    idle_waits: list[float] = field(default_factory=list)
+
+
+def producer_config(kafka: str | Mapping[str, Any] | None, *, delivery_timeout: float) -> dict[str, Any]:
+    """librdkafka settings for the relay's producer.
+
+    ``kafka`` is ``host:port[,host:port]`` or a dict of librdkafka settings; None reads
+    $PYFSM_KAFKA. Idempotence and ``acks=all`` are always on.
+    """
+    if kafka is None:
+        kafka = os.environ.get("PYFSM_KAFKA")
+    if not kafka:
+        raise InvalidArgument("no Kafka brokers given: pass kafka='host:port' (or --kafka) or set PYFSM_KAFKA")
+    conf: dict[str, Any] = {"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka)
+    if not conf.get("bootstrap.servers"):
+        raise InvalidArgument("the Kafka settings lack bootstrap.servers")
+    if str(conf.get("enable.idempotence", True)).lower() not in ("true", "1"):
+        raise InvalidArgument("the relay needs enable.idempotence=true")
+    if str(conf.get("acks", "all")).lower() not in ("all", "-1"):
+        raise InvalidArgument("the relay needs acks=all")
+    if not 0.1 <= delivery_timeout <= 3600:
+        raise InvalidArgument("delivery_timeout must be between 0.1 and 3600 seconds")
+    defaults = {
+        "client.id": "pyfsm-relay",
+        "linger.ms": 5,
+        "message.timeout.ms": int(delivery_timeout * 1000),
+        "partitioner": "murmur2_random",  # the Java client's partitioner: same key, same partition
+    }
+    return {**defaults, **conf, **REQUIRED_PRODUCER}
+
+
+# -- the relay --------------------------------------------------------------------------
+
+
+class Relay:
+    """Publishes ``fsm_outbox`` rows to Kafka; see the module documentation.
+
+    ``Relay(dsn, kafka="broker:9092")`` then :meth:`run` (blocks until :meth:`stop`), or
+    ``pyfsm relay``. :meth:`lag`, :meth:`parked` and :meth:`unpark` need no broker.
+
+    ``sleep`` replaces the idle/backoff wait (default: a wait that :meth:`stop` interrupts).
+    """
+
+    def __init__(
+        self, dsn: str | None = None, *, kafka: str | Mapping[str, Any] | None = None, batch_size: int = 1000,
+        retention: float = 86400.0, delivery_timeout: float = 30.0, idle_max: float = 1.0,
+        max_backoff: float = 5.0, cleanup_interval: float = 10.0, standby_wait: int = 1,
+        name: str | None = None, sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        self.settings = db.parse_dsn(dsn)
+        if not self.settings.database:
+            raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
+        if not 1 <= batch_size <= 100_000:
+            raise InvalidArgument("batch_size must be between 1 and 100000")
+        if retention < 0 or idle_max <= 0 or max_backoff <= 0 or cleanup_interval <= 0:
+            raise InvalidArgument("retention must be >= 0; idle_max, max_backoff, cleanup_interval > 0")
+        if not 0 <= standby_wait <= 60:
+            raise InvalidArgument("standby_wait must be between 0 and 60 seconds")
+        self._kafka = kafka
+        self.delivery_timeout = delivery_timeout
+        self.kafka_config = producer_config(kafka, delivery_timeout=delivery_timeout) if kafka is not None else None
+        self.batch_size = batch_size
+        self.retention = retention
+        self.idle_max = idle_max
+        self.max_backoff = max_backoff
+        self.cleanup_interval = cleanup_interval
+        self.standby_wait = standby_wait
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.source = self.settings.database
+        self.lock_name = lock_name_for(self.settings.database)
+        self.stats = RelayStats()
+        self._db = db.Database(self.settings, pool_size=2)  # one for the lock, one for the work
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._lock_stack: ExitStack | None = None
+        self._lock_conn: Any = None
+        self._standby_logged = False
+        self._producer: Producer | None = None
+        self._fatal: KafkaError | None = None
+        self._problems = _Problems(log)
+        self._maybe_parked = True  # unknown until the first look
+        self._next_cleanup = 0.0
+        self._schema_ok = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return after the batch under way (thread- and signal-safe)."""
+        self._stop.set()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._lock_conn is not None
+
+    def close(self) -> None:
+        self.stop()
+        self._abdicate()
+        self._close_producer()
+        self._db.close()
+
+    def __enter__(self) -> Relay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self) -> None:
+        """Publish until :meth:`stop` is called: lead or stand by, batch, back off on faults."""
+        if self.kafka_config is None:
+            self.kafka_config = producer_config(self._kafka, delivery_timeout=self.delivery_timeout)
+        self._check_schema()
+        idle = Backoff(0.01, self.idle_max)
+        failing = Backoff(0.1, self.max_backoff)
+        log.info("relay %s started for database %s (lock %s)", self.name, self.settings.database, self.lock_name)
+        try:
+            while not self._stop.is_set():
+                try:
+                    if not self._lead():
+                        continue  # _lead waited in GET_LOCK
+                    handled = self.step()
+                except _Retry:
+                    self._sleep(failing.next())
+                    continue
+                except (FsmError, pymysql.err.MySQLError) as exc:
+                    err = db.translate(exc)
+                    if not isinstance(err, DatabaseUnavailable | Deadlock):
+                        raise err from exc
+                    self._problems.report("db:", f"database: {type(err).__name__} ({err.errno}): {err}; "
+                                                 "events are kept, retrying with backoff")
+                    self._sleep(failing.next())
+                    continue
+                failing.reset()
+                self._problems.clear("db:")
+                if handled:
+                    idle.reset()
+                else:
+                    delay = idle.next()
+                    self.stats.idle_waits.append(delay)
+                    del self.stats.idle_waits[:-100]
+                    self._sleep(delay)
+        finally:
+            self._abdicate()
+            self._close_producer()
+            log.info("relay %s stopped", self.name)
+
+    # -- leadership -----------------------------------------------------------------------
+
+    def _lead(self) -> bool:
+        """True while this relay holds the lock; otherwise wait up to standby_wait for it."""
+        if self._lock_conn is not None:
+            try:
+                with self._lock_conn.cursor() as cur:
+                    cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.lock_name,))
+                    row = cur.fetchone()
+            except pymysql.err.MySQLError as exc:
+                err = db.translate(exc)
+                log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
+                self._abdicate(broken=True)
+                return False
+            if not row or row[0] != 1:
+                log.warning("leadership lost: the server no longer reports %s as held by this relay", self.lock_name)
+                self._abdicate(broken=True)
+                return False
+            return True
+        stack = ExitStack()
+        pooled = None
+        try:
+            pooled = stack.enter_context(self._db.connection())
+            with pooled.cursor() as cur:
+                cur.execute("SELECT GET_LOCK(%s, %s)", (self.lock_name, self.standby_wait))
+                got = cur.fetchone()[0]
+                holder = None
+                if got != 1:
+                    cur.execute("SELECT IS_USED_LOCK(%s)", (self.lock_name,))
+                    holder = cur.fetchone()[0]
+        except BaseException:
+            _hard_close(stack, pooled)
+            raise
+        if got != 1:
+            stack.close()
+            if not self._standby_logged:
+                log.info("standby: relay lock %s is held by connection %s; waiting to take over",
+                         self.lock_name, holder)
+                self._standby_logged = True
+            if self.standby_wait == 0:
+                self._sleep(0.5)
+            return False
+        self._lock_stack, self._lock_conn = stack, pooled
+        self._standby_logged = False
+        self._maybe_parked = True
+        self.stats.leader_terms += 1
+        log.info("leader: relay %s holds %s and publishes", self.name, self.lock_name)
+        return True
+
+    def _abdicate(self, *, broken: bool = False) -> None:
+        """Give the lock up: RELEASE_LOCK, or close the connection if it may be broken."""
+        stack, conn = self._lock_stack, self._lock_conn
+        self._lock_stack = self._lock_conn = None
+        if stack is None:
+            return
+        if not broken:
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT RELEASE_LOCK(%s)", (self.lock_name,))
+            except pymysql.err.MySQLError:
+                broken = True
+        if broken:
+            _hard_close(stack, conn)
+        else:
+            stack.close()
+        # whatever is queued in the producer must not be published by a relay that no longer leads
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer.poll(0)
+
+    # -- one batch ------------------------------------------------------------------------
+
+    def step(self) -> int:
+        """Publish one batch (the caller must lead). Returns how many rows were handled."""
+        if time.monotonic() >= self._next_cleanup:
+            self.cleanup()
+            self._next_cleanup = time.monotonic() + self.cleanup_interval
+        rows = self._db.read(self._fetch)
+        if not rows:
+            return 0
+        parked = self._db.read(self._parked_instances) if self._maybe_parked else {}
+        self._maybe_parked = bool(parked)
+        held = [r for r in rows if (r["machine"], r["instance_id"]) in parked]
+        if held:
+            self._hold(held)
+        sendable = [r for r in rows if (r["machine"], r["instance_id"]) not in parked]
+        results = self._produce(sendable) if sendable else {}
+        # marked even if leadership was lost meanwhile: the broker did acknowledge these
+        return len(held) + self._settle(sendable, results)
+
+    def _fetch(self, conn: Any) -> list[Row]:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {OUTBOX_COLUMNS} FROM `fsm_outbox` "
+                        "WHERE `published_at` IS NULL AND `parked_at` IS NULL ORDER BY `id` LIMIT %s",
+                        (self.batch_size,))
+            return _dict_rows(cur)
+
+    @staticmethod
+    def _parked_instances(conn: Any) -> dict[Instance, Row]:
+        """The first parked row of each instance that has one."""
+        with conn.cursor() as cur:
+            cur.execute("SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
+                        "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`")
+            found: dict[Instance, Row] = {}
+            for row in _dict_rows(cur):
+                found.setdefault((row["machine"], row["instance_id"]), row)
+            return found
+
+    def _hold(self, rows: Sequence[Row]) -> None:
+        """Park rows whose instance has a parked event, re-checked under row locks.
+
+        Locking the parked rows first serialises this with :meth:`unpark`: a release that
+        commits first is seen here, and one that comes later releases these rows too.
+        """
+        def hold(conn: Any) -> int:
+            conn.begin()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
+                                "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id` FOR UPDATE")
+                    roots: dict[Instance, Row] = {}
+                    for r in _dict_rows(cur):
+                        roots.setdefault((r["machine"], r["instance_id"]), r)
+                    count = 0
+                    for instance, root in roots.items():
+                        ids = [r["id"] for r in rows if (r["machine"], r["instance_id"]) == instance]
+                        for chunk in _chunks(ids):
+                            cur.execute(
+                                f"UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `last_error` = %s "
+                                f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL AND `parked_at` IS NULL",
+                                (f"held: waits behind parked event {event_id(instance[0], root['transition_id'])} "
+                                 f"(outbox id {root['id']})", *chunk))
+                            count += cur.rowcount
+                conn.commit()
+                return count
+            except BaseException:
+                conn.rollback()
+                raise
+        count = self._db.read(hold)
+        self.stats.held += count
+        self._maybe_parked = True
+
+    def _produce(self, rows: Sequence[Row]) -> dict[int, Any]:
+        """Produce rows in order and wait for every delivery report: id -> None (acked) or error."""
+        producer = self._ensure_producer()
+        results: dict[int, Any] = {}
+        blocked: set[Instance] = set()
+        for row in rows:
+            instance = (row["machine"], row["instance_id"])
+            if instance in blocked:
+                continue  # never produce an event after one of its instance that could not be
+            message = encode(row, source=self.source, relay=self.name)
+            error = self._produce_one(producer, message, partial(_record, results, row["id"]))
+            if error is not None:
+                results[row["id"]] = error
+                blocked.add(instance)
+        try:
+            remaining = producer.flush(self.delivery_timeout + 10)
+        except Exception as exc:  # a fatal producer error surfaces here, sometimes as a SystemError
+            cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+            error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+            self._fatal = self._fatal or (error if isinstance(error, KafkaError)
+                                          else KafkaError(KafkaError._FATAL, str(exc)))
+            self._problems.report("kafka:fatal", f"kafka: producer failed ({exc}); starting a new producer")
+            remaining = len(producer)
+        if remaining or self._fatal is not None:
+            self._discard_producer()
+        return results
+
+    def _produce_one(self, producer: Producer, message: Message, callback: Callable[..., None]) -> Any:
+        for _ in range(100):
+            try:
+                producer.produce(message.topic, value=message.value, key=message.key, headers=message.headers,
+                                 timestamp=message.timestamp_ms, on_delivery=callback)
+                return None
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.1)
+            except KafkaException as exc:
+                return exc.args[0]
+        return KafkaError(KafkaError._QUEUE_FULL, "the producer's queue stayed full")
+
+    def _settle(self, rows: Sequence[Row], results: Mapping[int, Any]) -> int:
+        """Record the outcome: mark the acknowledged prefix of each instance, park or count failures."""
+        published: list[int] = []
+        parked: list[tuple[Row, Any]] = []
+        failed: dict[str, list[int]] = {}
+        broken: set[Instance] = set()
+        for row in rows:
+            instance = (row["machine"], row["instance_id"])
+            error = results.get(row["id"], _NO_REPORT)
+            if instance in broken:
+                if error is None:  # acknowledged although an earlier event of its instance failed
+                    self.stats.order_breaks += 1
+                    log.warning("event %s was acknowledged after an earlier event of its instance failed; "
+                                "it will be published again after that one",
+                                event_id(row["machine"], row["transition_id"]))
+                continue
+            if error is None:
+                published.append(row["id"])
+                continue
+            broken.add(instance)
+            if error is _NO_REPORT:
+                failed.setdefault("no delivery report (producer reset)", []).append(row["id"])
+            elif isinstance(error, KafkaError) and error.code() in PERMANENT:
+                parked.append((row, error))
+            else:
+                failed.setdefault(_describe(error), []).append(row["id"])
+                topic_key = f"kafka:{_code_name(error)}:{row['topic']}"
+                self._problems.report(topic_key, f"kafka: cannot publish to topic {row['topic']!r}: "
+                                                 f"{_describe(error)}; events are kept, retrying with backoff")
+
+        def write(conn: Any) -> None:
+            with conn.cursor() as cur:
+                for chunk in _chunks(published):
+                    cur.execute("UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6) "
+                                f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL", chunk)
+                for row, error in parked:
+                    cur.execute("UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1, "
+                                "`last_error` = %s WHERE `id` = %s AND `published_at` IS NULL",
+                                (_describe(error)[:1024], row["id"]))
+                for text, ids in failed.items():
+                    for chunk in _chunks(ids):
+                        cur.execute("UPDATE `fsm_outbox` SET `attempts` = `attempts` + 1, `last_error` = %s "
+                                    f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
+                                    (text[:1024], *chunk))
+        if published or parked or failed:
+            self._db.read(write)  # idempotent statements: safe to repeat on a new connection
+        self.stats.batches += 1
+        self.stats.published += len(published)
+        for row, error in parked:
+            self.stats.parked += 1
+            self._maybe_parked = True
+            self._problems.report(
+                f"parked:{row['id']}",
+                f"parked event {event_id(row['machine'], row['transition_id'])} (outbox id {row['id']}, "
+                f"{row['machine']} {row['instance_key']!r} #{row['sort_key']}, topic {row['topic']!r}): "
+                f"{_describe(error)}; later events of this instance wait behind it; "
+                f"release with `pyfsm relay --unpark {row['id']}` (add --skip to give it up)", logging.ERROR)
+        if failed:
+            self.stats.failed += sum(len(ids) for ids in failed.values())
+            # A fresh producer for the retry: an idempotent producer whose deliveries timed out
+            # may wait forever for a broker that forgot its producer id (a restarted broker).
+            self._discard_producer()
+            raise _Retry
+        self._problems.clear("kafka:")
+        return len(published) + len(parked)
+
+    # -- the producer ---------------------------------------------------------------------
+
+    def _ensure_producer(self) -> Producer:
+        if self._producer is None:
+            assert self.kafka_config is not None
+            self._fatal = None
+            self._producer = Producer({**self.kafka_config, "error_cb": self._on_kafka_error,
+                                       "logger": _KafkaLog(logging.getLogger("pyfsm.relay.librdkafka"))})
+        return self._producer
+
+    def _on_kafka_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal = error
+            self._problems.report("kafka:fatal", f"kafka: fatal producer error, starting a new producer: {error.str()}")
+        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._problems.report("kafka:brokers", f"kafka: no broker reachable ({error.str()}); "
+                                                   "events are kept, retrying with backoff")
+        else:
+            log.debug("kafka: %s", error.str())
+
+    def _discard_producer(self) -> None:
+        """Drop the producer (after a fatal error or unfinished deliveries): a new one starts clean."""
+        self._close_producer()
+
+    def _close_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.purge()
+            producer.poll(0)
+            producer.close()
+
+    # -- housekeeping ---------------------------------------------------------------------
+
+    def _check_schema(self) -> None:
+        if not self._schema_ok:
+            self._db.read(schema.check)
+            self._schema_ok = True
+
+    def cleanup(self) -> int:
+        """Delete published rows older than ``retention`` seconds; returns how many."""
+        cutoff_us = int(self.retention * 1_000_000)
+
+        def delete(conn: Any) -> int:
+            total = 0
+            with conn.cursor() as cur:
+                for _ in range(200):
+                    cur.execute("DELETE FROM `fsm_outbox` "
+                                "WHERE `published_at` < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND LIMIT %s",
+                                (cutoff_us, DELETE_CHUNK))
+                    total += cur.rowcount
+                    if cur.rowcount < DELETE_CHUNK:
+                        break
+            return total
+        deleted = self._db.read(delete)
+        self.stats.deleted += deleted
+        if deleted:
+            log.debug("deleted %d published outbox rows older than %s s", deleted, self.retention)
+        return deleted
+
+    def lag(self) -> Lag:
+        """Count and age of the unpublished events (``CALL fsm_outbox_lag_v1()``)."""
+        self._check_schema()
+        rows = self._db.call("CALL `fsm_outbox_lag_v1`()", (), retry_connection=True, writes=False)
+        return Lag.from_row(rows[0])
+
+    def parked(self) -> list[dict[str, Any]]:
+        """The parked events, oldest first: the ones that failed and the ones held behind them."""
+        self._check_schema()
+
+        def read(conn: Any) -> list[Row]:
+            with conn.cursor() as cur:
+                cur.execute("SELECT `id`, `machine`, `instance_key`, `transition_id`, `sort_key`, `event`, `topic`, "
+                            "`attempts`, `last_error`, `parked_at` FROM `fsm_outbox` "
+                            "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`")
+                return _dict_rows(cur)
+        return [{**r, "event_id": event_id(r["machine"], r["transition_id"])} for r in self._db.read(read)]
+
+    def unpark(self, outbox_id: int, *, skip: bool = False) -> int:
+        """Release the parked event ``outbox_id`` and every event of its instance parked behind it.
+
+        Without ``skip`` the event is tried again (after, say, raising the size limit);
+        with ``skip`` it is given up: marked published without being published, its
+        ``last_error`` kept with a ``skipped:`` prefix. Returns how many rows were released.
+        """
+        if isinstance(outbox_id, bool) or not isinstance(outbox_id, int) or outbox_id < 1:
+            raise InvalidArgument(f"outbox id must be a positive integer, got {outbox_id!r:.40}")
+        self._check_schema()
+
+        def release(conn: Any) -> int:
+            conn.begin()
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT `machine`, `instance_id` FROM `fsm_outbox` WHERE `id` = %s "
+                                "AND `published_at` IS NULL AND `parked_at` IS NOT NULL FOR UPDATE", (outbox_id,))
+                    found = cur.fetchone()
+                    if found is None:
+                        raise InvalidArgument(f"no parked event with outbox id {outbox_id}")
+                    released = 0
+                    if skip:
+                        cur.execute("UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6), "
+                                    "`last_error` = LEFT(CONCAT('skipped: ', COALESCE(`last_error`, '')), 1024) "
+                                    "WHERE `id` = %s", (outbox_id,))
+                        released += cur.rowcount
+                    cur.execute("UPDATE `fsm_outbox` SET `parked_at` = NULL WHERE `machine` = %s "
+                                "AND `instance_id` = %s AND `published_at` IS NULL AND `parked_at` IS NOT NULL", found)
+                    released += cur.rowcount
+                conn.commit()
+                return released
+            except BaseException:
+                conn.rollback()
+                raise
+        released = self._db.read(release)
+        log.info("unparked event with outbox id %s%s: %d rows released",
+                 outbox_id, " (skipped)" if skip else "", released)
+        return released
+
+
+def lag(dsn: str | None = None) -> Lag:
+    """The relay's lag for the database at ``dsn`` (default $PYFSM_DSN)."""
+    relay = Relay(dsn)
+    try:
+        return relay.lag()
+    finally:
+        relay.close()
+
+
+# -- small helpers ----------------------------------------------------------------------
+
+
+def _record(results: dict[int, Any], row_id: int, error: KafkaError | None, _message: Any) -> None:
+    results[row_id] = error
+
+
+def _hard_close(stack: ExitStack, pooled: Any) -> None:
+    """Close the raw connection (freeing any lock it holds) before the pool gets it back."""
+    if pooled is not None:
+        try:
+            db._raw(pooled).close()
+        except Exception:  # noqa: S110 - already closed or half-dead: nothing left to free
+            pass
+    stack.close()
+
+
+def _dict_rows(cur: Any) -> list[Row]:
+    if cur.description is None:
+        return []
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
+    for start in range(0, len(ids), ID_CHUNK):
+        yield list(ids[start:start + ID_CHUNK])
+
+
+def _marks(chunk: Sequence[object]) -> str:
+    return ", ".join(["%s"] * len(chunk))
+
+
+def _code_name(error: Any) -> str:
+    return error.name() if isinstance(error, KafkaError) else type(error).__name__
+
+
+def _describe(error: Any) -> str:
+    if isinstance(error, KafkaError):
+        return f"{error.name()}: {error.str()}"
+    return str(error)
