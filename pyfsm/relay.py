@@ -37,8 +37,6 @@ and a committed one always has. The relay turns those rows into Kafka messages:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import socket
@@ -47,8 +45,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime
-from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -57,17 +53,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import db, schema
 from .errors import DatabaseUnavailable, Deadlock, FsmError, InvalidArgument
+from .events import Lag, Message, encode, event_id
+from .kafka import PERMANENT, Backoff, KafkaLog, Problems, lock_name_for, producer_config
 
 log = logging.getLogger("pyfsm.relay")
-
-#: Version of the event JSON layout (the ``schema_version`` field).
-SCHEMA_VERSION = 1
-
-#: Kafka errors that retrying cannot fix: the event is parked.
-PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD})
-
-#: Producer settings the relay's guarantees rest on; a config that says otherwise is refused.
-REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all"}
 
 OUTBOX_COLUMNS = (
     "`id`, `machine`, `topic`, `instance_id`, `instance_key`, `lookup_key`, `transition_id`, `sort_key`, "
@@ -78,183 +67,6 @@ DELETE_CHUNK = 5000
 
 Row = dict[str, Any]
 Instance = tuple[str, int]
-
-
-# -- the event --------------------------------------------------------------------------
-
-
-def event_id(machine: str, transition_id: int) -> str:
-    """The event's id: stable across retries, unique within a database (``order:1234``)."""
-    return f"{machine}:{transition_id}"
-
-
-def message_key(machine: str, instance_key: str) -> bytes:
-    """The Kafka message key: the instance's identity, so its events share a partition."""
-    return f"{machine}:{instance_key}".encode()
-
-
-def format_time(value: datetime) -> str:
-    """UTC, ISO 8601 with microseconds: ``2026-11-22T03:04:05.123456Z``."""
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _json_value(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray):
-        value = value.decode()
-    return json.loads(value) if isinstance(value, str) else value
-
-
-def build_event(row: Mapping[str, Any], *, source: str) -> dict[str, Any]:
-    """The event (a JSON object) for one fsm_outbox row; see README "Kafka events".
-
-    ``data`` is None (JSON null) when the row holds none.
-
-    >>> from datetime import datetime
-    >>> event = build_event({"machine": "order", "transition_id": 7, "instance_key": "o-1",
-    ...     "lookup_key": None, "event": "pay", "from_state": "new", "to_state": "paid", "sort_key": 2,
-    ...     "data": None, "metadata": '{"by": "checkout"}',
-    ...     "occurred_at": datetime(2026, 11, 22, 3, 4, 5, 123456)}, source="shop")
-    >>> event["id"], event["data"], event["metadata"], event["occurred_at"]
-    ('order:7', None, {'by': 'checkout'}, '2026-11-22T03:04:05.123456Z')
-    """
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "id": event_id(row["machine"], int(row["transition_id"])),
-        "source": source,
-        "machine": row["machine"],
-        "instance_key": row["instance_key"],
-        "lookup_key": row["lookup_key"],
-        "event": row["event"],
-        "from_state": row["from_state"],
-        "to_state": row["to_state"],
-        "sort_key": int(row["sort_key"]),
-        "transition_id": int(row["transition_id"]),
-        "data": _json_value(row["data"]),
-        "metadata": _json_value(row["metadata"]),
-        "occurred_at": format_time(row["occurred_at"]),
-    }
-
-
-@dataclass(frozen=True)
-class Message:
-    """One Kafka message as the relay produces it."""
-
-    topic: str
-    key: bytes
-    value: bytes
-    headers: list[tuple[str, str | bytes | None]]
-    timestamp_ms: int
-
-
-def encode(row: Mapping[str, Any], *, source: str, relay: str) -> Message:
-    """The Kafka message for one outbox row: key, JSON value, headers and timestamp."""
-    event = build_event(row, source=source)
-    value = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
-    occurred: datetime = row["occurred_at"]
-    epoch_ms = int((occurred - datetime(1970, 1, 1)).total_seconds() * 1000)
-    headers: list[tuple[str, str | bytes | None]] = [
-        ("event_id", event["id"].encode()),
-        ("event", event["event"].encode() if event["event"] is not None else None),
-        ("machine", event["machine"].encode()),
-        ("schema_version", str(SCHEMA_VERSION).encode()),
-        ("relay", relay.encode()),
-    ]
-    return Message(row["topic"], message_key(row["machine"], row["instance_key"]), value, headers, epoch_ms)
-
-
-# -- lag --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Lag:
-    """How far the relay is behind (from ``CALL fsm_outbox_lag_v1()``)."""
-
-    unpublished: int
-    parked: int
-    oldest_id: int | None
-    oldest_occurred_at: datetime | None
-    oldest_age_seconds: float | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Lag:
-        age = row["oldest_age_seconds"]
-        return cls(int(row["unpublished"]), int(row["parked"] or 0),
-                   None if row["oldest_id"] is None else int(row["oldest_id"]), row["oldest_occurred_at"],
-                   None if age is None else float(Decimal(age)))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"unpublished": self.unpublished, "parked": self.parked, "oldest_id": self.oldest_id,
-                "oldest_occurred_at": None if self.oldest_occurred_at is None else format_time(self.oldest_occurred_at),
-                "oldest_age_seconds": self.oldest_age_seconds}
-
-    def __str__(self) -> str:
-        if not self.unpublished:
-            return "unpublished 0: the relay is up to date"
-        return (f"unpublished {self.unpublished} (parked {self.parked}); oldest: outbox id {self.oldest_id}, "
-                f"occurred {self.as_dict()['oldest_occurred_at']}, {self.oldest_age_seconds:.3f} s ago")
-
-
-# -- helpers ----------------------------------------------------------------------------
-
-
-def lock_name_for(database: str) -> str:
-    """The relay's GET_LOCK name for a database: lowercase ASCII, at most 64 characters.
-
-    User locks are server-wide, so the name carries a hash of the database name.
-    """
-    return "pyfsm_relay_" + hashlib.sha256(database.encode()).hexdigest()[:40]
-
-
-class Backoff:
-    """Delays that start at ``first`` and double up to ``maximum``; ``reset()`` starts over.
-
-    >>> b = Backoff(0.01, 0.05)
-    >>> [b.next() for _ in range(5)]
-    [0.01, 0.02, 0.04, 0.05, 0.05]
-    """
-
-    def __init__(self, first: float, maximum: float, factor: float = 2.0) -> None:
-        self.first, self.maximum, self.factor = first, maximum, factor
-        self._next = first
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self.maximum, round(delay * self.factor, 6))
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first
-
-
-class _Problems:
-    """One log line when a problem starts, one when it clears; repeats go to DEBUG."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self.logger = logger
-        self.active: dict[str, str] = {}
-
-    def report(self, key: str, message: str, level: int = logging.WARNING) -> None:
-        if key in self.active:
-            self.logger.debug(message)
-            return
-        self.active[key] = message
-        self.logger.log(level, message)
-
-    def clear(self, prefix: str) -> None:
-        for key in [k for k in self.active if k.startswith(prefix)]:
-            self.logger.info("resolved: %s", self.active.pop(key))
-
-
-class _KafkaLog:
-    """librdkafka's own log lines go to DEBUG: the relay logs each problem once itself."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self.logger = logger
-
-    def log(self, _level: int, fmt: str, *args: Any) -> None:
-        self.logger.debug(fmt, *args)
 
 
 class _Retry(Exception):
@@ -277,34 +89,6 @@ class RelayStats:
     deleted: int = 0
     leader_terms: int = 0
     idle_waits: list[float] = field(default_factory=list)
-
-
-def producer_config(kafka: str | Mapping[str, Any] | None, *, delivery_timeout: float) -> dict[str, Any]:
-    """librdkafka settings for the relay's producer.
-
-    ``kafka`` is ``host:port[,host:port]`` or a dict of librdkafka settings; None reads
-    $PYFSM_KAFKA. Idempotence and ``acks=all`` are always on.
-    """
-    if kafka is None:
-        kafka = os.environ.get("PYFSM_KAFKA")
-    if not kafka:
-        raise InvalidArgument("no Kafka brokers given: pass kafka='host:port' (or --kafka) or set PYFSM_KAFKA")
-    conf: dict[str, Any] = {"bootstrap.servers": kafka} if isinstance(kafka, str) else dict(kafka)
-    if not conf.get("bootstrap.servers"):
-        raise InvalidArgument("the Kafka settings lack bootstrap.servers")
-    if str(conf.get("enable.idempotence", True)).lower() not in ("true", "1"):
-        raise InvalidArgument("the relay needs enable.idempotence=true")
-    if str(conf.get("acks", "all")).lower() not in ("all", "-1"):
-        raise InvalidArgument("the relay needs acks=all")
-    if not 0.1 <= delivery_timeout <= 3600:
-        raise InvalidArgument("delivery_timeout must be between 0.1 and 3600 seconds")
-    defaults = {
-        "client.id": "pyfsm-relay",
-        "linger.ms": 5,
-        "message.timeout.ms": int(delivery_timeout * 1000),
-        "partitioner": "murmur2_random",  # the Java client's partitioner: same key, same partition
-    }
-    return {**defaults, **conf, **REQUIRED_PRODUCER}
 
 
 # -- the relay --------------------------------------------------------------------------
@@ -355,7 +139,7 @@ class Relay:
         self._standby_logged = False
         self._producer: Producer | None = None
         self._fatal: KafkaError | None = None
-        self._problems = _Problems(log)
+        self._problems = Problems(log)
         self._maybe_parked = True  # unknown until the first look
         self._next_cleanup = 0.0
         self._schema_ok = False
@@ -675,7 +459,7 @@ class Relay:
             assert self.kafka_config is not None
             self._fatal = None
             self._producer = Producer({**self.kafka_config, "error_cb": self._on_kafka_error,
-                                       "logger": _KafkaLog(logging.getLogger("pyfsm.relay.librdkafka"))})
+                                       "logger": KafkaLog(logging.getLogger("pyfsm.relay.librdkafka"))})
         return self._producer
 
     def _on_kafka_error(self, error: KafkaError) -> None:

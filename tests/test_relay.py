@@ -28,7 +28,8 @@ from kafka_broker import Broker, Received
 
 from pyfsm import InvalidArgument, Lag, Machine, Relay, Store
 from pyfsm.db import Settings
-from pyfsm.relay import build_event, producer_config
+from pyfsm.events import build_event
+from pyfsm.kafka import producer_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
