@@ -18,7 +18,6 @@ Pool settings that matter for correctness:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import ssl
@@ -239,8 +238,8 @@ class Database:
         ``retry_connection``, for reads and for writes carrying a request id, whose repeat
         returns the original transition.
 
-        ``on``: a connection from :meth:`checkout` to use instead of one from the pool (a
-        lock holder's); a lost connection is never retried there, since another connection
+        ``on``: a connection to use instead of one from the pool (a lock holder's, see
+        pyfsm.locks); a lost connection is never retried there, since another connection
         would not hold the locks.
         """
         connection_delays = list(CONNECTION_RETRY_DELAYS)
@@ -294,22 +293,6 @@ class Database:
         finally:
             pooled.close()
 
-    def checkout(self) -> Any:
-        """A pooled connection kept until :func:`give_back` (a lock holder keeps one for its lease)."""
-        try:
-            return self._pool.connection()
-        except pymysql.err.MySQLError as exc:
-            raise translate(exc) from exc
-
-
-def give_back(pooled: Any, *, discard: bool = False) -> None:
-    """Return a connection from :meth:`Database.checkout`; ``discard`` closes it for good
-    (which also frees every advisory lock it holds), and the pool opens a new one later."""
-    if discard:
-        with contextlib.suppress(Exception):  # already closed or broken: the aim is only that it is gone
-            _raw(pooled).close()
-    pooled.close()
-
 
 def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
     raw = _raw(pooled)
@@ -348,8 +331,8 @@ class NotSent(Exception):
 
 
 def _raw(pooled: Any) -> Any:
-    """The PyMySQL connection inside DBUtils' wrappers."""
-    return pooled._con._con
+    """The PyMySQL connection inside DBUtils' wrappers (or the connection itself, unpooled)."""
+    return pooled._con._con if hasattr(pooled, "_con") else pooled
 
 
 def _rows(cur: Any) -> list[Row]:

@@ -11,10 +11,14 @@ What is guaranteed, and what is not:
   a step re-run after a crash, or by a second worker whose claim replaced an expired one,
   fails that check and writes nothing.
 * A handler runs at least once per committed step, and may run more than once: when a
-  worker dies after the handler returned but before the commit, the step is run again
-  by the next claimer. Handlers that call the outside world should make that call
-  idempotent, e.g. with ``f"{ctx.key}:{ctx.state}:{ctx.version}"`` as its idempotency
-  key: it is the same for every run of the same step.
+  worker dies (or hangs past its claim) after the handler returned but before the
+  commit, the step is run again by the next claimer. While a worker is alive a heartbeat
+  keeps its claims, so a slow handler is never run twice at the same time. Handlers that
+  call the outside world should make that call idempotent with ``ctx.step_id`` as the
+  idempotency key: it is the same for every run, retry and resumption of the same step.
+* A claim that ran out without being given back counts as an attempt of the step, so a
+  step that keeps killing its worker ends like any failing step (failed, or its failure
+  event) after max_attempts.
 * save_after_step on (the default): every step is committed on its own; a crash loses at
   most the step in progress. Off: up to ``batch_steps`` consecutive steps are committed
   together, so a crash loses (and re-runs) every step since the last commit.
@@ -32,7 +36,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import db
-from .errors import ClaimLost, Conflict, InvalidArgument, InvalidData, LockNotAcquired
+from .errors import (
+    ClaimLost,
+    Conflict,
+    DatabaseUnavailable,
+    Deadlock,
+    FsmError,
+    InvalidArgument,
+    InvalidData,
+    LockHeld,
+    LockLost,
+    LockNotAcquired,
+)
 from .locks import Lease, new_owner
 from .process import Context, Outcome, Process, copy_data
 
@@ -71,6 +86,8 @@ class _Run:
         raw = row["data"]
         self.data: dict[str, Any] = json.loads(raw) if isinstance(raw, str | bytes) else dict(raw or {})
         self.attempt = int(row["attempt"])  # failed attempts of the current step so far
+        self.instance_id = int(row["id"])
+        self.entered = int(row["entered"]) if row.get("entered") is not None else self.version
         self.pause_requested = bool(row["pause_requested"])
         override = row["run_immediately"]
         self.run_immediately = process.run_immediately if override is None else bool(override)
@@ -105,18 +122,20 @@ class _Run:
             self.process.claim_seconds, requeue_seconds, data))
         self.committed_data = self.data
         self.steps += len(self.pending)
-        if self.pending:
-            self.attempt = 0
-        self.pending = []
         self.state, self.status = row["state"], row["status"]
         self.version = self.committed_version = int(row["version"])
+        if self.pending:
+            self.attempt = 0
+            self.entered = self.version  # the last step's transition: its sort_key is the version
+        self.pending = []
         return bool(row["continue"])
 
-    def failed(self, spec_name: str, exc: BaseException, *, retryable: bool, failure_event: str | None) -> None:
+    def failed(self, spec_name: str, exc: BaseException, *, retryable: bool, failure_event: str | None,
+               attempt: int | None = None) -> None:
         """Record a failed attempt: retry later, fire the failure event, or fail."""
         if self.pending:  # the steps before this one succeeded: keep them
             self.commit("running", go_on=True)
-        attempt = self.attempt + 1
+        attempt = self.attempt + 1 if attempt is None else attempt
         spec = self.process.handler_for(self.state)
         limit = self.process.attempts_for(spec) if spec is not None else 1
         retry_in = None
@@ -163,14 +182,24 @@ class _Run:
             if self.stop is not None and self.stop.is_set():
                 self.commit("running")  # hand back: due now for any worker
                 return
+            if self.pending and self._pause_requested():  # batch mode: a pause waits for no commit
+                self.commit("running")
+                return
             spec = self.process.handler_for(self.state)
             if spec is None:  # a final state (the trigger completed it) or one without a handler
                 self.commit("completed" if self.state in machine.final else "waiting")
                 return
-            ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
-                          data=copy_data(self.data), attempt=self.attempt + 1, version=self.version)
             non_retryable = spec.non_retryable + self.process.non_retryable
             failure_event = spec.failure_event or self.process.failure_event
+            if self.attempt >= self.process.attempts_for(spec):  # its claims ran out: the worker died or hung
+                self.failed(spec.name, StepAbandoned(
+                    f"step {self.state!r} was claimed {self.attempt} time(s) without finishing: its worker died "
+                    "or hung (or its claim_seconds is too short)"), retryable=False, failure_event=failure_event,
+                    attempt=self.attempt)
+                return
+            ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
+                          data=copy_data(self.data), attempt=self.attempt + 1, version=self.version,
+                          step_id=f"{self.process.name}:{self.key}:{self.entered}")
             try:
                 outcome = spec.fn(ctx)
                 step = self._checked(ctx, outcome)
@@ -192,6 +221,7 @@ class _Run:
                 else:  # save_after_step off: go on in memory; the database checks the batch at commit
                     self.state = machine.target(self.state, step or "") or self.state
                     self.version += 1
+                    self.entered = self.version
                 continue
             if outcome.kind == "fail":
                 self.failed(spec.name, _HandlerFailed(outcome.reason or "the handler failed the instance"),
@@ -200,6 +230,16 @@ class _Run:
             self.data = ctx.data
             self.commit("paused" if outcome.kind == "pause" else "completed")
             return
+
+    def _pause_requested(self) -> bool:
+        def read(conn: Any) -> bool:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pause_requested FROM fsm_runs WHERE machine = %s AND instance_id = %s",
+                            (self.process.name, self.instance_id))
+                row = cur.fetchone()
+                return bool(row and row[0])
+
+        return self.store._db.read(read)
 
     def _checked(self, ctx: Context, outcome: Outcome | None) -> str | None:
         """Refuse, before anything is written, what a handler must not return."""
@@ -230,19 +270,82 @@ class _HandlerFailed(Exception):
     """A handler returned ctx.fail(reason)."""
 
 
+class StepAbandoned(Exception):
+    """A step's claims ran out max_attempts times without the step finishing."""
+
+
+StepAbandoned.__module__ = "pyfsm"
+
+
 _HandlerFailed.__module__ = "pyfsm"
 _HandlerFailed.__qualname__ = "HandlerFailed"
 
 
 def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: str,
                 stop: threading.Event | None = None) -> RunResult:
-    """Run one instance the caller has claimed (a row of fsm_claim_v1)."""
+    """Run one instance the caller has claimed (a row of fsm_claim_v1).
+
+    A database error never leaves the claim to run out: a lost claim is someone else's
+    now; a version conflict (someone moved the instance meanwhile) or a passing failure
+    hands the run back; anything else (e.g. a lock-using instance without a lookup key)
+    is recorded in fsm_errors and fails the step, since running it again cannot help.
+    """
     run = _Run(store, process, row, owner, stop)
     try:
         return run.run()
-    except (ClaimLost, Conflict) as exc:  # someone else took over; they run it now
-        log.warning("pyfsm: %s %s: gave up the run: %s", process.name, run.key, exc)
-        return RunResult(run.key, run.state, run.status, run.version, run.steps, str(exc))
+    except ClaimLost as exc:
+        log.warning("pyfsm: %s %s: claim lost, another worker runs it: %s", process.name, run.key, exc)
+        error: FsmError = exc
+    except FsmError as exc:
+        error = exc
+        try:
+            if isinstance(exc, Conflict | DatabaseUnavailable | Deadlock | LockHeld | LockLost):
+                run.committed_version = store.get(process.name, run.key).version
+                run.pending = []
+                run.commit("running", requeue_seconds=LOCK_BUSY_REQUEUE_SECONDS)
+            else:
+                spec = process.handler_for(run.state)
+                run.failed(spec.name if spec else "pyfsm", exc, retryable=False, failure_event=None)
+        except FsmError as again:  # the claim runs out and the run is due again then
+            log.warning("pyfsm: %s %s: %s; and could not hand the run back: %s", process.name, run.key, exc, again)
+    return RunResult(run.key, run.state, run.status, run.version, run.steps, str(error))
+
+
+class ClaimKeeper:
+    """Renews every live claim of one owner every third of ``claim_seconds`` (a thread).
+
+    Used around a caller's run and for a worker's whole life, so that only a claimer that
+    died or hangs loses its claims.
+    """
+
+    def __init__(self, store: Store, owner: str, claim_seconds: float) -> None:
+        self.store, self.owner, self.claim_seconds = store, owner, claim_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"pyfsm-claims-{owner}", daemon=True)
+
+    def __enter__(self) -> ClaimKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.claim_seconds / 3):
+            try:
+                self.store._db.call(db.call_sql("fsm_renew_claims_v1", 2), (self.owner, self.claim_seconds),
+                                    retry_connection=True, writes=True)
+            except FsmError as exc:  # the next beat tries again, well before the claims run out
+                log.warning("pyfsm: renewing the claims of %s failed: %s", self.owner, exc)
 
 
 def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
@@ -256,7 +359,8 @@ def run_key(store: Store, process: Process, key: str) -> RunResult:
     """Claim ``key`` for this caller and run it (RunClaimed if a worker is running it now)."""
     owner = new_owner()
     rows = claim(store, process, owner, key=key)
-    return run_claimed(store, process, rows[0], owner)
+    with ClaimKeeper(store, owner, process.claim_seconds):
+        return run_claimed(store, process, rows[0], owner)
 
 
 def start(store: Store, process: Process, key: str, *, data: Mapping[str, Any] | None, lookup_key: str | None,

@@ -1,15 +1,19 @@
 """Leases: the global and local locks of an instance, held by one owner for a while.
 
-A :class:`Lease` comes from :meth:`pyfsm.Store.lock`. It keeps one pooled connection for
-its whole life: ``fsm_lock_v1`` took the advisory locks (GET_LOCK) on that connection and
-set ``@fsm_lock_owner`` there, so transitions sent through the lease pass the trigger's
-lock check, and MySQL frees the advisory locks at once if the process dies. The lock rows
+A :class:`Lease` comes from :meth:`pyfsm.Store.lock`. It keeps a connection of its own for
+its whole life, outside the Store's pool (so leases never starve it, and a connection that
+holds locks and ``@fsm_lock_owner`` is never handed to anyone else): ``fsm_lock_v1`` took
+the advisory locks (GET_LOCK) on that connection and set ``@fsm_lock_owner`` there, so
+transitions sent through the lease pass the trigger's lock check, and MySQL frees the
+advisory locks at once if the process dies or the connection is closed. A lease that is
+garbage-collected without being released has its connection closed. The lock rows
 in ``fsm_locks`` expire after the lease unless renewed; a heartbeat thread renews them
 every third of the lease.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -18,9 +22,12 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import pymysql
 
 from . import db
 from .errors import FsmError, InvalidArgument, LockLost
@@ -89,9 +96,13 @@ class Lease:
         self.lost = False
         self._count = int(self.global_lock) + int(self.local_lock)
         self._stop = threading.Event()
+        self._closer = weakref.finalize(self, _close_quietly, conn)  # forgotten leases free their locks
         self._beat: threading.Thread | None = None
         if heartbeat and self._count:
-            self._beat = threading.Thread(target=self._heartbeat, name=f"pyfsm-lease-{self.owner}", daemon=True)
+            # the thread holds only a weak reference, so that a forgotten lease can still be collected
+            self._beat = threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._stop,
+                                                                    max(self.lease_seconds / 3, 0.05)),
+                                          name=f"pyfsm-lease-{self.owner}", daemon=True)
             self._beat.start()
 
     def __enter__(self) -> Lease:
@@ -139,16 +150,6 @@ class Lease:
                            machine=self.machine, key=self.key)
         self.expires_at = rows[0]["expires_at"].replace(tzinfo=UTC)
 
-    def _heartbeat(self) -> None:
-        interval = max(self.lease_seconds / 3, 0.05)
-        while not self._stop.wait(interval):
-            try:
-                self.renew()
-            except LockLost as exc:
-                log.warning("pyfsm: lease lost: %s", exc)
-                return
-            except FsmError as exc:  # a blip; the next beat tries again before the lease runs out
-                log.warning("pyfsm: lease %s not renewed (%s); retrying", self.owner, exc)
 
     # -- giving it back -------------------------------------------------------------------
 
@@ -176,7 +177,7 @@ class Lease:
                 log.warning("pyfsm: releasing lease %s failed (attempt %d): %s", self.owner, attempt + 1, exc)
                 time.sleep(0.02 * (attempt + 1))
         if not ok:
-            # The connection is broken: dropping it frees its advisory locks; release the rows
+            # The connection is broken: closing it frees its advisory locks; release the rows
             # from any other connection (the owner check makes that safe).
             try:
                 rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=True,
@@ -184,8 +185,7 @@ class Lease:
                 released = int(rows[0]["released"])
             except FsmError as exc:
                 log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
-        # A lost lease may still hold advisory locks of rows now owned by others: drop the connection.
-        db.give_back(conn, discard=not ok or self.lost or released < self._count)
+        self._closer()  # closing the lease's own connection frees whatever advisory lock is left
         return released == self._count and not self.lost
 
 
@@ -202,7 +202,7 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
         raise InvalidArgument(f"attempts must be an integer from 1 to 100, got {attempts!r:.80}")
     if not isinstance(backoff, int | float) or not 0 <= backoff <= 10:
         raise InvalidArgument(f"backoff must be between 0 and 10 seconds, got {backoff!r:.80}")
-    conn = store._db.checkout()
+    conn = db.connect(store.settings)
     try:
         for attempt in range(attempts):
             try:
@@ -213,20 +213,43 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
                 if exc.errno != 31014:
                     raise
                 if attempt + 1 == attempts:
-                    exc.fields["holders"] = _holders(store, machine, key)
+                    exc.fields["holders"] = _holders(conn, machine, key)
                     raise
                 time.sleep(min(backoff * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
         row = rows[0]
         return Lease(store, conn, row, float(row["lease_seconds"]), heartbeat)
     except BaseException:
-        db.give_back(conn)
+        _close_quietly(conn)
         raise
 
 
-def _holders(store: Store, machine: str, key: str) -> list[HeldLock]:
-    """Who holds the locks ``key`` needs (for the error); empty if that cannot be read."""
+def _heartbeat(ref: weakref.ReferenceType[Lease], stop: threading.Event, interval: float) -> None:
+    """Renew a lease every ``interval`` until it is released, lost or garbage-collected."""
+    while not stop.wait(interval):
+        lease = ref()
+        if lease is None:
+            return
+        try:
+            lease.renew()
+        except LockLost as exc:
+            log.warning("pyfsm: lease lost: %s", exc)
+            return
+        except FsmError as exc:  # a blip; the next beat tries again before the lease runs out
+            log.warning("pyfsm: lease %s not renewed (%s); retrying", lease.owner, exc)
+        del lease
+
+
+def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):  # already closed or broken: the aim is only that it is gone
+        conn.close()
+
+
+def _holders(conn: Any, machine: str, key: str) -> list[HeldLock]:
+    """Who holds the locks ``key`` needs (for the error), read on the lease's own connection."""
     try:
-        lookup = store.get(machine, key).lookup_key
-        return [h for h in store.locks(lookup_key=lookup) if h.scope in ("*", machine)]
-    except FsmError:
+        with conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute(f"SELECT v.* FROM fsm_held_locks_v1 v JOIN `fsm_{machine}` i ON i.lookup_key = v.lookup_key "
+                        "WHERE i.instance_key = %s AND v.scope IN ('*', %s) ORDER BY v.since, v.id", (key, machine))
+            return [HeldLock.from_row(r) for r in cur.fetchall()]
+    except pymysql.err.MySQLError:
         return []

@@ -49,11 +49,14 @@ class Context:
     ``data`` is the instance's data as a dict; change it in place (or assign a new dict):
     what the handler leaves there is written with the step and is what the next handler
     sees. It must stay JSON-serializable. ``attempt`` is 1 on a step's first run, 2 on its
-    first retry, and so on.
+    first retry, and so on. ``step_id`` (``machine:key:n``, n the sort_key of the transition
+    that entered this state) is the same for every run, retry and resumption of this step
+    and differs for every other step: use it as the idempotency key of outside calls.
+    ``version`` is the instance's version, which also moves when its status changes.
     """
 
     def __init__(self, *, machine: str, key: str, lookup_key: str | None, state: str, data: dict[str, Any],
-                 attempt: int, version: int) -> None:
+                 attempt: int, version: int, step_id: str = "") -> None:
         self.machine = machine
         self.key = key
         self.lookup_key = lookup_key
@@ -61,6 +64,7 @@ class Context:
         self.data = data
         self.attempt = attempt
         self.version = version
+        self.step_id = step_id
 
     def __repr__(self) -> str:
         return f"Context({self.machine} {self.key!r}, state={self.state!r}, attempt={self.attempt})"

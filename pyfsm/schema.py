@@ -64,6 +64,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_lock_instance_v1.sql",
     "procedures/fsm_update_instance_v1.sql",
     "procedures/fsm_claim_v1.sql",
+    "procedures/fsm_renew_claims_v1.sql",
     "procedures/fsm_step_v1.sql",
     "procedures/fsm_step_failed_v1.sql",
     "procedures/fsm_enqueue_v1.sql",

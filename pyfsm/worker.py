@@ -2,7 +2,8 @@
 
 Run as many worker processes on as many hosts as you like: each claims due runs with
 ``FOR UPDATE SKIP LOCKED`` (fsm_claim_v1), so they never wait for each other, and a claim
-is a lease, so the runs of a worker that dies are due again when its claims run out.
+is a lease, renewed by a heartbeat thread while the worker lives, so the runs of a worker
+that dies (or hangs) are due again when its claims run out, and only then.
 
 SIGTERM or SIGINT (Ctrl-C) stop a worker gracefully: the instance it is running finishes
 its current step and is handed back (due now), the runs it claimed but had not started are
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engine import claim, run_claimed
+from .engine import ClaimKeeper, claim, run_claimed
 from .errors import FsmError, InvalidArgument
 from .locks import new_owner
 from .process import Process
@@ -65,6 +66,13 @@ class Worker:
         self.on_run = on_run
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
+        self._keeper: ClaimKeeper | None = None
+
+    def close(self) -> None:
+        """Stop renewing this worker's claims (after run() returns this happens by itself)."""
+        if self._keeper is not None:
+            self._keeper.close()
+            self._keeper = None
 
     def stop(self) -> None:
         """Ask the worker to stop after the current step (thread-safe; what signals do)."""
@@ -72,6 +80,9 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim one batch per process and run it; the number of runs done."""
+        if self._keeper is None:  # renews every claim of this worker, the batch's waiting rows too
+            self._keeper = ClaimKeeper(self.store, self.owner, max(p.claim_seconds for p in self.processes))
+            self._keeper.start()
         done = 0
         for process in self.processes:
             if self.stop_event.is_set():
@@ -105,6 +116,7 @@ class Worker:
                 self.stop_event.wait(delay)
                 delay = min(delay * 2, self.idle_max)
         finally:
+            self.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.stats

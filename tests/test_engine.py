@@ -315,28 +315,29 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
 
 
 def test_save_after_step_off_commits_consecutive_steps_together(dsn: str) -> None:
-    trips = {}
+    commits = {}
     for save in (True, False):
         name = unique("batch")
         process = Process.linear(name, ["a", "b", "c"], machine_options={"save_after_step": save})
         for state in ("a", "b", "c"):
             process.register(state, lambda ctx: ctx.next(), name=f"step_{state}")
-        with Store(dsn, pool_size=1) as one:  # one connection: its Questions counter is ours
+        with Store(dsn, pool_size=1) as one:  # one connection: its session counters are ours
             one.define(process.machine)
 
-            def asked(conn: Any) -> int:
+            def committed(conn: Any) -> int:  # COMMITs run by this session, in procedures too
                 with conn.cursor() as cur:
-                    cur.execute("SHOW SESSION STATUS LIKE 'Questions'")
+                    cur.execute("SHOW SESSION STATUS LIKE 'Com_commit'")
                     return int(cur.fetchone()[1])
 
-            before = one._db.read(asked)
-            result = process.start(one, "k")
-            trips[save] = one._db.read(asked) - before - 1
+            one.create(name, "k")
+            before = one._db.read(committed)
+            result = process.run(one, "k")
+            commits[save] = one._db.read(committed) - before
             assert (result.state, result.steps) == ("done", 3)
             history = one.history(name, "k")
             assert [(h.handler, h.from_state, h.to_state) for h in history[1:]] == [
                 ("step_a", "a", "b"), ("step_b", "b", "c"), ("step_c", "c", "done")]  # every step recorded
-    assert trips == {True: 2 + 3, False: 2 + 1}  # create + claim, then one commit per step / one for all
+    assert commits == {True: 1 + 3, False: 1 + 1}  # the claim, then one commit per step / one for all
 
 
 def test_the_engine_takes_the_instances_locks(store: Store) -> None:

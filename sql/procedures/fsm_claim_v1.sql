@@ -10,8 +10,10 @@
 -- Parameters: p_machine, p_owner (1-64 of [A-Za-z0-9._:-]), p_limit (1 to 1000),
 --   p_claim_seconds (0.1 to 86400), p_key (NULL: any due run).
 -- Result: one row per claimed instance: its columns (id, instance_key, lookup_key,
---   current_state, status, data, version, ...) and the run's attempt, pause_requested and
---   run_immediately; no row when nothing is due.
+--   current_state, status, data, version, ...), the run's attempt, pause_requested and
+--   run_immediately, and entered: the sort_key of the transition into the current state
+--   (stable across retries and pauses of the step); no row when nothing is due. A run whose
+--   previous claim ran out without being given back has its attempt counted up.
 -- Errors: 31002 unknown machine; 31003 unknown instance (p_key); 31009 invalid argument;
 --   31016 inside an open transaction; 31020 p_key is claimed by another owner.
 -- Example: CALL fsm_claim_v1('order', 'worker-1:ab12', 10, 60, NULL);
@@ -59,7 +61,9 @@ BEGIN
       IF v_done THEN
         LEAVE claim;
       END IF;
-      UPDATE fsm_runs SET due_at = v_until, claimed_by = p_owner, updated_at = v_now WHERE id = v_run;
+      -- still claimed_by someone while due: that claim ran out (its worker died or hung)
+      UPDATE fsm_runs SET attempt = attempt + (claimed_by IS NOT NULL), due_at = v_until, claimed_by = p_owner,
+             updated_at = v_now WHERE id = v_run;
     END LOOP;
     CLOSE v_due_runs;
   ELSE
@@ -72,12 +76,14 @@ BEGIN
     END IF;
     INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, claimed_by, attempt, created_at, updated_at)
     VALUES (p_machine, @fsm_i_id, p_key, v_until, p_owner, 0, v_now, v_now)
-    ON DUPLICATE KEY UPDATE due_at = v_until, claimed_by = p_owner, updated_at = v_now;
+    ON DUPLICATE KEY UPDATE attempt = attempt + (claimed_by IS NOT NULL AND claimed_by <> p_owner),
+      due_at = v_until, claimed_by = p_owner, updated_at = v_now;
   END IF;
   COMMIT;
   SET @fsm_a1 = p_machine, @fsm_a2 = p_owner, @fsm_a3 = v_now;
-  SET @fsm_sql = CONCAT('SELECT i.*, r.attempt, r.pause_requested, r.run_immediately FROM fsm_runs r ',
-    'JOIN `fsm_', p_machine, '` i ON i.id = r.instance_id ',
+  SET @fsm_sql = CONCAT('SELECT i.*, r.attempt, r.pause_requested, r.run_immediately, ',
+    '(SELECT t.sort_key FROM `fsm_', p_machine, '_transitions` t WHERE t.instance_id = i.id AND t.most_recent = 1) ',
+    'AS entered FROM fsm_runs r JOIN `fsm_', p_machine, '` i ON i.id = r.instance_id ',
     'WHERE r.machine = ? AND r.claimed_by = ? AND r.updated_at = ? ORDER BY r.id');
   PREPARE fsm_stmt FROM @fsm_sql;
   EXECUTE fsm_stmt USING @fsm_a1, @fsm_a2, @fsm_a3;

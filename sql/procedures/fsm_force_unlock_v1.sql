@@ -24,9 +24,10 @@ BEGIN
   DECLARE v_done TINYINT DEFAULT 0;
   DECLARE v_machine VARCHAR(48) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_instance BIGINT UNSIGNED;
-  DECLARE v_released CURSOR FOR
+  DECLARE v_held CURSOR FOR
     SELECT DISTINCT machine, instance_id FROM fsm_locks
-     WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope) AND unlocked_at = v_now;
+     WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope)
+       AND unlocked_at IS NULL AND expires_at > v_now;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -46,6 +47,16 @@ BEGIN
   END IF;
   CALL fsm_begin_v1();
   SET v_started = 1;
+  -- the instance rows first, then fsm_locks: the order of the transition trigger
+  OPEN v_held;
+  mark: LOOP
+    FETCH v_held INTO v_machine, v_instance;
+    IF v_done THEN
+      LEAVE mark;
+    END IF;
+    CALL fsm_mark_unlocked_v1(v_machine, v_instance, v_now);
+  END LOOP;
+  CLOSE v_held;
   SET v_first = (SELECT COALESCE(MAX(id), 0) + 1 FROM fsm_lock_log);
   INSERT INTO fsm_lock_log (scope, lookup_key, machine, instance_key, owner, expires_at, released_at, released_by, reason)
   SELECT scope, lookup_key, machine, instance_key, owner, expires_at, v_now, USER(), p_reason
@@ -56,15 +67,6 @@ BEGIN
   UPDATE fsm_locks SET unlocked_at = v_now
    WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope)
      AND unlocked_at IS NULL AND expires_at > v_now;
-  OPEN v_released;
-  mark: LOOP
-    FETCH v_released INTO v_machine, v_instance;
-    IF v_done THEN
-      LEAVE mark;
-    END IF;
-    CALL fsm_mark_unlocked_v1(v_machine, v_instance, v_now);
-  END LOOP;
-  CLOSE v_released;
   COMMIT;
   SELECT g.scope, g.lookup_key, g.machine, g.instance_key, g.owner, g.expires_at,
          IS_USED_LOCK(l.advisory_name) AS advisory_connection

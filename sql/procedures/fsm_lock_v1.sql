@@ -3,12 +3,13 @@
 -- For each lock the instance uses (uses_global_lock: scope '*' for its lookup_key across
 -- all types; uses_local_lock: scope = its type), always global first so that two callers
 -- cannot deadlock each other: GET_LOCK(name, 0) on this connection (freed by MySQL if the
--- connection dies), then the lock row in fsm_locks, taken when it is free, expired or
--- already this owner's. The row is what counts: a row held by another owner refuses the
--- lock even where its holder's connection is gone, until the row expires. Where another
--- connection holds the advisory lock, the row may still be taken if it has expired or was
--- force-released and that connection is the one that took it (a stalled holder). Nothing
--- waits: a busy lock fails at once (pyfsm's Python side retries a few times). On success
+-- connection dies), then the lock row in fsm_locks, taken when it is free (no row,
+-- released, expired) or already this owner's. The row is what counts: a row held by
+-- another owner refuses the lock even where its holder's connection is gone, until the row
+-- expires; a free row is taken even where a stalled holder's connection still has the
+-- advisory lock. The instance row is locked first, then fsm_locks, the order of the
+-- transition trigger. Nothing waits for a holder: a busy lock fails at once (pyfsm's
+-- Python side retries a few times). An owner token must be unique per holder. On success
 -- the connection's @fsm_lock_owner is set, so that transitions sent on this connection
 -- pass the transition trigger's lock check; fsm_unlock_v1 releases and clears it. The
 -- instance's unlocked_at is set to the expiry (renewals extend only the lock rows).
@@ -32,10 +33,10 @@ BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_expires, v_until DATETIME(6);
-  DECLARE v_id, v_conn BIGINT UNSIGNED;
+  DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_lookup VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_key, v_held_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_global, v_local, v_want, v_adv, v_found, v_free TINYINT DEFAULT 0;
+  DECLARE v_global, v_local, v_want, v_found, v_free TINYINT DEFAULT 0;
   DECLARE v_got_g, v_got_l TINYINT DEFAULT 0;
   DECLARE v_lease DECIMAL(12,3);
   DECLARE v_i INT DEFAULT 0;
@@ -68,7 +69,10 @@ BEGIN
   IF p_lease_seconds IS NOT NULL AND p_lease_seconds NOT BETWEEN 0.1 AND 86400 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: lease_seconds must be between 0.1 and 86400', MYSQL_ERRNO = 31009;
   END IF;
-  -- the instance (aggregates: always exactly one row, NULLs when there is no instance)
+  CALL fsm_begin_v1();
+  SET v_started = 1;
+  -- the instance row first, then fsm_locks: the order the transition trigger uses
+  CALL fsm_lock_instance_v1(p_machine, p_key);
   SET @fsm_lk_key = p_key;
   SET @fsm_sql = CONCAT('SELECT MAX(i.id), MAX(i.lookup_key), MAX(i.uses_global_lock), MAX(i.uses_local_lock), ',
     'MAX(d.lock_lease_seconds) INTO @fsm_lk_id, @fsm_lk_lookup, @fsm_lk_global, @fsm_lk_local, @fsm_lk_lease ',
@@ -90,35 +94,27 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
   END IF;
   SET v_expires = DATE_ADD(v_now, INTERVAL ROUND(v_lease * 1000000) MICROSECOND);
-  CALL fsm_begin_v1();
-  SET v_started = 1;
   WHILE v_i < 2 DO
     SET v_want = IF(v_i = 0, v_global, v_local);
     IF v_want THEN
       SET v_scope = IF(v_i = 0, '*', p_machine);
       SET v_name = IF(v_i = 0, CONCAT('fsm:g:', SHA1(v_lookup)), CONCAT('fsm:l:', SHA1(CONCAT(p_machine, ':', v_lookup))));
-      SET v_adv = 0;
-      IF IS_USED_LOCK(v_name) <=> CONNECTION_ID() THEN
-        SET v_adv = 1;  -- this connection holds it already: do not count it twice
-      ELSEIF GET_LOCK(v_name, 0) = 1 THEN
-        SET v_adv = 1;
-        IF v_i = 0 THEN SET v_got_g = 1; ELSE SET v_got_l = 1; END IF;
+      IF NOT (IS_USED_LOCK(v_name) <=> CONNECTION_ID()) THEN  -- not twice: GET_LOCK counts re-entries
+        IF GET_LOCK(v_name, 0) = 1 THEN
+          IF v_i = 0 THEN SET v_got_g = 1; ELSE SET v_got_l = 1; END IF;
+        END IF;
       END IF;
       SET v_found = 1, v_holder = NULL;
-      SELECT owner, expires_at, unlocked_at, machine, instance_key, connection_id
-        INTO v_holder, v_until, v_unlocked, v_held_machine, v_held_key, v_conn
+      SELECT owner, expires_at, unlocked_at, machine, instance_key
+        INTO v_holder, v_until, v_unlocked, v_held_machine, v_held_key
         FROM fsm_locks WHERE scope = v_scope AND lookup_key = v_lookup FOR UPDATE;
-      -- free: no row, released, expired, or ours already
+      -- The row decides: free (no row, released, expired) or ours already. Its FOR UPDATE
+      -- makes concurrent takers queue; the advisory lock is only the fast path, so a row left
+      -- by a stalled holder whose connection still has the advisory lock can be taken over.
       SET v_free = NOT v_found OR v_unlocked IS NOT NULL OR v_until <= v_now OR v_holder = p_owner;
-      IF NOT v_free OR (v_adv = 0 AND NOT (v_found AND v_holder = p_owner)
-                        AND NOT (v_found AND IS_USED_LOCK(v_name) <=> v_conn)) THEN
-        IF v_free THEN
-          SET v_msg = LEFT(CONCAT('fsm: lock ', v_scope, ' ', v_lookup, ' is being taken by connection ',
-                                  COALESCE(IS_USED_LOCK(v_name), '?')), 128);
-        ELSE
-          SET v_msg = LEFT(CONCAT('fsm: lock ', v_scope, ' ', v_lookup, ' is held by ', v_holder, ' (', v_held_machine,
-                                  ' ', v_held_key, ') until ', v_until), 128);
-        END IF;
+      IF NOT v_free THEN
+        SET v_msg = LEFT(CONCAT('fsm: lock ', v_scope, ' ', v_lookup, ' is held by ', v_holder, ' (', v_held_machine,
+                                ' ', v_held_key, ') until ', v_until), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31014;
       END IF;
       IF v_found THEN
@@ -127,9 +123,14 @@ BEGIN
                unlocked_at = NULL, expires_at = v_expires, advisory_name = v_name, connection_id = CONNECTION_ID()
          WHERE scope = v_scope AND lookup_key = v_lookup;
       ELSE
-        INSERT INTO fsm_locks (scope, lookup_key, machine, instance_id, instance_key, owner, locked_at,
-                               unlocked_at, expires_at, advisory_name, connection_id)
-        VALUES (v_scope, v_lookup, p_machine, v_id, v_key, p_owner, v_now, NULL, v_expires, v_name, CONNECTION_ID());
+        BEGIN
+          -- another taker inserted the first row of this lock a moment ago: it holds it now
+          DECLARE EXIT HANDLER FOR 1062
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: lock is being taken by another owner right now', MYSQL_ERRNO = 31014;
+          INSERT INTO fsm_locks (scope, lookup_key, machine, instance_id, instance_key, owner, locked_at,
+                                 unlocked_at, expires_at, advisory_name, connection_id)
+          VALUES (v_scope, v_lookup, p_machine, v_id, v_key, p_owner, v_now, NULL, v_expires, v_name, CONNECTION_ID());
+        END;
       END IF;
     END IF;
     SET v_i = v_i + 1;

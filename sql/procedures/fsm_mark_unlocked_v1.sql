@@ -16,6 +16,8 @@ CREATE PROCEDURE `fsm_mark_unlocked_v1`(
 MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   IF fsm_valid_name_v1(p_machine, 48) THEN
+    -- a leftover @fsm_event (a failed raw UPDATE) must not turn this into a transition
+    SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;
     SET @fsm_a1 = p_at, @fsm_a2 = p_instance_id;
     SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET unlocked_at = ? WHERE id = ?');
     PREPARE fsm_stmt FROM @fsm_sql;

@@ -22,6 +22,7 @@ BEGIN
   IF NOT (p_global IS NULL OR p_global IN (0, 1)) OR NOT (p_local IS NULL OR p_local IN (0, 1)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: lock settings must be 1, 0 or NULL', MYSQL_ERRNO = 31009;
   END IF;
+  SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;  -- not a transition
   SET @fsm_a1 = p_global, @fsm_a2 = p_local, @fsm_a3 = p_key;
   SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET uses_global_lock = COALESCE(?, uses_global_lock), ',
                         'uses_local_lock = COALESCE(?, uses_local_lock) WHERE instance_key = ?');

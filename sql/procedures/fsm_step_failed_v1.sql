@@ -55,6 +55,7 @@ BEGIN
   SET v_id = @fsm_i_id, v_state = @fsm_i_state;
   CALL fsm_check_claim_v1(p_machine, p_key, v_id, p_owner, p_expected_version);
   SET v_pause = @fsm_pause_requested;
+  SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;  -- not a transition
   SET @fsm_a1 = v_now, @fsm_a2 = v_id;
   SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET last_retry_at = ? WHERE id = ?');
   PREPARE fsm_stmt FROM @fsm_sql;

@@ -27,14 +27,20 @@ BEGIN
         @fsm_a1 = NULL, @fsm_a2 = NULL, @fsm_a3 = NULL, @fsm_a4 = NULL;
     RESIGNAL;
   END;
+  IF NOT fsm_valid_name_v1(p_machine, 48) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid machine name', MYSQL_ERRNO = 31009;
+  END IF;
   SET @fsm_a1 = p_id;
   IF p_event IS NOT NULL THEN
     SET @fsm_event = p_event, @fsm_handler = p_handler, @fsm_metadata = p_metadata, @fsm_source = 'engine',
+        @fsm_request_id = NULL,
         @fsm_a2 = p_data;
     SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET data = COALESCE(?, data) WHERE id = ?');
     PREPARE fsm_stmt FROM @fsm_sql;
     EXECUTE fsm_stmt USING @fsm_a2, @fsm_a1;
   ELSE
+    -- not a transition, whatever a failed raw UPDATE left in @fsm_event
+    SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;
     SET @fsm_a2 = p_status, @fsm_a3 = p_resume_from_step, @fsm_a4 = p_data;
     SET @fsm_sql = CONCAT('UPDATE `fsm_', p_machine, '` SET status = COALESCE(?, status), ',
                           'resume_from_step = COALESCE(?, resume_from_step), data = COALESCE(?, data) WHERE id = ?');

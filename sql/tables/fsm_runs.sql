@@ -6,7 +6,8 @@
 -- it is due, and while a worker or caller runs it, the end of that claim (claimed_by): if
 -- the claimer dies, the row becomes due again when the claim runs out. attempt counts the
 -- failed attempts of the current step (reset when the state changes); pause_requested
--- asks the claimer to pause at the next step boundary; run_immediately overrides the
+-- asks the claimer to pause at the next step boundary; a claim that ran out without being
+-- given back (its worker died or hung) counts as an attempt when the run is claimed again; run_immediately overrides the
 -- process's setting for this instance (NULL: the process decides).
 -- The claim query (fsm_claim_v1) reads the index (machine, due_at, id) in order with
 -- FOR UPDATE SKIP LOCKED, so concurrent workers never wait for, or miss, due rows.
@@ -26,5 +27,6 @@ CREATE TABLE IF NOT EXISTS `fsm_runs` (
   `updated_at`      DATETIME(6) NOT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `fsm_runs_instance` (`machine`, `instance_id`),
-  KEY `fsm_runs_claim` (`machine`, `due_at`, `id`)
+  KEY `fsm_runs_claim` (`machine`, `due_at`, `id`),
+  KEY `fsm_runs_claimed_by` (`claimed_by`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin

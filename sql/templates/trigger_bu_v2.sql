@@ -17,7 +17,8 @@
 -- connection that holds the lock). Event data: the outbox row carries the data only when
 -- the definition's event_data option is on (NULL otherwise).
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
--- @fsm_request_id, @fsm_source (the procedures clear these after each call), @fsm_lock_owner
+-- @fsm_request_id, @fsm_source (the procedures clear these after each call, and this trigger
+-- when the statement fails), @fsm_lock_owner
 -- (set by fsm_lock_v1, cleared by fsm_unlock_v1). Written:
 -- @fsm_last_transition_id, the id of the history row just inserted.
 -- Errors: 31005 transition not allowed; 31006 several events lead to the new state (set
@@ -37,7 +38,9 @@ BEGIN
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    SET @fsm_guard = NULL;
+    -- the statement failed as a whole: its transition context must not outlive it and turn
+    -- the session's next, unrelated UPDATE into a transition
+    SET @fsm_guard = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL;
     RESIGNAL;
   END;
   -- Binary comparison: utf8mb4_bin ignores trailing spaces, so 'k1 ' would equal 'k1'.
