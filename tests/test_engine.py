@@ -381,3 +381,73 @@ def test_procedures_refuse_an_open_transaction_and_leave_it_alone(store: Store, 
     finally:
         conn.close()
     assert store.get(process.name, "t-1").status == "running" and store.locks(lookup_key="acct") == []
+
+
+def test_review_regressions_pause_in_batch_mode_step_id_and_leftover_event(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    """A pause reaches a batch (save_after_step off) at the next step; ctx.step_id is stable
+    across a retry and a pause; a leftover @fsm_event never turns a pause into a transition."""
+    name = unique("batchpause")
+    process = Process.linear(name, ["a", "b", "c", "d"], machine_options={"save_after_step": False}, backoff=0.0)
+    ids: list[tuple[str, int, str]] = []
+
+    def step(ctx: Context) -> Outcome:
+        ids.append((ctx.state, ctx.attempt, ctx.step_id))
+        if ctx.state == "a":
+            store.pause(name, ctx.key)  # requested while a runs: b must not run
+        if ctx.state == "c" and ctx.attempt == 1:
+            raise TimeoutError("once")
+        return ctx.next()
+
+    for state in ("a", "b", "c", "d"):
+        process.register(state, step, name=f"h_{state}")
+    store.define(process.machine)
+    first = process.start(store, "bp-1")
+    assert (first.state, first.status, [s for s, _a, _i in ids]) == ("b", "paused", ["a"])
+    raw.cursor().execute("SET @fsm_event = 'next'")  # left behind by some failed raw UPDATE
+    store.resume(name, "bp-1")
+    assert store.get(name, "bp-1").state == "b"  # resume did not move it
+    raw.cursor().execute(f"CALL fsm_pause_v1('{name}', 'bp-1')")  # nor does a pause through that session
+    assert store.get(name, "bp-1").state == "b"
+    raw.cursor().execute("SET @fsm_event = NULL")
+    store.resume(name, "bp-1")
+    drain(store, process)
+    assert store.get(name, "bp-1").state == "done"
+    by_state: dict[str, set[str]] = {}
+    for state, _attempt, step_id in ids:
+        by_state.setdefault(state, set()).add(step_id)
+    assert len(by_state["c"]) == 1 and [a for s, a, _i in ids if s == "c"] == [1, 2]  # same id on the retry
+    assert len({next(iter(v)) for v in by_state.values()}) == 4  # and a different one for every step
+
+
+def test_a_poisoned_run_fails_once_instead_of_looping(store: Store) -> None:
+    name = unique("poison")
+    process = Process.linear(name, ["a", "b"], machine_options={"uses_global_lock": True})
+    process.register("a", lambda ctx: ctx.next(), name="a")
+    store.define(process.machine)
+    store.create(name, "no-account")  # uses the global lock, but has no lookup_key to lock
+    store.enqueue(name, "no-account")
+    stats = drain(store, process)
+    assert stats.runs == 1
+    instance = store.get(name, "no-account")
+    assert instance.status == "failed"
+    [error] = store.errors(name, "no-account")
+    assert error["error_type"] == "pyfsm.errors.InvalidArgument" and "lookup_key" in error["message"]
+
+
+def test_claims_that_ran_out_count_as_attempts(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    name = unique("abandoned")
+    process = Process.linear(name, ["a", "b"], max_attempts=2)
+    process.register("a", lambda ctx: ctx.next(), name="a")
+    store.define(process.machine)
+    store.create(name, "x")
+    store.enqueue(name, "x")
+    for dead in ("dead:1", "dead:2"):  # two workers claim it and die before finishing
+        assert fetch(raw, "CALL fsm_claim_v1(%s, %s, 1, 0.1, NULL)", (name, dead))
+        time.sleep(0.2)
+    assert store.run_info(name, "x")["attempt"] == 1  # type: ignore[index]
+    drain(store, process)  # the third claim: attempt 2 of 2 already used up
+    assert store.get(name, "x").status == "failed"
+    [error] = store.errors(name, "x")
+    assert error["error_type"] == "pyfsm.StepAbandoned" and error["attempt"] == 2

@@ -263,3 +263,40 @@ def test_definition_options_lease_and_event_data(store: Store, raw) -> None:  # 
     assert errno_of(raw, "CALL fsm_define_v2(%s, %s)", (unique("m"), bad)) == 31001
     bad = '{"states": ["a"], "start": ["a"], "transitions": [], "options": {"lock_lease_seconds": 1.5}}'
     assert errno_of(raw, "CALL fsm_define_v2(%s, %s)", (unique("m"), bad)) == 31001
+
+
+def test_review_regressions_takeover_lease_gc_and_small_pools(store: Store, dsn: str) -> None:
+    import gc
+
+    machine = define(store, uses_global_lock=True)
+    account = unique("acct")
+    key = new_order(store, machine, account)
+    stalled = store.lock(machine, key, lease_seconds=0.2, heartbeat=False)
+    time.sleep(0.3)  # expired; its connection still holds the advisory lock
+    with store.lock(machine, key, attempts=1):
+        pass
+    with store.lock(machine, key, attempts=1) as third:  # the lock stays usable after a takeover
+        assert third.global_lock
+    stalled.release()
+
+    forgotten = store.lock(machine, key, heartbeat=False)  # never released ...
+    del forgotten
+    gc.collect()
+    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    try:  # ... its connection was closed, so its advisory lock is free at once
+        deadline = time.monotonic() + 5
+        while fetch(conn, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA1(%s))) AS c", (account,))[0]["c"] is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        conn.close()
+    store.force_unlock(account, reason="test: the forgotten lease's row")
+
+    with Store(dsn, pool_size=1) as small:  # leases do not take the pool's only connection
+        other = new_order(store, machine, account)
+        with small.lock(machine, key):
+            started = time.monotonic()
+            with pytest.raises(LockNotAcquired) as caught:
+                small.lock(machine, other, attempts=2)
+            assert time.monotonic() - started < 2 and caught.value.fields["holders"]
+            assert small.get(machine, key).state == "new"

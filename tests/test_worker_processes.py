@@ -175,3 +175,25 @@ def test_four_workers_drain_2000_instances_each_completed_exactly_once(store: St
         admin.close()
     ran = Counter((k, w) for k, w, _p in effects(side, name))
     assert len(ran) == 4000 and set(ran.values()) == {1}  # no crash: every handler ran exactly once
+
+
+def test_slow_handlers_longer_than_the_claim_run_once_with_two_workers(store: Store, dsn: str, side: Any) -> None:
+    """The claim heartbeat keeps a live worker's claims, the waiting rows of its batch too."""
+    name = unique("slowclaim")
+    settings = {"claim_seconds": 0.6}
+    process = build("slow", name, **settings)
+    store.define(process.machine)
+    for key in ("s-1", "s-2", "s-3"):
+        store.create(name, key)
+        store.enqueue(name, key)
+    out, start = SPAWN.Queue(), SPAWN.Event()
+    workers = [spawn_worker(dsn, "slow", name, settings, {"PYFSM_SLOW_SECONDS": "1.0"}, 1.5, start, out)
+               for _ in range(2)]
+    start.set()
+    reports = [out.get(timeout=TIMEOUT) for _ in workers]
+    for w in workers:
+        w.join(timeout=30)
+    assert [r["error"] for r in reports if r["error"]] == []
+    assert store.counts(name) == {"done": 3}
+    runs = Counter((k, w) for k, w, _p in effects(side, name))
+    assert {k: runs[(k, "charge-start")] for k in ("s-1", "s-2", "s-3")} == {"s-1": 1, "s-2": 1, "s-3": 1}
