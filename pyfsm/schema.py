@@ -9,6 +9,7 @@ machine is defined: MySQL cannot create triggers from a stored procedure.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -159,26 +160,53 @@ def install_machine_objects(conn: Any, machine: str) -> None:
         )
 
 
-def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str) -> None:
+def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str,
+                             *, wait_seconds: int = 10, attempts: int = 6) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
     moment where neither version fires.
 
     MySQL has no CREATE OR REPLACE TRIGGER that both servers accept, and DROP then CREATE
     leaves a gap in which an UPDATE would run unchecked. Under LOCK TABLES ... WRITE no other
-    session can touch the table until both statements are done; the lock waits for running
-    transactions on the table (lock_wait_timeout) rather than breaking them.
+    session can touch the table until both statements are done. Taking that lock waits for
+    running transactions on the table, and every new one queues behind the wait, so it waits
+    at most ``wait_seconds`` (lock_wait_timeout) and tries again later, up to ``attempts``
+    times. If a CREATE fails, the old trigger is put back before the table is unlocked.
     """
     table = f"fsm_{check_machine_name(machine)}"
+    pairs = list(pairs)
     with conn.cursor() as cur:
         cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
         cur.execute("SET time_zone = '+00:00'")
-        cur.execute(f"LOCK TABLES `{table}` WRITE")
+        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        (previous_wait,) = cur.fetchone()
+        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
         try:
-            for old, new in pairs:
-                cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(old, machine)}`")
-                cur.execute(render(new, machine))
+            for attempt in range(attempts):
+                try:
+                    cur.execute(f"LOCK TABLES `{table}` WRITE")
+                    break
+                except pymysql.err.OperationalError as exc:
+                    if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
+                        raise
+                    time.sleep(1.0)
+            try:
+                swapped: list[tuple[str, str, bool]] = []  # (old, new, new one created)
+                try:
+                    for old, new in pairs:
+                        cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(old, machine)}`")
+                        swapped.append((old, new, False))
+                        cur.execute(render(new, machine))
+                        swapped[-1] = (old, new, True)
+                except pymysql.err.MySQLError:
+                    for old, new, created in reversed(swapped):  # leave the table as it was: old triggers
+                        if created:
+                            cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(new, machine)}`")
+                        cur.execute(render(old, machine))
+                    raise
+            finally:
+                cur.execute("UNLOCK TABLES")
         finally:
-            cur.execute("UNLOCK TABLES")
+            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous_wait)}")
         cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
 
 

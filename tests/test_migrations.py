@@ -164,3 +164,24 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
     for label in ("columns", "indexes", "routines", "triggers", "params"):
         assert a[label] == b[label], label
     assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v2"]
+
+
+def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    settings = make_database()
+    schema.migrate(settings)
+    conn = db.connect(settings)
+    try:
+        schema.execute_ddl(conn, [render(name, "door") for name in schema.MACHINE_TEMPLATE_SETS["v1"]])
+        with pytest.raises(pymysql.err.MySQLError):  # the "new" trigger exists already: CREATE fails
+            schema.replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_hbu_v1")], "v2")
+        with conn.cursor() as cur:
+            cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                        "AND event_object_table = 'fsm_door' AND event_manipulation = 'UPDATE'")
+            assert [r[0] for r in cur.fetchall()] == ["fsm_door_bu_v1"]  # not left without a transition trigger
+            cur.execute("SELECT @@SESSION.lock_wait_timeout")
+            assert cur.fetchone()[0] > 10  # the session's own setting is back
+    finally:
+        conn.close()
