@@ -185,8 +185,13 @@ class Lease:
                 released = int(rows[0]["released"])
             except FsmError as exc:
                 log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
-        self._closer()  # closing the lease's own connection frees whatever advisory lock is left
-        return released == self._count and not self.lost
+        clean = ok and not self.lost and released == self._count
+        if clean:  # every lock and @fsm_lock_owner given back: the connection may serve another lease
+            self._closer.detach()
+            self._store._lease_connections.put(conn)
+        else:
+            self._closer()  # closing the connection frees whatever advisory lock is left on it
+        return clean
 
 
 def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_seconds: float | None,
@@ -202,7 +207,7 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
         raise InvalidArgument(f"attempts must be an integer from 1 to 100, got {attempts!r:.80}")
     if not isinstance(backoff, int | float) or not 0 <= backoff <= 10:
         raise InvalidArgument(f"backoff must be between 0 and 10 seconds, got {backoff!r:.80}")
-    conn = db.connect(store.settings)
+    conn = store._lease_connections.get()
     try:
         for attempt in range(attempts):
             try:
@@ -253,3 +258,41 @@ def _holders(conn: Any, machine: str, key: str) -> list[HeldLock]:
             return [HeldLock.from_row(r) for r in cur.fetchall()]
     except pymysql.err.MySQLError:
         return []
+
+
+class LeaseConnections:
+    """Connections for leases, outside the Store's pool, kept for reuse after a clean release.
+
+    A lease's connection holds advisory locks and ``@fsm_lock_owner`` while it is out, so it
+    never goes to the general pool; only a lease that released everything cleanly puts it
+    back here (a lost, failed or forgotten lease closes it instead).
+    """
+
+    def __init__(self, settings: db.Settings, keep: int) -> None:
+        self.settings, self.keep = settings, keep
+        self._free: list[Any] = []
+        self._mutex = threading.Lock()
+
+    def get(self) -> Any:
+        while True:
+            with self._mutex:
+                conn = self._free.pop() if self._free else None
+            if conn is None:
+                return db.connect(self.settings)
+            if db._is_alive(conn):
+                return conn
+            _close_quietly(conn)
+
+    def put(self, conn: Any) -> None:
+        conn.pyfsm_used = time.monotonic()
+        with self._mutex:
+            if len(self._free) < self.keep:
+                self._free.append(conn)
+                return
+        _close_quietly(conn)
+
+    def close(self) -> None:
+        with self._mutex:
+            free, self._free = self._free, []
+        for conn in free:
+            _close_quietly(conn)

@@ -16,7 +16,7 @@ import pymysql
 from . import db, schema
 from .definition import NAME, Machine
 from .errors import FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
-from .locks import HeldLock, Lease, acquire
+from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult
 from .resources import check_machine_name
 
@@ -39,6 +39,7 @@ class Store:
         if not self.settings.database:
             raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
         self._db = db.Database(self.settings, pool_size=pool_size)
+        self._lease_connections = LeaseConnections(self.settings, keep=pool_size)
         self._schema_ok = False
         self._lock = threading.Lock()
 
@@ -46,6 +47,7 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+        self._lease_connections.close()
 
     def __enter__(self) -> Store:
         return self

@@ -300,3 +300,25 @@ def test_review_regressions_takeover_lease_gc_and_small_pools(store: Store, dsn:
                 small.lock(machine, other, attempts=2)
             assert time.monotonic() - started < 2 and caught.value.fields["holders"]
             assert small.get(machine, key).state == "new"
+
+
+def test_lease_connections_are_reused_only_after_a_clean_release(store: Store) -> None:
+    machine = define(store, uses_local_lock=True)
+    account = unique("acct")
+    key = new_order(store, machine, account)
+
+    def connection_of_next_lease(**kwargs: Any) -> tuple[int | None, Any]:
+        lease = store.lock(machine, key, **kwargs)
+        return store.locks(lookup_key=account)[0].connection_id, lease
+
+    first, lease = connection_of_next_lease()
+    assert lease.release()
+    second, lease = connection_of_next_lease(lease_seconds=0.2, heartbeat=False)
+    assert second == first  # reused: the clean release gave everything back
+    time.sleep(0.3)
+    with store.lock(machine, key) as other:  # takes the expired lock over
+        assert other.owner != lease.owner
+    assert lease.release() is False  # lost: its connection is closed, not reused
+    third, lease = connection_of_next_lease()
+    assert third != second
+    lease.release()
