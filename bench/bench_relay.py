@@ -28,6 +28,8 @@ import pymysql
 from confluent_kafka import Consumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_transitions as bt  # the INSERT+COMMIT ceiling, measured the same way everywhere
 from kafka_broker import Broker
 
 from pyfsm import Machine, Relay, Store
@@ -61,6 +63,11 @@ def main() -> None:
                           topic="bench.jobs")
         store.define(machine)
         broker.create_topic("bench.jobs", partitions=8)
+        with admin.cursor() as cur:
+            cur.execute(f"USE `{name}`")
+            cur.execute(bt.TABLES[0])
+        ceiling = bt.measure("ceiling", 1, settings, 3.0)
+        print(f"ceiling: single-row INSERT+COMMIT, 1 client: {ceiling.rate:,.0f} tx/s")
 
         # 1. backlog
         conn = pymysql.connect(**settings.connect_kwargs())
@@ -80,7 +87,8 @@ def main() -> None:
             time.sleep(0.05)
         drain_s = time.perf_counter() - started
         print(f"backlog: {args.events} events written in {write_s:.1f} s ({args.events / write_s:,.0f}/s, "
-              f"multi-row INSERT+COMMIT); relayed in {drain_s:.1f} s ({args.events / drain_s:,.0f} events/s)")
+              f"multi-row INSERT+COMMIT); relayed in {drain_s:.1f} s ({args.events / drain_s:,.0f} events/s, "
+              f"{args.events / drain_s / ceiling.rate:.1f}x the 1-client ceiling)")
 
         # 2. steady rate
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
