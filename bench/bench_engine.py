@@ -26,7 +26,6 @@ import os
 import sys
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
 from pyfsm import Context, Outcome, Process, Store
-from pyfsm.db import Settings, parse_dsn
+from pyfsm.db import Settings
 from pyfsm.engine import claim, run_claimed
 from pyfsm.locks import new_owner
 
@@ -220,20 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="update the engine block of this file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.workers.split(",")]
-    database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
-    settings = parse_dsn(args.dsn).with_database(database)
-    admin = pymysql.connect(**settings.connect_kwargs(database=False))
-    with admin.cursor() as cur:
-        cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit")
-        server = dict(zip(("version", "flush"), map(str, cur.fetchone()), strict=True))
-        server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        cur.execute(f"CREATE DATABASE `{database}`")
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f"USE `{database}`")
-            cur.execute(bt.TABLES[0])  # the ceiling's table
-        with Store(settings.dsn(), pool_size=1) as store:
-            store.migrate()
+    with bt.migrated_database(args.dsn) as (settings, server):
         print("measuring send and engine steps...", file=sys.stderr, flush=True)
         send = measure_send(settings, 1000)
         step = measure_steps(settings, 60)
@@ -244,20 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         for k in counts:
             print(f"measuring {k} worker(s)...", file=sys.stderr, flush=True)
             workers[k] = measure_workers(settings, k, args.instances)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
-        admin.close()
     text = report(server, send, step, ceilings, workers, args.seconds)
     print(text)
     if args.write:
-        old = args.write.read_text() if args.write.exists() else "# Benchmarks\n"
-        block = f"{MARK[0]}\n{text}\n{MARK[1]}"
-        if MARK[0] in old:
-            head, rest = old.split(MARK[0], 1)
-            args.write.write_text(head + block + rest.split(MARK[1], 1)[1])
-        else:
-            args.write.write_text(old.rstrip("\n") + "\n\n" + block + "\n")
+        bt.write_results(args.write, text, MARK)
     return 0
 
 

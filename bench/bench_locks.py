@@ -23,17 +23,14 @@ import random
 import sys
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any
-
-import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
 from pyfsm import LockNotAcquired, Machine, Store
-from pyfsm.db import Settings, parse_dsn
+from pyfsm.db import Settings
 
 MARK = ("<!-- bench-locks:start -->", "<!-- bench-locks:end -->")
 MODES = {"none": {}, "global": {"uses_global_lock": True}, "local": {"uses_local_lock": True},
@@ -144,20 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=500, help="acquire+release pairs per lock mode")
     parser.add_argument("--write", type=Path, help="update the locks block of this file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
-    database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
-    settings = parse_dsn(args.dsn).with_database(database)
-    admin = pymysql.connect(**settings.connect_kwargs(database=False))
-    with admin.cursor() as cur:
-        cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit")
-        server = dict(zip(("version", "flush"), map(str, cur.fetchone()), strict=True))
-        server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        cur.execute(f"CREATE DATABASE `{database}`")
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f"USE `{database}`")
-            cur.execute(bt.TABLES[0])
-        with Store(settings.dsn(), pool_size=1) as store:
-            store.migrate()
+    with bt.migrated_database(args.dsn) as (settings, server):
         modes = {}
         for mode in MODES:
             print(f"measuring acquire + release ({mode})...", file=sys.stderr, flush=True)
@@ -165,20 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         print("measuring 8 contending processes...", file=sys.stderr, flush=True)
         contended = measure_contended(settings, args.seconds)
         ceilings = {k: bt.measure("ceiling", k, settings, args.seconds) for k in (1, 8)}
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
-        admin.close()
     text = report(server, modes, contended, ceilings, args.seconds)
     print(text)
     if args.write:
-        old = args.write.read_text() if args.write.exists() else "# Benchmarks\n"
-        block = f"{MARK[0]}\n{text}\n{MARK[1]}"
-        if MARK[0] in old:
-            head, rest = old.split(MARK[0], 1)
-            args.write.write_text(head + block + rest.split(MARK[1], 1)[1])
-        else:
-            args.write.write_text(old.rstrip("\n") + "\n\n" + block + "\n")
+        bt.write_results(args.write, text, MARK)
     return 0
 
 

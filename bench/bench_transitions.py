@@ -40,7 +40,8 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,15 +322,41 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
     return "\n".join(lines)
 
 
-def write_results(path: Path, text: str) -> None:
-    """Replace the block between the bench markers in ``path`` (append one if there is none)."""
+def write_results(path: Path, text: str, marks: tuple[str, str] = (MARK_START, MARK_END)) -> None:
+    """Replace the block between ``marks`` in ``path`` (append one if there is none)."""
+    start, end = marks
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{MARK_START}\n{text}\n{MARK_END}"
-    if MARK_START in old and MARK_END in old:
-        head, rest = old.split(MARK_START, 1)
-        path.write_text(head + block + rest.split(MARK_END, 1)[1])
+    block = f"{start}\n{text}\n{end}"
+    if start in old and end in old:
+        head, rest = old.split(start, 1)
+        path.write_text(head + block + rest.split(end, 1)[1])
     else:
         path.write_text(old.rstrip("\n") + "\n\n" + block + "\n")
+
+
+@contextmanager
+def migrated_database(dsn: str) -> Iterator[tuple[Settings, dict[str, str]]]:
+    """A fresh database ``pyfsm_bench_<random>`` with pyfsm migrated and the ceiling's table,
+    and what the server says about itself; dropped at the end."""
+    database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
+    settings = parse_dsn(dsn).with_database(database)
+    admin = pymysql.connect(**settings.connect_kwargs(database=False))
+    with admin.cursor() as cur:
+        cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit")
+        server = dict(zip(("version", "flush"), map(str, cur.fetchone()), strict=True))
+        server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        cur.execute(f"CREATE DATABASE `{database}`")
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"USE `{database}`")
+            cur.execute(TABLES[0])  # the ceiling's table
+        with Store(settings.dsn(), pool_size=1) as store:
+            store.migrate()
+        yield settings, server
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        admin.close()
 
 
 def main(argv: list[str] | None = None) -> int:
