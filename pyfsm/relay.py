@@ -52,7 +52,7 @@ import pymysql
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from . import db, schema
-from .errors import DatabaseUnavailable, Deadlock, FsmError, InvalidArgument
+from .errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
 from .events import Lag, Message, encode, event_id
 from .kafka import PERMANENT, Backoff, KafkaLog, Problems, lock_name_for, producer_config
 
@@ -63,14 +63,10 @@ OUTBOX_COLUMNS = (
     "`event`, `from_state`, `to_state`, `data`, `metadata`, `occurred_at`"
 )
 ID_CHUNK = 1000  # ids per UPDATE ... WHERE id IN (...)
-DELETE_CHUNK = 5000
+DELETE_CHUNK = 2000  # rows per DELETE: a few ms, so a batch never waits long
 
 Row = dict[str, Any]
 Instance = tuple[str, int]
-
-
-class _Retry(Exception):
-    """A batch had failures worth retrying after a pause (already logged)."""
 
 
 _NO_REPORT = object()
@@ -140,8 +136,10 @@ class Relay:
         self._producer: Producer | None = None
         self._fatal: KafkaError | None = None
         self._problems = Problems(log)
-        self._maybe_parked = True  # unknown until the first look
         self._next_cleanup = 0.0
+        # topic -> (monotonic time it may be tried again, its backoff): a failing topic waits
+        # alone, the others go on
+        self._cooling: dict[str, tuple[float, Backoff]] = {}
         self._schema_ok = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -170,25 +168,27 @@ class Relay:
         """Publish until :meth:`stop` is called: lead or stand by, batch, back off on faults."""
         if self.kafka_config is None:
             self.kafka_config = producer_config(self._kafka, delivery_timeout=self.delivery_timeout)
-        self._check_schema()
         idle = Backoff(0.01, self.idle_max)
         failing = Backoff(0.1, self.max_backoff)
         log.info("relay %s started for database %s (lock %s)", self.name, self.settings.database, self.lock_name)
         try:
             while not self._stop.is_set():
                 try:
+                    self._check_schema()  # inside the loop: a relay started before its database waits
                     if not self._lead():
                         continue  # _lead waited in GET_LOCK
                     handled = self.step()
-                except _Retry:
-                    self._sleep(failing.next())
-                    continue
                 except (FsmError, pymysql.err.MySQLError) as exc:
                     err = db.translate(exc)
-                    if not isinstance(err, DatabaseUnavailable | Deadlock):
-                        raise err from exc
-                    self._problems.report("db:", f"database: {type(err).__name__} ({err.errno}): {err}; "
+                    if isinstance(err, SchemaVersionMismatch | InvalidArgument):
+                        raise err from exc  # a configuration to fix, not a fault to wait out
+                    # anything else (a lost or read-only server during a switchover, a missing
+                    # privilege being fixed): keep the rows, say it once, retry with backoff
+                    errno = getattr(err, "errno", None) or (exc.args[0] if getattr(exc, "args", None) else "")
+                    self._problems.report("db:", f"database: {type(err).__name__} ({errno}): {err}; "
                                                  "events are kept, retrying with backoff")
+                    if self._lock_conn is not None and not isinstance(err, Deadlock):
+                        self._abdicate(broken=True)  # a standby may do better meanwhile
                     self._sleep(failing.next())
                     continue
                 failing.reset()
@@ -249,7 +249,6 @@ class Relay:
             return False
         self._lock_stack, self._lock_conn = stack, pooled
         self._standby_logged = False
-        self._maybe_parked = True
         self.stats.leader_terms += 1
         log.info("leader: relay %s holds %s and publishes", self.name, self.lock_name)
         return True
@@ -279,39 +278,38 @@ class Relay:
 
     def step(self) -> int:
         """Publish one batch (the caller must lead). Returns how many rows were handled."""
-        if time.monotonic() >= self._next_cleanup:
-            self.cleanup()
-            self._next_cleanup = time.monotonic() + self.cleanup_interval
+        if time.monotonic() >= self._next_cleanup:  # one chunk per batch: publishing never waits long
+            more = self._delete_published(chunks=1) == DELETE_CHUNK
+            self._next_cleanup = time.monotonic() + (0 if more else self.cleanup_interval)
         rows = self._db.read(self._fetch)
         if not rows:
             return 0
-        parked = self._db.read(self._parked_instances) if self._maybe_parked else {}
-        self._maybe_parked = bool(parked)
-        held = [r for r in rows if (r["machine"], r["instance_id"]) in parked]
+        # "blocked" comes from the same statement (one snapshot) as the rows: an unpark that
+        # commits meanwhile can never let a later event of its instance overtake the released ones
+        held = [r for r in rows if r["blocked"]]
         if held:
             self._hold(held)
-        sendable = [r for r in rows if (r["machine"], r["instance_id"]) not in parked]
+        sendable = [r for r in rows if not r["blocked"]]
         results = self._produce(sendable) if sendable else {}
         # marked even if leadership was lost meanwhile: the broker did acknowledge these
         return len(held) + self._settle(sendable, results)
 
     def _fetch(self, conn: Any) -> list[Row]:
+        """The oldest unpublished, unparked rows in id order, leaving out topics that are
+        cooling down after a failure; ``blocked`` says an earlier event of the row's instance
+        is parked (read through fsm_outbox_instance)."""
+        now = time.monotonic()
+        for topic in [t for t, (until, _b) in self._cooling.items() if until <= now]:
+            self._cooling[topic] = (0.0, self._cooling[topic][1])  # due again; its backoff goes on
+        cooling = [t for t, (until, _b) in self._cooling.items() if until > now]
+        skip = f"AND o.`topic` NOT IN ({_marks(cooling)}) " if cooling else ""
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {OUTBOX_COLUMNS} FROM `fsm_outbox` "
-                        "WHERE `published_at` IS NULL AND `parked_at` IS NULL ORDER BY `id` LIMIT %s",
-                        (self.batch_size,))
+            cur.execute(f"SELECT {OUTBOX_COLUMNS}, EXISTS (SELECT 1 FROM `fsm_outbox` p "
+                        "WHERE p.`machine` = o.`machine` AND p.`instance_id` = o.`instance_id` AND p.`id` < o.`id` "
+                        "AND p.`published_at` IS NULL AND p.`parked_at` IS NOT NULL) AS `blocked` "
+                        "FROM `fsm_outbox` o WHERE o.`published_at` IS NULL AND o.`parked_at` IS NULL "
+                        f"{skip}ORDER BY o.`id` LIMIT %s", (*cooling, self.batch_size))
             return _dict_rows(cur)
-
-    @staticmethod
-    def _parked_instances(conn: Any) -> dict[Instance, Row]:
-        """The first parked row of each instance that has one."""
-        with conn.cursor() as cur:
-            cur.execute("SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
-                        "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`")
-            found: dict[Instance, Row] = {}
-            for row in _dict_rows(cur):
-                found.setdefault((row["machine"], row["instance_id"]), row)
-            return found
 
     def _hold(self, rows: Sequence[Row]) -> None:
         """Park rows whose instance has a parked event, re-checked under row locks.
@@ -322,9 +320,13 @@ class Relay:
         def hold(conn: Any) -> int:
             conn.begin()
             try:
+                instances = sorted({(r["machine"], r["instance_id"]) for r in rows})
                 with conn.cursor() as cur:
                     cur.execute("SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
-                                "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id` FOR UPDATE")
+                                "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL "
+                                f"AND (`machine`, `instance_id`) IN ({', '.join(['(%s, %s)'] * len(instances))}) "
+                                "ORDER BY `id` FOR UPDATE",
+                                [v for instance in instances for v in instance])
                     roots: dict[Instance, Row] = {}
                     for r in _dict_rows(cur):
                         roots.setdefault((r["machine"], r["instance_id"]), r)
@@ -345,7 +347,6 @@ class Relay:
                 raise
         count = self._db.read(hold)
         self.stats.held += count
-        self._maybe_parked = True
 
     def _produce(self, rows: Sequence[Row]) -> dict[int, Any]:
         """Produce rows in order and wait for every delivery report: id -> None (acked) or error."""
@@ -392,6 +393,7 @@ class Relay:
         parked: list[tuple[Row, Any]] = []
         failed: dict[str, list[int]] = {}
         broken: set[Instance] = set()
+        failing_topics: set[str] = set()
         for row in rows:
             instance = (row["machine"], row["instance_id"])
             error = results.get(row["id"], _NO_REPORT)
@@ -406,6 +408,8 @@ class Relay:
                 published.append(row["id"])
                 continue
             broken.add(instance)
+            if error is _NO_REPORT or not (isinstance(error, KafkaError) and error.code() in PERMANENT):
+                failing_topics.add(row["topic"])
             if error is _NO_REPORT:
                 failed.setdefault("no delivery report (producer reset)", []).append(row["id"])
             elif isinstance(error, KafkaError) and error.code() in PERMANENT:
@@ -436,19 +440,26 @@ class Relay:
         self.stats.published += len(published)
         for row, error in parked:
             self.stats.parked += 1
-            self._maybe_parked = True
             self._problems.report(
                 f"parked:{row['id']}",
                 f"parked event {event_id(row['machine'], row['transition_id'])} (outbox id {row['id']}, "
                 f"{row['machine']} {row['instance_key']!r} #{row['sort_key']}, topic {row['topic']!r}): "
                 f"{_describe(error)}; later events of this instance wait behind it; "
                 f"release with `pyfsm relay --unpark {row['id']}` (add --skip to give it up)", logging.ERROR)
+        now = time.monotonic()
+        for topic in {r["topic"] for r in rows} - failing_topics:
+            self._cooling.pop(topic, None)  # it works: no more waiting for it
+        for topic in failing_topics:  # it waits alone, longer each time; the other topics go on
+            backoff = self._cooling.get(topic, (0.0, Backoff(0.1, self.max_backoff)))[1]
+            self._cooling[topic] = (now + backoff.next(), backoff)
         if failed:
             self.stats.failed += sum(len(ids) for ids in failed.values())
             # A fresh producer for the retry: an idempotent producer whose deliveries timed out
             # may wait forever for a broker that forgot its producer id (a restarted broker).
             self._discard_producer()
-            raise _Retry
+            # no global backoff: the failing topics wait alone (above) and the next fetch goes
+            # on with the others; when every topic fails, the fetch finds nothing and idles
+            return len(published) + len(parked)
         self._problems.clear("kafka:")
         return len(published) + len(parked)
 
@@ -491,13 +502,16 @@ class Relay:
             self._schema_ok = True
 
     def cleanup(self) -> int:
-        """Delete published rows older than ``retention`` seconds; returns how many."""
+        """Delete every published row older than ``retention`` seconds; returns how many."""
+        return self._delete_published(chunks=None)
+
+    def _delete_published(self, *, chunks: int | None) -> int:
         cutoff_us = int(self.retention * 1_000_000)
 
         def delete(conn: Any) -> int:
             total = 0
             with conn.cursor() as cur:
-                for _ in range(200):
+                for _ in range(chunks or 1_000_000):
                     cur.execute("DELETE FROM `fsm_outbox` "
                                 "WHERE `published_at` < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND LIMIT %s",
                                 (cutoff_us, DELETE_CHUNK))
@@ -549,6 +563,12 @@ class Relay:
                     found = cur.fetchone()
                     if found is None:
                         raise InvalidArgument(f"no parked event with outbox id {outbox_id}")
+                    cur.execute("SELECT MIN(`id`) FROM `fsm_outbox` WHERE `machine` = %s AND `instance_id` = %s "
+                                "AND `published_at` IS NULL AND `parked_at` IS NOT NULL", found)
+                    (first,) = cur.fetchone()
+                    if skip and first != outbox_id:  # it only waits behind that one: never skip it
+                        raise InvalidArgument(f"outbox id {outbox_id} waits behind parked outbox id {first} of its "
+                                              f"instance; skip that one (or release both without --skip)")
                     released = 0
                     if skip:
                         cur.execute("UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6), "

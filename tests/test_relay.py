@@ -565,3 +565,75 @@ def test_cli_relay_help_and_missing_kafka() -> None:
     failed = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--dsn", "mysql://root@127.0.0.1:3306/x"],
                             capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
     assert failed.returncode == 1 and "PYFSM_KAFKA" in failed.stderr and len(failed.stderr.splitlines()) == 1
+
+
+def test_a_failing_topic_does_not_hold_back_the_others(fresh, kafka) -> None:  # type: ignore[no-untyped-def]
+    """30 events of a topic that does not exist come first; a healthy topic's 5 come after,
+    with batches of 10: the healthy ones are published while the missing topic waits alone."""
+    settings, store = fresh
+    missing, healthy = unique("t.absent"), unique("t.ok")
+    kafka.create_topic(healthy)
+    bad, good = cycle(missing), cycle(healthy)
+    store.define(bad)
+    store.define(good)
+    for n in range(15):
+        store.send(bad, f"b{n}", "go")  # creation + go: 2 events each
+    for n in range(5):
+        store.create(good, f"g{n}")
+    conf = {"bootstrap.servers": kafka.bootstrap, "allow.auto.create.topics": False,
+            "topic.metadata.propagation.max.ms": 500}
+    relay = Relay(settings.dsn(), kafka=conf, delivery_timeout=2, max_backoff=30, batch_size=10)
+    with running(relay):
+        wait_for(lambda: query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND "
+                                         "published_at IS NULL", (healthy,))[0]["n"] == 0,
+                 "the healthy topic's events", timeout=30)
+        assert query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND published_at IS NULL",
+                     (missing,))[0]["n"] == 30  # kept, waiting for their topic
+    assert sorted(first_occurrences(kafka.read(healthy, count=5))) == [f"g{n}" for n in range(5)]
+
+
+def test_skipping_a_held_event_is_refused(fresh, kafka) -> None:  # type: ignore[no-untyped-def]
+    settings, store = fresh
+    topic = unique("t.held")
+    kafka.create_topic(topic)
+    machine = cycle(topic)
+    store.define(machine)
+    store.create(machine, "big")
+    store.send(machine, "big", "go", data={"blob": "x" * 1_010_000})
+    store.send(machine, "big", "back", data={})
+    relay = Relay(settings.dsn(), kafka=kafka.bootstrap)
+    with running(relay):
+        wait_for(lambda: relay.lag().parked == 2, "the big event parked and the next one held")
+        root, held = relay.parked()
+        with pytest.raises(InvalidArgument, match="waits behind"):
+            relay.unpark(held["id"], skip=True)  # it could be published: never give it up
+        assert relay.unpark(root["id"], skip=True) == 2
+        wait_for(lambda: unpublished(settings) == 0, "the held event, published")
+
+
+def test_a_relay_started_before_its_database_waits_for_it(make_database, kafka) -> None:  # type: ignore[no-untyped-def]
+    settings = make_database()
+    relay = Relay(settings.with_database(settings.database).dsn().replace(f":{settings.port}/", ":1/"),
+                  kafka=kafka.bootstrap, max_backoff=0.2)
+    thread = threading.Thread(target=relay.run, daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    assert thread.is_alive()  # no server on port 1: it waits and retries instead of exiting
+    relay.stop()
+    thread.join(30)
+    assert not thread.is_alive()
+    relay.close()
+
+
+def test_lag_reads_only_the_unpublished_rows(fresh) -> None:  # type: ignore[no-untyped-def]
+    settings, _store = fresh
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("EXPLAIN SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox "
+                        "WHERE published_at IS NULL")
+            names = [d[0] for d in cur.description]
+            plan = dict(zip(names, cur.fetchone(), strict=True))
+    finally:
+        conn.close()
+    assert plan["key"] == "fsm_outbox_pending" and "Using index" in (plan["Extra"] or "")

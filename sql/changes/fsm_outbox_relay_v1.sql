@@ -1,4 +1,4 @@
--- fsm_outbox_relay_v1: the relay's bookkeeping columns and indexes on fsm_outbox (revision 0002).
+-- fsm_outbox_relay_v1: the relay's bookkeeping columns and indexes on fsm_outbox (revision 0003).
 --
 -- Adds to fsm_outbox, whose rows the triggers write (see tables/fsm_outbox.sql):
 --   published_at  DATETIME(6) UTC, set by the relay once the broker acknowledged the event;
@@ -11,7 +11,7 @@
 --   index fsm_outbox_pending (published_at, parked_at, id): the relay's "oldest unpublished,
 --                 unparked rows in id order", the lag count, parked rows, and retention deletes.
 --   index fsm_outbox_instance (machine, instance_id, id): one instance's rows in order.
--- Parameters: none. Applied once by migration 0002 after tables/fsm_outbox.sql.
+-- Parameters: none. Applied once by migration 0003.
 -- Errors: none of its own.
 -- Example: SELECT id, machine, instance_key, attempts, last_error FROM fsm_outbox WHERE published_at IS NULL AND parked_at IS NOT NULL ORDER BY id;
 ALTER TABLE `fsm_outbox`
