@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = add("worker", cmd_worker, "run handlers: claim due instances of the given processes and run them",
                  "pyfsm worker myapp.processes:checkout myapp.processes:refunds")
     worker.add_argument("process", nargs="+", help="module.path:attribute of a pyfsm.Process")
-    worker.add_argument("--batch", type=int, default=10, help="instances claimed per query (default 10)")
+    worker.add_argument("--batch", type=int, default=1, help="instances claimed per query (default 1)")
     worker.add_argument("--until-idle", type=float, default=None,
                         help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)")
     for name, func, text in (("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),

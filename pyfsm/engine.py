@@ -11,9 +11,10 @@ What is guaranteed, and what is not:
   a step re-run after a crash, or by a second worker whose claim replaced an expired one,
   fails that check and writes nothing.
 * A handler runs at least once per committed step, and may run more than once: when a
-  worker dies (or hangs past its claim) after the handler returned but before the
-  commit, the step is run again by the next claimer. While a worker is alive a heartbeat
-  keeps its claims, so a slow handler is never run twice at the same time. Handlers that
+  worker dies after the handler returned but before the commit, the step is run again by
+  the next claimer. While a worker is alive a heartbeat keeps its claims, so a slow
+  handler is never run twice at the same time (and a handler that hangs keeps its claim:
+  give slow outside calls their own timeouts). Handlers that
   call the outside world should make that call idempotent with ``ctx.step_id`` as the
   idempotency key: it is the same for every run, retry and resumption of the same step.
 * A claim that ran out without being given back counts as an attempt of the step, so a
@@ -166,8 +167,9 @@ class _Run:
                     return self.result()
             self.loop()
         finally:
-            if self.lease is not None:
-                self.lease.release()
+            lease, self.lease = self.lease, None  # a hand-back after this goes through the pool
+            if lease is not None:
+                lease.release()
         return self.result()
 
     def loop(self) -> None:
@@ -194,7 +196,7 @@ class _Run:
             if self.attempt >= self.process.attempts_for(spec):  # its claims ran out: the worker died or hung
                 self.failed(spec.name, StepAbandoned(
                     f"step {self.state!r} was claimed {self.attempt} time(s) without finishing: its worker died "
-                    "or hung (or its claim_seconds is too short)"), retryable=False, failure_event=failure_event,
+                    "while it ran"), retryable=False, failure_event=failure_event,
                     attempt=self.attempt)
                 return
             ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
@@ -298,11 +300,17 @@ def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: s
         error: FsmError = exc
     except FsmError as exc:
         error = exc
+        # what the failed commit carried is dropped: steps, and data that no transition
+        # wrote; the hand-back or the failure below writes neither
+        run.pending, run.data = [], run.committed_data
         try:
             if isinstance(exc, Conflict | DatabaseUnavailable | Deadlock | LockHeld | LockLost):
-                run.committed_version = store.get(process.name, run.key).version
-                run.pending = []
-                run.commit("running", requeue_seconds=LOCK_BUSY_REQUEUE_SECONDS)
+                current = store.get(process.name, run.key)
+                run.committed_version, run.data = current.version, current.data
+                run.committed_data = run.data
+                # a conflict means someone moved the instance: run it again at once; a passing
+                # failure (server, deadlock, lock) gets a moment first
+                run.commit("running", requeue_seconds=None if isinstance(exc, Conflict) else LOCK_BUSY_REQUEUE_SECONDS)
             else:
                 spec = process.handler_for(run.state)
                 run.failed(spec.name if spec else "pyfsm", exc, retryable=False, failure_event=None)
@@ -312,40 +320,60 @@ def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: s
 
 
 class ClaimKeeper:
-    """Renews every live claim of one owner every third of ``claim_seconds`` (a thread).
+    """Renews the claims a worker or caller is holding, every third of their claim_seconds.
 
-    Used around a caller's run and for a worker's whole life, so that only a claimer that
-    died or hangs loses its claims.
+    Only the claims registered with :meth:`add` and not yet :meth:`discard`-ed are renewed,
+    each with its own process's claim_seconds: a claim whose hand-back failed is left to run
+    out, and a dead claimer's claims run out. The heartbeat does not watch the handler: a
+    handler that hangs keeps its claim; give slow outside calls their own timeouts.
     """
 
-    def __init__(self, store: Store, owner: str, claim_seconds: float) -> None:
-        self.store, self.owner, self.claim_seconds = store, owner, claim_seconds
+    def __init__(self, store: Store, owner: str) -> None:
+        self.store, self.owner = store, owner
+        self._claims: dict[str, tuple[float, set[int]]] = {}  # machine -> (claim_seconds, instance ids)
+        self._mutex = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"pyfsm-claims-{owner}", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> ClaimKeeper:
-        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
-        if not self._thread.is_alive() and not self._stop.is_set():
-            self._thread.start()
+    def add(self, process: Process, instance_ids: list[int]) -> None:
+        with self._mutex:
+            _seconds, ids = self._claims.setdefault(process.name, (process.claim_seconds, set()))
+            ids.update(instance_ids)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._beat, name=f"pyfsm-claims-{self.owner}", daemon=True)
+                self._thread.start()
+
+    def discard(self, process: Process, instance_id: int) -> None:
+        with self._mutex:
+            if process.name in self._claims:
+                self._claims[process.name][1].discard(instance_id)
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join()
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.claim_seconds / 3):
-            try:
-                self.store._db.call(db.call_sql("fsm_renew_claims_v1", 2), (self.owner, self.claim_seconds),
-                                    retry_connection=True, writes=True)
-            except FsmError as exc:  # the next beat tries again, well before the claims run out
-                log.warning("pyfsm: renewing the claims of %s failed: %s", self.owner, exc)
+        while True:
+            with self._mutex:
+                active = [secs for secs, ids in self._claims.values() if ids]
+            if self._stop.wait(min(active) / 3 if active else 0.2):
+                return
+            with self._mutex:
+                due = [(m, secs, ",".join(map(str, sorted(ids)))) for m, (secs, ids) in self._claims.items() if ids]
+            for machine, seconds, ids in due:
+                try:
+                    self.store._db.call(db.call_sql("fsm_renew_claims_v1", 4), (self.owner, machine, ids, seconds),
+                                        retry_connection=True, writes=True)
+                except Exception as exc:
+                    log.warning("pyfsm: renewing the claims of %s failed: %s", self.owner, exc)
 
 
 def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
@@ -359,7 +387,8 @@ def run_key(store: Store, process: Process, key: str) -> RunResult:
     """Claim ``key`` for this caller and run it (RunClaimed if a worker is running it now)."""
     owner = new_owner()
     rows = claim(store, process, owner, key=key)
-    with ClaimKeeper(store, owner, process.claim_seconds):
+    with ClaimKeeper(store, owner) as keeper:
+        keeper.add(process, [int(rows[0]["id"])])
         return run_claimed(store, process, rows[0], owner)
 
 

@@ -239,7 +239,7 @@ def _heartbeat(ref: weakref.ReferenceType[Lease], stop: threading.Event, interva
         except LockLost as exc:
             log.warning("pyfsm: lease lost: %s", exc)
             return
-        except FsmError as exc:  # a blip; the next beat tries again before the lease runs out
+        except Exception as exc:
             log.warning("pyfsm: lease %s not renewed (%s); retrying", lease.owner, exc)
         del lease
 

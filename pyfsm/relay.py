@@ -295,21 +295,43 @@ class Relay:
         return len(held) + self._settle(sendable, results)
 
     def _fetch(self, conn: Any) -> list[Row]:
-        """The oldest unpublished, unparked rows in id order, leaving out topics that are
-        cooling down after a failure; ``blocked`` says an earlier event of the row's instance
-        is parked (read through fsm_outbox_instance)."""
+        """The next batch: the oldest unpublished, unparked rows in id order, leaving out the
+        topics that failed; ``blocked`` says an earlier event of the row's instance is parked
+        (read through fsm_outbox_instance). A failed topic whose wait is over is tried alone,
+        with one row, after asking the broker whether it exists at all, so that its failures
+        never make a batch of the healthy topics wait for a delivery timeout."""
         now = time.monotonic()
         for topic in [t for t, (until, _b) in self._cooling.items() if until <= now]:
-            self._cooling[topic] = (0.0, self._cooling[topic][1])  # due again; its backoff goes on
-        cooling = [t for t, (until, _b) in self._cooling.items() if until > now]
+            backoff = self._cooling[topic][1]
+            if not self._topic_answers(topic):
+                self._cooling[topic] = (now + backoff.next(), backoff)  # still missing: wait again
+                continue
+            rows = self._select(conn, "AND o.`topic` = %s ", [topic], 1)
+            if rows:
+                return rows  # its own batch of one: _settle lets the topic back in, or not
+            self._cooling.pop(topic)  # nothing left to send to it
+        cooling = list(self._cooling)
         skip = f"AND o.`topic` NOT IN ({_marks(cooling)}) " if cooling else ""
+        return self._select(conn, skip, cooling, self.batch_size)
+
+    @staticmethod
+    def _select(conn: Any, where: str, args: list[str], limit: int) -> list[Row]:
         with conn.cursor() as cur:
             cur.execute(f"SELECT {OUTBOX_COLUMNS}, EXISTS (SELECT 1 FROM `fsm_outbox` p "
                         "WHERE p.`machine` = o.`machine` AND p.`instance_id` = o.`instance_id` AND p.`id` < o.`id` "
                         "AND p.`published_at` IS NULL AND p.`parked_at` IS NOT NULL) AS `blocked` "
                         "FROM `fsm_outbox` o WHERE o.`published_at` IS NULL AND o.`parked_at` IS NULL "
-                        f"{skip}ORDER BY o.`id` LIMIT %s", (*cooling, self.batch_size))
+                        f"{where}ORDER BY o.`id` LIMIT %s", (*args, limit))
             return _dict_rows(cur)
+
+    def _topic_answers(self, topic: str) -> bool:
+        """Whether the broker knows ``topic`` (a quick metadata request, at most 2 s)."""
+        try:
+            metadata = self._ensure_producer().list_topics(topic, timeout=2)
+        except KafkaException:
+            return False
+        found = metadata.topics.get(topic)
+        return found is not None and found.error is None
 
     def _hold(self, rows: Sequence[Row]) -> None:
         """Park rows whose instance has a parked event, re-checked under row locks.

@@ -161,7 +161,7 @@ def install_machine_objects(conn: Any, machine: str) -> None:
 
 
 def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str,
-                             *, wait_seconds: int = 10, attempts: int = 6) -> None:
+                             *, wait_seconds: int = 2, attempts: int = 15) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
     moment where neither version fires.
 

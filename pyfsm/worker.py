@@ -45,12 +45,14 @@ class WorkerStats:
 class Worker:
     """Claims due runs of ``processes`` and runs them, one at a time, until stopped.
 
-    ``batch``: runs claimed per query; ``idle_min``/``idle_max``: the poll delay grows from
+    ``batch``: runs claimed per query (1 by default: claimed rows waiting in a batch behind a
+    long run are safe from other workers, but if this worker dies they count an attempt as
+    if they had run); ``idle_min``/``idle_max``: the poll delay grows from
     the first to the second while there is nothing to do, and drops back at once when work
     appears. ``on_run`` is called after each run with its RunResult (e.g. for progress).
     """
 
-    def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 10, idle_min: float = 0.02,
+    def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 1, idle_min: float = 0.02,
                  idle_max: float = 1.0, owner: str | None = None,
                  on_run: Callable[[Any], None] | None = None) -> None:
         self.store = store
@@ -69,7 +71,7 @@ class Worker:
         self._keeper: ClaimKeeper | None = None
 
     def close(self) -> None:
-        """Stop renewing this worker's claims (after run() returns this happens by itself)."""
+        """Stop the claims' heartbeat (run() does this when it returns; call it after run_once())."""
         if self._keeper is not None:
             self._keeper.close()
             self._keeper = None
@@ -80,9 +82,9 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim one batch per process and run it; the number of runs done."""
-        if self._keeper is None:  # renews every claim of this worker, the batch's waiting rows too
-            self._keeper = ClaimKeeper(self.store, self.owner, max(p.claim_seconds for p in self.processes))
-            self._keeper.start()
+        if self._keeper is None:  # renews the claims this worker holds, the batch's waiting rows too
+            self._keeper = ClaimKeeper(self.store, self.owner)
+        keeper = self._keeper
         done = 0
         for process in self.processes:
             if self.stop_event.is_set():
@@ -93,11 +95,17 @@ class Worker:
                 self.stats.errors += 1
                 log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
                 continue
+            keeper.add(process, [int(row["id"]) for row in rows])
             for index, row in enumerate(rows):
                 if self.stop_event.is_set():
                     self._hand_back(process, rows[index:])
+                    for rest in rows[index:]:
+                        keeper.discard(process, int(rest["id"]))
                     break
-                self._run(process, row)
+                try:
+                    self._run(process, row)
+                finally:
+                    keeper.discard(process, int(row["id"]))
                 done += 1
         return done
 

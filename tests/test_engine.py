@@ -451,3 +451,46 @@ def test_claims_that_ran_out_count_as_attempts(store: Store, raw) -> None:  # ty
     assert store.get(name, "x").status == "failed"
     [error] = store.errors(name, "x")
     assert error["error_type"] == "pyfsm.StepAbandoned" and error["attempt"] == 2
+
+
+def test_second_review_regressions_hand_back_and_commit_time_failures(store: Store) -> None:
+    """A step whose commit meets a conflict hands the run back without writing the handler's
+    data (locked instances too, leaving no claim behind); a step the database refuses at
+    commit time is recorded and fails instead of hanging."""
+    for locked in (False, True):
+        name = unique("conflict")
+        process = Process.linear(name, ["a", "b"], machine_options={"uses_global_lock": locked})
+        account = unique("acct")
+
+        def a(ctx: Context) -> Outcome:
+            ctx.data["mine"] = ctx.attempt
+            if ctx.attempt == 1 and not ctx.data.get("external"):
+                store.set_locking(ctx.machine, ctx.key, local_lock=True)  # someone else changes it meanwhile
+            return ctx.next()
+
+        process.register("a", a, name="a")
+        process.register("b", lambda ctx: ctx.next(), name="b")
+        store.define(process.machine)
+        store.create(name, "c-1", lookup_key=account, data={"external": False})
+        first = process.run(store, "c-1")
+        assert (first.state, first.status, first.steps) == ("a", "running", 0), locked
+        assert store.get(name, "c-1").data == {"external": False}  # the handler's "mine" was not written
+        info = store.run_info(name, "c-1")
+        assert info is not None and info["claimed_by"] is None and info["due_at"] is not None  # handed back
+        drain(store, process)
+        assert store.get(name, "c-1").state == "done"
+
+    older = unique("versions")
+    v1 = Machine(name=older, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b")])
+    v2 = Machine(name=older, states=["a", "b"], start=["a"], final=["b"],
+                 transitions=[("go", "a", "b"), ("jump", "a", "b")])
+    store.define(v1)
+    store.create(older, "old-1")  # created under version 1, which has no "jump"
+    store.define(v2)
+    process = Process(v2)
+    process.register("a", lambda ctx: ctx.fire("jump"), name="jumper")
+    result = process.run(store, "old-1")
+    assert (result.state, result.status) == ("a", "failed")
+    [error] = store.errors(older, "old-1")
+    assert error["error_type"] == "pyfsm.errors.TransitionNotAllowed" and error["outcome"] == "failed"
+    assert store.run_info(older, "old-1") is None
