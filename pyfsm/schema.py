@@ -55,6 +55,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_begin_v1.sql",
     "procedures/fsm_check_claim_v1.sql",
     "procedures/fsm_mark_unlocked_v1.sql",
+    "procedures/fsm_mark_released_v1.sql",
     "procedures/fsm_lock_v1.sql",
     "procedures/fsm_renew_lock_v1.sql",
     "procedures/fsm_unlock_v1.sql",

@@ -21,14 +21,6 @@ BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_first BIGINT UNSIGNED;
-  DECLARE v_done TINYINT DEFAULT 0;
-  DECLARE v_machine VARCHAR(48) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_instance BIGINT UNSIGNED;
-  DECLARE v_held CURSOR FOR
-    SELECT DISTINCT machine, instance_id FROM fsm_locks
-     WHERE lookup_key = p_lookup_key AND (p_scope IS NULL OR scope = p_scope)
-       AND unlocked_at IS NULL AND expires_at > v_now;
-  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     IF v_started THEN
@@ -47,16 +39,7 @@ BEGIN
   END IF;
   CALL fsm_begin_v1();
   SET v_started = 1;
-  -- the instance rows first, then fsm_locks: the order of the transition trigger
-  OPEN v_held;
-  mark: LOOP
-    FETCH v_held INTO v_machine, v_instance;
-    IF v_done THEN
-      LEAVE mark;
-    END IF;
-    CALL fsm_mark_unlocked_v1(v_machine, v_instance, v_now);
-  END LOOP;
-  CLOSE v_held;
+  CALL fsm_mark_released_v1(NULL, p_lookup_key, p_scope, v_now);  -- instance rows first, then fsm_locks
   SET v_first = (SELECT COALESCE(MAX(id), 0) + 1 FROM fsm_lock_log);
   INSERT INTO fsm_lock_log (scope, lookup_key, machine, instance_key, owner, expires_at, released_at, released_by, reason)
   SELECT scope, lookup_key, machine, instance_key, owner, expires_at, v_now, USER(), p_reason

@@ -16,13 +16,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_n INT;
   DECLARE v_ignored INT;
-  DECLARE v_done, v_started TINYINT DEFAULT 0;
-  DECLARE v_machine VARCHAR(48) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_instance BIGINT UNSIGNED;
-  DECLARE v_held CURSOR FOR
-    SELECT DISTINCT machine, instance_id FROM fsm_locks
-     WHERE owner = p_owner AND unlocked_at IS NULL AND expires_at > v_now;
-  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE v_started TINYINT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     IF v_started THEN
@@ -35,16 +29,7 @@ BEGIN
   END IF;
   CALL fsm_begin_v1();
   SET v_started = 1;
-  -- the instance rows first, then fsm_locks: the order of the transition trigger
-  OPEN v_held;
-  mark: LOOP
-    FETCH v_held INTO v_machine, v_instance;
-    IF v_done THEN
-      LEAVE mark;
-    END IF;
-    CALL fsm_mark_unlocked_v1(v_machine, v_instance, v_now);
-  END LOOP;
-  CLOSE v_held;
+  CALL fsm_mark_released_v1(p_owner, NULL, NULL, v_now);  -- instance rows first, then fsm_locks
   UPDATE fsm_locks SET unlocked_at = v_now WHERE owner = p_owner AND unlocked_at IS NULL AND expires_at > v_now;
   SET v_n = ROW_COUNT();
   COMMIT;
