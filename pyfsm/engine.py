@@ -234,14 +234,8 @@ class _Run:
             return
 
     def _pause_requested(self) -> bool:
-        def read(conn: Any) -> bool:
-            with conn.cursor() as cur:
-                cur.execute("SELECT pause_requested FROM fsm_runs WHERE machine = %s AND instance_id = %s",
-                            (self.process.name, self.instance_id))
-                row = cur.fetchone()
-                return bool(row and row[0])
-
-        return self.store._db.read(read)
+        info = self.store.run_info(self.process.name, self.key)
+        return bool(info and info["pause_requested"])
 
     def _checked(self, ctx: Context, outcome: Outcome | None) -> str | None:
         """Refuse, before anything is written, what a handler must not return."""

@@ -253,9 +253,11 @@ def _holders(conn: Any, machine: str, key: str) -> list[HeldLock]:
     """Who holds the locks ``key`` needs (for the error), read on the lease's own connection."""
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute(f"SELECT v.* FROM fsm_held_locks_v1 v JOIN `fsm_{machine}` i ON i.lookup_key = v.lookup_key "
-                        "WHERE i.instance_key = %s AND v.scope IN ('*', %s) ORDER BY v.since, v.id", (key, machine))
-            return [HeldLock.from_row(r) for r in cur.fetchall()]
+            cur.execute("CALL fsm_lock_holders_v1(%s, %s)", (machine, key))
+            holders = [HeldLock.from_row(r) for r in cur.fetchall()]
+            while cur.nextset():
+                pass
+            return holders
     except pymysql.err.MySQLError:
         return []
 

@@ -20,6 +20,8 @@ PLACEHOLDER = "__M__"
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
     "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",
+    # revision 0004 (fsm_define_v3): tables and views added since, and the reporting views fsm_v_<name>
+    "runs", "accounts", "state_counts", "held_locks_v1", "instances", "history", "failed", "funnel", "stuck",
 })
 
 

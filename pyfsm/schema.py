@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pymysql
@@ -18,12 +18,29 @@ from sqlalchemy.exc import DBAPIError
 
 from . import db
 from .errors import SchemaVersionMismatch
-from .resources import check_machine_name, migrations_dir, read_sql, render
+from .grants import grant_recorded
+from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql, render
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 VERSION_TABLE = "fsm_alembic_version"
+
+#: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
+REVISION_0004_OBJECTS = (
+    "tables/fsm_state_counts.sql",
+    "tables/fsm_accounts.sql",
+    "views/fsm_v_state_counts.sql",
+    "procedures/fsm_define_v3.sql",
+    "procedures/fsm_counts_v2.sql",
+    "procedures/fsm_schema_version_v1.sql",
+    "procedures/fsm_locks_v1.sql",
+    "procedures/fsm_lock_holders_v1.sql",
+    "procedures/fsm_errors_v1.sql",
+    "procedures/fsm_run_info_v1.sql",
+    "procedures/fsm_state_at_v1.sql",
+    "procedures/fsm_stats_v1.sql",
+)
 
 #: The global objects of the current schema, in creation order. A database built from
 #: this list must equal one built by the migrations (tests/test_migrations.py).
@@ -77,6 +94,8 @@ CURRENT_OBJECTS = (
     # 0003: the Kafka relay
     "changes/fsm_outbox_relay_v1.sql",
     "procedures/fsm_outbox_lag_v1.sql",
+    # 0004: the DBA and analyst surface
+    *REVISION_0004_OBJECTS,
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each
@@ -103,10 +122,27 @@ MACHINE_TEMPLATE_SETS["v1"] = (
 # v2 (revision 0002): the transition trigger checks locks; both outbox writers honour event_data.
 _V2 = {"trigger_ai_v1": "trigger_ai_v2", "trigger_bu_v1": "trigger_bu_v2"}
 MACHINE_TEMPLATE_SETS["v2"] = tuple(_V2.get(name, name) for name in MACHINE_TEMPLATE_SETS["v1"])
-MACHINE_OBJECTS_VERSION = "v2"
+# v3 (revision 0004): history gets left_at; the triggers keep fsm_state_counts and left_at;
+# the reporting views fsm_v_<type> and fsm_v_<type>_transitions.
+_V3 = {"trigger_ai_v2": "trigger_ai_v3", "trigger_bu_v2": "trigger_bu_v3", "trigger_hbu_v1": "trigger_hbu_v2"}
+MACHINE_TEMPLATE_SETS["v3"] = (
+    "instance_table", "history_table", "history_left_at",
+    *(_V3.get(name, name) for name in MACHINE_TEMPLATE_SETS["v2"][2:]),
+    "view_instances_v1", "view_history_v1",
+)
+MACHINE_OBJECTS_VERSION = "v3"
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
+#: The templates that create (or change) tables; they run before any trigger is swapped.
+MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")
 
-_ALREADY_EXISTS = {1050, 1304, 1359}  # table, routine, trigger already exists
+#: Views over every machine type (sql/views), rebuilt by refresh_views whenever a type is
+#: installed: the text after the CREATE line is one branch, rendered per type and joined
+#: with UNION ALL. fsm_v_stuck reads fsm_v_instances, so it comes after it.
+UNION_VIEWS = ("views/fsm_v_instances.sql", "views/fsm_v_history.sql", "views/fsm_v_failed.sql",
+               "views/fsm_v_funnel.sql")
+DEPENDENT_VIEWS = ("views/fsm_v_stuck.sql",)
+
+_ALREADY_EXISTS = {1050, 1060, 1304, 1359}  # table, column, routine, trigger already exists
 
 
 def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
@@ -138,31 +174,133 @@ def install_current(conn: Any) -> None:
 
 
 def install_machine_objects(conn: Any, machine: str) -> None:
-    """Create the per-type tables, triggers and procedures of ``machine`` where missing.
+    """Create the per-type tables, triggers, procedures and views of ``machine`` where missing.
 
-    A trigger of an older set still on the table (a machine the migrations missed) is
-    replaced by its current version, never left to fire beside it.
+    Triggers of an older set still on the tables (a machine the migrations missed) are
+    replaced by their current versions, never left to fire beside them. Then the views over
+    every type are rebuilt and the accounts `pyfsm grant` recorded get the new objects.
     """
-    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES[:2]])  # the tables
-    with conn.cursor() as cur:
-        cur.execute("SELECT trigger_name FROM information_schema.triggers "
-                    "WHERE trigger_schema = DATABASE() AND event_object_table = %s", (f"fsm_{machine}",))
-        present = {row[0] for row in cur.fetchall()}
-    stale = [(old, new) for old_set in MACHINE_TEMPLATE_SETS.values()
-             for old, new in zip(old_set, MACHINE_TEMPLATES, strict=True)
-             if old != new and old.startswith("trigger_") and _object_name(old, machine) in present]
+    execute_ddl(conn, [render(template, machine) for template in MACHINE_TABLE_TEMPLATES])
+    stale = stale_triggers(conn, machine)
     if stale:
-        replace_machine_triggers(conn, machine, stale, MACHINE_OBJECTS_VERSION)
-    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES[2:]])
+        upgrade_machine_triggers(conn, machine, stale)
+    execute_ddl(conn, [render(template, machine) for template in MACHINE_TEMPLATES
+                       if template not in MACHINE_TABLE_TEMPLATES])
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
             (MACHINE_OBJECTS_VERSION, machine),
         )
+    refresh_views(conn)
+    grant_recorded(conn)
+
+
+def stale_triggers(conn: Any, machine: str) -> list[tuple[str, str]]:
+    """(old template, current template) for each trigger of an older set on ``machine``'s tables."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                    "AND event_object_table IN (%s, %s)", (f"fsm_{machine}", f"fsm_{machine}_transitions"))
+        present = {row[0] for row in cur.fetchall()}
+    current = {_family(t): t for t in MACHINE_TEMPLATES if t.startswith("trigger_")}
+    older = {t for templates in MACHINE_TEMPLATE_SETS.values() for t in templates
+             if t.startswith("trigger_") and t not in MACHINE_TEMPLATES}
+    return sorted((old, current[_family(old)]) for old in older if _object_name(old, machine) in present)
+
+
+def _family(template: str) -> str:
+    """trigger_bu_v2 -> trigger_bu: the versions of one trigger."""
+    return template.rsplit("_v", 1)[0]
+
+
+def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]]) -> None:
+    """Swap older triggers for the current set and bring what they maintain up to date.
+
+    The v3 triggers keep fsm_state_counts, so the counts are rebuilt from the instance
+    table while it is locked, between the swap and the first write the new triggers see;
+    history rows written before left_at existed get it afterwards (fill_left_at).
+    """
+    name = check_machine_name(machine)
+    replace_machine_triggers(
+        conn, name, pairs, MACHINE_OBJECTS_VERSION,
+        also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
+        while_locked=lambda cur: rebuild_state_counts(cur, name))
+    fill_left_at(conn, name)
+
+
+def rebuild_state_counts(cur: Any, machine: str) -> None:
+    """Recount ``machine``'s instances per state and shard into fsm_state_counts.
+
+    Exact only while no one can write the instance table: called under LOCK TABLES.
+    """
+    name = check_machine_name(machine)
+    cur.execute("DELETE FROM fsm_state_counts WHERE machine = %s", (name,))
+    cur.execute(f"INSERT INTO fsm_state_counts (machine, state, shard, instances) "
+                f"SELECT %s, current_state, MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)",
+                (name,))
+
+
+def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
+    """Give every history row that is not the most recent its left_at (the next row's time).
+
+    Rows written since the v3 triggers get it when the transition happens; this fills in
+    the older ones, in batches, each row once (the history trigger allows exactly this
+    with @fsm_fill_left_at = 1). Returns how many rows it filled.
+    """
+    table = f"fsm_{check_machine_name(machine)}_transitions"
+    filled, after = 0, 0
+    with conn.cursor() as cur:
+        cur.execute("SET @fsm_fill_left_at = 1")
+        try:
+            while True:
+                cur.execute(
+                    f"SELECT a.id, (SELECT b.created_at FROM `{table}` b WHERE b.instance_id = a.instance_id "
+                    f"AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1) FROM `{table}` a "
+                    "WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL ORDER BY a.id LIMIT %s",
+                    (after, batch))
+                rows = [(row_id, left) for row_id, left in cur.fetchall()]
+                if not rows:
+                    return filled
+                after = rows[-1][0]
+                rows = [(row_id, left) for row_id, left in rows if left is not None]
+                if rows:
+                    cases = " ".join("WHEN %s THEN %s" for _ in rows)
+                    cur.execute(f"UPDATE `{table}` SET left_at = CASE id {cases} END "
+                                f"WHERE id IN ({', '.join('%s' for _ in rows)})",
+                                [v for pair in rows for v in pair] + [row_id for row_id, _ in rows])
+                    filled += len(rows)
+        finally:
+            cur.execute("SET @fsm_fill_left_at = NULL")
+
+
+def refresh_views(conn: Any) -> None:
+    """(Re)create the views over every installed machine type (fsm_v_instances, ...).
+
+    Each is a UNION ALL with one branch per type whose objects are installed; with no type
+    installed yet they do not exist.
+    """
+    with conn.cursor() as cur:
+        cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IS NOT NULL ORDER BY machine")
+        machines = [check_machine_name(row[0]) for row in cur.fetchall()]
+    if not machines:
+        return
+    statements = []
+    for view in UNION_VIEWS:
+        text = read_sql(view)
+        head, create, branch = _split_view(text)
+        statements.append(head + create + "\nUNION ALL\n".join(branch.replace(PLACEHOLDER, m) for m in machines))
+    execute_ddl(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
+
+
+def _split_view(text: str) -> tuple[str, str, str]:
+    """A union view file: (header comments, the CREATE ... AS line, the branch for one type)."""
+    found = re.search(r"^CREATE [^\n]* AS\n", text, re.M)
+    assert found, "a view file must have its CREATE ... AS on one line"
+    return text[:found.start()], found.group(0), text[found.end():]
 
 
 def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str,
-                             *, wait_seconds: int = 2, attempts: int = 15) -> None:
+                             *, wait_seconds: int = 2, attempts: int = 15, also_lock: Sequence[str] = (),
+                             while_locked: Callable[[Any], None] | None = None) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
     moment where neither version fires.
 
@@ -172,6 +310,9 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     running transactions on the table, and every new one queues behind the wait, so it waits
     at most ``wait_seconds`` (lock_wait_timeout) and tries again later, up to ``attempts``
     times. If a CREATE fails, the old trigger is put back before the table is unlocked.
+    ``also_lock``: more tables to lock for writing (the history table when one of its
+    triggers is swapped, tables ``while_locked`` writes); ``while_locked(cursor)`` runs after
+    the swap, before the unlock, and a failure there also puts the old triggers back.
     """
     table = f"fsm_{check_machine_name(machine)}"
     pairs = list(pairs)
@@ -184,7 +325,7 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
         try:
             for attempt in range(attempts):
                 try:
-                    cur.execute(f"LOCK TABLES `{table}` WRITE")
+                    cur.execute("LOCK TABLES " + ", ".join(f"`{t}` WRITE" for t in (table, *also_lock)))
                     break
                 except pymysql.err.OperationalError as exc:
                     if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
@@ -198,6 +339,8 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
                         swapped.append((old, new, False))
                         cur.execute(render(new, machine))
                         swapped[-1] = (old, new, True)
+                    if while_locked is not None:
+                        while_locked(cur)
                 except pymysql.err.MySQLError:
                     for old, new, created in reversed(swapped):  # leave the table as it was: old triggers
                         if created:
@@ -246,6 +389,7 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
                 raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
         try:
             command.upgrade(alembic_config(settings), revision)
+            grant_recorded(conn)  # a new revision's routines and views, for the accounts `pyfsm grant` made
         except DBAPIError as exc:  # SQLAlchemy wraps the driver's error
             raise db.translate(exc.orig or exc) from exc
         finally:
@@ -256,8 +400,21 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
 
 
 def current_revision(conn: Any) -> str | None:
-    """The revision recorded in the database, or None if pyfsm was never installed there."""
+    """The revision recorded in the database, or None if pyfsm was never installed there.
+
+    Asked through fsm_schema_version_v1 (an account that may only EXECUTE procedures can
+    call it); a schema older than 0004 has no such procedure and its table is read instead.
+    """
     with conn.cursor() as cur:
+        try:
+            cur.execute("CALL fsm_schema_version_v1()")
+            row = cur.fetchone()
+            while cur.nextset():
+                pass
+            return None if row is None else str(row[0])
+        except pymysql.err.MySQLError as exc:
+            if not (exc.args and exc.args[0] == 1305):  # 1305: no such procedure
+                raise
         try:
             cur.execute(f"SELECT version_num FROM `{VERSION_TABLE}`")
         except pymysql.err.ProgrammingError as exc:

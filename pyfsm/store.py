@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
-
-import pymysql
 
 from . import db, schema
 from .definition import NAME, Machine
@@ -78,7 +77,7 @@ class Store:
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
         self._ensure_schema()
-        row = self._call("fsm_define_v2", (machine.name, machine.to_json()), machine=machine.name)
+        row = self._call("fsm_define_v3", (machine.name, machine.to_json()), machine=machine.name)
         if not row["tables_ready"]:
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
@@ -187,15 +186,7 @@ class Store:
     def locks(self, *, lookup_key: str | None = None) -> list[HeldLock]:
         """Every lock held now (fsm_held_locks_v1), oldest first; optionally of one lookup key."""
         _check_text("lookup_key", lookup_key, 191)
-
-        def read(conn: Any) -> list[dict[str, Any]]:
-            with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                cur.execute("SELECT * FROM fsm_held_locks_v1 WHERE %s IS NULL OR lookup_key = %s ORDER BY since, id",
-                            (lookup_key, lookup_key))
-                return list(cur.fetchall())
-
-        self._ensure_schema()
-        return [HeldLock.from_row(r) for r in self._db.read(read)]
+        return [HeldLock.from_row(r) for r in self._rows("fsm_locks_v1", (lookup_key,))]
 
     def force_unlock(self, lookup_key: str, *, reason: str, scope: str | None = None) -> list[HeldLock]:
         """Release the held locks of ``lookup_key`` whatever their owner (``scope``: "*" for the
@@ -261,32 +252,14 @@ class Store:
     def errors(self, machine: str | Machine, key: str) -> list[dict[str, Any]]:
         """Every failed attempt recorded for an instance (fsm_errors), oldest first."""
         name = _machine_name(machine)
-        _check_key("key", key)
-
-        def read(conn: Any) -> list[dict[str, Any]]:
-            with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                cur.execute("SELECT state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
-                            "created_at FROM fsm_errors WHERE machine = %s AND instance_key = %s ORDER BY id",
-                            (name, key))
-                return list(cur.fetchall())
-
-        self._ensure_schema()
-        return self._db.read(read)
+        return self._rows("fsm_errors_v1", (name, _check_key("key", key)), machine=name, key=key)
 
     def run_info(self, machine: str | Machine, key: str) -> dict[str, Any] | None:
         """The instance's row in the engine's queue (due_at = its next run time, claimed_by,
         attempt, pause_requested, run_immediately), or None if the engine does not run it."""
         name = _machine_name(machine)
-        _check_key("key", key)
-
-        def read(conn: Any) -> dict[str, Any] | None:
-            with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                cur.execute("SELECT due_at, claimed_by, attempt, pause_requested, run_immediately FROM fsm_runs "
-                            "WHERE machine = %s AND instance_key = %s", (name, key))
-                return cur.fetchone()  # type: ignore[no-any-return]
-
-        self._ensure_schema()
-        return self._db.read(read)
+        rows = self._rows("fsm_run_info_v1", (name, _check_key("key", key)), machine=name, key=key)
+        return rows[0] if rows else None
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -314,7 +287,24 @@ class Store:
     def counts(self, machine: str | Machine) -> dict[str, int]:
         """How many instances are in each state (states with none are left out)."""
         name = _machine_name(machine)
-        return {r["state"]: int(r["instances"]) for r in self._rows(f"fsm_{name}_counts_v1", (), machine=name)}
+        return {r["state"]: int(r["instances"]) for r in self._rows("fsm_counts_v2", (name,), machine=name)}
+
+    def state_at(self, machine: str | Machine, key: str, at: datetime) -> dict[str, Any] | None:
+        """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a dict with
+        state, sort_key, event, entered_at and left_at (None: still there), or None if the
+        instance did not exist yet then."""
+        name = _machine_name(machine)
+        if not isinstance(at, datetime):
+            raise InvalidArgument(f"at must be a datetime, got {type(at).__name__}")
+        if at.tzinfo is not None:
+            at = at.astimezone(UTC).replace(tzinfo=None)
+        rows = self._rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
+        return rows[0] if rows else None
+
+    def stats(self) -> list[dict[str, Any]]:
+        """One dict per installed machine type: instances, running, waiting, paused, failed,
+        completed, due and claimed runs, unpublished outbox events (fsm_stats_v1)."""
+        return self._rows("fsm_stats_v1", ())
 
     # -- plumbing -------------------------------------------------------------------------
 

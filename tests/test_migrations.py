@@ -10,7 +10,15 @@ import pytest
 
 from pyfsm import SchemaVersionMismatch, Store, UnknownMachine
 from pyfsm.resources import migrations_dir, sql_dir
-from pyfsm.schema import CURRENT_OBJECTS, HEAD_REVISION, current_revision, install_current, known_revisions
+from pyfsm.schema import (
+    CURRENT_OBJECTS,
+    DEPENDENT_VIEWS,
+    HEAD_REVISION,
+    UNION_VIEWS,
+    current_revision,
+    install_current,
+    known_revisions,
+)
 
 
 def test_revisions_are_numbered_without_gaps_and_chained() -> None:
@@ -34,7 +42,8 @@ def test_every_sql_file_is_used_and_exists() -> None:
         assert f'"{name}"' in migration_text, f"{name} is in the current schema but no migration applies it"
     for path in sql_dir().rglob("*.sql"):
         rel = path.relative_to(sql_dir()).as_posix()
-        assert rel.startswith("templates/") or rel in CURRENT_OBJECTS, f"{rel} is not installed anywhere"
+        assert rel.startswith("templates/") or rel in CURRENT_OBJECTS or rel in UNION_VIEWS + DEPENDENT_VIEWS, \
+            f"{rel} is not installed anywhere"
 
 
 def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
@@ -66,11 +75,14 @@ def schema_of(conn: Any, database: str) -> dict[str, Any]:
                     "FROM information_schema.triggers WHERE trigger_schema = %s",
         "params": "SELECT specific_name, ordinal_position, parameter_name, dtd_identifier "
                   "FROM information_schema.parameters WHERE specific_schema = %s",
+        "views": "SELECT table_name, view_definition, security_type, check_option "
+                 "FROM information_schema.views WHERE table_schema = %s",
     }
     out = {}
     for label, sql in queries.items():
         cur.execute(sql, (database,))
-        out[label] = sorted(tuple(str(v) for v in row) for row in cur.fetchall())
+        # a view's definition names its database: compare it without
+        out[label] = sorted(tuple(str(v).replace(f"`{database}`.", "") for v in row) for row in cur.fetchall())
     return out
 
 
@@ -98,7 +110,9 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v2" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v3" for r in a["triggers"])
+    assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
+            "fsm_v_state_counts"} <= {r[0] for r in a["views"]}
 
 
 def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -124,8 +138,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v2"]
-    assert all(len(names) == len(MACHINE_TEMPLATES) for names in MACHINE_TEMPLATE_SETS.values())
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v3"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -161,9 +174,9 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         a, b = schema_of(admin, old.database), schema_of(admin, fresh.database)
     finally:
         admin.close()
-    for label in ("columns", "indexes", "routines", "triggers", "params"):
+    for label in ("columns", "indexes", "routines", "triggers", "params", "views"):
         assert a[label] == b[label], label
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v2"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v3"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,70 @@
+"""The DBA and analyst surface: state counters, time in state, reporting views, least privilege.
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-22
+
+Adds fsm_state_counts (kept by the triggers), fsm_accounts (`pyfsm grant`), the view
+fsm_v_state_counts and the procedures fsm_define_v3, fsm_counts_v2, fsm_schema_version_v1,
+fsm_locks_v1, fsm_lock_holders_v1, fsm_errors_v1, fsm_run_info_v1, fsm_state_at_v1 and
+fsm_stats_v1. Every existing machine type gets the column left_at on its history table
+(instant: a new last column), the v3 insert and update triggers and the v2 history update
+trigger in place of the older ones, under LOCK TABLES, with its counts rebuilt before the
+tables are unlocked; then the left_at of its older history rows is filled in, and it gets
+the reporting views fsm_v_<type> and fsm_v_<type>_transitions. Last, the views over every
+type (fsm_v_instances, fsm_v_history, fsm_v_failed, fsm_v_funnel, fsm_v_stuck).
+
+Never edit a revision once it has landed: add the next number instead.
+"""
+
+from alembic import op
+
+from pyfsm.resources import render
+from pyfsm.schema import (
+    apply_files,
+    execute_ddl,
+    fill_left_at,
+    rebuild_state_counts,
+    refresh_views,
+    replace_machine_triggers,
+)
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+SWAPS = [("trigger_ai_v2", "trigger_ai_v3"), ("trigger_bu_v2", "trigger_bu_v3"), ("trigger_hbu_v1", "trigger_hbu_v2")]
+
+
+def upgrade() -> None:
+    conn = op.get_bind().connection.dbapi_connection
+    apply_files(conn, [
+        "tables/fsm_state_counts.sql",
+        "tables/fsm_accounts.sql",
+        "views/fsm_v_state_counts.sql",
+        "procedures/fsm_define_v3.sql",
+        "procedures/fsm_counts_v2.sql",
+        "procedures/fsm_schema_version_v1.sql",
+        "procedures/fsm_locks_v1.sql",
+        "procedures/fsm_lock_holders_v1.sql",
+        "procedures/fsm_errors_v1.sql",
+        "procedures/fsm_run_info_v1.sql",
+        "procedures/fsm_state_at_v1.sql",
+        "procedures/fsm_stats_v1.sql",
+    ])
+    with conn.cursor() as cur:
+        cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v2' ORDER BY machine")
+        machines = [row[0] for row in cur.fetchall()]
+    for machine in machines:
+        execute_ddl(conn, [render("history_left_at", machine)])
+        replace_machine_triggers(
+            conn, machine, SWAPS, "v3", also_lock=(f"fsm_{machine}_transitions", "fsm_state_counts"),
+            while_locked=lambda cur, m=machine: rebuild_state_counts(cur, m))
+        fill_left_at(conn, machine)
+        execute_ddl(conn, [render("view_instances_v1", machine), render("view_history_v1", machine)])
+    refresh_views(conn)
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pyfsm migrations are forward-only")

@@ -1,0 +1,151 @@
+"""Least-privilege accounts: `pyfsm grant` and the SQL behind it.
+
+pyfsm's routines, triggers and views run as their definer (the account that ran the
+migrations), so the accounts applications and analysts use need no rights on any table:
+
+* ``app``: EXECUTE on every public procedure (each SQL SECURITY DEFINER routine named
+  ``fsm_%``; the internal helpers are SQL SECURITY INVOKER and are not granted). It can
+  create, transition, pause, lock and run handlers, and cannot UPDATE, DELETE or even
+  SELECT any table.
+* ``reporting``: SELECT on the reporting views (``fsm_v_%`` and ``fsm_held_locks_v1``) and
+  nothing else.
+* ``relay``: the Kafka relay's outbox rows (SELECT, UPDATE, DELETE on fsm_outbox) and the
+  two procedures it calls.
+
+The accounts are recorded in ``fsm_accounts``; objects created later (a new machine type's
+procedures and views, a new revision's routines) are granted to them by ``pyfsm sync`` /
+``Store.define`` / ``pyfsm migrate`` through :func:`grant_recorded`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from .errors import InvalidArgument
+
+log = logging.getLogger("pyfsm.grants")
+
+ROLES = ("app", "reporting", "relay")
+USER = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
+#: The relay's own rights: it reads and marks outbox rows with plain SQL.
+RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
+RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1")
+#: GRANT to an account that does not exist: 1133 (MariaDB, MySQL 5.7), 1410 (MySQL 8).
+NO_SUCH_ACCOUNT = frozenset({1133, 1410})
+
+
+@dataclass(frozen=True)
+class Account:
+    """``user@host`` and the role it gets."""
+
+    user: str
+    host: str
+    role: str
+
+    @classmethod
+    def parse(cls, text: str, role: str) -> Account:
+        """``'name'`` or ``'name@host'`` (host defaults to ``%``: any host)."""
+        if role not in ROLES:
+            raise InvalidArgument(f"role must be one of {', '.join(ROLES)}, got {role!r:.40}")
+        user, _, host = str(text).partition("@")
+        host = host or "%"
+        if not USER.fullmatch(user):
+            raise InvalidArgument(f"account user must be 1-32 characters of [A-Za-z0-9_.-], got {user!r:.80}")
+        if not HOST.fullmatch(host):
+            raise InvalidArgument(f"account host must be 1-255 characters of [A-Za-z0-9_.%:-], got {host!r:.80}")
+        return cls(user, host, role)
+
+    @property
+    def sql(self) -> str:
+        # validated above: only these characters ever reach the statement
+        return f"'{self.user}'@'{self.host}'"
+
+
+def statements(conn: Any, account: Account) -> list[str]:
+    """The GRANT statements that give ``account`` its role on the current database, now."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT DATABASE()")
+        (database,) = cur.fetchone()
+        if account.role == "app":
+            cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                        "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER' "
+                        "AND routine_name LIKE 'fsm\\_%' ORDER BY routine_name")
+            return [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
+        if account.role == "reporting":
+            cur.execute("SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
+                        "AND (table_name LIKE 'fsm\\_v\\_%' OR table_name = 'fsm_held_locks_v1') ORDER BY table_name")
+            return [f"GRANT SELECT ON `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
+    return [f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
+            *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in RELAY_PROCEDURES)]
+
+
+def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] | None = None,
+          dry_run: bool = False) -> list[str]:
+    """Create (if missing) and grant each account its role; record it in fsm_accounts.
+
+    ``passwords`` maps ``user@host`` to the password to set (created accounts need one;
+    an existing account keeps its password unless one is given). Returns the statements,
+    passwords shown as ``'***'``; with ``dry_run`` nothing is executed.
+    """
+    passwords = passwords or {}
+    shown: list[str] = []
+    with conn.cursor() as cur:
+        for account in accounts:
+            key = f"{account.user}@{account.host}"
+            password = passwords.get(key)
+            if password is not None:
+                # CREATE ... IF NOT EXISTS leaves an existing account alone; ALTER sets the password either way
+                for verb in ("CREATE USER IF NOT EXISTS", "ALTER USER"):
+                    shown.append(f"{verb} {account.sql} IDENTIFIED BY '***'")
+                    if not dry_run:
+                        cur.execute(f"{verb} {account.sql} IDENTIFIED BY %s", (password,))
+            for statement in statements(conn, account):
+                shown.append(statement)
+                if dry_run:
+                    continue
+                try:
+                    cur.execute(statement)
+                except pymysql.err.MySQLError as exc:
+                    if exc.args and exc.args[0] in NO_SUCH_ACCOUNT:
+                        raise InvalidArgument(f"account {key} does not exist: give it a password to create it",
+                                              account=key) from None
+                    raise
+            shown.append(f"INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
+                         f"VALUES ('{account.user}', '{account.host}', '{account.role}', UTC_TIMESTAMP(6))")
+            if not dry_run:
+                cur.execute("INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
+                            "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))", (account.user, account.host, account.role))
+    return shown
+
+
+def recorded(conn: Any) -> list[Account]:
+    """The accounts `pyfsm grant` recorded (none before revision 0004)."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute("SELECT user, host, role FROM fsm_accounts ORDER BY user, host, role")
+        except pymysql.err.ProgrammingError as exc:
+            if exc.args and exc.args[0] == 1146:  # no such table: an older schema
+                return []
+            raise
+        return [Account(user, host, role) for user, host, role in cur.fetchall()]
+
+
+def grant_recorded(conn: Any) -> None:
+    """Grant the recorded accounts what their roles cover now (new procedures and views)."""
+    with conn.cursor() as cur:
+        for account in recorded(conn):
+            try:
+                for statement in statements(conn, account):
+                    cur.execute(statement)
+            except pymysql.err.MySQLError as exc:
+                if not (exc.args and exc.args[0] in NO_SUCH_ACCOUNT):
+                    raise
+                log.warning("pyfsm: account %s@%s recorded in fsm_accounts no longer exists; not granted",
+                            account.user, account.host)
