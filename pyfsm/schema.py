@@ -234,9 +234,8 @@ def rebuild_state_counts(cur: Any, machine: str) -> None:
     """
     name = check_machine_name(machine)
     cur.execute("DELETE FROM fsm_state_counts WHERE machine = %s", (name,))
-    cur.execute(f"INSERT INTO fsm_state_counts (machine, state, shard, instances) "
-                f"SELECT %s, current_state, MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)",
-                (name,))
+    cur.execute(f"INSERT INTO fsm_state_counts (machine, state, shard, instances) SELECT %s, current_state, "
+                f"MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)", (name,))
 
 
 def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:

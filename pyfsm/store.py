@@ -16,7 +16,7 @@ from . import db, schema
 from .definition import NAME, Machine
 from .errors import FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
 from .locks import HeldLock, Lease, LeaseConnections, acquire
-from .models import DefineResult, HistoryEntry, Instance, TransitionResult
+from .models import DefineResult, HistoryEntry, Instance, TransitionResult, _utc
 from .resources import check_machine_name
 
 MAX_DATA_BYTES = 1024 * 1024
@@ -299,7 +299,9 @@ class Store:
         if at.tzinfo is not None:
             at = at.astimezone(UTC).replace(tzinfo=None)
         rows = self._rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
-        return rows[0] if rows else None
+        if not rows:
+            return None
+        return {**rows[0], "entered_at": _utc(rows[0]["entered_at"]), "left_at": _utc(rows[0]["left_at"])}
 
     def stats(self) -> list[dict[str, Any]]:
         """One dict per installed machine type: instances, running, waiting, paused, failed,

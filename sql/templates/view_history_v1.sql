@@ -11,7 +11,7 @@ CREATE OR REPLACE ALGORITHM = MERGE SQL SECURITY DEFINER VIEW `fsm_v___M___trans
 SELECT h.`id` AS `transition_id`, i.`machine`, i.`instance_key`, i.`lookup_key`, h.`instance_id`, h.`sort_key`,
        h.`event`, h.`from_state`, h.`to_state`, h.`handler`, h.`source`, h.`request_id`, h.`definition_version`,
        h.`data_before`, h.`data_after`, h.`metadata`, h.`created_at` AS `entered_at`, h.`left_at`,
-       TIMESTAMPDIFF(MICROSECOND, h.`created_at`, COALESCE(h.`left_at`, UTC_TIMESTAMP(6))) / 1000000
+       TIMESTAMPDIFF(MICROSECOND, h.`created_at`, COALESCE(h.`left_at`, UTC_TIMESTAMP(6))) * 0.000001
          AS `seconds_in_state`,
        h.`most_recent` IS NOT NULL AS `is_current`
   FROM `fsm___M___transitions` h

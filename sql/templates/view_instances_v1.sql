@@ -12,6 +12,6 @@ SELECT i.`id`, i.`machine`, i.`instance_key`, i.`lookup_key`, i.`current_state`,
        i.`version`, i.`definition_version`, i.`resume_from_step`, i.`kafka_topic`,
        i.`uses_global_lock`, i.`uses_local_lock`, i.`last_retry_at`, i.`created_at`, i.`updated_at`,
        h.`created_at` AS `in_state_since`,
-       TIMESTAMPDIFF(MICROSECOND, h.`created_at`, UTC_TIMESTAMP(6)) / 1000000 AS `seconds_in_state`
+       TIMESTAMPDIFF(MICROSECOND, h.`created_at`, UTC_TIMESTAMP(6)) * 0.000001 AS `seconds_in_state`
   FROM `fsm___M__` i
   LEFT JOIN `fsm___M___transitions` h ON h.`instance_id` = i.`id` AND h.`most_recent` = 1
