@@ -3,6 +3,7 @@
 from .definition import Machine, Transition, UnreachableStateWarning, transition
 from .engine import RunResult
 from .errors import (
+    AccessDenied,
     AmbiguousTransition,
     ClaimLost,
     Conflict,
@@ -40,7 +41,7 @@ from .worker import Worker, WorkerStats
 __version__ = "0.2.0"
 
 __all__ = [
-    "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
+    "AccessDenied", "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
     "DefineResult", "DeleteRefused", "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable",
     "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
     "InvalidDefinition", "InvalidStatus", "Lag", "Lease", "LockHeld", "LockLost", "LockNotAcquired",

@@ -197,6 +197,16 @@ class InvalidStatus(FsmError):
     errno = 31022
 
 
+class AccessDenied(FsmError):
+    """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
+
+    A least-privilege account (`pyfsm grant`) meets it when it does what only the schema
+    owner may: DDL such as ``pyfsm sync``, or reading a table instead of a view.
+    """
+
+    errno = 1142
+
+
 class DatabaseUnavailable(FsmError):
     """The server could not be reached or the connection was lost (errno is the driver's)."""
 
@@ -247,6 +257,11 @@ SERVER: dict[int, type[FsmError]] = {
     1049: DatabaseUnavailable,  # unknown database
     1317: DatabaseUnavailable,  # query execution was interrupted (KILL QUERY)
     4031: DatabaseUnavailable,  # MySQL 8.0.24+: the server closed an idle connection
+    1142: AccessDenied,  # command denied on a table (SELECT, UPDATE, CREATE, TRIGGER, ...)
+    1143: AccessDenied,  # command denied on a column
+    1370: AccessDenied,  # EXECUTE (or ALTER ROUTINE) denied on a routine
+    1044: AccessDenied,  # access denied to the database
+    1227: AccessDenied,  # needs a global privilege (SUPER, ...)
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.

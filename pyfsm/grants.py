@@ -105,7 +105,8 @@ def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] |
                 for verb in ("CREATE USER IF NOT EXISTS", "ALTER USER"):
                     shown.append(f"{verb} {account.sql} IDENTIFIED BY '***'")
                     if not dry_run:
-                        cur.execute(f"{verb} {account.sql} IDENTIFIED BY %s", (password,))
+                        # with arguments PyMySQL formats the text: the host's % must be doubled
+                        cur.execute(f"{verb} {account.sql.replace('%', '%%')} IDENTIFIED BY %s", (password,))
             for statement in statements(conn, account):
                 shown.append(statement)
                 if dry_run:

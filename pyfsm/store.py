@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import pymysql
+
 from . import db, schema
 from .definition import NAME, Machine
-from .errors import FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
+from .errors import AccessDenied, FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult, _utc
 from .resources import check_machine_name
@@ -94,6 +96,16 @@ class Store:
         conn = db.connect(self.settings)
         try:
             schema.install_machine_objects(conn, name)
+        except pymysql.err.MySQLError as exc:
+            err = db.translate(exc)
+            if isinstance(err, AccessDenied):
+                raise AccessDenied(
+                    f"installing {name}'s tables, triggers and views needs the schema owner's rights "
+                    f"(CREATE, TRIGGER, CREATE ROUTINE, CREATE VIEW, GRANT): run `pyfsm sync {name}` as the owner "
+                    f"({err})", errno=err.errno, machine=name) from exc
+            if err is exc:
+                raise
+            raise err from exc
         finally:
             conn.close()
 

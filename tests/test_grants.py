@@ -1,0 +1,168 @@
+"""Least privilege: the app account only EXECUTEs procedures, the reporting account only reads views."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pymysql
+import pytest
+from conftest import admin, order_machine
+
+from pyfsm import AccessDenied, Relay, Store, schema
+from pyfsm.db import Settings
+from pyfsm.grants import Account, grant, recorded
+
+PASSWORD = "Pw-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def accounts(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """A migrated database with one machine, and three accounts granted on it (dropped afterwards)."""
+    settings = make_database()
+    with Store(settings.dsn()) as store:
+        store.migrate()
+        store.define(order_machine("order"))
+        store.create("order", "o-1", lookup_key="acct-1")
+    tag = uuid.uuid4().hex[:8]
+    made = {role: Account.parse(f"pyfsm_{role}_{tag}@%", role) for role in ("app", "reporting", "relay")}
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        grant(conn, list(made.values()), passwords={f"{a.user}@{a.host}": PASSWORD for a in made.values()})
+    finally:
+        conn.close()
+    yield {"settings": settings, **{role: replace(settings, user=a.user, password=PASSWORD) for role, a in made.items()}}
+    conn = admin(server)
+    try:
+        for account in made.values():
+            conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
+    finally:
+        conn.close()
+
+
+def errno_of(settings: Settings, sql: str) -> int | None:
+    """Run one statement as ``settings``' account: None if it worked, else the server's error number."""
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            cur.fetchall()
+            while cur.nextset():
+                pass
+        return None
+    except pymysql.err.MySQLError as exc:
+        return int(exc.args[0])
+    finally:
+        conn.close()
+
+
+def objects(settings: Settings) -> dict[str, list[str]]:
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = DATABASE()")
+            rows = cur.fetchall()
+            cur.execute("SELECT routine_name, security_type FROM information_schema.routines "
+                        "WHERE routine_schema = DATABASE() AND routine_type = 'PROCEDURE'")
+            routines = cur.fetchall()
+    finally:
+        conn.close()
+    return {"tables": sorted(n for n, t in rows if t == "BASE TABLE"), "views": sorted(n for n, t in rows if t == "VIEW"),
+            "public": sorted(n for n, s in routines if s == "DEFINER"),
+            "internal": sorted(n for n, s in routines if s == "INVOKER")}
+
+
+def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # type: ignore[no-untyped-def]
+    app, owner = accounts["app"], accounts["settings"]
+    with Store(app.dsn()) as store:  # the whole facade through EXECUTE alone
+        store.create("order", "o-2", lookup_key="acct-2", data={"n": 1})
+        assert store.send("order", "o-2", "pay").to_state == "paid"
+        assert store.get("order", "o-2").version == 2 and len(store.history("order", "o-2")) == 2
+        assert store.counts("order") == {"new": 1, "paid": 1}
+        assert [i.key for i in store.in_state("order", "paid")] == ["o-2"]
+        assert store.pause("order", "o-1")["status"] == "paused" and store.resume("order", "o-1")["status"] == "running"
+        assert store.locks() == [] and store.errors("order", "o-1") == [] and store.run_info("order", "o-1") is None
+        assert [s["machine"] for s in store.stats()] == ["order"]
+        assert store.state_at("order", "o-2", store.history("order", "o-2")[-1].created_at)["state"] == "paid"
+        with pytest.raises(AccessDenied):  # DDL is the owner's: a new type needs `pyfsm sync` by the owner
+            store.define(order_machine("refund"))
+    found = objects(owner)
+    assert "fsm_order" in found["tables"] and "fsm_outbox" in found["tables"] and len(found["tables"]) >= 14
+    for table in found["tables"]:
+        for sql in (f"UPDATE `{table}` SET machine = machine", f"DELETE FROM `{table}`", f"SELECT * FROM `{table}`"):
+            assert errno_of(app, sql) == 1142, sql
+    for view in found["views"]:
+        assert errno_of(app, f"SELECT * FROM `{view}`") == 1142, view
+    for routine in found["internal"]:  # the INVOKER helpers are never granted
+        assert errno_of(app, f"CALL `{routine}`()") in (1370, 1318), routine  # 1318: argument count, if checked first
+    assert errno_of(app, "CALL fsm_update_instance_v1('order', 1, 'pay', NULL, NULL, NULL, NULL, NULL)") == 1370
+    with Store(owner.dsn()) as store:  # nothing the refused statements tried happened
+        assert [h.to_state for h in store.history("order", "o-2")] == ["new", "paid"]
+        assert store.counts("order") == {"new": 1, "paid": 1}
+
+
+def test_reporting_account_reads_the_views_and_nothing_else(accounts) -> None:  # type: ignore[no-untyped-def]
+    reporting, owner = accounts["reporting"], accounts["settings"]
+    found = objects(owner)
+    assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_state_counts",
+            "fsm_v_failed", "fsm_v_funnel", "fsm_v_stuck", "fsm_held_locks_v1"} <= set(found["views"])
+    for view in found["views"]:
+        assert errno_of(reporting, f"SELECT * FROM `{view}`") is None, view
+    conn = pymysql.connect(**reporting.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT instance_key, current_state FROM fsm_v_order")
+            assert cur.fetchall() == (("o-1", "new"),)
+    finally:
+        conn.close()
+    for table in found["tables"]:
+        assert errno_of(reporting, f"SELECT * FROM `{table}`") == 1142, table
+    assert errno_of(reporting, "UPDATE fsm_v_order SET current_state = 'paid'") == 1142  # views are read-only to it
+    for routine in found["public"]:
+        assert errno_of(reporting, f"CALL `{routine}`()") in (1370, 1318), routine
+
+
+def test_relay_account_publishes_from_the_outbox_only(accounts) -> None:  # type: ignore[no-untyped-def]
+    relay_settings = accounts["relay"]
+    relay = Relay(relay_settings.dsn(), kafka=None)
+    try:
+        assert relay.lag().unpublished == 0
+    finally:
+        relay.close()
+    assert errno_of(relay_settings, "SELECT COUNT(*) FROM fsm_outbox") is None
+    assert errno_of(relay_settings, "SELECT * FROM fsm_order") == 1142
+    assert errno_of(relay_settings, "CALL fsm_send_v1('order', 'o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)") \
+        == 1370
+
+
+def test_types_defined_later_are_granted_to_the_recorded_accounts(accounts) -> None:  # type: ignore[no-untyped-def]
+    owner, app, reporting = accounts["settings"], accounts["app"], accounts["reporting"]
+    conn = pymysql.connect(**owner.connect_kwargs())
+    try:
+        assert {a.role for a in recorded(conn)} == {"app", "reporting", "relay"}
+    finally:
+        conn.close()
+    with Store(owner.dsn()) as store:
+        store.define(order_machine("refund"))
+    with Store(app.dsn()) as store:
+        assert store.send("refund", "r-1", "pay").to_state == "paid"  # its procedures were granted by sync
+    assert errno_of(reporting, "SELECT * FROM fsm_v_refund_transitions") is None
+    assert errno_of(reporting, "SELECT COUNT(*) FROM fsm_v_history WHERE machine = 'refund'") is None
+    with Store(owner.dsn()) as store:
+        store.migrate()  # a no-op migration re-grants without error
+    assert schema.HEAD_REVISION == "0004"
+
+
+def test_bad_account_names_are_refused() -> None:
+    from pyfsm import InvalidArgument
+
+    for bad in ("x'; DROP USER root; --", "", "a" * 33, "app@host'name", "app@"):
+        if bad == "app@":  # an empty host means any host
+            assert Account.parse(bad, "app").host == "%"
+            continue
+        with pytest.raises(InvalidArgument):
+            Account.parse(bad, "app")
+    with pytest.raises(InvalidArgument):
+        Account.parse("app", "root")
