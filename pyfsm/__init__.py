@@ -11,6 +11,7 @@ from .errors import (
     Deadlock,
     DeleteRefused,
     FsmError,
+    GraphvizUnavailable,
     HistoryImmutable,
     ImmutableColumn,
     InstanceExists,
@@ -42,7 +43,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "AccessDenied", "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
-    "DefineResult", "DeleteRefused", "FsmError", "HeldLock", "HistoryEntry", "HistoryImmutable",
+    "DefineResult", "DeleteRefused", "FsmError", "GraphvizUnavailable", "HeldLock", "HistoryEntry", "HistoryImmutable",
     "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
     "InvalidDefinition", "InvalidStatus", "Lag", "Lease", "LockHeld", "LockLost", "LockNotAcquired",
     "Machine", "Outcome", "Process", "Relay", "RequestIdReused", "RunClaimed", "RunResult",

@@ -144,11 +144,13 @@ class Machine:
         return rules
 
     def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
+        following: dict[str, set[str]] = {}
+        for (source, _event), target in rules.items():  # linear in the edges, not states x edges
+            following.setdefault(source, set()).add(target)
         reached, todo = set(self.start), list(self.start)
         while todo:
-            state = todo.pop()
-            for (source, _event), target in rules.items():
-                if source == state and target not in reached:
+            for target in following.get(todo.pop(), ()):
+                if target not in reached:
                     reached.add(target)
                     todo.append(target)
         return reached

@@ -197,6 +197,16 @@ class InvalidStatus(FsmError):
     errno = 31022
 
 
+class GraphvizUnavailable(FsmError):
+    """Graphviz's ``dot`` could not draw the image: it is not installed, failed or timed out.
+
+    The message says which. Without Graphviz, print the diagram as DOT or Mermaid text
+    instead (GitHub and many editors render Mermaid in Markdown).
+    """
+
+    errno = 31023
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -229,7 +239,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
-        RunClaimed, ClaimLost, InvalidStatus,
+        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable,
     )
 }
 

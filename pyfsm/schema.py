@@ -31,6 +31,7 @@ REVISION_0004_OBJECTS = (
     "tables/fsm_state_counts.sql",
     "tables/fsm_accounts.sql",
     "views/fsm_v_state_counts.sql",
+    "views/fsm_v_definitions.sql",
     "procedures/fsm_define_v3.sql",
     "procedures/fsm_counts_v2.sql",
     "procedures/fsm_schema_version_v1.sql",

@@ -4,8 +4,8 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-11-22
 
-Adds fsm_state_counts (kept by the triggers), fsm_accounts (`pyfsm grant`), the view
-fsm_v_state_counts and the procedures fsm_define_v3, fsm_counts_v2, fsm_schema_version_v1,
+Adds fsm_state_counts (kept by the triggers), fsm_accounts (`pyfsm grant`), the views
+fsm_v_state_counts and fsm_v_definitions, and the procedures fsm_define_v3, fsm_counts_v2, fsm_schema_version_v1,
 fsm_locks_v1, fsm_lock_holders_v1, fsm_errors_v1, fsm_run_info_v1, fsm_state_at_v1 and
 fsm_stats_v1. Every existing machine type gets the column left_at on its history table
 (instant: a new last column), the v3 insert and update triggers and the v2 history update
@@ -43,6 +43,7 @@ def upgrade() -> None:
         "tables/fsm_state_counts.sql",
         "tables/fsm_accounts.sql",
         "views/fsm_v_state_counts.sql",
+        "views/fsm_v_definitions.sql",
         "procedures/fsm_define_v3.sql",
         "procedures/fsm_counts_v2.sql",
         "procedures/fsm_schema_version_v1.sql",

@@ -1,0 +1,532 @@
+"""Machine definitions in YAML or JSON files, for DBAs and anyone not writing Python.
+
+A file holds one machine, written as the JSON object :meth:`Machine.to_dict` gives plus its
+``name``, or ``{"machines": [...]}`` with several (their names unique within the file)::
+
+    name: order
+    states: [new, paid, shipped]
+    start: [new]
+    final: [shipped]                      # optional, default []
+    transitions:
+      - {event: pay, from: new, to: paid}
+      - {event: ship, from: [paid], to: shipped}   # from: one state or a list
+    topic: null                           # optional
+    options:                              # optional, and so is each option
+      save_after_step: true
+      uses_global_lock: false
+      uses_local_lock: false
+      lock_lease_seconds: 60
+      event_data: true
+
+Every problem raises :class:`~pyfsm.errors.InvalidDefinition` whose message starts with the
+file and the path of the offending field, e.g. ``order.yaml: transitions[2].to: event 'ship'
+goes to unknown state 'shiped' (line 14)``, and whose ``fields["field"]`` is that path ("" for
+the document as a whole). YAML messages end with the line when it is known.
+
+>>> [m.name for m in parse_machines('{"name": "door", "states": ["shut", "open"], "start": ["shut"],'
+...                                 ' "transitions": [{"event": "push", "from": "shut", "to": "open"}]}', fmt="json")]
+['door']
+>>> parse_machines('{"name": "door", "states": "shut", "start": ["shut"], "transitions": []}',
+...                fmt="json", source="door.json")
+Traceback (most recent call last):
+...
+pyfsm.errors.InvalidDefinition: door.json: states: must be a list, got string 'shut'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .definition import NAME, Machine
+from .errors import InvalidArgument, InvalidDefinition
+
+#: The largest definition file read, in bytes: far above any real machine, small enough that
+#: a wrong or hostile file cannot make the parser use much memory or time.
+MAX_FILE_BYTES = 1024 * 1024
+
+#: The most YAML nodes a document may expand to once aliases are followed. Aliases share one
+#: object, so a few lines can stand for billions of values ("billion laughs"); the checks here
+#: and Machine's walk every value, so the expanded size is what costs time.
+MAX_YAML_NODES = 1_000_000
+
+SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options")
+REQUIRED_FIELDS = ("name", "states", "start", "transitions")
+TRANSITION_FIELDS = ("event", "from", "to")
+BOOL_OPTIONS = ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data")
+OPTION_FIELDS = ("save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds", "event_data")
+
+_SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_YAML_HINT = " (YAML reads unquoted yes/no/on/off/null and numbers as non-strings: put it in quotes)"
+
+
+# --- public API ----------------------------------------------------------------------------
+
+
+def load_machines(path: str | Path) -> list[Machine]:
+    """The machines in a ``.json``, ``.yaml`` or ``.yml`` file, in file order.
+
+    Raises InvalidArgument for another suffix or a file that cannot be read, and
+    InvalidDefinition for anything wrong with its content.
+    """
+    path = Path(path)
+    source = str(path)
+    fmt = SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise InvalidArgument(f"{source}: definition files must end in .json, .yaml or .yml", field="path")
+    try:
+        with path.open("rb") as file:
+            # Read one byte past the limit rather than trusting stat(): pipes and /proc files lie.
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidArgument(f"{source}: cannot read definition file: {exc.strerror or exc}", field="path") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise _too_large(source)
+    try:
+        text = data.decode("utf-8-sig")  # -sig: editors on Windows like to start files with a BOM
+    except UnicodeDecodeError as exc:
+        raise _document_error(source, f"not UTF-8 text (bad byte at offset {exc.start})") from None
+    return parse_machines(text, fmt=fmt, source=source)
+
+
+def parse_machines(text: str, *, fmt: str, source: str = "<string>") -> list[Machine]:
+    """The machines in ``text``, a definition document in ``fmt`` ("json" or "yaml").
+
+    ``source`` names the document in error messages (load_machines passes the file name).
+    """
+    if fmt not in ("json", "yaml"):
+        raise InvalidArgument(f"definition format must be 'json' or 'yaml', got {fmt!r:.40}", field="fmt")
+    if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
+        raise _too_large(source)
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise _document_error(source, "the file is empty")
+    if fmt == "json":
+        doc, lines = _parse_json(text, source), dict[str, int]()
+    else:
+        doc, lines = _parse_yaml(text, source)
+    return _Reader(source, fmt, lines).document(doc)
+
+
+def machine_document(machine: Machine) -> dict[str, Any]:
+    """``machine`` as a definition-file object: :meth:`Machine.to_dict` with its name first."""
+    return {"name": machine.name, **machine.to_dict()}
+
+
+def dump_machines(machines: Iterable[Machine], fmt: str) -> str:
+    """A definition document ("json" or "yaml") that :func:`parse_machines` reads back as ``machines``.
+
+    One machine is written as a single object, several as ``{"machines": [...]}``.
+    """
+    items = list(machines)
+    if fmt not in ("json", "yaml"):
+        raise InvalidArgument(f"definition format must be 'json' or 'yaml', got {fmt!r:.40}", field="fmt")
+    if not items:
+        raise InvalidArgument("no machines to write", field="machines")
+    seen: set[str] = set()
+    for machine in items:
+        if machine.name in seen:
+            raise InvalidArgument(f"machine {machine.name!r} is given twice; a file holds each name once",
+                                  field="machines", machine=machine.name)
+        seen.add(machine.name)
+    doc: dict[str, Any] = (
+        machine_document(items[0]) if len(items) == 1 else {"machines": [machine_document(m) for m in items]}
+    )
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    yaml = _import_yaml("<output>")
+
+    safe_dumper: Any = yaml.SafeDumper
+
+    class Dumper(safe_dumper):
+        """Lists of names and transitions on one line each, the rest in block style."""
+
+    def flat(value: Any) -> bool:
+        return isinstance(value, str) or (isinstance(value, list) and all(isinstance(item, str) for item in value))
+
+    def represent_list(dumper: Any, data: list[Any]) -> Any:
+        return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat(data))
+
+    def represent_dict(dumper: Any, data: dict[str, Any]) -> Any:
+        # A transition holds only names: {event: pay, from: [new], to: paid}.
+        flow = all(flat(value) for value in data.values())
+        return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flow)
+
+    Dumper.add_representer(list, represent_list)
+    Dumper.add_representer(dict, represent_dict)
+    return str(yaml.dump(doc, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=100))
+
+
+# --- parsing --------------------------------------------------------------------------------
+
+
+def _too_large(source: str) -> InvalidDefinition:
+    return _document_error(source, f"the file is larger than {MAX_FILE_BYTES:,} bytes (1 MiB), "
+                                   "the limit for definition files")
+
+
+def _document_error(source: str, problem: str, line: int | None = None, column: int | None = None) -> InvalidDefinition:
+    """An error about the document as a whole (field path ""), where the parser gives one."""
+    where = f"line {line}, column {column}: " if line and column else f"line {line}: " if line else ""
+    return InvalidDefinition(f"{source}: {where}{problem}", field="", source=source, line=line)
+
+
+class _JsonObject(dict[str, Any]):
+    """A JSON object that remembers keys given more than once (json.loads keeps only the last)."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _JsonObject:
+    obj = _JsonObject(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        duplicates: list[str] = []
+        for key, _ in pairs:
+            if key in seen:
+                duplicates.append(key)
+            seen.add(key)
+        obj.duplicates = tuple(duplicates)
+    return obj
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_json_object)
+    except json.JSONDecodeError as exc:
+        raise _document_error(source, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise _document_error(source, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise _document_error(source, f"invalid JSON: {exc}") from None
+
+
+def _import_yaml(source: str) -> Any:
+    # Imported here so that JSON files, and pyfsm as a whole, work without PyYAML.
+    try:
+        import yaml
+    except ImportError:
+        raise _document_error(source, "YAML definition files need PyYAML: pip install 'pyfsm[yaml]'") from None
+    return yaml
+
+
+def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """The document's data (from yaml.safe_load) and the line of each field path."""
+    yaml = _import_yaml(source)
+    try:
+        # compose() builds the node tree only (no Python objects), which gives the line of
+        # every field and lets duplicate keys and alias bombs be caught before safe_load.
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:  # only comments, or "---"
+            raise _document_error(source, "the file is empty")
+        lines = _yaml_lines(yaml, root, source)
+        _check_yaml_size(root, source)
+        return yaml.safe_load(text), lines
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source) from None
+    except RecursionError:
+        raise _document_error(source, "invalid YAML: nested too deeply") from None
+    except ValueError as exc:  # a scalar safe_load cannot convert, e.g. a date 2024-13-45
+        raise _document_error(source, f"invalid YAML: {exc}") from None
+
+
+def _yaml_error(exc: Any, source: str) -> InvalidDefinition:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    if "constructor for the tag" in problem:
+        # safe_load refuses !!python/object and friends; say why in words a DBA understands.
+        problem = f"the tag {problem.split(' for the tag ')[-1]} is not allowed: definition files hold plain data only"
+    elif context:
+        problem = f"{context}, {problem}"
+    if mark is None:
+        return _document_error(source, f"invalid YAML: {problem}")
+    return _document_error(source, f"invalid YAML: {problem}", mark.line + 1, mark.column + 1)
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if isinstance(value, list):
+        return [item for pair in value for item in pair] if value and isinstance(value[0], tuple) else list(value)
+    return []
+
+
+def _yaml_lines(yaml: Any, root: Any, source: str) -> dict[str, int]:
+    """Map each field path to its line; refuse a mapping that gives one key twice.
+
+    Each node is visited once, in document order, so aliases (which share nodes) cost
+    nothing extra; below an alias, paths get no line and fall back to their parent's.
+    """
+    lines: dict[str, int] = {}
+    seen: set[int] = set()
+    todo: list[tuple[Any, str]] = [(root, "")]
+    while todo:
+        node, path = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children: list[tuple[Any, str]] = []
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[str, int] = {}
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag != "tag:yaml.org,2002:str":
+                    continue  # merge keys (<<) and non-string keys; the latter are refused later
+                child = _key_path(path, key.value)
+                line = key.start_mark.line + 1
+                if key.value in keys:
+                    raise InvalidDefinition(
+                        f"{source}: {child}: field is given twice, first on line {keys[key.value]} (line {line})",
+                        field=child, source=source, line=line)
+                keys[key.value] = line
+                lines.setdefault(child, line)
+                children.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = f"{path}[{index}]"
+                lines.setdefault(child, item.start_mark.line + 1)
+                children.append((item, child))
+        todo.extend(reversed(children))  # a stack: reversed, so the first child is visited first
+    return lines
+
+
+def _check_yaml_size(root: Any, source: str) -> None:
+    """Refuse documents whose aliases expand past MAX_YAML_NODES, or that contain themselves."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    todo: list[tuple[Any, bool]] = [(root, False)]
+    while todo:
+        node, finished = todo.pop()
+        if finished:
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > MAX_YAML_NODES:
+                raise _document_error(source, f"aliases expand to more than {MAX_YAML_NODES:,} values; "
+                                              "write the definition out instead")
+            sizes[id(node)] = size
+            open_nodes.discard(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        open_nodes.add(id(node))
+        todo.append((node, True))
+        for child in _children(node):
+            if id(child) in open_nodes:
+                raise _document_error(source, "an alias refers to a node that contains it (a recursive document)",
+                                      child.start_mark.line + 1)
+            if id(child) not in sizes:
+                todo.append((child, False))
+
+
+def _key_path(prefix: str, key: str) -> str:
+    if not _SIMPLE_KEY.fullmatch(key):
+        key = repr(key[:60])
+        return f"{prefix}[{key}]"
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _describe(value: Any) -> str:
+    """A value as JSON/YAML users would name it, short and safe for any input."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        text = repr(value)
+        return text if len(text) <= 40 else text[:40] + "..."
+    if isinstance(value, str):
+        return f"string {value[:60]!r}" + ("..." if len(value) > 60 else "")
+    # Never repr() containers: an aliased YAML structure can be enormous when printed.
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"  # YAML dates, sets, binary
+
+
+# --- checking the document ------------------------------------------------------------------
+
+
+class _Reader:
+    """Checks one parsed document field by field and builds its machines."""
+
+    def __init__(self, source: str, fmt: str, lines: Mapping[str, int]) -> None:
+        self.source = source
+        self.fmt = fmt
+        self.lines = lines
+
+    def line(self, path: str) -> int | None:
+        """The line of ``path``, or of its nearest parent that has one."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:max(path.rfind("."), path.rfind("["), 0)]
+        return None
+
+    def fail(self, path: str, problem: str, *, machine: str | None = None) -> InvalidDefinition:
+        line = self.line(path)
+        where = f"{path}: " if path else ""
+        suffix = f" (line {line})" if line else ""
+        return InvalidDefinition(f"{self.source}: {where}{problem}{suffix}",
+                                 machine=machine, field=path, source=self.source, line=line)
+
+    # -- typed fields --
+
+    def mapping(self, value: Any, path: str, allowed: tuple[str, ...], what: str) -> dict[str, Any]:
+        """``value`` as an object whose keys are all strings, given once, and in ``allowed``."""
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be {what}, got {_describe(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                hint = _YAML_HINT if self.fmt == "yaml" else ""
+                raise self.fail(path, f"field names must be strings, got {_describe(key)}{hint}")
+        for key in getattr(value, "duplicates", ()):
+            raise self.fail(_key_path(path, key), "field is given twice")
+        for key in value:
+            if key not in allowed:
+                raise self.fail(_key_path(path, key), f"unknown field; expected {', '.join(allowed)}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            hint = _YAML_HINT if self.fmt == "yaml" and (value is None or isinstance(value, int | float)) else ""
+            raise self.fail(path, f"must be a string, got {_describe(value)}{hint}")
+        return value
+
+    def items(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(path, f"must be a list, got {_describe(value)}")
+        return value
+
+    def strings(self, value: Any, path: str) -> list[str]:
+        return [self.string(item, f"{path}[{i}]") for i, item in enumerate(self.items(value, path))]
+
+    # -- structure --
+
+    def document(self, doc: Any) -> list[Machine]:
+        if not isinstance(doc, dict):
+            raise self.fail("", "the top level must be an object: one machine, or {\"machines\": [...]}, "
+                                f"got {_describe(doc)}")
+        if "machines" not in doc:
+            return [self.machine(doc, "")]
+        self.mapping(doc, "", tuple(key for key in doc if isinstance(key, str)), "an object")  # odd/duplicate keys
+        for key in doc:
+            if key != "machines":
+                raise self.fail(_key_path("", key), "unknown field; a file with 'machines' holds nothing else")
+        entries = self.items(doc["machines"], "machines")
+        if not entries:
+            raise self.fail("machines", "must list at least one machine")
+        machines: list[Machine] = []
+        first: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            machine = self.machine(entry, f"machines[{index}]")
+            if machine.name in first:
+                raise self.fail(f"machines[{index}].name", f"machine {machine.name!r} is already defined "
+                                f"at machines[{first[machine.name]}]", machine=machine.name)
+            first[machine.name] = index
+            machines.append(machine)
+        return machines
+
+    def machine(self, value: Any, prefix: str) -> Machine:
+        def at(field: str) -> str:
+            return f"{prefix}.{field}" if prefix else field
+
+        spec = self.mapping(value, prefix, MACHINE_FIELDS, "an object (a machine)")
+        for field in REQUIRED_FIELDS:
+            if field not in spec:
+                raise self.fail(at(field), "required field is missing")
+        name = self.string(spec["name"], at("name"))
+        states = self.strings(spec["states"], at("states"))
+        start = self.strings(spec["start"], at("start"))
+        final = [] if spec.get("final") is None else self.strings(spec["final"], at("final"))
+        topic = None if spec.get("topic") is None else self.string(spec["topic"], at("topic"))
+        edges = [self.transition(item, f"{at('transitions')}[{i}]")
+                 for i, item in enumerate(self.items(spec["transitions"], at("transitions")))]
+        options: dict[str, Any] = {}
+        if spec.get("options") is not None:
+            options = dict(self.mapping(spec["options"], at("options"), OPTION_FIELDS, "an object of options"))
+            for option in BOOL_OPTIONS:
+                if option in options and not isinstance(options[option], bool):
+                    raise self.fail(f"{at('options')}.{option}",
+                                    f"must be true or false, got {_describe(options[option])}")
+        try:
+            return Machine(name=name, states=states, start=start, final=final, topic=topic,
+                           transitions=[(event, list(sources), target) for event, sources, target, _ in edges],
+                           **options)
+        except InvalidDefinition as exc:
+            raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
+
+    def transition(self, value: Any, path: str) -> tuple[str, tuple[str, ...], str, bool]:
+        """(event, sources, target, whether ``from`` was written as a list)."""
+        spec = self.mapping(value, path, TRANSITION_FIELDS, "an object (a transition)")
+        for field in TRANSITION_FIELDS:
+            if field not in spec:
+                raise self.fail(f"{path}.{field}", "required field is missing")
+        event = self.string(spec["event"], f"{path}.event")
+        listed = isinstance(spec["from"], list)
+        sources = self.strings(spec["from"], f"{path}.from") if listed else [self.string(spec["from"], f"{path}.from")]
+        if not sources:
+            raise self.fail(f"{path}.from", "must name at least one state")
+        return event, tuple(sources), self.string(spec["to"], f"{path}.to"), listed
+
+    # -- Machine's own errors --
+
+    def relocate(
+        self, exc: InvalidDefinition, prefix: str, spec: Mapping[str, Any], states: list[str], start: list[str],
+        final: list[str], edges: list[tuple[str, tuple[str, ...], str, bool]], options: Mapping[str, Any],
+    ) -> InvalidDefinition:
+        """Machine's error again, with the path of the field it is about.
+
+        Machine says which field (and state or event) is wrong, not where in the document;
+        this walks the values in the order Machine checks them to find the first culprit.
+        """
+        field = str(exc.fields.get("field") or "")
+        problem = exc.message.removeprefix(f"invalid definition of {exc.machine!r}: ")
+        if problem.startswith(f"{field} must "):
+            problem = problem[len(field) + 1:]
+        note = ""
+        path = field
+        if field == "states":
+            seen: set[str] = set()
+            for i, state in enumerate(states):
+                if (state in seen or not NAME.fullmatch(state)) and state[:80] == exc.state:
+                    path = f"states[{i}]"
+                    break
+                seen.add(state)
+        elif field in ("start", "final"):
+            values = start if field == "start" else final
+            path = next((f"{field}[{i}]" for i, state in enumerate(values)
+                         if state not in states and state[:80] == exc.state), field)
+        elif field == "transitions":
+            path, note = _locate_edge(edges, states, final, exc.event)
+        elif field in OPTION_FIELDS:
+            path = f"options.{field}"
+            problem += f", got {_describe(options.get(field))}"
+        elif field == "topic":
+            problem += f", got {_describe(spec.get('topic'))}"
+        path = f"{prefix}.{path}" if prefix and path else path or prefix
+        return self.fail(path, problem + note, machine=exc.machine)
+
+
+def _locate_edge(
+    edges: list[tuple[str, tuple[str, ...], str, bool]], states: list[str], final: list[str], event: str | None,
+) -> tuple[str, str]:
+    """The path of the first transition problem, in Machine's order of checks, and a note."""
+    known, finals = set(states), set(final)
+    first: dict[tuple[str, str], int] = {}
+    for i, (name, sources, target, listed) in enumerate(edges):
+        base = f"transitions[{i}]"
+        if name[:80] == event and not NAME.fullmatch(name):
+            return f"{base}.event", ""
+        if name == event and target not in known:
+            return f"{base}.to", ""
+        for j, source in enumerate(sources):
+            at = f"{base}.from[{j}]" if listed else f"{base}.from"
+            if name == event and (source not in known or source in finals):
+                return at, ""
+            if name == event and (source, name) in first:
+                return at, f" (first at transitions[{first[(source, name)]}])"
+            first.setdefault((source, name), i)
+    return "transitions", ""
