@@ -80,7 +80,7 @@ def test_worker_pause_resume_retry_failed(make_database) -> None:  # type: ignor
             store.enqueue("cli_checkout", key)
         paused = pyfsm("pause", "--dsn", dsn, "cli_checkout", "b", "--json")
         assert paused.returncode == 0 and json.loads(paused.stdout)["status"] == "paused"
-        worked = pyfsm("worker", "--dsn", dsn, "engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5")
+        worked = pyfsm("worker", "--dsn", dsn, "engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--json")
         assert worked.returncode == 0, worked.stderr
         assert json.loads(worked.stdout)["runs"] == 1  # b is paused: not picked up
         assert store.get("cli_checkout", "a").status == "completed"

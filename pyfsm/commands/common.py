@@ -1,0 +1,139 @@
+"""What every `pyfsm` command shares: registration, output (text or --json), loading objects,
+JSON arguments and progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Protocol, TypeVar
+
+from ..errors import InvalidArgument, InvalidData
+
+T = TypeVar("T")
+Handler = Callable[[argparse.Namespace], None]
+
+
+class Add(Protocol):
+    """Adds one subcommand: ``add(name, handler, help, example)`` returns its parser, which
+    already has --dsn and --json."""
+
+    def __call__(self, name: str, func: Handler, help_text: str, example: str) -> argparse.ArgumentParser: ...
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON can hold it: dataclasses as objects, datetimes in ISO 8601 (UTC)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def emit(args: argparse.Namespace, data: Any, text: str | Iterable[str] | None = None) -> None:
+    """Print ``data`` as JSON with --json, else ``text`` (lines), else ``data`` as JSON anyway."""
+    if args.json or text is None:
+        print(json.dumps(plain(data), ensure_ascii=False, sort_keys=False))
+        return
+    print(text if isinstance(text, str) else "\n".join(text))
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    """Rows as aligned text columns, a header line first."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return lines
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return f"{value:%Y-%m-%d %H:%M:%S.%f}"[:23]
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(plain(value))
+
+
+def json_object(what: str, text: str | None) -> dict[str, Any] | None:
+    """A --data / --metadata argument: a JSON object, or None when not given."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidData(f"--{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidData(f"--{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def load(path: str, *kinds: type) -> Any:
+    """The object at ``module.path:attribute``, which must be one of ``kinds``."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise InvalidArgument(f"expected module.path:attribute, got {path!r}")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument(f"cannot load {path}: {exc}") from None
+    if not isinstance(obj, kinds):
+        names = " or ".join(f"pyfsm.{k.__name__}" for k in kinds)
+        raise InvalidArgument(f"{path} is a {type(obj).__name__}, not a {names}")
+    return obj
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only where someone watches (a terminal, or
+    --progress); stdout stays clean for --json."""
+
+    def __init__(self, total: int, label: str, *, enabled: bool | None = None, width: int = 30) -> None:
+        self.total, self.label, self.width, self.done = max(total, 0), label, width, 0
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._shown = ""
+
+    def update(self, done: int) -> None:
+        self.done = min(max(done, 0), self.total) if self.total else done
+        if not self.enabled:
+            return
+        filled = self.width * self.done // self.total if self.total else self.width
+        line = f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total}"
+        if line != self._shown:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            self._shown = line
+
+    def close(self) -> None:
+        if self.enabled and self._shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="draw a progress bar on stderr (default: when stderr is a terminal)")
+
+
+def env_password(variable: str | None) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise InvalidArgument(f"--password-env names {variable}, which is not set or empty")
+    return value

@@ -1,0 +1,74 @@
+"""`pyfsm graph`: a machine type as a Mermaid or Graphviz diagram, optionally with the counts
+per state and per edge and one instance's path, printed or written to a file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .. import db, diagram, reporting
+from ..definition_file import load_machines
+from ..errors import InvalidArgument
+from .common import Add, emit
+
+TEXT_SUFFIXES = {".mmd": "mermaid", ".md": "mermaid", ".dot": "dot", ".gv": "dot"}
+IMAGE_SUFFIXES = (".svg", ".png")
+
+
+def cmd_graph(args: argparse.Namespace) -> None:
+    output = Path(args.output) if args.output else None
+    fmt = args.format
+    if output is not None and fmt is None:
+        suffix = output.suffix.lower()
+        if suffix not in TEXT_SUFFIXES and suffix not in IMAGE_SUFFIXES:
+            raise InvalidArgument(f"--output must end in .svg, .png, .dot, .gv, .mmd or .md, got {output.name!r}")
+        fmt = TEXT_SUFFIXES.get(suffix, "dot")
+    fmt = fmt or "mermaid"
+    if output is not None and output.suffix.lower() in IMAGE_SUFFIXES and fmt != "dot":
+        raise InvalidArgument("images are drawn by Graphviz: use --format dot (the default for .svg/.png)")
+    state_counts = edge_counts = path = None
+    if Path(args.machine).suffix.lower() in (".yaml", ".yml", ".json"):  # a definition file: no database needed
+        if args.counts or args.instance:
+            raise InvalidArgument("--counts and --instance read the database: give a machine name, not a file")
+        machines = load_machines(args.machine)
+        if len(machines) != 1:
+            raise InvalidArgument(f"{args.machine} holds {len(machines)} machines: graph one at a time")
+        machine = machines[0]
+    else:
+        conn = db.connect(db.parse_dsn(args.dsn))
+        try:
+            machine = reporting.current_machine(conn, args.machine)
+            if args.counts:
+                state_counts = reporting.state_counts(conn, machine.name)
+                state_counts = {s: n for s, n in state_counts.items() if s in machine.states}
+                known = {edge for edge in diagram.edges(machine)}
+                edge_counts = {e: n for e, n in reporting.edge_counts(conn, machine.name).items() if e in known}
+            if args.instance:
+                path = reporting.path(conn, machine.name, args.instance)
+        finally:
+            conn.close()
+    render = diagram.dot if fmt == "dot" else diagram.mermaid
+    text = render(machine, state_counts=state_counts, edge_counts=edge_counts, path=path)
+    if output is None:
+        emit(args, {"machine": machine.name, "format": fmt, "text": text}, text)
+        return
+    if output.suffix.lower() in IMAGE_SUFFIXES:
+        diagram.render_file(text, output)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+    emit(args, {"machine": machine.name, "format": fmt, "written": str(output)}, f"wrote {output}")
+
+
+def register(add: Add) -> None:
+    g = add("graph", cmd_graph, "draw a machine type as Mermaid (default) or Graphviz DOT; with --counts the "
+            "instances per state and transitions per edge, with --instance one instance's path",
+            "pyfsm graph order --counts > order.mmd\n"
+            "  pyfsm graph order --format dot --instance o-1001\n"
+            "  pyfsm graph order --counts --output order.svg   # needs Graphviz\n"
+            "  pyfsm graph examples/order.yaml                 # a definition file, no database")
+    g.add_argument("machine", help="machine type, or a .yaml/.yml/.json definition file")
+    g.add_argument("--format", choices=["mermaid", "dot"], default=None, help="default: mermaid (dot for images)")
+    g.add_argument("--counts", action="store_true", help="overlay instances per state and transitions per edge "
+                                                         "(reads the whole history of the type)")
+    g.add_argument("--instance", metavar="KEY", help="highlight the path of this instance")
+    g.add_argument("--output", metavar="FILE", help="write to FILE: .svg/.png (Graphviz), .dot/.gv, .mmd/.md")

@@ -1,0 +1,141 @@
+"""`pyfsm` commands on instances: create, send, show, history, list, counts, stats, and the
+engine's controls pause, resume, retry, failed. Each is one procedure call (docs/sql-api.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..store import Store
+from .common import Add, emit, json_object, table
+
+
+def cmd_create(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        result = store.create(args.machine, args.key, state=args.state, data=json_object("data", args.data),
+                              lookup_key=args.lookup_key, metadata=json_object("metadata", args.metadata),
+                              request_id=args.request_id)
+    emit(args, result, f"{args.machine} {result.key}: created in {result.to_state} (version {result.version})")
+
+
+def cmd_send(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        result = store.send(args.machine, args.key, args.event, data=json_object("data", args.data),
+                            metadata=json_object("metadata", args.metadata), expected_version=args.expected_version,
+                            request_id=args.request_id, lookup_key=args.lookup_key)
+    created = " (created)" if result.created else ""
+    replayed = " (replayed: already applied with this request id)" if result.replayed else ""
+    emit(args, result, f"{args.machine} {result.key}: {result.event}: {result.from_state} -> {result.to_state}, "
+                       f"version {result.version}{created}{replayed}")
+
+
+def cmd_show(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        instance = store.get(args.machine, args.key)
+    emit(args, instance, [
+        f"{instance.machine} {instance.key}",
+        f"  state       {instance.state}",
+        f"  status      {instance.status}",
+        f"  version     {instance.version} (definition version {instance.definition_version})",
+        f"  lookup_key  {instance.lookup_key or '-'}",
+        f"  data        {table([{'d': instance.data}], ['d'])[1]}",
+        f"  created     {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+        f"  updated     {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+    ])
+
+
+def cmd_history(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        history = store.history(args.machine, args.key)
+    rows = [{"#": h.sort_key, "event": h.event, "from": h.from_state, "to": h.to_state, "handler": h.handler,
+             "source": h.source, "at (UTC)": h.created_at} for h in history]
+    emit(args, history, table(rows, ["#", "event", "from", "to", "handler", "source", "at (UTC)"]))
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
+    rows = [{"id": i.id, "key": i.key, "status": i.status, "version": i.version, "lookup_key": i.lookup_key,
+             "updated (UTC)": i.updated_at} for i in instances]
+    more = [f"(more: --after-id {instances[-1].id})"] if len(instances) == args.limit else []
+    emit(args, instances, table(rows, ["id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
+
+
+def cmd_counts(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        counts = store.counts(args.machine)
+    emit(args, counts, table([{"state": s, "instances": n} for s, n in counts.items()], ["state", "instances"])
+         if counts else f"no {args.machine} instances")
+
+
+def cmd_stats(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        stats = store.stats()
+    columns = ["machine", "instances", "running", "waiting", "paused", "failed", "completed", "due", "claimed",
+               "unpublished"]
+    emit(args, stats, table(stats, columns) if stats else "no machine types installed")
+
+
+def _control(args: argparse.Namespace, action: str) -> None:
+    with Store(args.dsn) as store:
+        result = getattr(store, action)(args.machine, args.key)
+    pending = " (at the end of the step in progress)" if result.get("pending") else ""
+    emit(args, result, f"{args.machine} {args.key}: {result['status']} in {result['state']}{pending}")
+
+
+def cmd_pause(args: argparse.Namespace) -> None:
+    _control(args, "pause")
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    _control(args, "resume")
+
+
+def cmd_retry(args: argparse.Namespace) -> None:
+    _control(args, "retry")
+
+
+def cmd_failed(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        rows = store.failed(args.machine, limit=args.limit)
+    emit(args, rows, table(rows, ["instance_key", "current_state", "handler", "attempt", "error_type", "message",
+                                  "failed_at"]) if rows else f"no failed {args.machine} instances")
+
+
+def register(add: Add) -> None:
+    def keyed(name: str, func: object, text: str, example: str) -> argparse.ArgumentParser:
+        p = add(name, func, text, example)  # type: ignore[arg-type]
+        p.add_argument("machine", help="machine type")
+        p.add_argument("key", help="instance key")
+        return p
+
+    create = keyed("create", cmd_create, "create an instance in a start state (default: the first)",
+                   "pyfsm create order o-1001 --data '{\"total\": 42}' --lookup-key customer-7")
+    create.add_argument("--state", help="the start state (default: the first start state)")
+    send = keyed("send", cmd_send, "apply an event to an instance (a key with no instance is created when a "
+                 "start state allows the event)", "pyfsm send order o-1001 pay --metadata '{\"by\": \"ops\"}'")
+    send.add_argument("event", help="the event")
+    send.add_argument("--expected-version", type=int, help="refuse (Conflict) unless the instance is at this version")
+    for p in (create, send):
+        p.add_argument("--data", help="the instance's data: a JSON object (send: replaces it)")
+        p.add_argument("--metadata", help="recorded with the transition in history: a JSON object")
+        p.add_argument("--lookup-key", help="the account the instance belongs to (used by locks)")
+        p.add_argument("--request-id", help="makes the call safe to repeat: a repeat returns the first result")
+    keyed("show", cmd_show, "show an instance: state, status, version, data", "pyfsm show order o-1001 --json")
+    keyed("history", cmd_history, "an instance's history, oldest first", "pyfsm history order o-1001")
+    listing = add("list", cmd_list, "list the instances in a state, a page at a time, in id order",
+                  "pyfsm list order paid --limit 50 --after-id 1200")
+    listing.add_argument("machine", help="machine type")
+    listing.add_argument("state", help="the state")
+    listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
+    listing.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    add("counts", cmd_counts, "how many instances are in each state (from the state counters)",
+        "pyfsm counts order --json").add_argument("machine", help="machine type")
+    add("stats", cmd_stats, "per machine type: instances, running/waiting/paused/failed/completed, queue, outbox",
+        "pyfsm stats")
+    for name, func, text in (("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
+                             ("resume", cmd_resume, "resume a paused instance where it paused"),
+                             ("retry", cmd_retry, "run a failed instance again from the step that failed")):
+        keyed(name, func, text, f"pyfsm {name} order o-1001")
+    failed = add("failed", cmd_failed, "list failed instances with their last error", "pyfsm failed order --json")
+    failed.add_argument("machine", help="machine type")
+    failed.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")

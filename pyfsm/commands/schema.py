@@ -1,0 +1,125 @@
+"""`pyfsm` commands on the schema: migrate, check, install (define), sync, grant."""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+from pathlib import Path
+
+from .. import db, schema
+from ..definition import Machine
+from ..definition_file import load_machines
+from ..errors import InvalidArgument
+from ..grants import Account, grant
+from ..process import Process
+from ..store import Store
+from .common import Add, Progress, emit, env_password, load, progress_flag, table
+
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    schema.migrate(db.parse_dsn(args.dsn))
+    emit(args, {"revision": schema.HEAD_REVISION}, f"pyfsm schema is at {schema.HEAD_REVISION}")
+
+
+def cmd_check(args: argparse.Namespace) -> None:
+    conn = db.connect(db.parse_dsn(args.dsn))
+    try:
+        schema.check(conn)
+    finally:
+        conn.close()
+    emit(args, {"revision": schema.HEAD_REVISION, "ok": True},
+         f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs")
+
+
+def machines_from(source: str) -> list[Machine]:
+    """The machines a source names: a definition file, or module.path:attribute (a Machine or Process)."""
+    if source.lower().endswith(DEFINITION_SUFFIXES) or Path(source).is_file():
+        return load_machines(source)
+    found = load(source, Machine, Process)
+    return [found.machine if isinstance(found, Process) else found]
+
+
+def cmd_install(args: argparse.Namespace) -> None:
+    machines = [(source, m) for source in args.source for m in machines_from(source)]  # all valid before any is stored
+    results = []
+    bar = Progress(len(machines), "installing", enabled=args.progress)
+    with Store(args.dsn) as store:
+        for n, (source, machine) in enumerate(machines, 1):
+            result = store.define(machine)
+            results.append({"machine": result.machine, "version": result.version, "changed": result.changed,
+                            "source": source})
+            bar.update(n)
+    bar.close()
+    if args.command == "define" and len(results) == 1 and not args.json:  # the 0.1 output, kept for scripts
+        args.json = True
+        emit(args, {k: results[0][k] for k in ("machine", "version", "changed")})
+        return
+    emit(args, results, [f"{r['machine']}: version {r['version']} "
+                         f"({'new version' if r['changed'] else 'unchanged'}) from {r['source']}" for r in results])
+
+
+def cmd_sync(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        store.sync(args.machine)
+    emit(args, {"machine": args.machine, "installed": True},
+         f"tables, triggers, procedures and views of {args.machine} are installed")
+
+
+def cmd_grant(args: argparse.Namespace) -> None:
+    wanted = [Account.parse(text, role) for role in ("app", "reporting", "relay")
+              for text in getattr(args, role) or []]
+    if not wanted:
+        raise InvalidArgument("name at least one account: --app, --reporting or --relay (user or user@host)")
+    password = env_password(args.password_env)
+    passwords, generated = {}, {}
+    for account in wanted:
+        key = f"{account.user}@{account.host}"
+        if password is not None:
+            passwords[key] = password
+        elif args.create and not args.print_only:
+            passwords[key] = generated[key] = secrets.token_urlsafe(18)
+    conn = db.connect(db.parse_dsn(args.dsn))
+    try:
+        schema.check(conn)
+        statements = grant(conn, wanted, passwords=passwords, dry_run=args.print_only)
+    finally:
+        conn.close()
+    accounts = [{"user": a.user, "host": a.host, "role": a.role,
+                 **({"password": generated[f"{a.user}@{a.host}"]} if f"{a.user}@{a.host}" in generated else {})}
+                for a in wanted]
+    if args.print_only:
+        emit(args, {"statements": statements}, [s + ";" for s in statements])
+        return
+    lines = table(accounts, ["user", "host", "role", "password"])
+    if generated:
+        lines.append("(generated passwords are shown once: store them now)")
+    emit(args, {"accounts": accounts, "statements": statements}, lines)
+
+
+def register(add: Add) -> None:
+    add("migrate", cmd_migrate, "install or upgrade pyfsm's schema", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
+    add("check", cmd_check, "check that the schema matches this pyfsm", "pyfsm check")
+    for name, text in (("install", "store machine definitions (YAML/JSON files or Python objects) and create their "
+                                   "tables, triggers, procedures and views"),
+                       ("define", "the same as install (kept from pyfsm 0.1)")):
+        p = add(name, cmd_install, text, "pyfsm install examples/order.yaml\n"
+                "  pyfsm install machines.json myapp.machines:refund myapp.processes:checkout")
+        p.add_argument("source", nargs="+", help="a .yaml/.yml/.json definition file, or module.path:attribute of a "
+                                                 "pyfsm.Machine or pyfsm.Process")
+        progress_flag(p)
+    add("sync", cmd_sync, "create the tables, triggers and views of a machine a DBA defined in SQL",
+        "pyfsm sync order").add_argument("machine", help="machine name")
+    g = add("grant", cmd_grant, "create least-privilege accounts: app (EXECUTE the procedures only), reporting "
+            "(SELECT the views only), relay (the outbox only); run as the schema owner",
+            "PW=s3cret pyfsm grant --app shop_app --reporting analyst@10.0.%% --password-env PW\n"
+            "  pyfsm grant --app shop_app --create          # generates and prints a password\n"
+            "  pyfsm grant --app shop_app --print           # only print the SQL")
+    for role, text in (("app", "an application account: user or user@host (host default %%)"),
+                       ("reporting", "a reporting account"), ("relay", "a Kafka relay account")):
+        g.add_argument(f"--{role}", action="append", metavar="USER[@HOST]", help=text)
+    g.add_argument("--password-env", metavar="VAR", help="set the accounts' password from this environment variable "
+                                                         "(creates missing accounts)")
+    g.add_argument("--create", action="store_true", help="create missing accounts with generated passwords")
+    g.add_argument("--print", dest="print_only", action="store_true", help="print the SQL instead of running it")
