@@ -39,7 +39,7 @@ from .retry import retry
 from .store import Store
 from .worker import Worker, WorkerStats
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "AccessDenied", "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",

@@ -28,3 +28,12 @@ def test_readme_examples_run(make_database, monkeypatch: pytest.MonkeyPatch) -> 
         store = namespace.get("store")
         if store is not None:
             store.close()  # type: ignore[attr-defined]
+
+
+def test_readme_diagram_is_what_pyfsm_graph_draws() -> None:
+    from pyfsm.definition_file import load_machines
+    from pyfsm.diagram import mermaid
+
+    [block] = re.findall(r"```mermaid\n(.*?)```", README.read_text(), re.S)
+    [machine] = load_machines(README.parent / "examples" / "order.yaml")
+    assert block.strip() == mermaid(machine)
