@@ -10,8 +10,9 @@ from typing import Any
 import pymysql
 import pytest
 from conftest import admin, order_machine
+from engine_fixtures import checkout
 
-from pyfsm import AccessDenied, Relay, Store, schema
+from pyfsm import AccessDenied, Relay, Store, Worker, schema
 from pyfsm.db import Settings
 from pyfsm.grants import Account, grant, recorded
 
@@ -98,6 +99,13 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
     for routine in found["internal"]:  # the INVOKER helpers are never granted
         assert errno_of(app, f"CALL `{routine}`()") in (1370, 1318), routine  # 1318: argument count, if checked first
     assert errno_of(app, "CALL fsm_update_instance_v1('order', 1, 'pay', NULL, NULL, NULL, NULL, NULL)") == 1370
+    process = checkout("shipping")  # the handler engine too: claims, steps, heartbeats, all procedures
+    with Store(owner.dsn()) as store:
+        store.define(process.machine)  # the owner installs the type (DDL) ...
+    with Store(app.dsn()) as store:  # ... the application runs it
+        process.start(store, "s-1", data={"items": 2})
+        Worker(store, [process], idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
+        assert (store.get("shipping", "s-1").status, store.get("shipping", "s-1").data["charged"]) == ("completed", 20)
     with Store(owner.dsn()) as store:  # nothing the refused statements tried happened
         assert [h.to_state for h in store.history("order", "o-2")] == ["new", "paid"]
         assert store.counts("order") == {"new": 1, "paid": 1}
