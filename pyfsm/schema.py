@@ -276,19 +276,27 @@ def refresh_views(conn: Any) -> None:
     """(Re)create the views over every installed machine type (fsm_v_instances, ...).
 
     Each is a UNION ALL with one branch per type whose objects are installed; with no type
-    installed yet they do not exist.
+    installed yet they do not exist. Two installers at once are serialised, and each reads
+    the installed types only once it holds the lock: the last one to rebuild sees every type
+    installed before it (each marks its type installed before it asks for the lock).
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IS NOT NULL ORDER BY machine")
-        machines = [check_machine_name(row[0]) for row in cur.fetchall()]
-    if not machines:
-        return
-    statements = []
-    for view in UNION_VIEWS:
-        text = read_sql(view)
-        head, create, branch = _split_view(text)
-        statements.append(head + create + "\nUNION ALL\n".join(branch.replace(PLACEHOLDER, m) for m in machines))
-    execute_ddl(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
+        cur.execute("SELECT GET_LOCK('pyfsm_views', 60)")
+        if cur.fetchone()[0] != 1:
+            raise SchemaVersionMismatch("another process has been rebuilding pyfsm's views for 60 s; try again")
+        try:
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IS NOT NULL ORDER BY machine")
+            machines = [check_machine_name(row[0]) for row in cur.fetchall()]
+            if not machines:
+                return
+            statements = []
+            for view in UNION_VIEWS:
+                head, create, branch = _split_view(read_sql(view))
+                branches = "\nUNION ALL\n".join(branch.replace(PLACEHOLDER, m) for m in machines)
+                statements.append(head + create + branches)
+            execute_ddl(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
+        finally:
+            cur.execute("SELECT RELEASE_LOCK('pyfsm_views')")
 
 
 def _split_view(text: str) -> tuple[str, str, str]:

@@ -243,3 +243,32 @@ def test_machines_installed_at_0003_get_counts_and_left_at(make_database) -> Non
         assert sum(len(h) - 1 for h in by_instance.values()) > 40  # the fill really had rows to fill
     finally:
         raw.close()
+
+
+def _define(dsn: str, name: str, barrier: Any) -> None:
+    with Store(dsn, pool_size=1) as store:
+        barrier.wait(timeout=60)  # all define at the same moment
+        store.define(order_machine(name))
+        store.create(name, "only")
+
+
+def test_types_installed_at_once_all_appear_in_the_views(make_database) -> None:  # type: ignore[no-untyped-def]
+    settings = make_database()
+    with Store(settings.dsn()) as store:
+        store.migrate()
+    names = [f"kind{n}" for n in range(4)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(names))
+    procs = [ctx.Process(target=_define, args=(settings.dsn(), name, barrier)) for name in names]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        for view in ("fsm_v_instances", "fsm_v_history", "fsm_v_funnel"):
+            assert [r["machine"] for r in fetch(raw, f"SELECT DISTINCT machine FROM {view} ORDER BY machine")] \
+                == names, view
+    finally:
+        raw.close()
