@@ -253,6 +253,9 @@ SERVER: dict[int, type[FsmError]] = {
     1568: TransactionOpen,  # transaction characteristics can't change inside a transaction
     1046: InvalidArgument,  # no database selected: the DSN lacks /database
     1406: InvalidArgument,  # data too long for a column (raw SQL past the checks)
+    1264: InvalidArgument,  # out of range value for a procedure's parameter (raw SQL past the checks)
+    1292: InvalidArgument,  # a value that is not a number or a DATETIME where one is needed
+    1366: InvalidArgument,  # incorrect integer/decimal value for a parameter
     3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
     4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
     1040: DatabaseUnavailable,  # too many connections

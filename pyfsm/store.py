@@ -24,6 +24,8 @@ from .resources import check_machine_name
 MAX_DATA_BYTES = 1024 * 1024
 MAX_METADATA_BYTES = 64 * 1024
 MAX_BIGINT = 2**63 - 1
+#: fsm_enqueue_v1 takes DECIMAL(12,3) seconds: at most about 31 years.
+MAX_DELAY_SECONDS = 999_999_999
 
 
 class Store:
@@ -251,6 +253,10 @@ class Store:
         name = _machine_name(machine)
         if run_immediately is not None and not isinstance(run_immediately, bool):
             raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
+        if delay_seconds is not None and (isinstance(delay_seconds, bool) or not isinstance(delay_seconds, (int, float))
+                                          or not 0 <= delay_seconds <= MAX_DELAY_SECONDS):
+            raise InvalidArgument(
+                f"delay_seconds must be a number from 0 to {MAX_DELAY_SECONDS}, got {delay_seconds!r:.80}")
         return self._call("fsm_enqueue_v1", (name, _check_key("key", key), delay_seconds, run_immediately),
                           writes=True, machine=name, key=key)
 

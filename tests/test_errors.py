@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import pyfsm
 from pyfsm.errors import SERVER, SIGNALLED, FsmError, from_mysql_error
 from pyfsm.resources import sql_dir
@@ -37,3 +39,20 @@ def test_mapping_uses_the_number_not_the_text() -> None:
     assert from_mysql_error(pymysql.err.OperationalError(1234, "deadlock found")) is None
     assert isinstance(from_mysql_error(pymysql.err.OperationalError(1213, "x")), pyfsm.Deadlock)
     assert SERVER[2013] is pyfsm.DatabaseUnavailable
+
+
+def test_out_of_range_arguments_are_invalid_arguments(store, order) -> None:  # type: ignore[no-untyped-def]
+    """Raw SQL past Python's checks: a value outside a parameter's type is the caller's error, by number."""
+    import pymysql
+
+    for errno in (1264, 1292, 1366):
+        assert isinstance(from_mysql_error(pymysql.err.DataError(errno, "x")), pyfsm.InvalidArgument)
+    store.create(order, "range-1")
+    for bad in (1e12, -1, float("nan"), True):
+        try:
+            store.enqueue(order, "range-1", delay_seconds=bad)
+        except pyfsm.InvalidArgument:
+            continue
+        raise AssertionError(f"delay_seconds={bad!r} was accepted")
+    with pytest.raises(pyfsm.InvalidArgument):  # the procedure's own answer, mapped by number
+        store._rows("fsm_definition_v1", (order.name, -1))

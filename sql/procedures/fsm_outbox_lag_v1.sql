@@ -7,7 +7,7 @@
 --                       behind a parked event of their instance; see fsm_outbox.last_error)
 --   oldest_id           fsm_outbox.id of the oldest unpublished event (the lowest id), NULL if none
 --   oldest_occurred_at  when the oldest unpublished event happened (UTC), NULL if none
---   oldest_age_seconds  seconds from then to now (decimal, microseconds), NULL if none
+--   oldest_age_seconds  seconds from then to now (decimal, 4 places), NULL if none
 -- Reads only; runs inside or outside a transaction.
 -- Errors: none of its own.
 -- Example: CALL fsm_outbox_lag_v1();

@@ -5,7 +5,7 @@
 -- which does the work. See that procedure (sql/templates/send_v1.sql) for the details.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row (transition_id, instance_id, instance_key, event, from_state, to_state, sort_key, version, status, created, replayed).
--- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_<machine>_send_v1 (31003, 31005, 31007, 31008, 31010, 31011).
+-- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_<machine>_send_v1 (31003, 31005, 31007, 31008, 31009, 31010, 31011, 31012, 31016, 31018).
 -- Example: CALL fsm_send_v1('order', 'o-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
 CREATE PROCEDURE `fsm_send_v1`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4, IN p_event TEXT CHARACTER SET utf8mb4,

@@ -2,7 +2,7 @@
 --
 -- Instances start with their definition's uses_global_lock and uses_local_lock; this
 -- overrides them for one instance (NULL keeps a setting). Like any update of the instance
--- row that is not a transition, it bumps the instance's version.
+-- row that is not a transition, it bumps the instance's version when a value changes.
 -- Parameters: p_machine, p_key; p_global, p_local (1, 0 or NULL).
 -- Result: one row (instance_key, uses_global_lock, uses_local_lock, version).
 -- Errors: 31002 unknown machine; 31003 unknown instance; 31009 invalid argument.

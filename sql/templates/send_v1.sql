@@ -14,7 +14,8 @@
 -- Errors: 31003 no instance and the event cannot create one; 31016 called inside an open
 --   transaction (nothing is changed, the caller's transaction is left alone); 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
---   used for another transition; 31011 paused; 1213 deadlock: the transaction was rolled
+--   used for another transition; 31011 paused; 31012 the history was tampered with; 31018
+--   locked by another owner (see fsm_lock_v1); 1213 deadlock: the transaction was rolled
 --   back whole, call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
 -- Example: CALL `fsm___M___send_v1`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
 CREATE PROCEDURE `fsm___M___send_v1`(
