@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pymysql
 import pytest
@@ -51,6 +52,16 @@ def server() -> Iterator[Settings]:
     with MySqlContainer("mysql:8.4", username="root", password="test", dbname="test") as container:
         yield Settings(host=container.get_container_host_ip(), port=int(container.get_exposed_port(3306)),
                        user="root", password="test", database="test")
+
+
+def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
+    """Rows of one statement (a CALL's result set) as dicts, on a plain connection."""
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute(sql, args)
+        rows = list(cur.fetchall())
+        while cur.nextset():
+            pass
+        return rows
 
 
 def admin(settings: Settings) -> pymysql.connections.Connection:

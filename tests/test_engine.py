@@ -10,7 +10,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
+from conftest import fetch, unique
 from engine_fixtures import checkout
 
 from pyfsm import (
@@ -24,15 +24,6 @@ from pyfsm import (
     Store,
     Worker,
 )
-
-
-def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
-    with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute(sql, args)
-        rows = list(cur.fetchall())
-        while cur.nextset():
-            pass
-        return rows
 
 
 def drain(store: Store, *processes: Process) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import order_machine, unique
+from conftest import fetch, order_machine, unique
 
 from pyfsm import (
     InvalidArgument,
@@ -46,15 +46,6 @@ def errno_of(conn: pymysql.connections.Connection, sql: str, args: Any = None) -
     except pymysql.err.MySQLError as exc:
         return int(exc.args[0])
     return None
-
-
-def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
-    with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute(sql, args)
-        rows = list(cur.fetchall())
-        while cur.nextset():
-            pass
-        return rows
 
 
 def test_global_lock_excludes_every_type_of_the_account(store: Store, raw) -> None:  # type: ignore[no-untyped-def]

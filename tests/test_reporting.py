@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pymysql
-from conftest import order_machine, unique
+from conftest import fetch, order_machine, unique
 from engine_fixtures import checkout
 
 from pyfsm import Context, Outcome, Store, TransitionNotAllowed, UnknownInstance, Worker, db, schema
@@ -21,15 +21,6 @@ from pyfsm.resources import render
 def utc(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows read with plain SQL carry naive UTC datetimes; the facade's are aware."""
     return [{k: v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for k, v in r.items()} for r in rows]
-
-
-def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
-    with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute(sql, args)
-        rows = list(cur.fetchall())
-        while cur.nextset():
-            pass
-        return rows
 
 
 def build_history(store: Store, raw: pymysql.connections.Connection, name: str) -> dict[str, list[str]]:
