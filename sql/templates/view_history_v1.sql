@@ -8,7 +8,7 @@
 -- Errors: none of its own.
 -- Example: SELECT sort_key, event, from_state, to_state, entered_at, seconds_in_state FROM `fsm_v___M___transitions` WHERE instance_key = 'k-1' ORDER BY sort_key;
 CREATE OR REPLACE ALGORITHM = MERGE SQL SECURITY DEFINER VIEW `fsm_v___M___transitions` AS
-SELECT h.`id` AS `transition_id`, i.`machine`, i.`instance_key`, i.`lookup_key`, h.`instance_id`, h.`sort_key`,
+SELECT h.`id` AS `transition_id`, '__M__' AS `machine`, i.`instance_key`, i.`lookup_key`, h.`instance_id`, h.`sort_key`,
        h.`event`, h.`from_state`, h.`to_state`, h.`handler`, h.`source`, h.`request_id`, h.`definition_version`,
        h.`data_before`, h.`data_after`, h.`metadata`, h.`created_at` AS `entered_at`, h.`left_at`,
        TIMESTAMPDIFF(MICROSECOND, h.`created_at`, COALESCE(h.`left_at`, UTC_TIMESTAMP(6))) * 0.000001

@@ -8,7 +8,7 @@
 -- Errors: none of its own.
 -- Example: SELECT instance_key, current_state, seconds_in_state FROM `fsm_v___M__` WHERE current_state = 'paid' ORDER BY id LIMIT 50;
 CREATE OR REPLACE ALGORITHM = MERGE SQL SECURITY DEFINER VIEW `fsm_v___M__` AS
-SELECT i.`id`, i.`machine`, i.`instance_key`, i.`lookup_key`, i.`current_state`, i.`status`, i.`data`,
+SELECT i.`id`, '__M__' AS `machine`, i.`instance_key`, i.`lookup_key`, i.`current_state`, i.`status`, i.`data`,
        i.`version`, i.`definition_version`, i.`resume_from_step`, i.`kafka_topic`,
        i.`uses_global_lock`, i.`uses_local_lock`, i.`last_retry_at`, i.`created_at`, i.`updated_at`,
        h.`created_at` AS `in_state_since`,
