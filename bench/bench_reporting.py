@@ -672,6 +672,21 @@ def write_section(path: Path, text: str) -> None:
     bt.write_results(path, text, MARK)
 
 
+def refresh_objects(settings: Settings) -> None:
+    """A reused data set gets this checkout's schema: migrations, then each type's objects
+    (views and routines that changed since the load; the data is left alone)."""
+    schema.migrate(settings)
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IS NOT NULL")
+            machines = [row[0] for row in cur.fetchall()]
+        for machine in machines:
+            schema.install_machine_objects(conn, machine)
+    finally:
+        conn.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test", help="server (its database is ignored)")
@@ -680,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-per-instance", type=int, default=None, help="history rows per instance (10)")
     parser.add_argument("--chunk", type=int, default=50_000, help="instances per INSERT ... SELECT of the load")
     parser.add_argument("--reuse", action="store_true", help="measure the data set already in --database")
+    parser.add_argument("--reuse-if-present", action="store_true",
+                        help="reuse a complete data set when there is one, else build it (what `make bench` does)")
     parser.add_argument("--load-only", action="store_true", help="build the data set, measure nothing")
     parser.add_argument("--reps", type=int, default=REPS["fast"], help="timed runs per query")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="length of the ceiling measurement")
@@ -697,6 +714,11 @@ def main(argv: list[str] | None = None) -> int:
         server["database"] = args.database
         cur.execute("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = %s", (args.database,))
         exists = cur.fetchone()[0] == 1
+    if args.reuse_if_present and exists:
+        conn = pymysql.connect(**settings.connect_kwargs())
+        with conn.cursor() as cur:
+            args.reuse = meta(cur).get("complete") == "1"
+        conn.close()
     if args.reuse:
         if not exists:
             parser.error(f"--reuse: there is no database {args.database}")
@@ -711,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--reuse: {args.database} holds {info[name]} {name.replace('_', ' ')}, not {flag}")
         print(f"reusing {args.database}: {int(info['instances']):,} instances, {int(info['history_rows']):,} "
               f"history rows, loaded {info['loaded_on']} in {info['load_seconds']} s", file=sys.stderr)
+        refresh_objects(settings)
     else:
         instances = args.instances or 1_000_000
         h = args.history_per_instance or 10
