@@ -1,0 +1,82 @@
+"""What the state counters (revision 0004) cost a transition: A/B in one run.
+
+The same machine type is measured with its current triggers (v3: the transition also moves
+one instance between two rows of fsm_state_counts, and stamps left_at) and with the v2
+triggers of revision 0003 swapped back in place, alternating, several rounds, beside the
+INSERT+COMMIT ceiling. Prints a table; ``--write BENCHMARKS.md`` updates its block.
+
+    .venv/bin/python bench/bench_counters.py --write BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import bench_transitions as bt
+
+from pyfsm import Store, db, schema
+
+V2 = [("trigger_ai_v3", "trigger_ai_v2"), ("trigger_bu_v3", "trigger_bu_v2"), ("trigger_hbu_v2", "trigger_hbu_v1")]
+MARKS = ("<!-- bench-counters:start -->", "<!-- bench-counters:end -->")
+
+
+def swap(settings: db.Settings, to_v2: bool) -> None:
+    conn = db.connect(settings)
+    try:
+        name = bt.MACHINE.name
+        pairs = V2 if to_v2 else [(new, old) for old, new in V2]
+        schema.replace_machine_triggers(
+            conn, name, pairs, "v2" if to_v2 else "v3", also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
+            while_locked=None if to_v2 else (lambda cur: schema.rebuild_state_counts(cur, name)))
+    finally:
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args(argv)
+    rates: dict[str, list[float]] = {"ceiling": [], "v3 (counters)": [], "v2 (no counters)": []}
+    p50: dict[str, list[float]] = {k: [] for k in rates}
+    with bt.migrated_database(args.dsn) as (settings, server):
+        with Store(settings.dsn(), pool_size=1) as store:
+            store.define(bt.MACHINE)
+        for n in range(args.rounds):
+            for label in ("ceiling", "v3 (counters)", "v2 (no counters)"):
+                if label.startswith("v2"):
+                    swap(settings, to_v2=True)
+                print(f"round {n + 1}: {label}...", file=sys.stderr)
+                approach = "ceiling" if label == "ceiling" else "pyfsm"
+                result = bt.measure(approach, args.clients, settings, args.seconds)
+                if label.startswith("v2"):
+                    swap(settings, to_v2=False)
+                rates[label].append(result.rate)
+                p50[label].append(result.pct(50))
+    lines = [f"Run with {args.clients} clients, {args.rounds} alternating rounds of {args.seconds:g} s each; server "
+             f"{server['version']}, load {server['load']} at the start. Medians over the rounds.", "",
+             "| triggers | tx/s (median) | tx/s per round | p50 ms (median) | tx/s vs ceiling |",
+             "|---|---:|---|---:|---:|"]
+    ceiling = statistics.median(rates["ceiling"])
+    for label, values in rates.items():
+        med = statistics.median(values)
+        lines.append(f"| {label} | {med:,.0f} | {', '.join(f'{v:,.0f}' for v in values)} | "
+                     f"{statistics.median(p50[label]):.2f} | {100 * med / ceiling:.0f}% |")
+    v3, v2 = statistics.median(rates["v3 (counters)"]), statistics.median(rates["v2 (no counters)"])
+    lines += ["", f"The counters cost {100 * (1 - v3 / v2):.0f}% of the transitions per second in this run "
+                  f"({v3:,.0f} against {v2:,.0f} tx/s)."]
+    text = "\n".join(lines)
+    print(text)
+    if args.write:
+        bt.write_results(args.write, text, MARKS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
