@@ -27,6 +27,7 @@ demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306
 
 bench: venv ## measure transitions, locks, the handler engine, the relay and reporting at 1M/10M rows beside the INSERT+COMMIT ceiling; updates BENCHMARKS.md
 	$(PY) bench/bench_transitions.py --write BENCHMARKS.md
+	$(PY) bench/bench_counters.py --write BENCHMARKS.md
 	$(PY) bench/bench_locks.py --write BENCHMARKS.md
 	$(PY) bench/bench_engine.py --write BENCHMARKS.md
 	$(PY) bench/bench_relay.py
