@@ -37,8 +37,6 @@ HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
 #: The relay's own rights: it reads and marks outbox rows with plain SQL.
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
 RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1")
-#: GRANT to an account that does not exist: 1133 (MariaDB, MySQL 5.7), 1410 (MySQL 8).
-NO_SUCH_ACCOUNT = frozenset({1133, 1410})
 
 
 @dataclass(frozen=True)
@@ -68,15 +66,33 @@ class Account:
         return f"'{self.user}'@'{self.host}'"
 
 
+def exists(conn: Any, account: Account) -> bool:
+    """Whether the account exists (SHOW CREATE USER fails with 1133 on MariaDB, 1396 on MySQL, when not)."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SHOW CREATE USER {account.sql.replace('%', '%%')}", ())
+            cur.fetchall()
+            return True
+        except pymysql.err.MySQLError as exc:
+            if exc.args and exc.args[0] in (1133, 1396):  # MariaDB, MySQL: no such account
+                return False
+            raise
+
+
 def statements(conn: Any, account: Account) -> list[str]:
-    """The GRANT statements that give ``account`` its role on the current database, now."""
+    """The GRANT statements that give ``account`` its role on the current database, now.
+
+    The app role gets every public procedure but the fsm_define_* ones: definitions, like
+    the tables they lead to, are the schema owner's.
+    """
     with conn.cursor() as cur:
         cur.execute("SELECT DATABASE()")
-        (database,) = cur.fetchone()
+        database = str(cur.fetchone()[0]).replace("`", "``")
         if account.role == "app":
             cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
                         "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER' "
-                        "AND routine_name LIKE 'fsm\\_%' ORDER BY routine_name")
+                        "AND routine_name LIKE 'fsm\\_%' AND routine_name NOT LIKE 'fsm\\_define\\_%' "
+                        "ORDER BY routine_name")
             return [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
         if account.role == "reporting":
             cur.execute("SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
@@ -87,43 +103,45 @@ def statements(conn: Any, account: Account) -> list[str]:
 
 
 def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] | None = None,
-          dry_run: bool = False) -> list[str]:
-    """Create (if missing) and grant each account its role; record it in fsm_accounts.
+          set_existing: bool = False, dry_run: bool = False) -> tuple[list[str], list[Account]]:
+    """Create missing accounts and grant each its role; record them in fsm_accounts.
 
-    ``passwords`` maps ``user@host`` to the password to set (created accounts need one;
-    an existing account keeps its password unless one is given). Returns the statements,
-    passwords shown as ``'***'``; with ``dry_run`` nothing is executed.
+    ``passwords`` maps ``user@host`` to a password: a missing account is created with it (a
+    missing account without one is refused, before anything is done); an existing account
+    keeps its password unless ``set_existing``. The account is never created by a GRANT (some
+    sql_modes let MariaDB do that, without a password). Returns the statements (passwords
+    shown as ``'***'``) and the accounts created; with ``dry_run`` nothing is executed.
     """
     passwords = passwords or {}
+    present = {a: exists(conn, a) for a in accounts}
+    for account in accounts:
+        key = f"{account.user}@{account.host}"
+        if not present[account] and key not in passwords:
+            raise InvalidArgument(f"account {key} does not exist: give it a password to create it", account=key)
     shown: list[str] = []
+    created: list[Account] = []
     with conn.cursor() as cur:
         for account in accounts:
-            key = f"{account.user}@{account.host}"
-            password = passwords.get(key)
-            if password is not None:
-                # CREATE ... IF NOT EXISTS leaves an existing account alone; ALTER sets the password either way
-                for verb in ("CREATE USER IF NOT EXISTS", "ALTER USER"):
-                    shown.append(f"{verb} {account.sql} IDENTIFIED BY '***'")
-                    if not dry_run:
-                        # with arguments PyMySQL formats the text: the host's % must be doubled
-                        cur.execute(f"{verb} {account.sql.replace('%', '%%')} IDENTIFIED BY %s", (password,))
+            password = passwords.get(f"{account.user}@{account.host}")
+            verb = None if password is None else "CREATE USER" if not present[account] and account not in created \
+                else "ALTER USER" if set_existing else None
+            if verb is not None:
+                shown.append(f"{verb} {account.sql} IDENTIFIED BY '***'")
+                if not dry_run:
+                    # with arguments PyMySQL formats the text: the host's % must be doubled
+                    cur.execute(f"{verb} {account.sql.replace('%', '%%')} IDENTIFIED BY %s", (password,))
+                if verb == "CREATE USER":
+                    created.append(account)
             for statement in statements(conn, account):
                 shown.append(statement)
-                if dry_run:
-                    continue
-                try:
+                if not dry_run:
                     cur.execute(statement)
-                except pymysql.err.MySQLError as exc:
-                    if exc.args and exc.args[0] in NO_SUCH_ACCOUNT:
-                        raise InvalidArgument(f"account {key} does not exist: give it a password to create it",
-                                              account=key) from None
-                    raise
             shown.append(f"INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
                          f"VALUES ('{account.user}', '{account.host}', '{account.role}', UTC_TIMESTAMP(6))")
             if not dry_run:
                 cur.execute("INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
                             "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))", (account.user, account.host, account.role))
-    return shown
+    return shown, created
 
 
 def recorded(conn: Any) -> list[Account]:
@@ -139,14 +157,17 @@ def recorded(conn: Any) -> list[Account]:
 
 
 def grant_recorded(conn: Any) -> None:
-    """Grant the recorded accounts what their roles cover now (new procedures and views)."""
+    """Grant the recorded accounts what their roles cover now (new procedures and views).
+
+    An account dropped since is forgotten (its fsm_accounts rows deleted), never re-created.
+    """
     with conn.cursor() as cur:
         for account in recorded(conn):
-            try:
-                for statement in statements(conn, account):
-                    cur.execute(statement)
-            except pymysql.err.MySQLError as exc:
-                if not (exc.args and exc.args[0] in NO_SUCH_ACCOUNT):
-                    raise
-                log.warning("pyfsm: account %s@%s recorded in fsm_accounts no longer exists; not granted",
+            if not exists(conn, account):
+                log.warning("pyfsm: account %s@%s recorded in fsm_accounts no longer exists; forgotten",
                             account.user, account.host)
+                cur.execute("DELETE FROM fsm_accounts WHERE user = %s AND host = %s",
+                            (account.user, account.host))
+                continue
+            for statement in statements(conn, account):
+                cur.execute(statement)

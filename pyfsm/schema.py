@@ -198,14 +198,19 @@ def install_machine_objects(conn: Any, machine: str) -> None:
 
 def stale_triggers(conn: Any, machine: str) -> list[tuple[str, str]]:
     """(old template, current template) for each trigger of an older set on ``machine``'s tables."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                    "AND event_object_table IN (%s, %s)", (f"fsm_{machine}", f"fsm_{machine}_transitions"))
-        present = {row[0] for row in cur.fetchall()}
+    present = _triggers(conn, machine)
     current = {_family(t): t for t in MACHINE_TEMPLATES if t.startswith("trigger_")}
     older = {t for templates in MACHINE_TEMPLATE_SETS.values() for t in templates
              if t.startswith("trigger_") and t not in MACHINE_TEMPLATES}
     return sorted((old, current[_family(old)]) for old in older if _object_name(old, machine) in present)
+
+
+def _triggers(conn: Any, machine: str) -> set[str]:
+    """The names of the triggers on ``machine``'s instance and history tables."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                    "AND event_object_table IN (%s, %s)", (f"fsm_{machine}", f"fsm_{machine}_transitions"))
+        return {row[0] for row in cur.fetchall()}
 
 
 def _family(template: str) -> str:
@@ -252,11 +257,11 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
         cur.execute("SET @fsm_fill_left_at = 1")
         try:
             while True:
-                cur.execute(
-                    f"SELECT a.id, (SELECT b.created_at FROM `{table}` b WHERE b.instance_id = a.instance_id "
-                    f"AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1) FROM `{table}` a "
-                    "WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL ORDER BY a.id LIMIT %s",
-                    (after, batch))
+                cur.execute(  # GREATEST: a clock stepped back must not end a state before it began
+                    f"SELECT a.id, GREATEST(a.created_at, (SELECT b.created_at FROM `{table}` b "
+                    f"WHERE b.instance_id = a.instance_id AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1)) "
+                    f"FROM `{table}` a WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL "
+                    "ORDER BY a.id LIMIT %s", (after, batch))
                 rows = [(row_id, left) for row_id, left in cur.fetchall()]
                 if not rows:
                     return filled
@@ -285,7 +290,10 @@ def refresh_views(conn: Any) -> None:
         if cur.fetchone()[0] != 1:
             raise SchemaVersionMismatch("another process has been rebuilding pyfsm's views for 60 s; try again")
         try:
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IS NOT NULL ORDER BY machine")
+            # a type still at an older object set (installed by an older pyfsm during a rolling
+            # deploy) has no reporting views yet: left out until `pyfsm sync` upgrades it
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine",
+                        (MACHINE_OBJECTS_VERSION,))
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
             if not machines:
                 return
@@ -294,9 +302,31 @@ def refresh_views(conn: Any) -> None:
                 head, create, branch = _split_view(read_sql(view))
                 branches = "\nUNION ALL\n".join(branch.replace(PLACEHOLDER, m) for m in machines)
                 statements.append(head + create + branches)
-            execute_ddl(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
+            _ddl_waiting_briefly(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
         finally:
             cur.execute("SELECT RELEASE_LOCK('pyfsm_views')")
+
+
+def _ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int = 2, attempts: int = 15) -> None:
+    """DDL on objects readers may be using (views): a statement waiting for a metadata lock
+    makes every later reader queue behind it, so it waits at most ``wait_seconds`` at a time
+    and tries again a second later, ``attempts`` times, instead of lock_wait_timeout's day."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        (previous,) = cur.fetchone()
+        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
+        try:
+            for statement in statements:
+                for attempt in range(attempts):
+                    try:
+                        execute_ddl(conn, [statement])
+                        break
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
+                            raise
+                        time.sleep(1.0)
+        finally:
+            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous)}")
 
 
 def _split_view(text: str) -> tuple[str, str, str]:
@@ -317,13 +347,16 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     session can touch the table until both statements are done. Taking that lock waits for
     running transactions on the table, and every new one queues behind the wait, so it waits
     at most ``wait_seconds`` (lock_wait_timeout) and tries again later, up to ``attempts``
-    times. If a CREATE fails, the old trigger is put back before the table is unlocked.
+    times. If a CREATE fails, the old trigger is put back before the table is unlocked. It
+    can be run again after an interruption: a new trigger already there is kept, and only the
+    triggers that were there before are ever put back.
     ``also_lock``: more tables to lock for writing (the history table when one of its
     triggers is swapped, tables ``while_locked`` writes); ``while_locked(cursor)`` runs after
     the swap, before the unlock, and a failure there also puts the old triggers back.
     """
     table = f"fsm_{check_machine_name(machine)}"
     pairs = list(pairs)
+    present = _triggers(conn, machine)
     with conn.cursor() as cur:
         cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
         cur.execute("SET time_zone = '+00:00'")
@@ -340,20 +373,24 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
                         raise
                     time.sleep(1.0)
             try:
-                swapped: list[tuple[str, str, bool]] = []  # (old, new, new one created)
+                done: list[tuple[str, str, bool, bool]] = []  # (old, new, old was there, new created here)
                 try:
                     for old, new in pairs:
-                        cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(old, machine)}`")
-                        swapped.append((old, new, False))
-                        cur.execute(render(new, machine))
-                        swapped[-1] = (old, new, True)
+                        had_old, had_new = (_object_name(t, machine) in present for t in (old, new))
+                        if had_old:
+                            cur.execute(f"DROP TRIGGER `{_object_name(old, machine)}`")
+                        done.append((old, new, had_old, False))
+                        if not had_new:  # an interrupted earlier swap may have created it already
+                            cur.execute(render(new, machine))
+                            done[-1] = (old, new, had_old, True)
                     if while_locked is not None:
                         while_locked(cur)
                 except pymysql.err.MySQLError:
-                    for old, new, created in reversed(swapped):  # leave the table as it was: old triggers
+                    for old, new, had_old, created in reversed(done):  # leave the tables as they were
                         if created:
                             cur.execute(f"DROP TRIGGER IF EXISTS `{_object_name(new, machine)}`")
-                        cur.execute(render(old, machine))
+                        if had_old:
+                            cur.execute(render(old, machine))
                     raise
             finally:
                 cur.execute("UNLOCK TABLES")

@@ -149,12 +149,16 @@ def test_grant_creates_accounts_the_cli_can_use(server, make_database) -> None: 
     ok("install", "--dsn", dsn, str(EXAMPLE))
     tag = uuid.uuid4().hex[:8]
     app, analyst = f"cli_app_{tag}", f"cli_rep_{tag}"
-    printed = pyfsm("grant", "--dsn", dsn, "--app", app, "--print")
-    assert printed.returncode == 0 and f"GRANT EXECUTE ON PROCEDURE `{settings.database}`.`fsm_send_v1`" \
-        in printed.stdout
+    fails("grant", "--dsn", dsn, "--app", app, "--print", errno=31009)  # no such account, and no password for it
+    printed = pyfsm("grant", "--dsn", dsn, "--app", app, "--create", "--print")
+    assert printed.returncode == 0 and printed.stdout.startswith(f"CREATE USER '{app}'@'%' IDENTIFIED BY '***';")
+    assert f"GRANT EXECUTE ON PROCEDURE `{settings.database}`.`fsm_send_v1`" in printed.stdout
+    assert "fsm_define_v3" not in printed.stdout  # definitions are the owner's
     try:
         granted = ok("grant", "--dsn", dsn, "--app", app, "--reporting", f"{analyst}@%", "--create")
         passwords = {a["user"]: a["password"] for a in granted["accounts"]}
+        again = ok("grant", "--dsn", dsn, "--app", app, "--create")  # picks up new objects, keeps the password
+        assert again["accounts"][0]["created"] is False and "password" not in again["accounts"][0]
         assert set(passwords) == {app, analyst} and all(len(p) >= 20 for p in passwords.values())
         app_dsn = f"mysql://{app}:{passwords[app]}@{settings.host}:{settings.port}/{settings.database}"
         report_dsn = f"mysql://{analyst}:{passwords[analyst]}@{settings.host}:{settings.port}/{settings.database}"

@@ -14,7 +14,7 @@ from engine_fixtures import checkout
 
 from pyfsm import AccessDenied, Relay, Store, Worker, schema
 from pyfsm.db import Settings
-from pyfsm.grants import Account, grant, recorded
+from pyfsm.grants import Account, exists, grant, recorded
 
 PASSWORD = "Pw-" + uuid.uuid4().hex
 
@@ -65,14 +65,20 @@ def objects(settings: Settings) -> dict[str, list[str]]:
         with conn.cursor() as cur:
             cur.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = DATABASE()")
             rows = cur.fetchall()
-            cur.execute("SELECT routine_name, security_type FROM information_schema.routines "
-                        "WHERE routine_schema = DATABASE() AND routine_type = 'PROCEDURE'")
+            cur.execute("SELECT r.routine_name, r.security_type, COUNT(p.parameter_name) FROM information_schema.routines r "
+                        "LEFT JOIN information_schema.parameters p ON p.specific_schema = r.routine_schema "
+                        "AND p.specific_name = r.routine_name AND p.parameter_mode IS NOT NULL "
+                        "WHERE r.routine_schema = DATABASE() AND r.routine_type = 'PROCEDURE' "
+                        "GROUP BY r.routine_name, r.security_type")
             routines = cur.fetchall()
     finally:
         conn.close()
+    # a CALL with the right number of arguments: the answer is then about rights (1370), not arity (1318)
+    calls = {n: f"CALL `{n}`({', '.join(['NULL'] * int(k))})" for n, _, k in routines}
     return {"tables": sorted(n for n, t in rows if t == "BASE TABLE"), "views": sorted(n for n, t in rows if t == "VIEW"),
-            "public": sorted(n for n, s in routines if s == "DEFINER"),
-            "internal": sorted(n for n, s in routines if s == "INVOKER")}
+            "public": sorted(calls[n] for n, s, _ in routines if s == "DEFINER"),
+            "internal": sorted(calls[n] for n, s, _ in routines if s == "INVOKER"),
+            "define": sorted(calls[n] for n, s, _ in routines if n.startswith("fsm_define_"))}
 
 
 def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # type: ignore[no-untyped-def]
@@ -87,7 +93,7 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
         assert store.locks() == [] and store.errors("order", "o-1") == [] and store.run_info("order", "o-1") is None
         assert [s["machine"] for s in store.stats()] == ["order"]
         assert store.state_at("order", "o-2", store.history("order", "o-2")[-1].created_at)["state"] == "paid"
-        with pytest.raises(AccessDenied):  # DDL is the owner's: a new type needs `pyfsm sync` by the owner
+        with pytest.raises(AccessDenied):  # definitions and DDL are the owner's
             store.define(order_machine("refund"))
     found = objects(owner)
     assert "fsm_order" in found["tables"] and "fsm_outbox" in found["tables"] and len(found["tables"]) >= 14
@@ -96,9 +102,11 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
             assert errno_of(app, sql) == 1142, sql
     for view in found["views"]:
         assert errno_of(app, f"SELECT * FROM `{view}`") == 1142, view
-    for routine in found["internal"]:  # the INVOKER helpers are never granted
-        assert errno_of(app, f"CALL `{routine}`()") in (1370, 1318), routine  # 1318: argument count, if checked first
+    for call in found["internal"] + found["define"]:  # the INVOKER helpers and definitions are the owner's
+        assert errno_of(app, call) == 1370, call
     assert errno_of(app, "CALL fsm_update_instance_v1('order', 1, 'pay', NULL, NULL, NULL, NULL, NULL)") == 1370
+    granted = [c for c in found["public"] if c not in found["define"]]
+    assert len(granted) > 30 and all(errno_of(app, c) != 1370 for c in granted)  # every other public one is granted
     process = checkout("shipping")  # the handler engine too: claims, steps, heartbeats, all procedures
     with Store(owner.dsn()) as store:
         store.define(process.machine)  # the owner installs the type (DDL) ...
@@ -128,8 +136,8 @@ def test_reporting_account_reads_the_views_and_nothing_else(accounts) -> None:  
     for table in found["tables"]:
         assert errno_of(reporting, f"SELECT * FROM `{table}`") == 1142, table
     assert errno_of(reporting, "UPDATE fsm_v_order SET current_state = 'paid'") == 1142  # views are read-only to it
-    for routine in found["public"]:
-        assert errno_of(reporting, f"CALL `{routine}`()") in (1370, 1318), routine
+    for call in found["public"]:
+        assert errno_of(reporting, call) == 1370, call
 
 
 def test_relay_account_publishes_from_the_outbox_only(accounts) -> None:  # type: ignore[no-untyped-def]
@@ -174,3 +182,24 @@ def test_bad_account_names_are_refused() -> None:
             Account.parse(bad, "app")
     with pytest.raises(InvalidArgument):
         Account.parse("app", "root")
+
+
+def test_dropped_accounts_are_forgotten_and_existing_passwords_kept(server, accounts) -> None:  # type: ignore[no-untyped-def]
+    owner, app = accounts["settings"], accounts["app"]
+    conn = admin(server)
+    try:
+        conn.cursor().execute(f"DROP USER '{app.user}'@'%'")
+    finally:
+        conn.close()
+    with Store(owner.dsn()) as store:
+        store.define(order_machine("later"))  # grants the recorded accounts the new type's objects
+    conn = pymysql.connect(**owner.connect_kwargs())
+    try:
+        assert not exists(conn, Account(app.user, "%", "app"))  # not re-created (without a password) by a GRANT
+        assert app.user not in {a.user for a in recorded(conn)}
+        reporting = Account(accounts["reporting"].user, "%", "reporting")
+        _, created = grant(conn, [reporting], passwords={f"{reporting.user}@%": "another-password"})
+        assert created == []  # it existed: its password is left alone
+    finally:
+        conn.close()
+    assert errno_of(accounts["reporting"], "SELECT COUNT(*) FROM fsm_v_later") is None  # the old password still works

@@ -186,10 +186,15 @@ def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:
     settings = make_database()
     schema.migrate(settings)
     conn = db.connect(settings)
+
+    def fail(cur: Any) -> None:  # what a failed recount (or CREATE) under the lock looks like
+        cur.execute("SELECT * FROM no_such_table")
+
     try:
         schema.execute_ddl(conn, [render(name, "door") for name in schema.MACHINE_TEMPLATE_SETS["v1"]])
-        with pytest.raises(pymysql.err.MySQLError):  # the "new" trigger exists already: CREATE fails
-            schema.replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_hbu_v1")], "v2")
+        with pytest.raises(pymysql.err.MySQLError):
+            schema.replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_bu_v2")], "v2",
+                                            while_locked=fail)
         with conn.cursor() as cur:
             cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                         "AND event_object_table = 'fsm_door' AND event_manipulation = 'UPDATE'")
@@ -198,3 +203,61 @@ def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:
             assert cur.fetchone()[0] > 2  # the session's own setting is back
     finally:
         conn.close()
+
+
+def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Killed after the trigger swap (here: the left_at fill fails), the migration is run again
+    and finishes: one trigger per kind, inserts and transitions work, counts are exact."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    settings = make_database()
+    schema.migrate(settings, revision="0003")
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CALL fsm_define_v2('order', %s)", (order_machine("order").to_json(),))
+            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v2"]])
+            cur.execute("UPDATE fsm_machines SET objects_version = 'v2' WHERE machine = 'order'")
+            for key in ("o-1", "o-2"):
+                cur.execute("CALL fsm_order_send_v1(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
+    finally:
+        conn.close()
+
+    def interrupted(*args: Any, **kwargs: Any) -> int:
+        raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+
+    monkeypatch.setattr(schema, "fill_left_at", interrupted)
+    with pytest.raises(Exception):  # noqa: B017 - whatever the interruption raised
+        schema.migrate(settings)
+    monkeypatch.undo()
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v3", "fsm_order_bd_v1", "fsm_order_bi_v1",
+                                                        "fsm_order_bu_v3"]
+        with Store(settings.dsn()) as store:
+            store.create("order", "o-3")
+            store.send("order", "o-1", "ship")
+            assert store.counts("order") == {"new": 1, "paid": 1, "shipped": 1}
+        rows = fetch(raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions WHERE most_recent IS NULL AND left_at IS NULL")
+        assert rows[0]["n"] == 0  # every earlier state has its end
+    finally:
+        raw.close()
+
+
+def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> None:  # type: ignore[no-untyped-def]
+    from conftest import fetch
+
+    store.create(order, "clock-1")
+    raw.cursor().execute("SET TIMESTAMP = UNIX_TIMESTAMP() - 5")  # this session's clock, 5 s in the past
+    raw.cursor().execute(f"CALL `fsm_{order.name}_send_v1`('clock-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    raw.cursor().execute("SET TIMESTAMP = DEFAULT")
+    [first, second] = fetch(raw, f"SELECT created_at, left_at FROM `fsm_{order.name}_transitions` "
+                                 "WHERE instance_id = (SELECT id FROM `fsm_" + order.name + "` "
+                                 "WHERE instance_key = 'clock-1') ORDER BY sort_key")
+    assert first["left_at"] >= first["created_at"] and second["left_at"] is None

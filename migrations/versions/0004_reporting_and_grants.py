@@ -19,6 +19,8 @@ Never edit a revision once it has landed: add the next number instead.
 
 from alembic import op
 
+from pyfsm import db
+from pyfsm.errors import SchemaVersionMismatch
 from pyfsm.resources import render
 from pyfsm.schema import (
     apply_files,
@@ -37,8 +39,20 @@ depends_on = None
 SWAPS = [("trigger_ai_v2", "trigger_ai_v3"), ("trigger_bu_v2", "trigger_bu_v3"), ("trigger_hbu_v1", "trigger_hbu_v2")]
 
 
+#: Names fsm_define_v3 reserves: a type of that name would collide with 0004's tables or views.
+RESERVED = ("runs", "accounts", "state_counts", "held_locks_v1", "instances", "history", "failed", "funnel", "stuck")
+
+
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
+    with conn.cursor() as cur:
+        cur.execute("SELECT machine FROM fsm_machines WHERE machine IN (" + ", ".join(["%s"] * len(RESERVED)) + ")",
+                    RESERVED)
+        clashing = [row[0] for row in cur.fetchall()]
+    if clashing:  # before anything changes
+        raise SchemaVersionMismatch(
+            f"machine types named {', '.join(clashing)} would collide with revision 0004's tables and views "
+            f"(fsm_<name>, fsm_v_<name>); rename them (a new type, instances moved over) before migrating")
     apply_files(conn, [
         "tables/fsm_state_counts.sql",
         "tables/fsm_accounts.sql",
@@ -54,17 +68,26 @@ def upgrade() -> None:
         "procedures/fsm_state_at_v1.sql",
         "procedures/fsm_stats_v1.sql",
     ])
-    with conn.cursor() as cur:
-        cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v2' ORDER BY machine")
-        machines = [row[0] for row in cur.fetchall()]
-    for machine in machines:
-        execute_ddl(conn, [render("history_left_at", machine)])
-        replace_machine_triggers(
-            conn, machine, SWAPS, "v3", also_lock=(f"fsm_{machine}_transitions", "fsm_state_counts"),
-            while_locked=lambda cur, m=machine: rebuild_state_counts(cur, m))
-        fill_left_at(conn, machine)
-        execute_ddl(conn, [render("view_instances_v1", machine), render("view_history_v1", machine)])
-    refresh_views(conn)
+    # Per type, on a connection of its own with autocommit: each step commits as it goes (the
+    # trigger swap is DDL anyway), so an interrupted run leaves finished steps finished and
+    # running it again picks up where it stopped (types already marked v3 are gone over again:
+    # every step is idempotent).
+    settings = op.get_context().config.attributes.get("pyfsm_settings") or db.parse_dsn(None)
+    own = db.connect(settings)
+    try:
+        with own.cursor() as cur:
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IN ('v2', 'v3') ORDER BY machine")
+            machines = [row[0] for row in cur.fetchall()]
+        for machine in machines:
+            execute_ddl(own, [render("history_left_at", machine)])
+            replace_machine_triggers(
+                own, machine, SWAPS, "v3", also_lock=(f"fsm_{machine}_transitions", "fsm_state_counts"),
+                while_locked=lambda cur, m=machine: rebuild_state_counts(cur, m))
+            fill_left_at(own, machine)
+            execute_ddl(own, [render("view_instances_v1", machine), render("view_history_v1", machine)])
+        refresh_views(own)
+    finally:
+        own.close()
 
 
 def downgrade() -> None:

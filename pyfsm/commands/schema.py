@@ -10,7 +10,7 @@ from .. import db, schema
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..errors import InvalidArgument
-from ..grants import Account, grant
+from ..grants import Account, exists, grant
 from ..process import Process
 from ..store import Store
 from .common import Add, Progress, emit, env_password, load, progress_flag, table
@@ -73,26 +73,29 @@ def cmd_grant(args: argparse.Namespace) -> None:
     if not wanted:
         raise InvalidArgument("name at least one account: --app, --reporting or --relay (user or user@host)")
     password = env_password(args.password_env)
-    passwords, generated = {}, {}
-    for account in wanted:
-        key = f"{account.user}@{account.host}"
-        if password is not None:
-            passwords[key] = password
-        elif args.create and not args.print_only:
-            passwords[key] = generated[key] = secrets.token_urlsafe(18)
     conn = db.connect(db.parse_dsn(args.dsn))
     try:
         schema.check(conn)
-        statements = grant(conn, wanted, passwords=passwords, dry_run=args.print_only)
+        passwords: dict[str, str] = {}
+        generated: dict[str, str] = {}
+        for account in wanted:
+            key = f"{account.user}@{account.host}"
+            if password is not None:
+                passwords[key] = password
+            elif args.create and not exists(conn, account):  # existing accounts keep their password
+                passwords[key] = generated[key] = secrets.token_urlsafe(18)
+        statements, created = grant(conn, wanted, passwords=passwords, set_existing=password is not None,
+                                    dry_run=args.print_only)
     finally:
         conn.close()
-    accounts = [{"user": a.user, "host": a.host, "role": a.role,
-                 **({"password": generated[f"{a.user}@{a.host}"]} if f"{a.user}@{a.host}" in generated else {})}
+    accounts = [{"user": a.user, "host": a.host, "role": a.role, "created": a in created,
+                 **({"password": generated[f"{a.user}@{a.host}"]} if f"{a.user}@{a.host}" in generated
+                    and not args.print_only else {})}
                 for a in wanted]
     if args.print_only:
         emit(args, {"statements": statements}, [s + ";" for s in statements])
         return
-    lines = table(accounts, ["user", "host", "role", "password"])
+    lines = table(accounts, ["user", "host", "role", "created", "password"])
     if generated:
         lines.append("(generated passwords are shown once: store them now)")
     emit(args, {"accounts": accounts, "statements": statements}, lines)
@@ -113,13 +116,14 @@ def register(add: Add) -> None:
         "pyfsm sync order").add_argument("machine", help="machine name")
     g = add("grant", cmd_grant, "create least-privilege accounts: app (EXECUTE the procedures only), reporting "
             "(SELECT the views only), relay (the outbox only); run as the schema owner",
-            "PW=s3cret pyfsm grant --app shop_app --reporting analyst@10.0.%% --password-env PW\n"
+            "PW=s3cret pyfsm grant --app shop_app --reporting analyst@10.0.% --password-env PW\n"
             "  pyfsm grant --app shop_app --create          # generates and prints a password\n"
             "  pyfsm grant --app shop_app --print           # only print the SQL")
     for role, text in (("app", "an application account: user or user@host (host default %%)"),
                        ("reporting", "a reporting account"), ("relay", "a Kafka relay account")):
         g.add_argument(f"--{role}", action="append", metavar="USER[@HOST]", help=text)
-    g.add_argument("--password-env", metavar="VAR", help="set the accounts' password from this environment variable "
-                                                         "(creates missing accounts)")
-    g.add_argument("--create", action="store_true", help="create missing accounts with generated passwords")
+    g.add_argument("--password-env", metavar="VAR", help="the accounts' password, from this environment variable: "
+                                                         "missing accounts are created with it, existing ones get it")
+    g.add_argument("--create", action="store_true", help="create missing accounts with generated passwords (printed "
+                                                         "once); existing accounts keep theirs")
     g.add_argument("--print", dest="print_only", action="store_true", help="print the SQL instead of running it")

@@ -17,10 +17,11 @@
 -- connection that holds the lock). Event data: the outbox row carries the data only when
 -- the definition's event_data option is on (NULL otherwise).
 -- v3 (revision 0004) adds to v2: counting. A change of state moves one instance from the old
--- state's counter to the new one's in fsm_state_counts (one UPDATE of two rows, taken in key
--- order so that two opposite moves never deadlock; the new state's row is created the first
--- time it is needed). Time in state. The previous history row gets left_at, in the same
--- UPDATE that turns its most_recent off.
+-- state's counter to the new one's in fsm_state_counts (two single-row upserts, taken in key
+-- order so that two opposite moves in one statement never deadlock; a missing row is
+-- created). The rows stay locked until the transaction ends: keep transactions that move
+-- instances short (pyfsm's own are one CALL). Time in state. The previous history row gets
+-- left_at (never before its own created_at), in the same UPDATE that turns its most_recent off.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source (the procedures clear these after each call, and this trigger
 -- when the statement fails), @fsm_lock_owner
@@ -122,17 +123,22 @@ BEGIN
       END IF;
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's.
-    IF NOT (v_to <=> OLD.current_state) THEN
-      UPDATE fsm_state_counts SET instances = instances + IF(state = v_to, 1, -1)
-       WHERE machine = '__M__' AND state IN (OLD.current_state, v_to) AND shard = OLD.id % 16;
-      IF ROW_COUNT() < 2 THEN
-        -- the first instance ever in v_to on this shard (the old state's row always exists)
-        INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES ('__M__', v_to, OLD.id % 16, 1)
-        ON DUPLICATE KEY UPDATE instances = instances + 1;
-      END IF;
+    IF CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY) THEN
+      -- the two counter rows in key order, whatever the direction of the move
+      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES ('__M__', v_to, OLD.id % 16, 1)
+      ON DUPLICATE KEY UPDATE instances = instances + 1;
+      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES ('__M__', OLD.current_state, OLD.id % 16, -1)
+      ON DUPLICATE KEY UPDATE instances = instances - 1;
+    ELSEIF CAST(v_to AS BINARY) > CAST(OLD.current_state AS BINARY) THEN
+      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES ('__M__', OLD.current_state, OLD.id % 16, -1)
+      ON DUPLICATE KEY UPDATE instances = instances - 1;
+      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES ('__M__', v_to, OLD.id % 16, 1)
+      ON DUPLICATE KEY UPDATE instances = instances + 1;
     END IF;
     SET @fsm_guard = OLD.id;
-    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = v_now WHERE instance_id = OLD.id AND most_recent = 1;
+    -- GREATEST: a clock stepped back must not make a state end before it began
+    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+     WHERE instance_id = OLD.id AND most_recent = 1;
     INSERT INTO `fsm___M___transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
