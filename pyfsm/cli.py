@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .commands import graph, instances, operations
 from .commands import schema as schema_commands
@@ -33,17 +34,35 @@ every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, el
 """
 
 
+#: Commands that only talk to a person: the demo narrates what it does.
+TEXT_ONLY = frozenset({"demo"})
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as one line on stderr like every other pyfsm error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"pyfsm: usage: {self.prog}: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+def _one_line(text: object) -> str:
+    """An error message on one line: what a user typed may hold newlines."""
+    return " ".join(str(text).splitlines()) or type(text).__name__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pyfsm", description="Persistent state machines enforced by MySQL.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     def add(name: str, func: Handler, help_text: str, example: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--dsn", default=None, help="mysql://user:password@host:port/db (default: $PYFSM_DSN)")
-        p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+        if name not in TEXT_ONLY:
+            p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+        p.set_defaults(json=False)
         p.set_defaults(func=func)
         return p
 
@@ -57,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.func(args)
     except FsmError as exc:
-        print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {exc}", file=sys.stderr)
+        print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("pyfsm: interrupted", file=sys.stderr)
@@ -68,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = translate(exc)
         name = type(err).__name__
         errno = getattr(err, "errno", None) or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else "")
-        print(f"pyfsm: {name} ({errno}): {err}" if errno != "" else f"pyfsm: {name}: {err}", file=sys.stderr)
+        text = _one_line(err)
+        print(f"pyfsm: {name} ({errno}): {text}" if errno != "" else f"pyfsm: {name}: {text}", file=sys.stderr)
         return 1
     return 0
 

@@ -250,6 +250,7 @@ SERVER: dict[int, type[FsmError]] = {
     1020: Deadlock,  # record changed since last read (MariaDB snapshot isolation)
     3058: Deadlock,  # MySQL 8: deadlock while waiting for a user lock
     1305: UnknownMachine,  # procedure does not exist: a machine without its routines
+    1146: UnknownMachine,  # table or view does not exist: a type not installed (or by an older pyfsm: `pyfsm sync`)
     1568: TransactionOpen,  # transaction characteristics can't change inside a transaction
     1046: InvalidArgument,  # no database selected: the DSN lacks /database
     1406: InvalidArgument,  # data too long for a column (raw SQL past the checks)

@@ -14,7 +14,7 @@ import pymysql
 from . import db
 from .definition import Machine
 from .definition_file import parse_machines
-from .errors import UnknownInstance, UnknownMachine
+from .errors import SchemaVersionMismatch, UnknownInstance, UnknownMachine
 from .resources import check_machine_name
 
 #: The keys of a stored definition body a Machine is built from (a DBA's body may carry more).
@@ -27,6 +27,10 @@ def _rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
             cur.execute(sql, args)
             return list(cur.fetchall())
     except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] == 1146:  # no such view: no pyfsm here, or a schema older than 0004
+            raise SchemaVersionMismatch(
+                f"this database has no pyfsm reporting views ({exc.args[1]}): run `pyfsm migrate` (revision 0004 "
+                "adds them) or `pyfsm sync <machine>` for a type installed by an older pyfsm") from exc
         raise db.translate(exc) from exc
 
 

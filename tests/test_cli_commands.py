@@ -52,8 +52,20 @@ def test_every_command_has_help_with_an_example() -> None:
     assert required <= set(commands)
     for command in commands:
         result = pyfsm(command, "--help")
-        assert result.returncode == 0 and "example:" in result.stdout and "--json" in result.stdout, command
-        assert "--dsn" in result.stdout, command
+        assert result.returncode == 0 and "example:" in result.stdout and "--dsn" in result.stdout, command
+        assert ("--json" in result.stdout) == (command != "demo"), command  # the demo only narrates
+
+
+def test_usage_errors_and_odd_input_stay_one_line(make_database) -> None:  # type: ignore[no-untyped-def]
+    usage = pyfsm("send", "order")  # arguments missing
+    assert usage.returncode == 2 and len(usage.stderr.splitlines()) == 1 and usage.stderr.startswith("pyfsm: usage")
+    dsn = make_database("pyfsm_cli").dsn()
+    ok("migrate", "--dsn", dsn)
+    ok("install", "--dsn", dsn, str(EXAMPLE))
+    odd = pyfsm("show", "--dsn", dsn, "order", "a\nb")  # the key is in the message: UnknownInstance
+    assert odd.returncode == 1 and len(odd.stderr.splitlines()) == 1 and "(31003)" in odd.stderr, odd.stderr
+    no_views = pyfsm("graph", "--dsn", "mysql://root@127.0.0.1:3306/mysql", "order")  # a database without pyfsm
+    assert no_views.returncode == 1 and "SchemaVersionMismatch (31015)" in no_views.stderr, no_views.stderr
 
 
 def test_instance_commands_from_a_yaml_definition(make_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

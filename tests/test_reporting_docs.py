@@ -44,5 +44,13 @@ def test_every_documented_view_exists_and_every_query_runs(make_database) -> Non
         conn.close()
     assert [row[:2] for row in results[0]] == [("o-3", "new"), ("o-2", "cancelled"), ("o-1", "shipped")]
     assert results[1] and results[1][0][1] == "shipped"  # one instance, whatever its type: o-1 is shipped
+    by_text = dict(zip(blocks, results, strict=True))
+    [funnel] = [r for b, r in by_text.items() if "FROM fsm_v_funnel" in b and "pct_of_top" not in b]
+    assert [tuple(row) for row in funnel] == [("new", 3, 4), ("paid", 2, 2), ("shipped", 1, 1), ("cancelled", 1, 1)]
+    [stuck] = [r for b, r in by_text.items() if "FROM fsm_v_stuck" in b]
+    assert stuck == ()  # nothing has waited an hour
+    [history] = [r for b, r in by_text.items() if "FROM fsm_v_order_transitions\n WHERE instance_key" in b]
+    assert [row[:4] for row in history] == [(1, None, None, "new"), (2, "pay", "new", "paid"),
+                                            (3, "ship", "paid", "shipped")]
     counts = {row[0]: row[1] for row in results[3]}
     assert counts["shipped"] == 1 and counts["cancelled"] == 1 and counts["new"] == 1 and counts["paid"] == 0

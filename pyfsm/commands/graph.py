@@ -55,7 +55,10 @@ def cmd_graph(args: argparse.Namespace) -> None:
     if output.suffix.lower() in IMAGE_SUFFIXES:
         diagram.render_file(text, output)
     else:
-        output.write_text(text + "\n", encoding="utf-8")
+        try:
+            output.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise InvalidArgument(f"cannot write {output}: {exc.strerror}") from None
     emit(args, {"machine": machine.name, "format": fmt, "written": str(output)}, f"wrote {output}")
 
 

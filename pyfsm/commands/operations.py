@@ -40,11 +40,16 @@ def cmd_unlock(args: argparse.Namespace) -> None:
     emit(args, _lock_rows(released), lines or f"no lock of {args.lookup_key} was held")
 
 
+def _queued(store: Store, machines: set[str]) -> int:
+    """Runs of these types due or claimed now."""
+    return sum(int(s["due"]) + int(s["claimed"]) for s in store.stats() if s["machine"] in machines)
+
+
 def _watch_queue(store: Store, machines: set[str], bar: Progress, stop: threading.Event) -> None:
     """Keep the bar at (runs due or claimed when the worker started) - (those left now)."""
     while not stop.wait(0.5):
         try:
-            left = sum(int(s["due"]) + int(s["claimed"]) for s in store.stats() if s["machine"] in machines)
+            left = _queued(store, machines)
         except Exception as exc:  # the bar is a courtesy: never let it stop the worker
             logging.getLogger("pyfsm.cli").debug("queue progress unavailable: %s", exc)
             continue
@@ -58,17 +63,19 @@ def cmd_worker(args: argparse.Namespace) -> None:
         print(f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
               "(SIGTERM or Ctrl-C to stop)", file=sys.stderr)
         machines = {p.name for p in processes}
-        total = sum(int(s["due"]) + int(s["claimed"]) for s in store.stats() if s["machine"] in machines)
-        bar, stop = Progress(total, "queue", enabled=args.progress), threading.Event()
-        watcher = threading.Thread(target=_watch_queue, args=(store, machines, bar, stop), daemon=True)
-        watcher.start()
+        bar, stop = Progress(0, "queue", enabled=args.progress), threading.Event()
+        watcher = None
+        if bar.enabled:  # the queue is polled only for someone watching
+            bar.total = _queued(store, machines)
+            watcher = threading.Thread(target=_watch_queue, args=(store, machines, bar, stop), daemon=True)
+            watcher.start()
         try:
             stats = worker.run(until_idle=args.until_idle)
         finally:
             stop.set()
-            watcher.join()
-            if args.until_idle is not None:
-                bar.update(total)
+            if watcher is not None:
+                watcher.join()
+                bar.update(bar.total - min(_queued(store, machines), bar.total))  # where the queue really is
             bar.close()
     emit(args, stats, f"ran {stats.runs} runs, {stats.steps} steps")
 
