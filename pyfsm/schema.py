@@ -181,7 +181,9 @@ def install_machine_objects(conn: Any, machine: str) -> None:
     replaced by their current versions, never left to fire beside them. Then the views over
     every type are rebuilt and the accounts `pyfsm grant` recorded get the new objects.
     """
-    execute_ddl(conn, [render(template, machine) for template in MACHINE_TABLE_TEMPLATES])
+    execute_ddl(conn, [render(t, machine) for t in MACHINE_TABLE_TEMPLATES if t != "history_left_at"])
+    if not _has_column(conn, f"fsm_{machine}_transitions", "left_at"):  # an ALTER waits for readers: only if needed
+        _ddl_waiting_briefly(conn, [render("history_left_at", machine)])
     stale = stale_triggers(conn, machine)
     if stale:
         upgrade_machine_triggers(conn, machine, stale)
@@ -203,6 +205,13 @@ def stale_triggers(conn: Any, machine: str) -> list[tuple[str, str]]:
     older = {t for templates in MACHINE_TEMPLATE_SETS.values() for t in templates
              if t.startswith("trigger_") and t not in MACHINE_TEMPLATES}
     return sorted((old, current[_family(old)]) for old in older if _object_name(old, machine) in present)
+
+
+def _has_column(conn: Any, table: str, column: str) -> bool:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+                    "AND table_name = %s AND column_name = %s", (table, column))
+        return bool(cur.fetchone()[0])
 
 
 def _triggers(conn: Any, machine: str) -> set[str]:
