@@ -254,7 +254,7 @@ class Database:
                 if _transient(err) and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
-                raise err from failed
+                raise self.with_server(err) from failed
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
                 # errno 0: PyMySQL found the socket closed before sending, so the call never ran
@@ -265,7 +265,7 @@ class Database:
                 if isinstance(err, Deadlock) and err.errno == DEADLOCK and deadlock_delays:
                     time.sleep(deadlock_delays.pop(0) * random.uniform(0, 1))
                     continue
-                raise err from exc
+                raise self.with_server(err) from exc
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` on a raw pooled connection, retrying a transient connection failure."""
@@ -277,11 +277,27 @@ class Database:
             except pymysql.err.MySQLError as exc:
                 err = translate(exc)
                 if not (_transient(err) and delays):
-                    raise err from exc
+                    raise self.with_server(err) from exc
             except DatabaseUnavailable as err:
                 if not (_transient(err) and delays):
-                    raise
+                    raise self.with_server(err) from None
             _pause(delays.pop(0))
+
+    def with_server(self, err: BaseException) -> BaseException:
+        """An outage says which server is out, and what the driver saw (never an empty message).
+
+        errno 0 is PyMySQL finding its socket already closed (a pooled connection the server
+        dropped, which DBUtils could not replace): reported as 2006, server gone away.
+        """
+        if isinstance(err, DatabaseUnavailable) and not getattr(err, "_named", False):
+            seen = str(err) or "the connection was closed"
+            where = f"{self.settings.host}:{self.settings.port}"
+            err.message = f"the MySQL server at {where} is unavailable: {seen}"
+            err.args = (err.message,)
+            if err.errno == 0:
+                err.errno = 2006
+            err._named = True  # type: ignore[attr-defined]
+        return err
 
     def _call_once(self, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
         try:

@@ -179,7 +179,7 @@ class Relay:
                         continue  # _lead waited in GET_LOCK
                     handled = self.step()
                 except (FsmError, pymysql.err.MySQLError) as exc:
-                    err = db.translate(exc)
+                    err = self._db.with_server(db.translate(exc))
                     if isinstance(err, SchemaVersionMismatch | InvalidArgument):
                         raise err from exc  # a configuration to fix, not a fault to wait out
                     # anything else (a lost or read-only server during a switchover, a missing
@@ -215,7 +215,7 @@ class Relay:
                     cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.lock_name,))
                     row = cur.fetchone()
             except pymysql.err.MySQLError as exc:
-                err = db.translate(exc)
+                err = self._db.with_server(db.translate(exc))
                 log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
                 self._abdicate(broken=True)
                 return False
