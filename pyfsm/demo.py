@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import threading
 import time
 from typing import Any
@@ -21,7 +22,7 @@ import pymysql
 
 from . import db
 from .definition import Machine
-from .errors import TransitionNotAllowed
+from .errors import InvalidArgument, TransitionNotAllowed
 from .store import Store
 
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/pyfsm_demo"
@@ -51,7 +52,14 @@ PATHS = [
 ]
 
 
+#: Database names the demo creates: nothing that could end the quoted identifier.
+DATABASE_NAME = re.compile(r"[A-Za-z0-9_$]{1,64}")
+
+
 def _ensure_database(settings: db.Settings) -> None:
+    if not DATABASE_NAME.fullmatch(settings.database or ""):
+        raise InvalidArgument(f"the demo creates its database: give it a name of 1-64 characters of [A-Za-z0-9_$], "
+                              f"got {settings.database!r:.80}")
     conn = pymysql.connect(**settings.connect_kwargs(database=False))
     try:
         conn.cursor().execute(

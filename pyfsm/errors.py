@@ -257,6 +257,7 @@ SERVER: dict[int, type[FsmError]] = {
     1264: InvalidArgument,  # out of range value for a procedure's parameter (raw SQL past the checks)
     1292: InvalidArgument,  # a value that is not a number or a DATETIME where one is needed
     1366: InvalidArgument,  # incorrect integer/decimal value for a parameter
+    1265: InvalidArgument,  # data truncated: text with a numeric prefix for a numeric parameter
     3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
     4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
     1040: DatabaseUnavailable,  # too many connections
