@@ -25,13 +25,8 @@ test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker
 demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306/pyfsm_demo)
 	$(VENV)/bin/pyfsm demo $(if $(PYFSM_DSN),--dsn $(PYFSM_DSN),--dsn mysql://root@127.0.0.1:3306/pyfsm_demo)
 
-bench: venv ## measure transitions, locks, the handler engine, the relay and reporting at 1M/10M rows beside the INSERT+COMMIT ceiling; updates BENCHMARKS.md
-	$(PY) bench/bench_transitions.py --write BENCHMARKS.md
-	$(PY) bench/bench_counters.py --write BENCHMARKS.md
-	$(PY) bench/bench_locks.py --write BENCHMARKS.md
-	$(PY) bench/bench_engine.py --write BENCHMARKS.md
-	$(PY) bench/bench_relay.py
-	$(PY) bench/bench_reporting.py --reuse-if-present --write BENCHMARKS.md
+bench: venv ## run every benchmark in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
+	$(PY) bench/run_all.py --write BENCHMARKS.md $(BENCH_ARGS)
 
 lint: venv ## ruff and mypy only
 	$(VENV)/bin/ruff check pyfsm migrations tests bench

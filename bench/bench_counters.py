@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--write", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
     rates: dict[str, list[float]] = {"ceiling": [], "v3 (counters)": [], "v2 (no counters)": []}
     p50: dict[str, list[float]] = {k: [] for k in rates}
@@ -75,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         bt.write_results(args.write, text, MARKS)
+    if args.json:
+        bt.write_json(args.json, {"server": server, "clients": args.clients, "rounds": args.rounds, "rates": rates,
+                                  "p50_ms": p50, "median_rate": {k: statistics.median(v) for k, v in rates.items()},
+                                  "median_p50_ms": {k: statistics.median(v) for k, v in p50.items()}})
     return 0
 
 

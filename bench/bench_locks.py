@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each timed measurement")
     parser.add_argument("--count", type=int, default=500, help="acquire+release pairs per lock mode")
     parser.add_argument("--write", type=Path, help="update the locks block of this file (e.g. BENCHMARKS.md)")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
     with bt.migrated_database(args.dsn) as (settings, server):
         modes = {}
@@ -153,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         bt.write_results(args.write, text, MARK)
+    if args.json:
+        bt.write_json(args.json, {"server": server, "modes": modes, "contended": contended,
+                                  "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()}})
     return 0
 
 

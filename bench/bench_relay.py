@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = ap.parse_args()
     server = parse_dsn(args.dsn)
     name = f"pyfsm_bench_relay_{uuid.uuid4().hex[:8]}"
@@ -142,6 +143,13 @@ def main() -> None:
               f"p99 {pct(lat, 0.99):.1f} ms")
         print(f"machine: {os.cpu_count()} CPUs, {platform.python_version()}, load {os.getloadavg()}")
         store.close()
+        if args.json:
+            bt.write_json(args.json, {
+                "ceiling": bt.result_dict(ceiling), "events": args.events, "write_seconds": write_s,
+                "drain_seconds": drain_s, "drain_rate": args.events / drain_s, "rate": args.rate,
+                "seconds": args.seconds, "steady_total": total, "acked": len(acked),
+                "ack_p50_ms": statistics.median(acked), "ack_p99_ms": pct(acked, 0.99), "received": len(lat),
+                "consumer_p50_ms": statistics.median(lat), "consumer_p99_ms": pct(lat, 0.99)})
     finally:
         broker.stop()
         admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")

@@ -702,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="length of the ceiling measurement")
     parser.add_argument("--skip", default="", help="comma-separated words: skip queries whose label has one")
     parser.add_argument("--write", type=Path, help="update the reporting block of this file (e.g. BENCHMARKS.md)")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
     if not args.database.startswith("pyfsm_bench"):
         parser.error("--database must start with pyfsm_bench (it is dropped and rebuilt without --reuse)")
@@ -759,6 +760,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{q.label}:\n  " + "\n  ".join(q.plan), file=sys.stderr)
     if args.write:
         write_section(args.write, text)
+    if args.json:
+        bt.write_json(args.json, {
+            "server": server, "instances": int(info["instances"]), "history_rows": int(info["history_rows"]),
+            "ceiling": bt.result_dict(ceiling),
+            "queries": [{"label": q.label, "p50_ms": q.pct(50), "p95_ms": q.pct(95), "runs": len(q.times_ms),
+                         "rows_read": q.rows_read, "returned": q.returned, "disk_reads": q.disk_reads,
+                         "flagged": "**" in q.verdict, "by_design": bool(q.why), "verdict": q.verdict}
+                        for q in todo]})
     return 0
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import multiprocessing as mp
 import os
 import statistics
@@ -322,6 +323,17 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
     return "\n".join(lines)
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """The measurements as JSON (``--json``), for bench/run_all.py's one table."""
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+
+
+def result_dict(r: Result) -> dict[str, Any]:
+    return {"approach": r.approach, "clients": r.clients, "count": r.count, "rate": r.rate, "p50_ms": r.pct(50),
+            "p95_ms": r.pct(95), "p99_ms": r.pct(99), "round_trips": r.round_trips(),
+            "errors": sum(r.errors.values())}
+
+
 def write_results(path: Path, text: str, marks: tuple[str, str] = (MARK_START, MARK_END)) -> None:
     """Replace the block between ``marks`` in ``path`` (append one if there is none)."""
     start, end = marks
@@ -365,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each measurement")
     parser.add_argument("--clients", default="1,8", help="comma-separated numbers of client processes")
     parser.add_argument("--write", type=Path, help="update the results block of this file (e.g. BENCHMARKS.md)")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
     client_counts = [int(c) for c in args.clients.split(",")]
     database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
@@ -396,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         write_results(args.write, text)
+    if args.json:
+        write_json(args.json, {"server": server, "seconds": args.seconds, "results": [result_dict(r) for r in results]})
     return 0
 
 
