@@ -14,16 +14,22 @@ Pool settings that matter for correctness:
   takes InnoDB's duplicate-check locks on the history table's unique indexes, so two
   instances with neighbouring ids can rarely deadlock; the server then rolls the whole
   transaction back and :meth:`Database.call` makes the call again.
+* Every socket read and write is bounded (PyMySQL's ``read_timeout`` / ``write_timeout``,
+  see :class:`Settings`), so a stalled connection, or a server that accepts a connection
+  but never sends its greeting, fails with DatabaseUnavailable instead of waiting forever.
+  A call that timed out is not repeated by :meth:`Database.call`: it already waited its
+  bound. PyMySQL closes the connection on a timeout, so the pool replaces it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
@@ -59,9 +65,37 @@ STRICT_SQL_MODE = (
 )
 
 
+#: Default bound on one socket read (seconds). The longest legitimate wait in a call: a
+#: row-lock wait, which InnoDB ends after innodb_lock_wait_timeout (50 s by default) with
+#: 1205 (Deadlock); the relay's standby wait in GET_LOCK (at most 60 s); a reporting or list
+#: query over a big table (seconds). pyfsm's procedures never wait in GET_LOCK (timeout 0).
+#: 300 s is five times the longest of these, and still ends a hang.
+READ_TIMEOUT = 300.0
+#: Default bound on one socket write (seconds). A request is at most about 1.1 MB and the
+#: server reads it as it arrives: a write blocks only when the server no longer reads.
+WRITE_TIMEOUT = 60.0
+#: The largest timeout accepted (PyMySQL's own limit for connect_timeout: a year).
+MAX_TIMEOUT = 31536000.0
+
+
+def check_timeout(name: str, value: Any) -> float:
+    """``value`` as seconds if it is a finite number in (0, a year]; InvalidArgument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
+            or not 0 < value <= MAX_TIMEOUT:
+        raise InvalidArgument(f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
+                              f"got {value!r:.80}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Where and how to connect. Built from a DSN by :func:`parse_dsn`."""
+    """Where and how to connect. Built from a DSN by :func:`parse_dsn`.
+
+    ``connect_timeout`` bounds the TCP connect; ``read_timeout`` / ``write_timeout`` bound
+    every socket read and write after it, the server's greeting included (defaults:
+    :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`; keep ``read_timeout`` above the longest
+    call you make, e.g. above the server's innodb_lock_wait_timeout if you raised it).
+    """
 
     host: str = "127.0.0.1"
     port: int = 3306
@@ -72,12 +106,17 @@ class Settings:
     connect_timeout: float = 5.0
     tls_ca: str | None = None
     tls_verify: bool = True
+    read_timeout: float = READ_TIMEOUT
+    write_timeout: float = WRITE_TIMEOUT
 
-    def connect_kwargs(self, *, database: bool = True) -> dict[str, Any]:
+    def connect_kwargs(self, *, database: bool = True, timeouts: bool = True) -> dict[str, Any]:
+        """PyMySQL's keyword arguments. ``timeouts=False``: no read or write bound (DDL)."""
         kwargs: dict[str, Any] = {
             "host": self.host, "port": self.port, "user": self.user, "password": self.password,
             "charset": "utf8mb4", "autocommit": True, "connect_timeout": self.connect_timeout,
         }
+        if timeouts:
+            kwargs["read_timeout"], kwargs["write_timeout"] = self.read_timeout, self.write_timeout
         if database and self.database:
             kwargs["database"] = self.database
         if self.tls:
@@ -98,6 +137,12 @@ class Settings:
     def with_database(self, database: str) -> Settings:
         return replace(self, database=database)
 
+    def with_timeouts(self, *, read_timeout: Any = None, write_timeout: Any = None) -> Settings:
+        """These settings with the given timeouts (None: keep), checked (InvalidArgument)."""
+        read = self.read_timeout if read_timeout is None else check_timeout("read_timeout", read_timeout)
+        write = self.write_timeout if write_timeout is None else check_timeout("write_timeout", write_timeout)
+        return replace(self, read_timeout=read, write_timeout=write)
+
     def dsn(self) -> str:
         auth = quote(self.user, safe="") + (f":{quote(self.password, safe='')}" if self.password else "")
         options = {"tls": "true"} if self.tls else {}
@@ -105,6 +150,10 @@ class Settings:
             options["tls_ca"] = self.tls_ca
         if self.tls and not self.tls_verify:
             options["tls_verify"] = "false"
+        if self.read_timeout != READ_TIMEOUT:
+            options["read_timeout"] = repr(self.read_timeout)
+        if self.write_timeout != WRITE_TIMEOUT:
+            options["write_timeout"] = repr(self.write_timeout)
         query = ("?" + urlencode(options)) if options else ""
         return f"mysql://{auth}@{self.host}:{self.port}/{self.database}{query}"
 
@@ -114,16 +163,24 @@ def parse_dsn(dsn: str | None = None) -> Settings:
 
     Options: ``tls=true`` (verify the server against the system CAs), ``tls_ca=/path/ca.pem``,
     ``tls_verify=false`` (encrypt without verifying: only on a network you trust),
-    ``connect_timeout=5``.
+    ``connect_timeout=5``, ``read_timeout=300``, ``write_timeout=60`` (seconds, see
+    :class:`Settings`). Anything malformed raises InvalidArgument.
     """
     dsn = dsn if dsn is not None else os.environ.get("PYFSM_DSN")
+    if dsn is not None and not isinstance(dsn, str):
+        raise InvalidArgument(f"the DSN must be a string, got {type(dsn).__name__}")
     if not dsn:
         raise InvalidArgument("no DSN given and PYFSM_DSN is not set (expected mysql://user:password@host:port/database)")
-    parts = urlsplit(dsn)
+    try:
+        parts = urlsplit(dsn)
+        port = parts.port or 3306
+        host = parts.hostname
+    except ValueError as exc:  # a bad port, an unclosed [IPv6 bracket, ...
+        raise InvalidArgument(f"bad DSN: {exc}") from None
     if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
         raise InvalidArgument(f"DSN must start with mysql://, got {parts.scheme!r}")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout"}
+    unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout", "read_timeout", "write_timeout"}
     if unknown:
         raise InvalidArgument(f"unknown DSN options: {sorted(unknown)}")
     flags = {}
@@ -132,28 +189,101 @@ def parse_dsn(dsn: str | None = None) -> Settings:
         if value not in ("true", "false", "1", "0"):
             raise InvalidArgument(f"DSN option {name} must be true or false")
         flags[name] = value in ("true", "1")
-    try:
-        port = parts.port or 3306
-        timeout = float(query.get("connect_timeout", 5))
-    except ValueError as exc:
-        raise InvalidArgument(f"bad DSN: {exc}") from None
+    timeouts: dict[str, float] = {}
+    for name, fallback in (("connect_timeout", 5.0), ("read_timeout", READ_TIMEOUT),
+                           ("write_timeout", WRITE_TIMEOUT)):
+        try:
+            seconds = float(query.get(name, fallback))
+        except ValueError:
+            raise InvalidArgument(f"DSN option {name} must be a number of seconds, got {query[name]!r:.80}") from None
+        timeouts[name] = check_timeout(f"DSN option {name}", seconds)
     return Settings(
-        host=parts.hostname or "127.0.0.1", port=port, user=unquote(parts.username or "root"),
+        host=host or "127.0.0.1", port=port, user=unquote(parts.username or "root"),
         password=unquote(parts.password or ""), database=parts.path.lstrip("/"),
-        tls=flags["tls"], connect_timeout=timeout, tls_ca=query.get("tls_ca"), tls_verify=flags["tls_verify"],
+        tls=flags["tls"], tls_ca=query.get("tls_ca"), tls_verify=flags["tls_verify"],
+        connect_timeout=timeouts["connect_timeout"], read_timeout=timeouts["read_timeout"],
+        write_timeout=timeouts["write_timeout"],
     )
 
 
-def connect(settings: Settings, *, database: bool = True) -> pymysql.connections.Connection:
-    """One unpooled connection with pyfsm's session settings (for DDL and tools)."""
+def connect(settings: Settings, *, database: bool = True, timeouts: bool = False) -> pymysql.connections.Connection:
+    """One unpooled connection with pyfsm's session settings (for DDL and tools, and leases).
+
+    Without ``timeouts`` it has no read or write bound: DDL (a migration's ALTER TABLE on a
+    big table) takes as long as it takes. Leases ask for the bounds.
+    """
     try:
-        conn = pymysql.connect(**settings.connect_kwargs(database=database))
+        conn = pymysql.connect(**settings.connect_kwargs(database=database, timeouts=timeouts))
     except pymysql.err.MySQLError as exc:
         raise translate(exc) from exc
-    with conn.cursor() as cur:
-        for statement in SESSION_SETUP:
-            cur.execute(statement)
+    try:
+        with conn.cursor() as cur:
+            for statement in SESSION_SETUP:
+                cur.execute(statement)
+    except pymysql.err.MySQLError as exc:  # the connection died or timed out right after the handshake
+        with suppress(pymysql.err.Error):
+            conn.close()
+        raise translate(exc) from exc
     return conn
+
+
+def set_timeouts(conn: Any, read: float | None, write: float | None) -> tuple[float | None, float | None]:
+    """Change a connection's read and write bounds; returns the old ones.
+
+    PyMySQL has no public setter: it reads these two attributes before every socket read and
+    write (``_read_packet``, ``_write_bytes``), so changing them applies from the next one.
+    """
+    raw = _raw(conn)
+    old = (raw._read_timeout, raw._write_timeout)
+    raw._read_timeout, raw._write_timeout = read, write
+    return old
+
+
+@contextmanager
+def bounded(conn: Any, seconds: float) -> Iterator[None]:
+    """Reads and writes on ``conn`` bounded by ``seconds`` (at most its own bounds) meanwhile."""
+    raw = _raw(conn)
+    read, write = raw._read_timeout, raw._write_timeout
+    set_timeouts(raw, min(seconds, read or seconds), min(seconds, write or seconds))
+    try:
+        yield
+    finally:
+        set_timeouts(raw, read, write)
+
+
+def timed_out(exc: BaseException | None) -> bool:
+    """Whether a driver error (or the pyfsm error made of it) comes from a socket timeout.
+
+    PyMySQL raises OperationalError 2013 (read) or 2006 (write) from inside its handler of
+    the socket's TimeoutError, so the timeout is the error's ``__context__``; the number
+    alone cannot tell a timeout from a cut connection.
+    """
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, TimeoutError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _timeout_error(err: BaseException, *, sent: bool, writes: bool, seconds: float | None) -> BaseException:
+    """Say in ``err`` (a DatabaseUnavailable) what a timeout means for the call."""
+    if not isinstance(err, DatabaseUnavailable):
+        return err
+    bound = f" within {seconds:g} s" if seconds else ""
+    if not sent:
+        what = f"the server accepted a connection but did not answer{bound} (read_timeout); nothing was sent"
+    elif err.errno == 2006:
+        what = f"the request could not be sent{bound} (write_timeout)"
+    else:
+        what = f"no reply{bound} (read_timeout): the connection is stalled or the server hangs"
+    if sent and writes:
+        what += "; the call may or may not have been applied (its outcome is unknown, as for a lost reply)"
+    err.message = what
+    err.args = (what,)
+    err.fields["timed_out"] = True
+    return err
 
 
 def translate(exc: BaseException, **context: Any) -> BaseException:
@@ -176,7 +306,8 @@ def _is_alive(conn: Any) -> bool:
     if used is not None and time.monotonic() - used < IDLE_PING_SECONDS:
         return True
     try:
-        conn.ping(reconnect=False)
+        with bounded(conn, conn.connect_timeout or 5.0):  # a round trip: no call's wait is in it
+            conn.ping(reconnect=False)
     except pymysql.err.MySQLError:
         return False
     conn.pyfsm_used = time.monotonic()
@@ -197,8 +328,8 @@ class Database:
     """A pool of PyMySQL connections and the helpers that run pyfsm's procedures."""
 
     def __init__(self, settings: Settings, *, pool_size: int = 8) -> None:
-        if not 1 <= pool_size <= 1000:
-            raise InvalidArgument("pool_size must be between 1 and 1000")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 1000:
+            raise InvalidArgument(f"pool_size must be an integer from 1 to 1000, got {pool_size!r:.80}")
         self.settings = settings
         self._pool = PooledDB(
             creator=_connect, maxconnections=pool_size, maxcached=pool_size, blocking=True,
@@ -241,6 +372,11 @@ class Database:
         ``on``: a connection to use instead of one from the pool (a lock holder's, see
         pyfsm.locks); a lost connection is never retried there, since another connection
         would not hold the locks.
+
+        A socket timeout (``read_timeout`` / ``write_timeout``) is never retried, whatever
+        the call: it already waited its bound. It is DatabaseUnavailable (2013 on a read,
+        2006 on a write, retryable as a lost reply is) whose message says that a write's
+        outcome is unknown, and ``fields["timed_out"]`` is True.
         """
         connection_delays = list(CONNECTION_RETRY_DELAYS)
         deadlock_delays = [0.002, 0.008]
@@ -251,12 +387,18 @@ class Database:
                 return self._call_once(sql, args, writes=writes)
             except NotSent as failed:  # no connection: nothing reached the server, any call may retry
                 err = failed.error
+                if timed_out(err):
+                    raise self.with_server(_timeout_error(err, sent=False, writes=writes,
+                                                          seconds=self.settings.read_timeout)) from failed
                 if _transient(err) and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
                 raise self.with_server(err) from failed
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
+                if timed_out(exc):
+                    seconds = getattr(exc, "pyfsm_timeout", None)
+                    raise self.with_server(_timeout_error(err, sent=True, writes=writes, seconds=seconds)) from exc
                 # errno 0: PyMySQL found the socket closed before sending, so the call never ran
                 safe = on is None and (retry_connection or getattr(err, "errno", None) == 0)
                 if _transient(err) and safe and connection_delays:
@@ -276,9 +418,15 @@ class Database:
                     return fn(_raw(pooled))
             except pymysql.err.MySQLError as exc:
                 err = translate(exc)
+                if timed_out(exc):
+                    seconds = getattr(exc, "pyfsm_timeout", self.settings.read_timeout)
+                    raise self.with_server(_timeout_error(err, sent=True, writes=False, seconds=seconds)) from exc
                 if not (_transient(err) and delays):
                     raise self.with_server(err) from exc
             except DatabaseUnavailable as err:
+                if timed_out(err):
+                    raise self.with_server(_timeout_error(err, sent=False, writes=False,
+                                                          seconds=self.settings.read_timeout)) from None
                 if not (_transient(err) and delays):
                     raise self.with_server(err) from None
             _pause(delays.pop(0))
@@ -321,6 +469,10 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool) -> lis
         while cur.nextset():
             pass
         return rows
+    except pymysql.err.MySQLError as exc:
+        if timed_out(exc):  # which bound ran out, for the message (PyMySQL has closed the connection)
+            exc.pyfsm_timeout = raw._write_timeout if exc.args and exc.args[0] == 2006 else raw._read_timeout  # type: ignore[attr-defined]
+        raise
     finally:
         cur.close()
         raw.pyfsm_used = time.monotonic()

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from .errors import InvalidDefinition
+from .errors import InvalidArgument, InvalidDefinition
 from .resources import check_machine_name
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -75,11 +75,8 @@ class Machine:
     _rules: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        edges = tuple(t if isinstance(t, Transition) else transition(*t) for t in self.transitions)
+        edges = self._normalize()
         object.__setattr__(self, "transitions", edges)
-        object.__setattr__(self, "states", tuple(self.states))
-        object.__setattr__(self, "start", tuple(self.start))
-        object.__setattr__(self, "final", tuple(self.final))
         object.__setattr__(self, "_rules", self._validate(edges))
 
     # -- validation -----------------------------------------------------------------------
@@ -87,11 +84,46 @@ class Machine:
     def _fail(self, problem: str, **fields: Any) -> InvalidDefinition:
         return InvalidDefinition(f"invalid definition of {self.name!r}: {problem}", machine=self.name, **fields)
 
-    def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], str]:
+    def _normalize(self) -> tuple[Transition, ...]:
+        """Check the arguments' types (before anything iterates or hashes them); the lists
+        become tuples and each transition a :class:`Transition` with a tuple of sources."""
         try:
             check_machine_name(self.name)
-        except Exception as exc:
+        except InvalidArgument as exc:
             raise InvalidDefinition(str(exc), machine=str(self.name)[:80], field="name") from None
+        for group in ("states", "start", "final"):
+            names = getattr(self, group)
+            if not isinstance(names, list | tuple):
+                raise self._fail(f"{group} must be a list of state names, got {type(names).__name__}", field=group)
+            for state in names:
+                if not isinstance(state, str):
+                    raise self._fail(f"{group} holds {state!r:.80}, which is not a state name (a string)",
+                                     field=group, state=str(state)[:80])
+            object.__setattr__(self, group, tuple(names))
+        if not isinstance(self.transitions, list | tuple):
+            raise self._fail("transitions must be a list of (event, source(s), target) tuples or Transitions, "
+                             f"got {type(self.transitions).__name__}", field="transitions")
+        return tuple(self._edge(t) for t in self.transitions)
+
+    def _edge(self, item: object) -> Transition:
+        if isinstance(item, Transition):
+            event, source, target = item.event, item.sources, item.target
+        elif isinstance(item, list | tuple) and len(item) == 3:
+            event, source, target = item
+        else:
+            raise self._fail(f"a transition must be (event, source(s), target) or a Transition, got {item!r:.80}",
+                             field="transitions")
+        for what, value in (("event", event), ("target", target)):
+            if not isinstance(value, str):
+                raise self._fail(f"transition {what} {value!r:.80} is not a name (a string)", field="transitions",
+                                 event=event if isinstance(event, str) else None, state=str(value)[:80])
+        if not isinstance(source, str) and not (isinstance(source, list | tuple)
+                                                and all(isinstance(s, str) for s in source)):
+            raise self._fail(f"event {event!r}: source must be a state name or a list of them, got {source!r:.80}",
+                             field="transitions", event=event)
+        return transition(event, source, target)
+
+    def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], str]:
         if not self.states:
             raise self._fail("states must not be empty", field="states")
         seen: set[str] = set()
@@ -164,6 +196,8 @@ class Machine:
 
     def target(self, state: str, event: str) -> str | None:
         """The state ``event`` leads to from ``state``, or None if it is not allowed."""
+        if not isinstance(state, str) or not isinstance(event, str):  # unhashable ones too: never a TypeError
+            return None
         return self._rules.get((state, event))
 
     def events_from(self, state: str) -> list[str]:

@@ -32,7 +32,7 @@ import logging
 import random
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from .errors import (
     LockLost,
     LockNotAcquired,
 )
+from .jsondata import dump_object
 from .locks import Lease, new_owner
 from .process import Context, Outcome, Process, copy_data
 
@@ -244,10 +245,7 @@ class _Run:
                               "ctx.complete(), ctx.fail() or ctx.wait()")
         if not isinstance(ctx.data, dict):
             raise _HandlerBug(f"ctx.data must stay a dict, got {type(ctx.data).__name__}")
-        try:
-            json.dumps(ctx.data, allow_nan=False)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidData(f"data cannot be serialized as JSON: {exc}") from None
+        dump_object("data", ctx.data)  # InvalidData for what JSON cannot hold, non-string keys too
         if outcome is not None and outcome.kind == "fire":
             if self.process.machine.target(self.state, outcome.event or "") is None:
                 raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}")
@@ -348,6 +346,11 @@ class ClaimKeeper:
             if process.name in self._claims:
                 self._claims[process.name][1].discard(instance_id)
 
+    def held(self, process: Process) -> set[int]:
+        """The instance ids of ``process`` being renewed now."""
+        with self._mutex:
+            return set(self._claims.get(process.name, (0.0, set()))[1])
+
     def close(self) -> None:
         self._stop.set()
         thread = self._thread
@@ -375,6 +378,19 @@ def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
     store._ensure_schema()
     return store._db.call(db.call_sql("fsm_claim_v1", 5), (process.name, owner, limit, process.claim_seconds, key),
                           retry_connection=False, writes=True, machine=process.name, key=key)
+
+
+def release_claims(store: Store, process: Process, owner: str, keep: Iterable[int] = ()) -> int:
+    """Give back the claims of ``owner`` on ``process`` other than ``keep`` (fsm_release_claims_v1).
+
+    After a claim call failed on the way back, the claim may have committed all the same:
+    given back at once, its run is due again with its attempt unchanged, instead of running
+    out and counting an attempt as if a worker had died running it. Safe to repeat.
+    """
+    rows = store._db.call(db.call_sql("fsm_release_claims_v1", 3),
+                          (owner, process.name, ",".join(str(i) for i in sorted(keep))),
+                          retry_connection=True, writes=True, machine=process.name)
+    return int(rows[0]["released"]) if rows else 0
 
 
 def run_key(store: Store, process: Process, key: str) -> RunResult:

@@ -52,7 +52,9 @@ class Account:
         """``'name'`` or ``'name@host'`` (host defaults to ``%``: any host)."""
         if role not in ROLES:
             raise InvalidArgument(f"role must be one of {', '.join(ROLES)}, got {role!r:.40}")
-        user, _, host = str(text).partition("@")
+        if not isinstance(text, str):
+            raise InvalidArgument(f"account must be a string 'name' or 'name@host', got {text!r:.80}")
+        user, _, host = text.partition("@")
         host = host or "%"
         if not USER.fullmatch(user):
             raise InvalidArgument(f"account user must be 1-32 characters of [A-Za-z0-9_.-], got {user!r:.80}")

@@ -9,6 +9,14 @@ advisory locks at once if the process dies or the connection is closed. A lease 
 garbage-collected without being released has its connection closed. The lock rows
 in ``fsm_locks`` expire after the lease unless renewed; a heartbeat thread renews them
 every third of the lease.
+
+The holder keeps its own account of the expiry on a monotonic clock, counted from the
+moment each successful renewal was sent (the server's expiry is later): once it has passed
+without a renewal the lease is lost, whatever the connection is doing, and stays lost. A
+renewal that gets no answer gives up in time to try again before the expiry (its reads
+and writes are bounded by the time left); a connection that died or timed out is replaced
+by a new one on which the renewal proves the locks are still this owner's, then
+``fsm_lock_v1`` binds them to it (advisory locks, ``@fsm_lock_owner``).
 """
 
 from __future__ import annotations
@@ -23,14 +31,15 @@ import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pymysql
 
 from . import db
-from .errors import FsmError, InvalidArgument, LockLost
+from .errors import DatabaseUnavailable, FsmError, InvalidArgument, LockLost
 
 if TYPE_CHECKING:
     from .models import TransitionResult
@@ -72,18 +81,33 @@ class HeldLock:
         )
 
 
+#: A renewal's reads and writes wait at least this long, or a third of the lease if longer,
+#: at most RENEWAL_BOUND_MAX, and never past the lease's expiry (a release's too, minus the
+#: expiry). fsm_renew_lock_v1 updates one or two rows (milliseconds): waiting longer only
+#: delays moving to a new connection.
+RENEWAL_BOUND = 1.0
+RENEWAL_BOUND_MAX = 30.0
+
+RENEW_SQL = "CALL `fsm_renew_lock_v1`(%s, %s)"
+LOCK_SQL = "CALL `fsm_lock_v1`(%s, %s, %s, %s)"
+
+
 class Lease:
     """The locks one owner holds for one instance. Use it as a context manager.
 
     ``global_lock`` / ``local_lock`` say which locks were taken (neither when the instance
     uses no lock: then the lease is a no-op that still works the same way). ``lost`` turns
-    True when a renewal finds the locks gone; from then on :meth:`send` raises LockLost.
+    True, for good, when a renewal finds the locks gone or when the lease's expiry (as this
+    process counts it, on a monotonic clock from the last renewal that succeeded) passed
+    without a renewal; from then on :meth:`send` and :meth:`renew` raise LockLost.
     """
 
-    def __init__(self, store: Store, conn: Any, row: dict[str, Any], lease_seconds: float, heartbeat: bool) -> None:
+    def __init__(self, store: Store, conn: Any, row: dict[str, Any], lease_seconds: float, heartbeat: bool,
+                 *, taken_at: float | None = None) -> None:
         self._store = store
         self._conn: Any = conn
         self._use = threading.Lock()  # the heartbeat thread and the caller share the connection
+        self._renewing = threading.Lock()  # held while a renewal (or a reconnection) is under way
         self.owner: str = row["owner"]
         self.machine: str = row["machine"]
         self.key: str = row["instance_key"]
@@ -93,8 +117,11 @@ class Lease:
         self.lease_seconds = float(lease_seconds)
         expires = row["expires_at"]
         self.expires_at: datetime | None = None if expires is None else expires.replace(tzinfo=UTC)
-        self.lost = False
+        self._lost = False
         self._count = int(self.global_lock) + int(self.local_lock)
+        #: time.monotonic() at which the lease runs out unless renewed (None: no locks)
+        taken = time.monotonic() if taken_at is None else taken_at
+        self._valid_until: float | None = taken + self.lease_seconds if self._count else None
         self._stop = threading.Event()
         self._closer = weakref.finalize(self, _close_quietly, conn)  # forgotten leases free their locks
         self._beat: threading.Thread | None = None
@@ -115,6 +142,27 @@ class Lease:
         return (f"Lease(owner={self.owner!r}, machine={self.machine!r}, key={self.key!r}, "
                 f"global_lock={self.global_lock}, local_lock={self.local_lock}, lost={self.lost})")
 
+    @property
+    def lost(self) -> bool:
+        """True once the locks are gone or the lease ran out without a renewal; never turns back."""
+        if self._lost:
+            return True
+        if not self._ran_out():
+            return False
+        with self._renewing:  # a renewal under way ends by the expiry (its bounds): its answer decides
+            if self._ran_out():
+                self._lost = True
+        return self._lost
+
+    def _ran_out(self) -> bool:
+        return self._valid_until is not None and time.monotonic() >= self._valid_until
+
+    def _lost_error(self) -> LockLost:
+        if self._conn is None:
+            return LockLost(f"lease {self.owner} was released", machine=self.machine, key=self.key)
+        return LockLost(f"lease {self.owner} was lost: its locks expired or were taken over",
+                        machine=self.machine, key=self.key)
+
     # -- use ------------------------------------------------------------------------------
 
     def send(self, event: str, **kwargs: Any) -> TransitionResult:
@@ -122,34 +170,121 @@ class Lease:
         return self._store.send(self.machine, self.key, event, lease=self, **kwargs)
 
     def call(self, sql: str, args: tuple[Any, ...], *, writes: bool, **context: Any) -> list[dict[str, Any]]:
-        """Run one CALL on the lease's connection (used by Store for calls made under the lease)."""
-        if self._conn is None:
-            raise LockLost(f"lease {self.owner} was released", machine=self.machine, key=self.key)
-        if self.lost:
-            raise LockLost(f"lease {self.owner} was lost: its locks expired or were taken over",
-                           machine=self.machine, key=self.key)
+        """Run one CALL on the lease's connection (used by Store for calls made under the lease).
+
+        LockLost once the lease is released or lost. A connection that died is replaced first
+        (see :meth:`renew`); a failure of the call itself is not retried.
+        """
+        if self._conn is None or self.lost:
+            raise self._lost_error()
         with self._use:
+            if self._conn is None or self.lost:
+                raise self._lost_error()
+            if not self._conn.open:
+                with self._renewing:
+                    self._keeping(self._reconnect)
             return self._store._db.call(sql, args, retry_connection=False, writes=writes, on=self._conn, **context)
 
     # -- keeping it -----------------------------------------------------------------------
 
     def renew(self) -> None:
-        """Extend the locks by the lease from now; LockLost if any of them is gone."""
+        """Extend the locks by the lease from now; LockLost if any of them is gone or the lease ran out.
+
+        DatabaseUnavailable if the server did not answer in time: the lease holds until its
+        expiry, and the next renewal first replaces the connection (the heartbeat tries again
+        soon). Nothing is renewed after the expiry: a lease that ran out stays lost.
+        """
         if not self._count:
             return
+        with self._use:
+            if self._conn is None or self.lost:
+                raise self._lost_error()
+            with self._renewing:
+                try:
+                    self._keeping(lambda: self._renew_on(self._conn) if self._conn.open else self._reconnect())
+                except DatabaseUnavailable:
+                    _close_quietly(self._conn)  # whatever it was doing: the next renewal takes a new one
+                    raise
+
+    def _keeping(self, step: Callable[[], None]) -> None:
+        """Run a renewal step; a LockLost from it loses the lease for good."""
         try:
-            rows = self.call("CALL `fsm_renew_lock_v1`(%s, %s)", (self.owner, self.lease_seconds), writes=True,
-                             machine=self.machine, key=self.key)
+            step()
         except LockLost:
-            self.lost = True
+            self._lost = True
             raise
+
+    def _bound(self) -> float:
+        """How long one step of a renewal may wait: never past the expiry (LockLost if it has passed)."""
+        assert self._valid_until is not None
+        left = self._valid_until - time.monotonic()
+        if left <= 0:
+            self._lost = True
+            raise LockLost(f"lease {self.owner} ran out: not renewed within {self.lease_seconds:g} s",
+                           machine=self.machine, key=self.key)
+        return min(left, self._step_bound())
+
+    def _step_bound(self) -> float:
+        return max(RENEWAL_BOUND, min(self.lease_seconds / 3, RENEWAL_BOUND_MAX))
+
+    def _renew_on(self, conn: Any) -> None:
+        """fsm_renew_lock_v1 on ``conn``; on success the lease is valid for lease_seconds from its sending."""
+        bound = self._bound()
+        sent = time.monotonic()
+        with db.bounded(conn, bound):
+            rows = self._store._db.call(RENEW_SQL, (self.owner, self.lease_seconds), retry_connection=False,
+                                        writes=True, on=conn, machine=self.machine, key=self.key)
         renewed = int(rows[0]["renewed"])
         if renewed < self._count:  # one of the two locks was taken over meanwhile
-            self.lost = True
             raise LockLost(f"lease {self.owner}: {self._count - renewed} of its locks were taken over",
                            machine=self.machine, key=self.key)
         self.expires_at = rows[0]["expires_at"].replace(tzinfo=UTC)
+        self._valid_until = sent + self.lease_seconds
 
+    def _reconnect(self) -> None:
+        """Replace a dead connection; for held locks, only while they are still this owner's.
+
+        On the new connection a renewal first proves the lock rows are still held (it extends
+        only rows of this owner that have not expired), then fsm_lock_v1 binds them to it: the
+        advisory locks, ``@fsm_lock_owner``, the rows' connection_id.
+        """
+        settings = self._store.settings
+        if self._count:
+            bound = self._bound()
+            settings = replace(settings, connect_timeout=min(settings.connect_timeout, bound),
+                               read_timeout=min(settings.read_timeout, bound),
+                               write_timeout=min(settings.write_timeout, bound))
+        conn = db.connect(settings, timeouts=True)
+        try:
+            if self._count:
+                self._renew_on(conn)
+                bound = self._bound()
+                sent = time.monotonic()
+                with db.bounded(conn, bound):
+                    try:
+                        rows = self._store._db.call(LOCK_SQL, (self.machine, self.key, self.owner, self.lease_seconds),
+                                                    retry_connection=False, writes=True, on=conn,
+                                                    machine=self.machine, key=self.key)
+                    except FsmError as exc:
+                        if exc.errno != 31014:
+                            raise
+                        raise LockLost(f"lease {self.owner}: its locks could not be taken back on a new "
+                                       f"connection: {exc}", machine=self.machine, key=self.key) from exc
+                row = rows[0]
+                if (bool(row["global_lock"]), bool(row["local_lock"])) != (self.global_lock, self.local_lock):
+                    raise LockLost(f"lease {self.owner}: the instance's locking changed", machine=self.machine,
+                                   key=self.key)
+                self.expires_at = row["expires_at"].replace(tzinfo=UTC)
+                self._valid_until = sent + self.lease_seconds
+            db.set_timeouts(conn, self._store.settings.read_timeout, self._store.settings.write_timeout)
+        except BaseException:
+            _close_quietly(conn)
+            raise
+        old, self._conn = self._conn, conn
+        self._closer.detach()
+        self._closer = weakref.finalize(self, _close_quietly, conn)
+        _close_quietly(old)
+        log.info("pyfsm: lease %s moved to a new connection", self.owner)
 
     # -- giving it back -------------------------------------------------------------------
 
@@ -161,31 +296,35 @@ class Lease:
         self._stop.set()
         if self._beat is not None and self._beat is not threading.current_thread():
             self._beat.join()
+        lost = self.lost
         conn, self._conn = self._conn, None
         if conn is None:
             return False
         released = 0
         ok = False
-        for attempt in range(3):
+        for attempt in range(3 if conn.open else 0):  # a dead connection: straight to another one
             try:
-                with self._use:
+                with self._use, db.bounded(conn, self._step_bound()):  # a stalled connection: give up soon
                     rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=False,
                                                 writes=True, on=conn)
                 released, ok = int(rows[0]["released"]), True
                 break
             except FsmError as exc:
                 log.warning("pyfsm: releasing lease %s failed (attempt %d): %s", self.owner, attempt + 1, exc)
+                if not conn.open:
+                    break
                 time.sleep(0.02 * (attempt + 1))
         if not ok:
             # The connection is broken: closing it frees its advisory locks; release the rows
             # from any other connection (the owner check makes that safe).
+            self._closer()
             try:
                 rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=True,
                                             writes=True)
                 released = int(rows[0]["released"])
             except FsmError as exc:
                 log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
-        clean = ok and not self.lost and released == self._count
+        clean = ok and not lost and released == self._count
         if clean:  # every lock and @fsm_lock_owner given back: the connection may serve another lease
             self._closer.detach()
             self._store._lease_connections.put(conn)
@@ -211,6 +350,7 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
     try:
         for attempt in range(attempts):
             try:
+                taken_at = time.monotonic()  # the lease counts from before the call: the server's is later
                 rows = store._db.call("CALL `fsm_lock_v1`(%s, %s, %s, %s)", (machine, key, owner, lease_seconds),
                                       retry_connection=False, writes=True, on=conn, machine=machine, key=key)
                 break
@@ -222,15 +362,20 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
                     raise
                 time.sleep(min(backoff * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
         row = rows[0]
-        return Lease(store, conn, row, float(row["lease_seconds"]), heartbeat)
+        return Lease(store, conn, row, float(row["lease_seconds"]), heartbeat, taken_at=taken_at)
     except BaseException:
         _close_quietly(conn)
         raise
 
 
 def _heartbeat(ref: weakref.ReferenceType[Lease], stop: threading.Event, interval: float) -> None:
-    """Renew a lease every ``interval`` until it is released, lost or garbage-collected."""
-    while not stop.wait(interval):
+    """Renew a lease every ``interval`` until it is released, lost or garbage-collected.
+
+    After a failed renewal the next one comes sooner (from 0.1 s, doubling up to half
+    ``interval``), on a new connection: the lease holds until its expiry, not longer.
+    """
+    delay, failures = interval, 0
+    while not stop.wait(delay):
         lease = ref()
         if lease is None:
             return
@@ -240,7 +385,14 @@ def _heartbeat(ref: weakref.ReferenceType[Lease], stop: threading.Event, interva
             log.warning("pyfsm: lease lost: %s", exc)
             return
         except Exception as exc:
+            failures += 1
+            if lease.lost:
+                log.warning("pyfsm: lease %s lost: not renewed before its expiry (%s)", lease.owner, exc)
+                return
             log.warning("pyfsm: lease %s not renewed (%s); retrying", lease.owner, exc)
+            delay = min(interval / 2, 0.05 * 2**failures)
+        else:
+            delay, failures = interval, 0
         del lease
 
 
@@ -280,7 +432,7 @@ class LeaseConnections:
             with self._mutex:
                 conn = self._free.pop() if self._free else None
             if conn is None:
-                return db.connect(self.settings)
+                return db.connect(self.settings, timeouts=True)
             if db._is_alive(conn):
                 return conn
             _close_quietly(conn)

@@ -28,10 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from .definition import Machine
 from .errors import InvalidArgument, InvalidDefinition
+from .jsondata import dump_object
 
 if TYPE_CHECKING:
     from .engine import RunResult
     from .store import Store
+
+#: What Process.linear's machine_options may set.
+MACHINE_OPTIONS = frozenset({"save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds",
+                             "event_data"})
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,15 @@ class Context:
     def __repr__(self) -> str:
         return f"Context({self.machine} {self.key!r}, state={self.state!r}, attempt={self.attempt})"
 
+    def _data_checked(self) -> None:
+        """Refuse, in the handler, data that JSON cannot hold as it is (a key that is not a
+        string, NaN, a set, ...): InvalidData, which fails the step without retrying it."""
+        if isinstance(self.data, dict):  # anything else is refused by the engine
+            dump_object("ctx.data", self.data)
+
     def fire(self, event: str) -> Outcome:
         """Move on with ``event`` (forward, or backward to an earlier state)."""
+        self._data_checked()
         return Outcome("fire", event=event)
 
     def next(self) -> Outcome:
@@ -83,10 +95,12 @@ class Context:
 
     def pause(self) -> Outcome:
         """Stop here; :meth:`pyfsm.Store.resume` continues with this state's handler."""
+        self._data_checked()
         return Outcome("pause")
 
     def complete(self) -> Outcome:
         """The instance is done, in its current state."""
+        self._data_checked()
         return Outcome("complete")
 
     def fail(self, reason: str = "") -> Outcome:
@@ -95,6 +109,7 @@ class Context:
 
     def wait(self) -> Outcome:
         """Wait for an external event: the next transition (from anyone) wakes the instance."""
+        self._data_checked()
         return Outcome("wait")
 
 
@@ -146,6 +161,10 @@ class Process:
     def __post_init__(self) -> None:
         if not isinstance(self.machine, Machine):
             raise InvalidArgument("Process(machine) takes a pyfsm.Machine")
+        if not isinstance(self.run_immediately, bool):
+            raise InvalidArgument(f"run_immediately must be True or False, got {self.run_immediately!r:.80}")
+        if self.failure_event is not None and not isinstance(self.failure_event, str):
+            raise InvalidArgument(f"failure_event must be an event name or None, got {self.failure_event!r:.80}")
         _check_attempts(self.max_attempts)
         for what, value, low, high in (("backoff", self.backoff, 0, 86400), ("max_backoff", self.max_backoff, 0, 86400),
                                        ("claim_seconds", self.claim_seconds, 0.1, 86400)):
@@ -202,6 +221,14 @@ class Process:
                machine_options: Mapping[str, Any] | None = None, **settings: Any) -> Process:
         """A process of ordered steps: states ``steps`` then ``final``, with ``next`` moving
         forward one step and ``back`` one step backward (from every step but the first)."""
+        if not isinstance(steps, list | tuple):
+            raise InvalidDefinition(f"{name!r:.80}: steps must be a list of state names, got {type(steps).__name__}",
+                                    machine=str(name)[:80], field="steps")
+        if machine_options is not None and (not isinstance(machine_options, Mapping)
+                                            or not set(machine_options) <= MACHINE_OPTIONS):
+            raise InvalidDefinition(f"{name!r:.80}: machine_options must be a dict of "
+                                    f"{', '.join(sorted(MACHINE_OPTIONS))}, got {machine_options!r:.80}",
+                                    machine=str(name)[:80], field="machine_options")
         names = list(steps)
         if not names:
             raise InvalidDefinition(f"{name}: a linear process needs at least one step", machine=name, field="steps")
@@ -225,6 +252,7 @@ class Process:
         or (with run_immediately off) one step is done and the rest is queued."""
         from .engine import run_key
 
+        _check_store_and_key(store, key)
         return run_key(store, self, key)
 
     def start(self, store: Store, key: str, *, data: Mapping[str, Any] | None = None, lookup_key: str | None = None,
@@ -233,7 +261,18 @@ class Process:
         worker when ``run_immediately`` is False, for this instance from now on)."""
         from .engine import start
 
+        _check_store_and_key(store, key)
+        if run_immediately is not None and not isinstance(run_immediately, bool):  # before the instance is created
+            raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
         return start(store, self, key, data=data, lookup_key=lookup_key, run_immediately=run_immediately)
+
+
+def _check_store_and_key(store: object, key: object) -> None:
+    from .store import Store, _check_key
+
+    if not isinstance(store, Store):
+        raise InvalidArgument(f"store must be a pyfsm.Store, got {type(store).__name__}")
+    _check_key("key", key)
 
 
 def _check_attempts(value: object) -> None:

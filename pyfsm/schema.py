@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pymysql
-from sqlalchemy.exc import DBAPIError
 
 from . import db
 from .errors import SchemaVersionMismatch
@@ -23,7 +22,7 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
@@ -41,6 +40,13 @@ REVISION_0004_OBJECTS = (
     "procedures/fsm_run_info_v1.sql",
     "procedures/fsm_state_at_v1.sql",
     "procedures/fsm_stats_v1.sql",
+)
+
+#: What revision 0005 adds (migrations/versions/0005_*.py applies the same list).
+REVISION_0005_OBJECTS = (
+    "procedures/fsm_define_v4.sql",
+    "procedures/fsm_force_unlock_v2.sql",
+    "procedures/fsm_release_claims_v1.sql",
 )
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -97,6 +103,8 @@ CURRENT_OBJECTS = (
     "procedures/fsm_outbox_lag_v1.sql",
     # 0004: the DBA and analyst surface
     *REVISION_0004_OBJECTS,
+    # 0005: hardening
+    *REVISION_0005_OBJECTS,
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each
@@ -131,7 +139,10 @@ MACHINE_TEMPLATE_SETS["v3"] = (
     *(_V3.get(name, name) for name in MACHINE_TEMPLATE_SETS["v2"][2:]),
     "view_instances_v1", "view_history_v1",
 )
-MACHINE_OBJECTS_VERSION = "v3"
+# v4 (revision 0005): the transition trigger compares names byte for byte (no PAD SPACE).
+_V4 = {"trigger_bu_v3": "trigger_bu_v4"}
+MACHINE_TEMPLATE_SETS["v4"] = tuple(_V4.get(name, name) for name in MACHINE_TEMPLATE_SETS["v3"])
+MACHINE_OBJECTS_VERSION = "v4"
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")
@@ -432,7 +443,10 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
 
     Serialised with GET_LOCK so that several processes starting at once migrate once.
     """
+    # imported here: SQLAlchemy and Alembic take a third of a second to import, which every
+    # CLI command and every worker process would pay for without migrating
     from alembic import command
+    from sqlalchemy.exc import DBAPIError
 
     conn = db.connect(settings)
     try:

@@ -16,7 +16,8 @@ import pymysql
 
 from . import db, schema
 from .definition import NAME, Machine
-from .errors import AccessDenied, FsmError, InvalidArgument, InvalidData, TransitionNotAllowed
+from .errors import AccessDenied, FsmError, InvalidArgument, TransitionNotAllowed
+from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult, _utc
 from .resources import check_machine_name
@@ -35,10 +36,27 @@ class Store:
     Connections are pooled (``pool_size``), autocommit, UTC and READ COMMITTED; TLS is off
     unless the DSN says ``?tls=true``. The first call checks that the database's pyfsm
     schema matches this library and raises SchemaVersionMismatch naming the fix if not.
+
+    Every socket read and write of a call is bounded: ``read_timeout`` (default 300 s)
+    and ``write_timeout`` (default 60 s), here or as DSN options of the same names (these
+    arguments win). 300 s is well above the longest legitimate wait of a call (a row-lock
+    wait, which the server ends after innodb_lock_wait_timeout, 50 s by default; the
+    relay's standby GET_LOCK, at most 60 s; a long reporting query): raise it above your
+    longest call if that is longer. A call that runs out of time fails with
+    DatabaseUnavailable (2013, retryable) at once, never retried by pyfsm since it already
+    waited its bound; for a write the outcome is then unknown, as for any lost reply
+    (repeat it with the same request id). The connection is closed and the pool replaces
+    it. DDL (:meth:`migrate`, :meth:`sync`) runs unbounded. Bad arguments raise
+    InvalidArgument before anything connects.
     """
 
-    def __init__(self, dsn: str | None = None, *, pool_size: int = 8) -> None:
-        self.settings = db.parse_dsn(dsn)
+    def __init__(
+        self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
+        write_timeout: float | None = None,
+    ) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 1000:
+            raise InvalidArgument(f"pool_size must be an integer from 1 to 1000, got {pool_size!r:.80}")
+        self.settings = db.parse_dsn(dsn).with_timeouts(read_timeout=read_timeout, write_timeout=write_timeout)
         if not self.settings.database:
             raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
         self._db = db.Database(self.settings, pool_size=pool_size)
@@ -81,7 +99,7 @@ class Store:
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
         self._ensure_schema()
-        row = self._call("fsm_define_v3", (machine.name, machine.to_json()), machine=machine.name)
+        row = self._call("fsm_define_v4", (machine.name, machine.to_json()), machine=machine.name)
         if not row["tables_ready"]:
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
@@ -159,6 +177,8 @@ class Store:
         name = _machine_name(machine)
         if expected_version is not None:
             _check_int("expected_version", expected_version, minimum=0)
+        if lease is not None and not isinstance(lease, Lease):
+            raise InvalidArgument(f"lease must be a Lease from Store.lock() or None, got {type(lease).__name__}")
         args = (
             _check_key("key", key), _check_name("event", event),
             _dump("data", data, MAX_DATA_BYTES), _dump("metadata", metadata, MAX_METADATA_BYTES),
@@ -193,6 +213,8 @@ class Store:
         The lease keeps one pooled connection until it is released (use ``with``).
         """
         name = _machine_name(machine)
+        if not isinstance(heartbeat, bool):
+            raise InvalidArgument(f"heartbeat must be True or False, got {heartbeat!r:.80}")
         self._ensure_schema()
         return acquire(self, name, _check_key("key", key), owner=owner, lease_seconds=lease_seconds,
                        attempts=attempts, backoff=backoff, heartbeat=heartbeat)
@@ -210,7 +232,7 @@ class Store:
         if scope is not None and scope != "*":
             check_machine_name(scope)
         _check_text("reason", reason, 255, required=True)
-        rows = self._rows("fsm_force_unlock_v1", (scope, lookup_key, reason))
+        rows = self._rows("fsm_force_unlock_v2", (scope, lookup_key, reason))
         return [HeldLock.from_row({**r, "kind": "global" if r["scope"] == "*" else "local", "since": r["expires_at"],
                                    "connection_id": None}) for r in rows]
 
@@ -315,7 +337,10 @@ class Store:
         if not isinstance(at, datetime):
             raise InvalidArgument(f"at must be a datetime, got {type(at).__name__}")
         if at.tzinfo is not None:
-            at = at.astimezone(UTC).replace(tzinfo=None)
+            try:
+                at = at.astimezone(UTC).replace(tzinfo=None)
+            except (OverflowError, ValueError, TypeError) as exc:  # the calendar's edge, or a broken tzinfo
+                raise InvalidArgument(f"at {at!r:.80} has no UTC time a datetime can hold: {exc}") from None
         rows = self._rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
         if not rows:
             return None
@@ -391,15 +416,4 @@ def _check_int(what: str, value: object, *, minimum: int, maximum: int = MAX_BIG
 
 def _dump(what: str, value: Mapping[str, Any] | None, limit: int) -> str | None:
     """Serialize a JSON object before any SQL runs; refuse what JSON cannot hold."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise InvalidData(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
-    try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
-        size = len(text.encode("utf-8"))
-    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-        raise InvalidData(f"{what} cannot be serialized as JSON: {exc}") from None
-    if size > limit:
-        raise InvalidData(f"{what} is {size} bytes, more than the limit of {limit}")
-    return text
+    return None if value is None else dump_object(what, value, limit)

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engine import ClaimKeeper, claim, run_claimed
-from .errors import FsmError, InvalidArgument
+from .engine import ClaimKeeper, claim, release_claims, run_claimed
+from .errors import DatabaseUnavailable, FsmError, InvalidArgument
 from .locks import new_owner
 from .process import Process
 
@@ -94,6 +94,8 @@ class Worker:
             except FsmError as exc:
                 self.stats.errors += 1
                 log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
+                if isinstance(exc, DatabaseUnavailable):
+                    self._release_unknown_claims(process, keeper)
                 continue
             keeper.add(process, [int(row["id"]) for row in rows])
             for index, row in enumerate(rows):
@@ -143,6 +145,20 @@ class Worker:
         self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
         if self.on_run is not None:
             self.on_run(result)
+
+    def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper) -> None:
+        """The claim's reply was lost, perhaps after it committed: give back what this worker
+        may hold without knowing it, so that the runs do not wait for the claim to run out
+        and then count an attempt of their step as if a worker had died running them."""
+        try:
+            released = release_claims(self.store, process, self.owner, keeper.held(process))
+        except FsmError as exc:  # still down: the claims run out and count as one attempt
+            log.warning("pyfsm worker %s: could not give back unknown claims of %s: %s", self.owner, process.name, exc)
+            return
+        if released:
+            self.stats.handed_back += released
+            log.info("pyfsm worker %s: gave back %d claim(s) of %s whose reply was lost", self.owner, released,
+                     process.name)
 
     def _hand_back(self, process: Process, rows: list[dict[str, Any]]) -> None:
         """Claimed but not started: due again now, for any worker."""

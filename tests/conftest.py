@@ -7,6 +7,7 @@ With neither, the run stops with a message saying what to set.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import os
 import shutil
@@ -84,14 +85,21 @@ def make_database(server: Settings) -> Iterator[object]:
         return server.with_database(name)
 
     yield make
-    conn = admin(server)
-    try:
-        # a test that leaked an open transaction must fail the teardown, not hang it for a year
-        conn.cursor().execute("SET SESSION lock_wait_timeout = 30")
-        for name in made:
-            conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
-    finally:
-        conn.close()
+
+    def drop(names: list[str]) -> None:
+        conn = admin(server)
+        try:
+            # a test that leaked an open transaction must fail the teardown, not hang it for a year
+            conn.cursor().execute("SET SESSION lock_wait_timeout = 30")
+            for name in names:
+                conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        finally:
+            conn.close()
+
+    # a hundred databases of many tables: dropping them four at a time takes a third as long
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(drop, made[i::4]) for i in range(4)]:
+            done.result()
 
 
 @pytest.fixture(scope="session")

@@ -164,6 +164,9 @@ def hostile_objects() -> st.SearchStrategy[Any]:
                                                                    datetime(2024, 1, 1), date(2024, 1, 1), ...])),
         st.sampled_from([{(1, 2): 1}, {frozenset(): 1}, {"\ud800": 1}, {"k": "\udfff"}, {"k": ["\ud800"]},
                          MappingProxyType({"a": NotJson()})]),
+        # keys json.dumps would turn into strings: 1, 1.5, True, None; a clash; nested in an object or a list
+        st.builds(lambda k, v: {k: v}, st.sampled_from([1, -1, 1.5, True, False, None, 2**64]), json_values),
+        st.sampled_from([{1: "a", "1": "b"}, {"k": {2: "x"}}, {"k": [{"a": 1}, {None: 1}]}, {"k": {"j": {0.5: 1}}}]),
         st.builds(nested, st.sampled_from([31, 32, 33, 100, 999, 10_000]), st.sampled_from(["object", "array"])),
         st.builds(sized, st.sampled_from([DATA_MAX, METADATA_MAX]), st.sampled_from([1, 2, 4]),
                   st.sampled_from(["a", "é", "🙂"])),  # one to four bytes over
@@ -306,19 +309,3 @@ def documents(draw: Any) -> dict[str, Any]:
         elif where == "drop":
             doc.pop(draw(st.sampled_from(sorted(BASE_DOCUMENT))), None)
     return doc
-
-
-def names_a_json_literal(doc: Any) -> bool:
-    """Whether a name position (not states) holds JSON null/true/false: SQL reads them as the
-    text 'null'/'true'/'false' (test_sql_define_refuses_non_string_names)."""
-    def literal(value: Any) -> bool:
-        return value is None or isinstance(value, bool)
-
-    if not isinstance(doc, dict):
-        return False
-    lists = [doc.get(f) for f in ("start", "final")]
-    edges = [e for e in doc.get("transitions", []) if isinstance(e, dict)] if isinstance(doc.get("transitions"),
-                                                                                        list) else []
-    return (any(isinstance(v, list) and any(literal(x) for x in v) for v in lists)
-            or any(literal(e.get("event", 0)) or literal(e.get("to", 0))
-                   or (isinstance(e.get("from"), list) and any(map(literal, e["from"]))) for e in edges))

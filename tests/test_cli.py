@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_cli_commands import in_process
+
 
 def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
@@ -38,7 +40,7 @@ def test_errors_are_one_line_with_a_nonzero_exit() -> None:
 def test_help_shows_an_example() -> None:
     for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock", "worker", "pause", "resume",
                     "retry", "failed"):
-        result = pyfsm(command, "--help")
+        result = in_process(command, "--help")
         assert result.returncode == 0 and "example:" in result.stdout, command
 
 

@@ -444,6 +444,33 @@ def test_claims_that_ran_out_count_as_attempts(store: Store, raw) -> None:  # ty
     assert error["error_type"] == "pyfsm.StepAbandoned" and error["attempt"] == 2
 
 
+def test_release_claims_gives_back_only_the_owners_unkept_claims(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    """fsm_release_claims_v1, what a worker calls after a claim whose reply was lost: the
+    owner's claims are due again at once with their attempt unchanged, except those it keeps;
+    another owner's claims stay."""
+    name = unique("release")
+    process = Process.linear(name, ["a", "b"])
+    store.define(process.machine)
+    for key in ("k1", "k2", "k3"):
+        store.create(name, key)
+        store.enqueue(name, key)
+    mine = fetch(raw, "CALL fsm_claim_v1(%s, 'w:me', 2, 60, NULL)", (name,))
+    other = fetch(raw, "CALL fsm_claim_v1(%s, 'w:other', 5, 60, NULL)", (name,))
+    assert len(mine) == 2 and len(other) == 1
+    keep = str(mine[0]["id"])
+    assert fetch(raw, "CALL fsm_release_claims_v1('w:me', %s, %s)", (name, keep)) == [{"released": 1}]
+    runs = {r["instance_id"]: r for r in fetch(raw, "SELECT instance_id, claimed_by, attempt, "
+                                                    "due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs "
+                                                    "WHERE machine = %s", (name,))}
+    assert runs[mine[0]["id"]]["claimed_by"] == "w:me" and not runs[mine[0]["id"]]["due"]
+    assert (runs[mine[1]["id"]]["claimed_by"], runs[mine[1]["id"]]["attempt"], runs[mine[1]["id"]]["due"]) \
+        == (None, 0, 1)
+    assert runs[other[0]["id"]]["claimed_by"] == "w:other"
+    assert fetch(raw, "CALL fsm_release_claims_v1('w:me', %s, %s)", (name, keep)) == [{"released": 0}]  # repeatable
+    [again] = fetch(raw, "CALL fsm_claim_v1(%s, 'w:next', 5, 60, NULL)", (name,))
+    assert again["id"] == mine[1]["id"] and again["attempt"] == 0  # given back: no attempt counted
+
+
 def test_second_review_regressions_hand_back_and_commit_time_failures(store: Store) -> None:
     """A step whose commit meets a conflict hands the run back without writing the handler's
     data (locked instances too, leaving no claim behind); a step the database refuses at

@@ -389,7 +389,7 @@ def test_the_proxy_faults_do_what_they_say(settings: Settings, proxy: FaultProxy
     """Raw PyMySQL through the proxy: each fault cuts, holds or refuses as documented."""
 
     def connect() -> pymysql.connections.Connection:
-        return pymysql.connect(**proxy.settings(settings).connect_kwargs(), read_timeout=5)
+        return pymysql.connect(**{**proxy.settings(settings).connect_kwargs(), "read_timeout": 5})
 
     def one(conn: pymysql.connections.Connection, sql: str) -> Any:
         with conn.cursor() as cur:
@@ -713,12 +713,6 @@ def _with_handlers(settings: Settings, name: str, key: str) -> list[dict[str, An
                            "ON i.id = t.instance_id WHERE i.instance_key = %s ORDER BY t.sort_key", (key,))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pyfsm finding: a claim whose reply was lost counts as an attempt of the step. The "
-    "worker is alive and no handler ran, but fsm_claim_v1 committed a claim the worker never "
-    "learned of; when it runs out, the next claim counts attempt + 1 (as for a dead worker), "
-    "so three lost claim replies fail the instance with StepAbandoned (max_attempts 3). "
-    "The worker could hand back what its owner token holds after a failed claim."))
 def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-def]
         store: Store, settings: Settings, proxy: FaultProxy) -> None:
     name = unique("fault_claim")
@@ -735,7 +729,11 @@ def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-
                 fault = proxy.drop_on_next_query("fsm_claim_v1", when="before_reply")
                 assert worker.run_once() == 0  # the claim committed; the worker got DatabaseUnavailable
                 assert fault.wait(5)
-                time.sleep(0.4)  # the claim runs out: the instance is due again
+                # ... and gave the claim back at once (fsm_release_claims_v1): due now, no attempt counted
+                run = query(settings, "SELECT claimed_by, attempt, due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs "
+                                      "WHERE machine = %s", (name,))
+                assert run == [{"claimed_by": None, "attempt": 0, "due": 1}], run
+            assert worker.stats.handed_back == 3
             wait_for(lambda: worker.run_once() or store.get(name, "k").status != "running", "a run", 5)
         finally:
             worker.close()
@@ -778,10 +776,12 @@ def held_since(lease: pyfsm.Lease) -> Any:
 @pytest.mark.parametrize("fault", ["drop", "stall"])
 def test_lease_under_a_fault_never_has_two_holders(  # type: ignore[no-untyped-def]
         store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
-    """A lease through the proxy renews fine, then its connection is cut or stalled. A second
-    holder connected directly gets the lock only once the first lease's expiry (as its
-    holder knew it) has passed, never before; the first holder cannot move the instance
-    afterwards, sees only pyfsm errors, and releasing never raises."""
+    """A lease through the proxy renews fine, then its holder is cut off from the server: its
+    connection cut and new ones refused (a partition; a cut alone is healed by a new
+    connection, see test_lease_survives_a_cut_connection), or every connection stalled. A
+    second holder connected directly gets the lock only once the first lease's expiry (as
+    its holder knew it) has passed, never before; the first holder cannot move the instance
+    afterwards, sees only LockLost, and releasing never raises."""
     name = locked.name
     key = unique("k")
     store.create(name, key, lookup_key=unique("acct"))
@@ -791,21 +791,27 @@ def test_lease_under_a_fault_never_has_two_holders(  # type: ignore[no-untyped-d
             acquired = first.expires_at
             wait_for(lambda: first.expires_at > acquired, "a renewal", 3)  # type: ignore[operator]
             assert not first.lost
-            (proxy.drop_all if fault == "drop" else proxy.stall)()
+            if fault == "drop":
+                proxy.refuse(True)
+                proxy.drop_all()
+            else:
+                proxy.stall()
             second, refused = take_over(store, name, key)
             assert refused >= 1  # refused while the first lease was still valid
             assert held_since(second) >= first.expires_at, (held_since(second), first.expires_at)
             if fault == "stall":
                 proxy.unstall()
                 wait_for(lambda: first.lost, "the stalled renewal to report the loss", 3)
+            assert first.lost
             with pytest.raises(FsmError) as info:
                 first.send("go")
-            assert isinstance(info.value, LockLost if fault == "stall" else (LockLost, DatabaseUnavailable))
+            assert isinstance(info.value, LockLost), repr(info.value)
             assert store.get(name, key).state == "idle"
             assert second.send("go").to_state == "busy"
             assert second.release()
         finally:
             proxy.unstall()
+            proxy.refuse(False)
             started = time.monotonic()
             assert first.release() is False  # gave back nothing of its own: never raises
             assert time.monotonic() - started < 5
@@ -829,22 +835,26 @@ def test_lease_renews_fine_through_a_short_stall(  # type: ignore[no-untyped-def
     check_invariants(settings, name, keys={key})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pyfsm finding: a Lease never notices that its connection died or hangs. The heartbeat "
-    "logs DatabaseUnavailable and retries forever on the dead connection (or blocks forever "
-    "in a read on a stalled one: no read timeout), so lease.lost stays False after the lease "
-    "expired and another owner holds the lock, and lease.send raises DatabaseUnavailable "
-    "(retryable=True) instead of LockLost (or hangs behind the stalled heartbeat)."))
 @pytest.mark.parametrize("fault", ["reset", "stall"])
 def test_lease_reports_the_loss_once_another_owner_holds_the_lock(  # type: ignore[no-untyped-def]
         store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
+    """Found here: the heartbeat logged DatabaseUnavailable and retried forever on the dead
+    connection (or blocked forever in a read on a stalled one), so lease.lost stayed False
+    after the lease expired and another owner took the lock, and lease.send raised
+    DatabaseUnavailable (or hung). Now the holder counts its expiry on its own clock: its
+    connection reset and new ones refused, or everything stalled, the lease is lost at its
+    expiry and lease.send raises LockLost at once."""
     name = locked.name
     key = unique("k")
     store.create(name, key, lookup_key=unique("acct"))
     with Store(proxy.dsn(settings), pool_size=1) as through:
         first = through.lock(name, key, lease_seconds=LEASE)
         try:
-            (proxy.reset_all if fault == "reset" else proxy.stall)()
+            if fault == "reset":
+                proxy.refuse(True)
+                proxy.reset_all()
+            else:
+                proxy.stall()
             second, _refused = take_over(store, name, key)
             time.sleep(0.4)  # a heartbeat interval and then some
             lost = first.lost
@@ -853,9 +863,54 @@ def test_lease_reports_the_loss_once_another_owner_holds_the_lock(  # type: igno
             second.release()
             assert lost, "lease.lost is False although its lease expired and another owner took the lock"
             assert isinstance(sent.get("error"), LockLost), f"lease.send: {sent}"
+            assert sent["seconds"] < 0.2, sent  # at once: not behind a stalled heartbeat
         finally:
             proxy.unstall()
+            proxy.refuse(False)
             first.release()
+
+
+@pytest.mark.parametrize("fault", ["drop", "reset", "refused for a while"])
+def test_lease_survives_a_cut_connection(  # type: ignore[no-untyped-def]
+        store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
+    """The lease's connection is cut while the server stays reachable (or new connections are
+    refused for less than the lease): the heartbeat renews on a new connection before the
+    expiry, then binds the locks to it. The lease is never lost, nobody else gets the lock,
+    and sends under the lease go through the new connection."""
+    name = locked.name
+    key = unique("k")
+    store.create(name, key, lookup_key=unique("acct"))
+    with Store(proxy.dsn(settings), pool_size=1) as through:
+        first = through.lock(name, key, lease_seconds=LEASE)
+        try:
+            accepted = proxy.accepted
+            if fault == "reset":
+                proxy.reset_all()
+            else:
+                if fault != "drop":
+                    proxy.refuse(True)
+                proxy.drop_all()
+                if fault != "drop":
+                    time.sleep(LEASE / 4)  # renewals fail meanwhile; the lease holds
+                    assert not first.lost
+                    proxy.refuse(False)
+            deadline = time.monotonic() + 1.3 * LEASE
+            while time.monotonic() < deadline:  # past the expiry: only renewals on a new connection keep it
+                with pytest.raises(LockNotAcquired):
+                    store.lock(name, key, attempts=1, heartbeat=False)
+                assert not first.lost
+                time.sleep(0.1)
+            assert proxy.accepted > accepted  # a new connection
+            held = store.locks(lookup_key=store.get(name, key).lookup_key)
+            assert [h.owner for h in held] == [first.owner]
+            assert first.send("go").to_state == "busy"
+            assert not first.lost
+        finally:
+            proxy.refuse(False)
+            released = first.release()
+        assert released  # everything given back, on the new connection
+    assert store.locks(lookup_key=store.get(name, key).lookup_key) == []
+    check_invariants(settings, name, keys={key})
 
 
 # -- stalls -------------------------------------------------------------------------------
@@ -875,23 +930,25 @@ def test_a_call_in_flight_during_a_short_stall_completes(  # type: ignore[no-unt
     check_invariants(settings, name, [Call("s", 1, key, "next", "s-1", None, "ok")], keys={key})
 
 
-STALL_BOUND = 3.0
+#: read_timeout of the stores below; a timed-out call is not retried, so it fails after one
+STALL_TIMEOUT = 0.5
+STALL_BOUND = 1.5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pyfsm finding: no read or write timeout. pyfsm.db connects without PyMySQL's "
-    "read_timeout/write_timeout (and connect_timeout covers only the TCP connect, not the "
-    "server's greeting), so a call on a stalled connection, or a new connection to a server "
-    "that accepts but does not answer, waits forever instead of failing with "
-    "DatabaseUnavailable. The test expects the error within 3 s with connect_timeout=1; "
-    "adjust the bound to the timeout the fix chooses."))
 def test_a_stalled_connection_fails_with_a_pyfsm_error_in_bounded_time(  # type: ignore[no-untyped-def]
         store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    """Found here: no read or write timeout (connect_timeout covers only the TCP connect,
+    not the server's greeting), so a call on a stalled connection, or a new connection to a
+    server that accepts but does not answer, waited forever. Now both fail after one
+    read_timeout (given here as a DSN option and as Store's argument) with
+    DatabaseUnavailable 2013, a send's message saying its outcome is unknown; the connection
+    that timed out is closed and replaced once the stall ends."""
     name = ring_machine.name
     key = unique("k")
     store.create(name, key)
     dsn = proxy.dsn(settings) + "?connect_timeout=1"
-    with Store(dsn, pool_size=1) as established, Store(dsn, pool_size=1) as connecting:
+    with Store(f"{dsn}&read_timeout={STALL_TIMEOUT}", pool_size=1) as established, \
+            Store(dsn, pool_size=1, read_timeout=STALL_TIMEOUT) as connecting:
         established.get(name, key)
         connecting._schema_ok = True  # its first call must open a connection: the handshake stalls
         proxy.stall()
@@ -904,11 +961,21 @@ def test_a_stalled_connection_fails_with_a_pyfsm_error_in_bounded_time(  # type:
                 for what, box in (("a send on an established connection", sending),
                                   ("a read on a new connection", reading)):
                     assert not box["thread"].is_alive(), f"{what} still waits after {STALL_BOUND} s of stall"
-                    assert isinstance(box.get("error"), DatabaseUnavailable), f"{what}: {box}"
+                    error = box.get("error")
+                    assert isinstance(error, DatabaseUnavailable), f"{what}: {box}"
+                    assert error.errno == 2013 and error.retryable and error.fields.get("timed_out"), repr(error)
+                    assert box["seconds"] >= STALL_TIMEOUT * 0.9, box
+                assert "outcome is unknown" in str(sending["error"]), str(sending["error"])
+                assert "did not answer" in str(reading["error"]), str(reading["error"])
+                assert f"127.0.0.1:{proxy.port}" in str(reading["error"])
         finally:
             proxy.unstall()
             for box in (sending, reading):
                 box["thread"].join(10)
+        accepted = proxy.accepted
+        assert established.get(name, key).key == key  # the connection that timed out is not reused
+        assert connecting.get(name, key).key == key
+        assert proxy.accepted == accepted + 2
     check_invariants(settings, name, keys={key})
 
 

@@ -15,7 +15,8 @@ in history is on the topic, the first copies of each instance's events are in so
 order, and a duplicate is always the same event (same id, same content).
 
 The rounds are random; the seed is printed (``PYFSM_KILL_SEED=... pytest ...`` repeats
-the kill schedule, not the exact interleaving). Both tests are bounded in kills and time.
+the kill schedule, not the exact interleaving). Both tests are bounded in kills and time:
+10 worker kills and 5 relay kills in CI, ``PYFSM_KILL_ROUNDS=N`` for N times as many.
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ def check_invariants(settings: Settings, machine: Machine) -> dict[str, list[dic
 INSTANCES = 300
 WORKERS = 4
 SPARES = 2
-KILLS = 15
-KILL_WINDOW = 35.0  # seconds: the killer stops after this many, whatever the count
+#: PYFSM_KILL_ROUNDS=N multiplies the kills (and their time bounds); CI runs 1
+SCALE = max(1, int(os.environ.get("PYFSM_KILL_ROUNDS", "1")))
+KILLS = 10 * SCALE
+KILL_WINDOW = 25.0 * SCALE  # seconds: the killer stops after this many, whatever the count
 CLAIM_SECONDS = 1.0
 CHARGE_SECONDS = "0.06"  # the charge handler's sleep: a kill often lands inside it
 
@@ -253,8 +256,8 @@ def test_workers_killed_at_random_every_instance_done_each_step_once(  # type: i
 
 # -- relays -------------------------------------------------------------------------------
 
-RELAY_KILLS = 8
-RELAY_WINDOW = 40.0  # seconds: no new round after this many, whatever the count
+RELAY_KILLS = 5 * SCALE
+RELAY_WINDOW = 25.0 * SCALE  # seconds: no new round after this many, whatever the count
 RELAY_KEYS = 30
 
 

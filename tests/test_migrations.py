@@ -110,7 +110,7 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v3" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v4" for r in a["triggers"])
     assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
             "fsm_v_state_counts"} <= {r[0] for r in a["views"]}
 
@@ -138,7 +138,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v3"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v4"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -176,7 +176,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         admin.close()
     for label in ("columns", "indexes", "routines", "triggers", "params", "views"):
         assert a[label] == b[label], label
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v3"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v4"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -239,13 +239,50 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v3", "fsm_order_bd_v1", "fsm_order_bi_v1",
-                                                        "fsm_order_bu_v3"]
+                                                        "fsm_order_bu_v4"]
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
             assert store.counts("order") == {"new": 1, "paid": 1, "shipped": 1}
         rows = fetch(raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions WHERE most_recent IS NULL AND left_at IS NULL")
         assert rows[0]["n"] == 0  # every earlier state has its end
+    finally:
+        raw.close()
+
+
+def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0004 gets the v4 transition trigger: its history and instances stay,
+    transitions go on, and the padded names v3 let through are refused from then on."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    settings = make_database()
+    schema.migrate(settings, revision="0004")
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CALL fsm_define_v3('order', %s)", (order_machine("order").to_json(),))
+            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v3"]])
+            cur.execute("UPDATE fsm_machines SET objects_version = 'v3' WHERE machine = 'order'")
+            cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    finally:
+        conn.close()
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v4"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v4"
+        raw.cursor().execute("SET @fsm_event = 'ship '")
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            raw.cursor().execute("UPDATE fsm_order SET current_state = 'shipped' WHERE instance_key = 'o-1'")
+        assert info.value.args[0] == 31005
+        with Store(settings.dsn()) as store:
+            assert store.send("order", "o-1", "ship").to_state == "shipped"
+            assert [h.event for h in store.history("order", "o-1")] == [None, "pay", "ship"]
     finally:
         raw.close()
 

@@ -1,8 +1,8 @@
 """The soak (bench/soak.py) for a short, bounded time: every component at once, then the invariants.
 
 Senders, lock users, a feeder, two workers and a relay run as separate processes against
-one fresh database and the tansu broker for PYFSM_SOAK_SECONDS (20 by default; the whole
-test takes 30-40 s). The checks, what each process did and its RSS are printed (``-s``
+one fresh database and the tansu broker for PYFSM_SOAK_SECONDS (12 by default; the whole
+test takes about 20 s). The checks, what each process did and its RSS are printed (``-s``
 shows them); the test fails on any broken invariant, unexpected error, RSS growth after the
 warm-up beyond max(20%, 8 MiB), or a connection left open. For a longer run:
 
@@ -20,7 +20,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import soak  # bench/soak.py; the spawned processes import it the same way
 
-SECONDS = float(os.environ.get("PYFSM_SOAK_SECONDS", "20"))
+SECONDS = float(os.environ.get("PYFSM_SOAK_SECONDS", "12"))
 
 
 def test_soak_transitions_handlers_locks_and_relay_at_once(make_database: Any, kafka: Any) -> None:

@@ -329,6 +329,7 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
 
 
 BAD_INPUT = (
+    ("CALL fsm_define_v4('ticket', '{\"states\": [\"open\"], \"start\": [null], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v3('ticket', '{\"states\": [\"open\"], \"start\": [\"nope\"], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v2('Bad Name', '{}')", 31009),
     ("CALL fsm_define_v1('ticket', '[1]')", 31001),
@@ -353,6 +354,7 @@ BAD_INPUT = (
     ("CALL fsm_renew_lock_v1('b:holder', 0)", 31009),
     ("CALL fsm_unlock_v1('')", 31009),
     ("CALL fsm_force_unlock_v1('*', 'cust-b', NULL)", 31009),
+    ("CALL fsm_force_unlock_v2('*', 'cust-b ', 'padded')", 31009),
     ("CALL fsm_pause_v1('ticket', 'b-404')", 31003),
     ("CALL fsm_resume_v1('ticket', 'b-1')", 31022),
     ("CALL fsm_retry_v1('ticket', 'b-1')", 31022),
@@ -360,6 +362,7 @@ BAD_INPUT = (
     ("CALL fsm_run_info_v1('ticket', NULL)", 31009),
     ("CALL fsm_claim_v1('ticket', 'b:other', 1, 60, 'b-1')", 31020),
     ("CALL fsm_renew_claims_v1('b:worker', 'ticket', '1;DROP', 60)", 31009),
+    ("CALL fsm_release_claims_v1('b worker', 'ticket', NULL)", 31009),
     ("CALL fsm_step_failed_v1('ticket', 'b-1', 'b:worker', 1, 'h', 1, 'E', NULL, NULL, NULL, 'resolve')", 31005),
     ("CALL fsm_step_v1('ticket', 'b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"event\": \"assign\"}]', "
      "'running', 0, 60, NULL, NULL)", 31005),
