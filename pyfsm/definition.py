@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -92,18 +92,20 @@ class Machine:
         except InvalidArgument as exc:
             raise InvalidDefinition(str(exc), machine=str(self.name)[:80], field="name") from None
         for group in ("states", "start", "final"):
-            names = getattr(self, group)
-            if not isinstance(names, list | tuple):
-                raise self._fail(f"{group} must be a list of state names, got {type(names).__name__}", field=group)
+            names = _listed(getattr(self, group))
+            if names is None:
+                raise self._fail(f"{group} must be a list of state names, got {type(getattr(self, group)).__name__}",
+                                 field=group)
             for state in names:
                 if not isinstance(state, str):
                     raise self._fail(f"{group} holds {state!r:.80}, which is not a state name (a string)",
                                      field=group, state=str(state)[:80])
             object.__setattr__(self, group, tuple(names))
-        if not isinstance(self.transitions, list | tuple):
+        edges = _listed(self.transitions)
+        if edges is None:
             raise self._fail("transitions must be a list of (event, source(s), target) tuples or Transitions, "
                              f"got {type(self.transitions).__name__}", field="transitions")
-        return tuple(self._edge(t) for t in self.transitions)
+        return tuple(self._edge(t) for t in edges)
 
     def _edge(self, item: object) -> Transition:
         if isinstance(item, Transition):
@@ -117,11 +119,11 @@ class Machine:
             if not isinstance(value, str):
                 raise self._fail(f"transition {what} {value!r:.80} is not a name (a string)", field="transitions",
                                  event=event if isinstance(event, str) else None, state=str(value)[:80])
-        if not isinstance(source, str) and not (isinstance(source, list | tuple)
-                                                and all(isinstance(s, str) for s in source)):
+        sources = source if isinstance(source, str) else _listed(source)
+        if sources is None or not (isinstance(sources, str) or all(isinstance(s, str) for s in sources)):
             raise self._fail(f"event {event!r}: source must be a state name or a list of them, got {source!r:.80}",
                              field="transitions", event=event)
-        return transition(event, source, target)
+        return transition(event, sources, target)
 
     def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], str]:
         if not self.states:
@@ -223,3 +225,15 @@ class Machine:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def _listed(value: object) -> tuple[Any, ...] | None:
+    """``value`` as a tuple if it is an ordered collection of items (a list, tuple,
+    generator, dict keys...); None for a string, bytes, a mapping, a set (no order: the order
+    of states is part of a definition) or anything that does not iterate."""
+    if isinstance(value, str | bytes | bytearray | Mapping | set | frozenset) or not isinstance(value, Iterable):
+        return None
+    try:
+        return tuple(value)
+    except TypeError:  # claims to iterate but does not
+        return None

@@ -27,6 +27,7 @@ What is guaranteed, and what is not:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -396,7 +397,12 @@ def release_claims(store: Store, process: Process, owner: str, keep: Iterable[in
 def run_key(store: Store, process: Process, key: str) -> RunResult:
     """Claim ``key`` for this caller and run it (RunClaimed if a worker is running it now)."""
     owner = new_owner()
-    rows = claim(store, process, owner, key=key)
+    try:
+        rows = claim(store, process, owner, key=key)
+    except DatabaseUnavailable:
+        with contextlib.suppress(FsmError):  # a lost reply: the claim may have committed; give it back
+            release_claims(store, process, owner)
+        raise
     with ClaimKeeper(store, owner) as keeper:
         keeper.add(process, [int(rows[0]["id"])])
         return run_claimed(store, process, rows[0], owner)

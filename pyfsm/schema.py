@@ -143,6 +143,8 @@ MACHINE_TEMPLATE_SETS["v3"] = (
 _V4 = {"trigger_bu_v3": "trigger_bu_v4"}
 MACHINE_TEMPLATE_SETS["v4"] = tuple(_V4.get(name, name) for name in MACHINE_TEMPLATE_SETS["v3"])
 MACHINE_OBJECTS_VERSION = "v4"
+#: The object sets whose types have the reporting views the union views are built from.
+VIEW_OBJECT_VERSIONS = ("v3", "v4")
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")
@@ -310,10 +312,11 @@ def refresh_views(conn: Any) -> None:
         if cur.fetchone()[0] != 1:
             raise SchemaVersionMismatch("another process has been rebuilding pyfsm's views for 60 s; try again")
         try:
-            # a type still at an older object set (installed by an older pyfsm during a rolling
-            # deploy) has no reporting views yet: left out until `pyfsm sync` upgrades it
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine",
-                        (MACHINE_OBJECTS_VERSION,))
+            # a type still at an object set before v3 (installed by an older pyfsm during a
+            # rolling deploy) has no reporting views yet: left out until `pyfsm sync` upgrades
+            # it. v3 and later have them (and a migration run by this library may stop at v3).
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IN %s ORDER BY machine",
+                        (VIEW_OBJECT_VERSIONS,))
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
             if not machines:
                 return

@@ -232,7 +232,9 @@ class Store:
         if scope is not None and scope != "*":
             check_machine_name(scope)
         _check_text("reason", reason, 255, required=True)
-        rows = self._rows("fsm_force_unlock_v2", (scope, lookup_key, reason))
+        self._ensure_schema()  # a write: a lost reply is not repeated (the repeat would report nothing released)
+        rows = self._db.call(db.call_sql("fsm_force_unlock_v2", 3), (scope, lookup_key, reason), retry_connection=False,
+                             writes=True)
         return [HeldLock.from_row({**r, "kind": "global" if r["scope"] == "*" else "local", "since": r["expires_at"],
                                    "connection_id": None}) for r in rows]
 

@@ -13,9 +13,11 @@ handed back untouched, and the worker returns.
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from .store import Store
 
 log = logging.getLogger("pyfsm.worker")
+
+OWNER_PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,55}")
 
 
 @dataclass
@@ -50,6 +54,10 @@ class Worker:
     if they had run); ``idle_min``/``idle_max``: the poll delay grows from
     the first to the second while there is nothing to do, and drops back at once when work
     appears. ``on_run`` is called after each run with its RunResult (e.g. for progress).
+    ``owner``: a name for this worker in ``fsm_runs.claimed_by`` and the logs (1-55 of
+    ``[A-Za-z0-9._:-]``); a random suffix is added, since two workers must never share an
+    owner token (each gives back the claims its token holds after a lost reply). By default
+    ``host:pid:random``.
     """
 
     def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 1, idle_min: float = 0.02,
@@ -64,7 +72,10 @@ class Worker:
         if not 0 < idle_min <= idle_max <= 60:
             raise InvalidArgument("need 0 < idle_min <= idle_max <= 60")
         self.batch, self.idle_min, self.idle_max = batch, idle_min, idle_max
-        self.owner = owner or new_owner()
+        if owner is not None and (not isinstance(owner, str) or not OWNER_PREFIX.fullmatch(owner)):
+            raise InvalidArgument(f"owner must be 1 to 55 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
+        self.owner = f"{owner}:{uuid.uuid4().hex[:8]}" if owner else new_owner()
+        self._release_pending: set[str] = set()  # processes whose last claim's reply was lost
         self.on_run = on_run
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
@@ -89,13 +100,19 @@ class Worker:
         for process in self.processes:
             if self.stop_event.is_set():
                 break
+            if process.name in self._release_pending:  # once more before claiming again: see below
+                self._release_unknown_claims(process, keeper)
             try:
                 rows = claim(self.store, process, self.owner, limit=self.batch)
             except FsmError as exc:
                 self.stats.errors += 1
                 log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
                 if isinstance(exc, DatabaseUnavailable):
-                    self._release_unknown_claims(process, keeper)
+                    # The claim may have committed (or still be running on the server): give back
+                    # now what this token holds, and again before the next claim, in case the
+                    # lost claim committed after this release read the table.
+                    self._release_pending.add(process.name)
+                    self._release_unknown_claims(process, keeper, again=True)
                 continue
             keeper.add(process, [int(row["id"]) for row in rows])
             for index, row in enumerate(rows):
@@ -146,15 +163,18 @@ class Worker:
         if self.on_run is not None:
             self.on_run(result)
 
-    def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper) -> None:
+    def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper, *, again: bool = False) -> None:
         """The claim's reply was lost, perhaps after it committed: give back what this worker
         may hold without knowing it, so that the runs do not wait for the claim to run out
-        and then count an attempt of their step as if a worker had died running them."""
+        and then count an attempt of their step as if a worker had died running them.
+        ``again``: keep it pending for one more try before the next claim, even on success."""
         try:
             released = release_claims(self.store, process, self.owner, keeper.held(process))
-        except FsmError as exc:  # still down: the claims run out and count as one attempt
+        except FsmError as exc:  # still down: tried again before the next claim (or they run out)
             log.warning("pyfsm worker %s: could not give back unknown claims of %s: %s", self.owner, process.name, exc)
             return
+        if not again:
+            self._release_pending.discard(process.name)
         if released:
             self.stats.handed_back += released
             log.info("pyfsm worker %s: gave back %d claim(s) of %s whose reply was lost", self.owner, released,

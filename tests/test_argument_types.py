@@ -64,6 +64,30 @@ def test_machine_takes_tuples_and_transitions_with_one_source() -> None:
     assert m.edges == (Transition("go", ("a",), "b"),) and m.states == ("a", "b")
 
 
+def test_machine_takes_any_ordered_iterable() -> None:
+    """Generators, dict keys and map objects are lists of names too (a set is not: no order)."""
+    states = {"a": 1, "b": 2}.keys()
+    m = machine(states=states, start=(s for s in ["a"]), final=iter(["b"]),  # type: ignore[arg-type]
+                transitions=map(tuple, [["go", ["a"], "b"]]))  # type: ignore[arg-type]
+    assert m.states == ("a", "b") and m.start == ("a",) and m.edges == (Transition("go", ("a",), "b"),)
+    assert machine(transitions=[("go", iter(["a"]), "b")]).edges == (Transition("go", ("a",), "b"),)
+
+
+@pytest.mark.parametrize("owner", ["", "a b", "x" * 56, 5, ["w"]])
+def test_worker_refuses_a_bad_owner(offline: Store, owner: Any) -> None:
+    from pyfsm import Worker
+
+    with pytest.raises(InvalidArgument):
+        Worker(offline, [linear()], owner=owner)
+
+
+def test_a_worker_owner_gets_a_unique_suffix(offline: Store) -> None:
+    from pyfsm import Worker
+
+    first, second = (Worker(offline, [linear()], owner="billing-1") for _ in range(2))
+    assert first.owner.startswith("billing-1:") and first.owner != second.owner  # never two workers on one token
+
+
 def test_machine_target_of_unhashable_names_is_none() -> None:
     m = machine()
     assert m.target("a", ["go"]) is None and m.target({}, "go") is None  # type: ignore[arg-type]

@@ -741,6 +741,27 @@ def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-
     assert (instance.state, instance.status) == ("done", "completed"), (instance.status, store.errors(name, "k"))
 
 
+def test_a_lost_reply_to_a_keyed_claim_gives_the_claim_back(  # type: ignore[no-untyped-def]
+        store: Store, settings: Settings, proxy: FaultProxy) -> None:
+    """Process.run claims its key under an owner of its own: when that claim's reply is lost,
+    the claim is given back before the error reaches the caller, so a repeat (or a worker)
+    can run the instance at once and no attempt is counted."""
+    name = unique("fault_keyed")
+    process = Process.linear(name, ["one", "two"], claim_seconds=60, backoff=0.01)
+    for state in ("one", "two"):
+        process.register(state, step, name=state)
+    store.define(process.machine)
+    store.create(name, "k")
+    with Store(proxy.dsn(settings), pool_size=1) as through:
+        fault = proxy.drop_on_next_query("fsm_claim_v1", when="before_reply")
+        with pytest.raises(pyfsm.DatabaseUnavailable):
+            process.run(through, "k")
+        assert fault.wait(5)
+    run = query(settings, "SELECT claimed_by, attempt FROM fsm_runs WHERE machine = %s", (name,))
+    assert run == [{"claimed_by": None, "attempt": 0}], run  # committed, then given back
+    assert process.run(store, "k").status == "completed"  # not "being run by" a 60 s claim nobody holds
+
+
 # -- lock renewals ------------------------------------------------------------------------
 
 

@@ -267,6 +267,10 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
             schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v3"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v3' WHERE machine = 'order'")
             cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+            cur.execute("CALL fsm_order_create_v1('o-2', NULL, NULL, NULL, NULL, NULL)")
+            cur.execute("UPDATE fsm_order SET current_state = 'new  ' WHERE instance_key = 'o-2'")  # v3 stores it
+            cur.execute("SELECT CONCAT('[', current_state, ']') FROM fsm_order WHERE instance_key = 'o-2'")
+            assert cur.fetchone()[0] == "[new  ]"
     finally:
         conn.close()
     schema.migrate(settings)
@@ -275,6 +279,12 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v4"]
+        # the padded state v3 stored was trimmed before the swap, as no transition
+        assert fetch(raw, "SELECT CONCAT('[', current_state, ']') AS s, version FROM fsm_order "
+                          "WHERE instance_key = 'o-2'") == [{"s": "[new]", "version": 1}]
+        assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions t JOIN fsm_order i ON i.id = t.instance_id "
+                          "WHERE i.instance_key = 'o-2'") == [{"n": 1}]
+        assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_v_instances WHERE machine = 'order'") == [{"n": 2}]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v4"
         raw.cursor().execute("SET @fsm_event = 'ship '")
         with pytest.raises(pymysql.err.MySQLError) as info:

@@ -8,8 +8,9 @@ Adds the procedures fsm_define_v4 (refuses names that are not JSON strings),
 fsm_force_unlock_v2 (refuses a lookup key ending in a space) and fsm_release_claims_v1 (a
 worker gives back the claims a lost reply left it holding). Every existing machine type
 gets the v4 transition trigger in place of v3 (names compared byte for byte, not with PAD
-SPACE), swapped under LOCK TABLES so that no UPDATE runs unchecked in between; then the
-views over every type are rebuilt.
+SPACE), swapped under LOCK TABLES so that no UPDATE runs unchecked in between, after the
+instances whose state v3 stored with trailing spaces are trimmed; then the views over every
+type are rebuilt.
 
 Never edit a revision once it has landed: add the next number instead.
 """
@@ -17,6 +18,7 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
+from pyfsm.resources import check_machine_name
 from pyfsm.schema import apply_files, refresh_views, replace_machine_triggers
 
 revision = "0005"
@@ -41,9 +43,18 @@ def upgrade() -> None:
     own = db.connect(settings)
     try:
         with own.cursor() as cur:
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IN ('v3', 'v4') ORDER BY machine")
+            # objects_version becomes v4 only once a type's swap is done: a type still at v3 may
+            # have been swapped by an interrupted run (the swap keeps a v4 trigger it finds)
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v3' ORDER BY machine")
             machines = [row[0] for row in cur.fetchall()]
         for machine in machines:
+            table = f"fsm_{check_machine_name(machine)}"
+            with own.cursor() as cur:
+                # states the v3 trigger stored padded (a raw UPDATE to 'new  ' of an instance in
+                # new): trimmed while v3 still fires, which sees no change of state in it and
+                # writes nothing else; under v4 the trim would be a move. History stays as written.
+                cur.execute(f"UPDATE `{table}` SET current_state = TRIM(TRAILING ' ' FROM current_state) "
+                            "WHERE current_state LIKE '% '")
             replace_machine_triggers(own, machine, SWAPS, "v4")
         # The views over every type take the types of the current objects version: run
         # with this library, 0004 built them before any type was at v4.

@@ -35,7 +35,7 @@ def cmd_graph(args: argparse.Namespace) -> None:
             raise InvalidArgument(f"{args.machine} holds {len(machines)} machines: graph one at a time")
         machine = machines[0]
     else:
-        conn = db.connect(db.parse_dsn(args.dsn))
+        conn = db.connect(db.parse_dsn(args.dsn), timeouts=True)
         try:
             machine = reporting.current_machine(conn, args.machine)
             if args.counts:

@@ -24,7 +24,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> None:
-    conn = db.connect(db.parse_dsn(args.dsn))
+    conn = db.connect(db.parse_dsn(args.dsn), timeouts=True)
     try:
         schema.check(conn)
     finally:
@@ -73,7 +73,7 @@ def cmd_grant(args: argparse.Namespace) -> None:
     if not wanted:
         raise InvalidArgument("name at least one account: --app, --reporting or --relay (user or user@host)")
     password = env_password(args.password_env)
-    conn = db.connect(db.parse_dsn(args.dsn))
+    conn = db.connect(db.parse_dsn(args.dsn), timeouts=True)
     try:
         schema.check(conn)
         passwords: dict[str, str] = {}
