@@ -1,6 +1,6 @@
 """What the state counters (revision 0004) cost a transition: A/B in one run.
 
-The same machine type is measured with its current triggers (v3: the transition also moves
+The same machine type is measured with its current triggers (v3 and later: the transition also moves
 one instance between two rows of fsm_state_counts, and stamps left_at) and with the v2
 triggers of revision 0003 swapped back in place, alternating, several rounds, beside the
 INSERT+COMMIT ceiling. Prints a table; ``--write BENCHMARKS.md`` updates its block.
@@ -19,7 +19,16 @@ import bench_transitions as bt
 
 from pyfsm import Store, db, schema
 
-V2 = [("trigger_ai_v3", "trigger_ai_v2"), ("trigger_bu_v3", "trigger_bu_v2"), ("trigger_hbu_v2", "trigger_hbu_v1")]
+
+def _current(family: str) -> str:
+    """The current object set's trigger of a family, e.g. trigger_bu_v4 for trigger_bu."""
+    [name] = [t for t in schema.MACHINE_TEMPLATES if t.startswith(family + "_v")]
+    return name
+
+
+#: (current trigger, the one revision 0003 had): the current ones keep the counters and left_at
+V2 = [(_current("trigger_ai"), "trigger_ai_v2"), (_current("trigger_bu"), "trigger_bu_v2"),
+      (_current("trigger_hbu"), "trigger_hbu_v1")]
 MARKS = ("<!-- bench-counters:start -->", "<!-- bench-counters:end -->")
 
 
@@ -29,7 +38,8 @@ def swap(settings: db.Settings, to_v2: bool) -> None:
         name = bt.MACHINE.name
         pairs = V2 if to_v2 else [(new, old) for old, new in V2]
         schema.replace_machine_triggers(
-            conn, name, pairs, "v2" if to_v2 else "v3", also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
+            conn, name, pairs, "v2" if to_v2 else schema.MACHINE_OBJECTS_VERSION,
+            also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
             while_locked=None if to_v2 else (lambda cur: schema.rebuild_state_counts(cur, name)))
     finally:
         conn.close()
@@ -70,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {label} | {med:,.0f} | {', '.join(f'{v:,.0f}' for v in values)} | "
                      f"{statistics.median(p50[label]):.2f} | {100 * med / ceiling:.0f}% |")
     v3, v2 = statistics.median(rates["v3 (counters)"]), statistics.median(rates["v2 (no counters)"])
+    if not v2 or not v3:  # e.g. two transition triggers at once: every transition refused
+        raise SystemExit(f"no transitions measured (current {v3:,.0f}, v2 {v2:,.0f} tx/s): the trigger swap failed")
     lines += ["", f"The counters cost {100 * (1 - v3 / v2):.0f}% of the transitions per second in this run "
                   f"({v3:,.0f} against {v2:,.0f} tx/s)."]
     text = "\n".join(lines)
