@@ -88,8 +88,9 @@ class HeldLock:
 RENEWAL_BOUND = 1.0
 RENEWAL_BOUND_MAX = 30.0
 
-RENEW_SQL = "CALL `fsm_renew_lock_v1`(%s, %s)"
-LOCK_SQL = "CALL `fsm_lock_v1`(%s, %s, %s, %s)"
+RENEW_SQL = db.call_sql("fsm_renew_lock_v1", 2)
+LOCK_SQL = db.call_sql("fsm_lock_v1", 4)
+UNLOCK_SQL = db.call_sql("fsm_unlock_v1", 1)
 
 
 class Lease:
@@ -305,7 +306,7 @@ class Lease:
         for attempt in range(3 if conn.open else 0):  # a dead connection: straight to another one
             try:
                 with self._use, db.bounded(conn, self._step_bound()):  # a stalled connection: give up soon
-                    rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=False,
+                    rows = self._store._db.call(UNLOCK_SQL, (self.owner,), retry_connection=False,
                                                 writes=True, on=conn)
                 released, ok = int(rows[0]["released"]), True
                 break
@@ -319,7 +320,7 @@ class Lease:
             # from any other connection (the owner check makes that safe).
             self._closer()
             try:
-                rows = self._store._db.call("CALL `fsm_unlock_v1`(%s)", (self.owner,), retry_connection=True,
+                rows = self._store._db.call(UNLOCK_SQL, (self.owner,), retry_connection=True,
                                             writes=True)
                 released = int(rows[0]["released"])
             except FsmError as exc:
@@ -333,12 +334,17 @@ class Lease:
         return clean
 
 
+def check_owner(owner: object) -> str:
+    """``owner`` if it is a valid owner token (1-64 of [A-Za-z0-9._:-]); InvalidArgument if not."""
+    if not isinstance(owner, str) or not OWNER.fullmatch(owner):
+        raise InvalidArgument(f"owner must be 1 to 64 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
+    return owner
+
+
 def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_seconds: float | None,
             attempts: int, backoff: float, heartbeat: bool) -> Lease:
     """Take the locks of one instance: ``attempts`` tries, ``backoff`` doubling between them."""
-    owner = new_owner() if owner is None else owner
-    if not isinstance(owner, str) or not OWNER.fullmatch(owner):
-        raise InvalidArgument(f"owner must be 1 to 64 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
+    owner = new_owner() if owner is None else check_owner(owner)
     if lease_seconds is not None and (isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float)
                                       or not 0.1 <= lease_seconds <= 86400):
         raise InvalidArgument(f"lease_seconds must be between 0.1 and 86400, got {lease_seconds!r:.80}")
@@ -351,7 +357,7 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
         for attempt in range(attempts):
             try:
                 taken_at = time.monotonic()  # the lease counts from before the call: the server's is later
-                rows = store._db.call("CALL `fsm_lock_v1`(%s, %s, %s, %s)", (machine, key, owner, lease_seconds),
+                rows = store._db.call(LOCK_SQL, (machine, key, owner, lease_seconds),
                                       retry_connection=False, writes=True, on=conn, machine=machine, key=key)
                 break
             except FsmError as exc:

@@ -54,8 +54,6 @@ class Store:
         self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
         write_timeout: float | None = None,
     ) -> None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 1 <= pool_size <= 1000:
-            raise InvalidArgument(f"pool_size must be an integer from 1 to 1000, got {pool_size!r:.80}")
         self.settings = db.parse_dsn(dsn).with_timeouts(read_timeout=read_timeout, write_timeout=write_timeout)
         if not self.settings.database:
             raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
@@ -232,9 +230,8 @@ class Store:
         if scope is not None and scope != "*":
             check_machine_name(scope)
         _check_text("reason", reason, 255, required=True)
-        self._ensure_schema()  # a write: a lost reply is not repeated (the repeat would report nothing released)
-        rows = self._db.call(db.call_sql("fsm_force_unlock_v2", 3), (scope, lookup_key, reason), retry_connection=False,
-                             writes=True)
+        # a write: a lost reply is not repeated (the repeat would report nothing released)
+        rows = self._rows("fsm_force_unlock_v2", (scope, lookup_key, reason), writes=True)
         return [HeldLock.from_row({**r, "kind": "global" if r["scope"] == "*" else "local", "since": r["expires_at"],
                                    "connection_id": None}) for r in rows]
 
@@ -355,9 +352,12 @@ class Store:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _rows(self, procedure: str, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
+    def _rows(self, procedure: str, args: tuple[Any, ...], *, writes: bool = False,
+              **context: Any) -> list[dict[str, Any]]:
+        """Every row of a CALL; a read retries a lost connection, a write does not."""
         self._ensure_schema()
-        return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False, **context)
+        return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=not writes, writes=writes,
+                             **context)
 
     def _call(
         self, procedure: str, args: tuple[Any, ...], *, read: bool = False, writes: bool = False,

@@ -13,7 +13,6 @@ handed back untouched, and the worker returns.
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import threading
 import time
@@ -24,15 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from .engine import ClaimKeeper, claim, release_claims, run_claimed
 from .errors import DatabaseUnavailable, FsmError, InvalidArgument
-from .locks import new_owner
+from .locks import check_owner, new_owner
 from .process import Process
 
 if TYPE_CHECKING:
     from .store import Store
 
 log = logging.getLogger("pyfsm.worker")
-
-OWNER_PREFIX = re.compile(r"[A-Za-z0-9._:-]{1,55}")
 
 
 @dataclass
@@ -72,9 +69,9 @@ class Worker:
         if not 0 < idle_min <= idle_max <= 60:
             raise InvalidArgument("need 0 < idle_min <= idle_max <= 60")
         self.batch, self.idle_min, self.idle_max = batch, idle_min, idle_max
-        if owner is not None and (not isinstance(owner, str) or not OWNER_PREFIX.fullmatch(owner)):
+        if owner is not None and (not isinstance(owner, str) or not owner):
             raise InvalidArgument(f"owner must be 1 to 55 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
-        self.owner = f"{owner}:{uuid.uuid4().hex[:8]}" if owner else new_owner()
+        self.owner = check_owner(f"{owner}:{uuid.uuid4().hex[:8]}") if owner else new_owner()
         self._release_pending: set[str] = set()  # processes whose last claim's reply was lost
         self.on_run = on_run
         self.stop_event = threading.Event()
@@ -100,8 +97,8 @@ class Worker:
         for process in self.processes:
             if self.stop_event.is_set():
                 break
-            if process.name in self._release_pending:  # once more before claiming again: see below
-                self._release_unknown_claims(process, keeper)
+            if process.name in self._release_pending and self._release_unknown_claims(process, keeper):
+                self._release_pending.discard(process.name)  # given back once more before claiming: see below
             try:
                 rows = claim(self.store, process, self.owner, limit=self.batch)
             except FsmError as exc:
@@ -112,7 +109,7 @@ class Worker:
                     # now what this token holds, and again before the next claim, in case the
                     # lost claim committed after this release read the table.
                     self._release_pending.add(process.name)
-                    self._release_unknown_claims(process, keeper, again=True)
+                    self._release_unknown_claims(process, keeper)
                 continue
             keeper.add(process, [int(row["id"]) for row in rows])
             for index, row in enumerate(rows):
@@ -163,22 +160,21 @@ class Worker:
         if self.on_run is not None:
             self.on_run(result)
 
-    def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper, *, again: bool = False) -> None:
+    def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper) -> bool:
         """The claim's reply was lost, perhaps after it committed: give back what this worker
         may hold without knowing it, so that the runs do not wait for the claim to run out
         and then count an attempt of their step as if a worker had died running them.
-        ``again``: keep it pending for one more try before the next claim, even on success."""
+        Whether the server answered."""
         try:
             released = release_claims(self.store, process, self.owner, keeper.held(process))
         except FsmError as exc:  # still down: tried again before the next claim (or they run out)
             log.warning("pyfsm worker %s: could not give back unknown claims of %s: %s", self.owner, process.name, exc)
-            return
-        if not again:
-            self._release_pending.discard(process.name)
+            return False
         if released:
             self.stats.handed_back += released
             log.info("pyfsm worker %s: gave back %d claim(s) of %s whose reply was lost", self.owner, released,
                      process.name)
+        return True
 
     def _hand_back(self, process: Process, rows: list[dict[str, Any]]) -> None:
         """Claimed but not started: due again now, for any worker."""

@@ -22,31 +22,28 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_i, v_j, v_n INT DEFAULT 0;
   DECLARE v_path VARCHAR(64) CHARACTER SET ascii;
-  DECLARE v_type VARCHAR(32) CHARACTER SET ascii;
+  DECLARE v_list VARCHAR(8) CHARACTER SET ascii;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   -- Not valid JSON, not an object, lists that are not lists: fsm_define_v2 names those.
-  IF JSON_VALID(p_definition) AND JSON_TYPE(p_definition) = 'OBJECT' THEN
+  -- (Nested IFs, not AND: JSON_TYPE of invalid JSON is an error, not false.)
+  IF JSON_VALID(p_definition) THEN
+  IF JSON_TYPE(p_definition) = 'OBJECT' THEN
     -- start and final entries
-    IF JSON_TYPE(JSON_EXTRACT(p_definition, '$.start')) = 'ARRAY' THEN
-      SET v_i = 0, v_n = JSON_LENGTH(p_definition, '$.start');
-      WHILE v_i < v_n DO
-        SET v_path = CONCAT('$.start[', v_i, ']');
-        IF JSON_TYPE(JSON_EXTRACT(p_definition, v_path)) <> 'STRING' THEN
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid definition: start entries must be strings', MYSQL_ERRNO = 31001;
-        END IF;
-        SET v_i = v_i + 1;
-      END WHILE;
-    END IF;
-    IF JSON_TYPE(JSON_EXTRACT(p_definition, '$.final')) = 'ARRAY' THEN
-      SET v_i = 0, v_n = JSON_LENGTH(p_definition, '$.final');
-      WHILE v_i < v_n DO
-        SET v_path = CONCAT('$.final[', v_i, ']');
-        IF JSON_TYPE(JSON_EXTRACT(p_definition, v_path)) <> 'STRING' THEN
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid definition: final entries must be strings', MYSQL_ERRNO = 31001;
-        END IF;
-        SET v_i = v_i + 1;
-      END WHILE;
-    END IF;
+    SET v_j = 0;
+    WHILE v_j < 2 DO
+      SET v_list = ELT(v_j + 1, 'start', 'final');
+      IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT('$.', v_list))) = 'ARRAY' THEN
+        SET v_i = 0, v_n = JSON_LENGTH(p_definition, CONCAT('$.', v_list));
+        WHILE v_i < v_n DO
+          IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT('$.', v_list, '[', v_i, ']'))) <> 'STRING' THEN
+            SET v_msg = CONCAT('fsm: invalid definition: ', v_list, ' entries must be strings');
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
+          END IF;
+          SET v_i = v_i + 1;
+        END WHILE;
+      END IF;
+      SET v_j = v_j + 1;
+    END WHILE;
     -- each transition: an object whose event and to are strings and whose from entries are
     IF JSON_TYPE(JSON_EXTRACT(p_definition, '$.transitions')) = 'ARRAY' THEN
       SET v_i = 0, v_n = JSON_LENGTH(p_definition, '$.transitions');
@@ -61,8 +58,7 @@ BEGIN
         IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT(v_path, '.from'))) = 'ARRAY' THEN
           SET v_j = 0;
           WHILE v_j < JSON_LENGTH(p_definition, CONCAT(v_path, '.from')) DO
-            SET v_type = JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT(v_path, '.from[', v_j, ']')));
-            IF v_type <> 'STRING' THEN
+            IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT(v_path, '.from[', v_j, ']'))) <> 'STRING' THEN
               SET v_msg = CONCAT('fsm: invalid definition: transition ', v_i + 1, ' has a from entry that is not a string');
               SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
             END IF;
@@ -72,6 +68,7 @@ BEGIN
         SET v_i = v_i + 1;
       END WHILE;
     END IF;
+  END IF;
   END IF;
   CALL fsm_define_v3(p_machine, p_definition);
 END
