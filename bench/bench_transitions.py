@@ -20,7 +20,10 @@ Why each reference exists:
   (data before and after, metadata, request id with its unique index, definition
   version), so that the difference left is only where the statements run.
 * ``pyfsm``: ``Store.send()`` (its own Store, pool_size=1, per process) on a two-state
-  machine with a cycle (a -go-> b -back-> a), one CALL per transition.
+  machine with a cycle (a -go-> b -back-> a), one CALL per transition (``fsm_bench_send_v2``).
+* ``pyfsm, send_v1``: the same through ``fsm_bench_send_v1``, the procedure ``Store.send()``
+  called before revision 0006 (the trigger is the current one either way), so that the
+  procedure's share shows in one run.
 
 Round trips per transition are counted from the code and checked against each client
 connection's own ``Questions`` counter (SHOW SESSION STATUS: statements sent by the client,
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -52,8 +56,9 @@ import pymysql
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
 
-APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "pyfsm")
-ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1}  # from the step functions
+APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "pyfsm", "pyfsm, send_v1")
+ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
+               "pyfsm, send_v1": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
 MACHINE = Machine(name="bench", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
@@ -197,14 +202,22 @@ def hand_written(prefix: str, *, full_row: bool) -> Callable[[Job, list[str]], C
     return client
 
 
-def pyfsm_client(job: Job, keys: list[str]) -> Client:
+def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None) -> Client:
+    """Store.send() (fsm_bench_send_v2); with ``procedure``, the same call through that procedure
+    instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run."""
     store = Store(job.settings.dsn(), pool_size=1)
     states = {key: store.create(MACHINE.name, key).to_state for key in keys}
 
-    def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v1(...)
+    def send(key: str, event: str) -> str:
+        if procedure is None:
+            return store.send(MACHINE.name, key, event).to_state
+        args = (key, event, None, None, None, None, None, None)
+        return str(store._call(procedure, args, writes=True, machine=MACHINE.name, key=key, event=event)["to_state"])
+
+    def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v2(...) (or the procedure given)
         key = keys[i % len(keys)]
         try:
-            states[key] = store.send(MACHINE.name, key, NEXT[states[key]][0]).to_state
+            states[key] = send(key, NEXT[states[key]][0])
         except BaseException:
             states[key] = store.get(MACHINE.name, key).state
             raise
@@ -220,7 +233,8 @@ def pyfsm_client(job: Job, keys: list[str]) -> Client:
 
 
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),
-           "hand-written, same row": hand_written("same", full_row=True), "pyfsm": pyfsm_client}
+           "hand-written, same row": hand_written("same", full_row=True), "pyfsm": pyfsm_client,
+           "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1")}
 
 
 def worker(job: Job, go: Any, out: Any) -> None:
@@ -311,7 +325,7 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
     per_tx = max((r.round_trips() for r in results if r.approach == "pyfsm"), default=None)
     target("one round trip per transition", None if per_tx is None else (
         ROUND_TRIPS["pyfsm"] == 1 and per_tx < 1.05, f"one CALL in the code; {per_tx:.2f} statements measured"))
-    c8, h8, s8, p8 = (by.get((a, 8)) for a in APPROACHES)
+    c8, h8, s8, p8 = (by.get((a, 8)) for a in ("ceiling", "hand-written", "hand-written, same row", "pyfsm"))
     target("8 clients: pyfsm >= 50% of the ceiling's tx/s", None if not (p8 and c8) else (
         p8.rate >= 0.5 * c8.rate, f"{p8.rate:,.0f} vs {c8.rate:,.0f} tx/s = {p8.rate / c8.rate:.0%}"))
     for label, ref in (("hand-written", h8), ("hand-written, same row", s8)):

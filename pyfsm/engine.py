@@ -1,12 +1,12 @@
 """Running a Process: handlers around the database's transitions.
 
 One claimed instance at a time: take its locks if its type uses them, run the handler of
-its state, commit the step with ``fsm_step_v1`` (one round trip: the transition through
+its state, commit the step with ``fsm_<type>_step_v2`` (one round trip: the transition through
 the trigger, then the status and the queue), and go on while the outcome says so.
 
 What is guaranteed, and what is not:
 
-* A step's transition is applied at most once. ``fsm_step_v1`` checks that the caller
+* A step's transition is applied at most once. ``fsm_<type>_step_v2`` checks that the caller
   still holds the claim and that the instance is at the version the step started from;
   a step re-run after a crash, or by a second worker whose claim replaced an expired one,
   fails that check and writes nothing.
@@ -119,8 +119,8 @@ class _Run:
         written with the status."""
         last = self.pending[-1]["data"] if self.pending else self.committed_data
         data = None if self.data == last else json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
-        row = self._call("fsm_step_v1", (
-            self.process.name, self.key, self.owner, self.committed_version,
+        row = self._call(f"fsm_{self.process.name}_step_v2", (
+            self.key, self.owner, self.committed_version,
             json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False), status, int(go_on),
             self.process.claim_seconds, requeue_seconds, data))
         self.committed_data = self.data
@@ -181,7 +181,7 @@ class _Run:
                 self.commit(self.status)
                 return
             if self.pause_requested:
-                self.commit("running")  # fsm_step_v1 turns a requested pause into 'paused'
+                self.commit("running")  # step_v2 turns a requested pause into 'paused'
                 return
             if self.stop is not None and self.stop.is_set():
                 self.commit("running")  # hand back: due now for any worker

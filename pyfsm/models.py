@@ -80,6 +80,16 @@ class TransitionResult:
             created=bool(row["created"]), replayed=bool(row["replayed"]),
         )
 
+    @classmethod
+    def from_send_row(cls, row: dict[str, Any], key: str, event: str) -> TransitionResult:
+        """From the row of ``fsm_<type>_send_v2``, which leaves out the key and event it was given."""
+        version = int(row["version"])
+        return cls(
+            transition_id=row["transition_id"], instance_id=row["instance_id"], key=key, event=event,
+            from_state=row["from_state"], to_state=row["to_state"], sort_key=version, version=version,
+            status=row["status"], created=bool(row["created"]), replayed=bool(row["replayed"]),
+        )
+
 
 @dataclass(frozen=True)
 class HistoryEntry:

@@ -22,7 +22,7 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
@@ -47,6 +47,11 @@ REVISION_0005_OBJECTS = (
     "procedures/fsm_define_v4.sql",
     "procedures/fsm_force_unlock_v2.sql",
     "procedures/fsm_release_claims_v1.sql",
+)
+
+#: What revision 0006 adds (migrations/versions/0006_*.py applies the same list).
+REVISION_0006_OBJECTS = (
+    "procedures/fsm_send_v2.sql",
 )
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -105,6 +110,8 @@ CURRENT_OBJECTS = (
     *REVISION_0004_OBJECTS,
     # 0005: hardening
     *REVISION_0005_OBJECTS,
+    # 0006: faster transitions
+    *REVISION_0006_OBJECTS,
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each
@@ -142,9 +149,16 @@ MACHINE_TEMPLATE_SETS["v3"] = (
 # v4 (revision 0005): the transition trigger compares names byte for byte (no PAD SPACE).
 _V4 = {"trigger_bu_v3": "trigger_bu_v4"}
 MACHINE_TEMPLATE_SETS["v4"] = tuple(_V4.get(name, name) for name in MACHINE_TEMPLATE_SETS["v3"])
-MACHINE_OBJECTS_VERSION = "v4"
+# v5 (revision 0006): the same transition with fewer statements (trigger_bu_v5); send_v2,
+# whose common case is one UPDATE, beside send_v1; step_v2, the engine's step without
+# dynamic SQL (fsm_step_v1 stays for types not yet upgraded).
+_V5 = {"trigger_bu_v4": "trigger_bu_v5"}
+MACHINE_TEMPLATE_SETS["v5"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v4"]
+    for new in ((name, "send_v2", "step_v2") if name == "send_v1" else (_V5.get(name, name),)))
+MACHINE_OBJECTS_VERSION = "v5"
 #: The object sets whose types have the reporting views the union views are built from.
-VIEW_OBJECT_VERSIONS = ("v3", "v4")
+VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5")
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")

@@ -186,15 +186,15 @@ class Store:
         try:
             if lease is not None:
                 self._ensure_schema()
-                row = lease.call(db.call_sql(f"fsm_{name}_send_v1", len(args)), args, writes=True,
+                row = lease.call(db.call_sql(f"fsm_{name}_send_v2", len(args)), args, writes=True,
                                  machine=name, key=key, event=event)[0]
             else:
-                row = self._call(f"fsm_{name}_send_v1", args, writes=True, retry_connection=request_id is not None,
+                row = self._call(f"fsm_{name}_send_v2", args, writes=True, retry_connection=request_id is not None,
                                  machine=name, key=key, event=event)
         except TransitionNotAllowed as exc:
             exc.state = self._state_or_none(name, key)
             raise
-        return TransitionResult.from_row(row)
+        return TransitionResult.from_send_row(row, key, event)
 
     # -- locks ----------------------------------------------------------------------------
 

@@ -180,8 +180,8 @@ class Worker:
         """Claimed but not started: due again now, for any worker."""
         for row in rows:
             try:
-                self.store._call("fsm_step_v1", (process.name, row["instance_key"], self.owner, int(row["version"]),
-                                                 "[]", "running", 0, process.claim_seconds, None, None),
+                self.store._call(f"fsm_{process.name}_step_v2", (row["instance_key"], self.owner, int(row["version"]),
+                                                                 "[]", "running", 0, process.claim_seconds, None, None),
                                  writes=True, machine=process.name, key=row["instance_key"])
                 self.stats.handed_back += 1
             except FsmError as exc:  # its claim simply runs out

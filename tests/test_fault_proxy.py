@@ -437,7 +437,7 @@ def test_cut_before_the_reply_the_caller_gets_database_unavailable_and_the_commi
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v1", when="before_reply")
+        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v2", when="before_reply")
         with pytest.raises(DatabaseUnavailable) as info:
             through.send(name, key, "next", metadata={"call": "t-1"})  # no request id: never re-run
         assert fault.wait(5) and info.value.retryable and info.value.errno == 2013
@@ -461,7 +461,7 @@ def test_cut_mid_call_with_a_request_id_is_retried_and_applied_once(  # type: ig
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v1", when=when, reset=reset)
+        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v2", when=when, reset=reset)
         result = through.send(name, key, "next", metadata={"call": "r-1"}, request_id=f"{key}-r-1")
         assert fault.wait(5)
         assert result.to_state == "b" and result.version == 2
@@ -485,7 +485,7 @@ def test_write_without_request_id_cut_before_it_ran_fails_and_applies_nothing(  
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        proxy.drop_on_next_query(f"fsm_{name}_send_v1", when=when)
+        proxy.drop_on_next_query(f"fsm_{name}_send_v2", when=when)
         with pytest.raises(DatabaseUnavailable):
             through.send(name, key, "next")
         assert [h.event for h in store.history(name, key)] == [None]
@@ -614,7 +614,7 @@ def test_three_processes_sending_through_random_faults_keep_the_invariants(  # t
             store.create(name, key)
         collect(out, len(procs), "ready")
         go.set()
-        faults = chaos(proxy, 2.0, seed=7, matches=[None, f"fsm_{name}_send_v1", f"fsm_{name}_send_v1", "fsm_"],
+        faults = chaos(proxy, 2.0, seed=7, matches=[None, f"fsm_{name}_send_v2", f"fsm_{name}_send_v2", "fsm_"],
                        enough=lambda: progress.value >= 200)
         stop.set()
         reports = collect(out, len(procs), "done")

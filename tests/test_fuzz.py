@@ -523,6 +523,7 @@ PARAMS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
 }
 PROCEDURES = {
     "fsm_send_v1": ("machine", "key", "event", "json", "json", "version", "text", "text", "lookup"),
+    "fsm_send_v2": ("machine", "key", "event", "json", "json", "version", "text", "text", "lookup"),
     "fsm_create_v1": ("machine", "key", "start_state", "json", "json", "text", "lookup"),
     "fsm_get_v1": ("machine", "key"),
     "fsm_history_v1": ("machine", "key"),
@@ -535,6 +536,7 @@ PROCEDURES = {
     "fsm_state_at_v1": ("machine", "key", "moment"),
     "fsm_errors_v1": ("machine", "key"),
     f"fsm_{M}_send_v1": ("key", "event", "json", "json", "version", "text", "text", "lookup"),
+    f"fsm_{M}_send_v2": ("key", "event", "json", "json", "version", "text", "text", "lookup"),
 }
 
 
@@ -772,7 +774,7 @@ def test_size_limits_hold_to_the_byte(env: Env, which: str, over: int, fill: str
         errno = getattr(result, "errno", None)
     else:
         text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-        errno = sql_call(env, "CALL fsm_send_v1(%s, %s, 'pay', %s, %s, NULL, NULL, NULL, NULL)",
+        errno = sql_call(env, "CALL fsm_send_v2(%s, %s, 'pay', %s, %s, NULL, NULL, NULL, NULL)",
                          (M, key, *((text, None) if which == "data" else (None, text))))[1]
     assert errno == (31008 if over else None), (which, over, fill, door, errno)
 

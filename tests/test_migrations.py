@@ -110,7 +110,8 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v1" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v4" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v2" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v5" for r in a["triggers"])
+    assert any(r[0] == "fsm_order_send_v2" for r in a["routines"])
     assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
             "fsm_v_state_counts"} <= {r[0] for r in a["views"]}
 
@@ -138,7 +139,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v4"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v5"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -176,7 +177,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         admin.close()
     for label in ("columns", "indexes", "routines", "triggers", "params", "views"):
         assert a[label] == b[label], label
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v4"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v5"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -239,7 +240,7 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v3", "fsm_order_bd_v1", "fsm_order_bi_v1",
-                                                        "fsm_order_bu_v4"]
+                                                        "fsm_order_bu_v5"]
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
@@ -273,7 +274,7 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
             assert cur.fetchone()[0] == "[new  ]"
     finally:
         conn.close()
-    schema.migrate(settings)
+    schema.migrate(settings, revision="0005")
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
@@ -290,9 +291,58 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
         with pytest.raises(pymysql.err.MySQLError) as info:
             raw.cursor().execute("UPDATE fsm_order SET current_state = 'shipped' WHERE instance_key = 'o-1'")
         assert info.value.args[0] == 31005
+        raw.cursor().execute("SET @fsm_event = NULL")
+        raw.cursor().execute("CALL fsm_order_send_v1('o-1', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
+        assert [r["event"] for r in fetch(raw, "SELECT event FROM fsm_order_transitions t JOIN fsm_order i "
+                                               "ON i.id = t.instance_id WHERE i.instance_key = 'o-1' "
+                                               "ORDER BY sort_key")] == [None, "pay", "ship"]
+    finally:
+        raw.close()
+
+
+def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0005 gets fsm_<type>_send_v2 and the v5 transition trigger: its history,
+    instances and counters stay, Store.send (send_v2) and send_v1 both go on, and raw UPDATEs
+    are still checked."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    settings = make_database()
+    schema.migrate(settings, revision="0005")
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CALL fsm_define_v4('order', %s)", (order_machine("order").to_json(),))
+            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v4"]])
+            cur.execute("UPDATE fsm_machines SET objects_version = 'v4' WHERE machine = 'order'")
+            for key in ("o-1", "o-2", "o-3"):
+                cur.execute("CALL fsm_order_send_v1(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
+            cur.execute("SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                        "AND routine_name = 'fsm_order_send_v2'")
+            assert cur.fetchone()[0] == 0
+    finally:
+        conn.close()
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v5"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v5"
         with Store(settings.dsn()) as store:
-            assert store.send("order", "o-1", "ship").to_state == "shipped"
+            sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
+            assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
+                ("o-1", "ship", "paid", "shipped", 3, 3)
             assert [h.event for h in store.history("order", "o-1")] == [None, "pay", "ship"]
+            assert store.history("order", "o-1")[-1].metadata == {"by": "test"}
+            assert store.counts("order") == {"paid": 2, "shipped": 1}
+        raw.cursor().execute("CALL fsm_order_send_v1('o-2', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
+        with pytest.raises(pymysql.err.MySQLError) as info:
+            raw.cursor().execute("UPDATE fsm_order SET current_state = 'delivered' WHERE instance_key = 'o-3'")
+        assert info.value.args[0] == 31005
+        assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_v_instances WHERE machine = 'order'") == [{"n": 3}]
     finally:
         raw.close()
 

@@ -338,6 +338,8 @@ BAD_INPUT = (
     ("CALL fsm_create_v1('ticket', 'b-new', NULL, '[1]', NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_send_v1('b-1', 'resolve', NULL, NULL, NULL, NULL, NULL, NULL)", 31005),
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
+    ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
+    ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_get_v1('b-1 ')", 31009),
     ("CALL fsm_get_v1('ticket', 'b-404')", 31003),
     ("CALL fsm_ticket_history_v1('')", 31009),
@@ -366,6 +368,8 @@ BAD_INPUT = (
     ("CALL fsm_step_failed_v1('ticket', 'b-1', 'b:worker', 1, 'h', 1, 'E', NULL, NULL, NULL, 'resolve')", 31005),
     ("CALL fsm_step_v1('ticket', 'b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"event\": \"assign\"}]', "
      "'running', 0, 60, NULL, NULL)", 31005),
+    ("CALL fsm_ticket_step_v2('b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"handler\": \"no event\"}]', "
+     "'running', 0, 60, NULL, NULL)", 31009),
     ("CALL fsm_failed_v1('ticket', NULL, 10)", 31009),
     ("CALL fsm_errors_v1('ticket', 'b-1 ')", 31009),
     ("CALL fsm_state_at_v1('ticket', 'b-404', NULL)", 31003),
