@@ -19,6 +19,10 @@ Why each reference exists:
 * ``hand-written, same row``: the same six statements writing exactly what pyfsm writes
   (data before and after, metadata, request id with its unique index, definition
   version), so that the difference left is only where the statements run.
+* ``bare CALL``: the "same row" statements inside one stored procedure (the rule read from
+  ``fsm_rules``), one CALL per transition, and nothing else: no trigger, no argument checks,
+  no state counters, no outbox or lock check. The least one CALL per transition costs here,
+  whatever a library puts around it.
 * ``pyfsm``: ``Store.send()`` (its own Store, pool_size=1, per process) on a two-state
   machine with a cycle (a -go-> b -back-> a), one CALL per transition (``fsm_bench_send_v2``).
 * ``pyfsm, send_v1``: the same through ``fsm_bench_send_v1``, the procedure ``Store.send()``
@@ -56,9 +60,9 @@ import pymysql
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
 
-APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "pyfsm", "pyfsm, send_v1")
+APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1")
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
-               "pyfsm, send_v1": 1}
+               "pyfsm, send_v1": 1, "bare CALL": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
 MACHINE = Machine(name="bench", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
@@ -87,6 +91,31 @@ TABLES = (
        definition_version INT UNSIGNED NOT NULL, request_id VARCHAR(64) NULL, source VARCHAR(16) NOT NULL,
        created_at DATETIME(6) NOT NULL,
        UNIQUE (instance_id, most_recent), UNIQUE (instance_id, sort_key), UNIQUE (request_id)) ENGINE=InnoDB""",
+    # "bare CALL": the same-row statements in one stored procedure, with the rule read from
+    # fsm_rules, and nothing else: no trigger, no argument checks, no counters, no outbox,
+    # no lock check. What one CALL per transition costs at the least on this server.
+    """CREATE PROCEDURE bare_send(IN p_key VARCHAR(191), IN p_event VARCHAR(64))
+    BEGIN
+      DECLARE v_id, v_version BIGINT UNSIGNED;
+      DECLARE v_from, v_to VARCHAR(64);
+      DECLARE v_data LONGTEXT;
+      DECLARE v_tid BIGINT UNSIGNED;
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+      START TRANSACTION;
+      SELECT id, state, version, data INTO v_id, v_from, v_version, v_data FROM same_instance
+       WHERE instance_key = p_key FOR UPDATE;
+      SELECT to_state INTO v_to FROM fsm_rules
+       WHERE machine = 'bench' AND version = 1 AND from_state = v_from AND event = p_event;
+      UPDATE same_history SET most_recent = NULL WHERE instance_id = v_id AND most_recent = 1;
+      INSERT INTO same_history (instance_id, sort_key, most_recent, event, from_state, to_state, created_at,
+                                data_before, data_after, metadata, definition_version, source)
+      VALUES (v_id, v_version + 1, 1, p_event, v_from, v_to, UTC_TIMESTAMP(6), v_data, v_data, '{}', 1, 'bare');
+      SET v_tid = LAST_INSERT_ID();
+      UPDATE same_instance SET state = v_to, version = v_version + 1, updated_at = UTC_TIMESTAMP(6) WHERE id = v_id;
+      COMMIT;
+      SELECT v_tid AS transition_id, v_id AS instance_id, v_from AS from_state, v_to AS to_state,
+             v_version + 1 AS version, 'running' AS status, 0 AS created, 0 AS replayed;
+    END""",
 )
 MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
@@ -202,6 +231,29 @@ def hand_written(prefix: str, *, full_row: bool) -> Callable[[Job, list[str]], C
     return client
 
 
+def bare_client(job: Job, keys: list[str]) -> Client:
+    """One CALL of bare_send per transition, on the "same row" tables (its own instances)."""
+    conn = raw_connect(job.settings, autocommit=True)
+    cur = conn.cursor()
+    states = {}
+    for key in keys:
+        cur.execute("INSERT INTO same_instance (instance_key, state, version, updated_at, data) "
+                    "VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{}')", (key,))
+        cur.execute("INSERT INTO same_history (instance_id, sort_key, most_recent, to_state, created_at, data_after, "
+                    "metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', UTC_TIMESTAMP(6), "
+                    "'{}', '{}', 1, 'bare')")
+        states[key] = "a"
+
+    def step(i: int) -> None:  # 1 round trip: CALL bare_send(...)
+        key = keys[i % len(keys)]
+        cur.execute("CALL bare_send(%s, %s)", (key, NEXT[states[key]][0]))
+        row = cur.fetchone()
+        while cur.nextset():
+            pass
+        states[key] = row[3]
+    return step, lambda: session_questions(cur)
+
+
 def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None) -> Client:
     """Store.send() (fsm_bench_send_v2); with ``procedure``, the same call through that procedure
     instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run."""
@@ -233,7 +285,8 @@ def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None) -> 
 
 
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),
-           "hand-written, same row": hand_written("same", full_row=True), "pyfsm": pyfsm_client,
+           "hand-written, same row": hand_written("same", full_row=True), "bare CALL": bare_client,
+           "pyfsm": pyfsm_client,
            "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1")}
 
 

@@ -134,6 +134,12 @@ def rows_transitions(d: dict[str, Any], c: Ceilings) -> list[Row]:
     if p8 and h8:
         out.append(Row("transitions", "pyfsm / hand-written, 8 clients", p8["rate"] / h8["rate"], "x",
                        target=">= 2x", met=p8["rate"] >= 2 * h8["rate"]))
+    for clients in (1, 8):  # the floor: the bare statements in one CALL, nothing around them
+        bare = by.get(("bare CALL", clients))
+        if bare:
+            out.append(Row("transitions", f"bare CALL (no trigger, checks or counters), {clients} client(s)",
+                           bare["rate"], "tx/s", c.rate(clients), f"{clients} client(s)",
+                           note=f"p50 {bare['p50_ms']:.2f} ms"))
     for clients in (1, 8):  # the procedure Store.send() called before revision 0006, same trigger
         v1 = by.get(("pyfsm, send_v1", clients))
         if v1:

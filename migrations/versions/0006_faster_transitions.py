@@ -1,15 +1,17 @@
-"""Faster transitions: the v5 transition trigger and send_v2.
+"""Faster transitions: the v5 transition trigger, send_v2 and step_v2.
 
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-23
 
-Adds the generic procedure fsm_send_v2. Every machine type at object set v4 gets the per-type
-procedures fsm_<type>_send_v2 (one UPDATE on the common path; a shorter result row) and
-fsm_<type>_step_v2 (the handler engine's step without dynamic SQL), and the v5 transition trigger in place of v4 (the same checks and writes in fewer statements; it also
-leaves @fsm_last_status, @fsm_last_from, @fsm_last_to and @fsm_last_version for send_v2). The
-trigger is swapped under LOCK TABLES so that no UPDATE runs unchecked in between; send_v1
-and fsm_step_v1 stay and keep working. Then the views over every type are rebuilt.
+Adds the generic procedure fsm_send_v2. Every machine type at object set v4 gets the
+per-type procedures fsm_<type>_send_v2 (one UPDATE on the common path; a shorter result row)
+and fsm_<type>_step_v2 (the handler engine's step without dynamic SQL), and the v5
+transition trigger in place of v4 (the same checks and writes in fewer statements; it also
+leaves @fsm_last_status, @fsm_last_from, @fsm_last_to and @fsm_last_version for the v2
+procedures). The trigger is swapped under LOCK TABLES so that no UPDATE runs unchecked in
+between; send_v1 and fsm_step_v1 stay and keep working. Then the views over every type are
+rebuilt.
 
 Never edit a revision once it has landed: add the next number instead.
 """

@@ -8,8 +8,9 @@
 -- at p_expected_version (so a step re-run after a crash can never apply its transition
 -- twice), applies each step of p_steps through the transition trigger (rule, locks,
 -- history with the handler name and data before and after, outbox), then sets what
--- happens next. p_status: 'running' (p_continue = 1: the claimer goes on and its claim is
--- extended by p_claim_seconds; 0: back to the queue, due after p_requeue_seconds),
+-- happens next. p_status: 'running' (p_continue = 1: the claimer goes on, and its claim is
+-- extended to p_claim_seconds from now once less than half of that is left; 0: back to the
+-- queue, due after p_requeue_seconds),
 -- 'waiting' (for an external event), 'paused', 'completed' or 'failed'. A final state
 -- completes the instance whatever p_status says, and a pause requested meanwhile
 -- (fsm_pause_v1) wins over 'running'. The instance's run leaves fsm_runs when it is
@@ -45,6 +46,8 @@ BEGIN
   DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_status, v_was VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE v_claimed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_due DATETIME(6);
+  DECLARE v_attempt INT;
   DECLARE v_step, v_data LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -87,7 +90,7 @@ BEGIN
     SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
   END IF;
-  SELECT MAX(claimed_by), MAX(pause_requested) INTO v_claimed, v_pause
+  SELECT MAX(claimed_by), MAX(pause_requested), MAX(due_at), MAX(attempt) INTO v_claimed, v_pause, v_due, v_attempt
     FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id FOR UPDATE;
   IF NOT (v_claimed <=> p_owner) THEN
     SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
@@ -129,9 +132,13 @@ BEGIN
     DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id;
   ELSEIF v_status = 'running' AND p_continue THEN
     SET v_continue = 1;
-    UPDATE fsm_runs SET due_at = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND),
-           attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
-     WHERE machine = '__M__' AND instance_id = v_id;
+    -- The claim is extended only once half of it is used up (the claimer's heartbeat renews it
+    -- too), and the attempt reset only when there is one: most steps write nothing here.
+    IF v_due < DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 500000) MICROSECOND) OR (v_n > 0 AND v_attempt <> 0) THEN
+      UPDATE fsm_runs SET due_at = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND),
+             attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
+       WHERE machine = '__M__' AND instance_id = v_id;
+    END IF;
   ELSE
     UPDATE fsm_runs SET due_at = IF(v_status = 'running',
              DATE_ADD(v_now, INTERVAL ROUND(COALESCE(p_requeue_seconds, 0) * 1000000) MICROSECOND), NULL),
