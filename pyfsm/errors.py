@@ -296,6 +296,9 @@ def from_mysql_error(
     cls = SIGNALLED.get(errno) or SERVER.get(errno)
     if cls is None:
         return None
+    if errno == 1305 and machine is not None:  # no such procedure: the type's are missing or older
+        text = (f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
+                f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema")
     err = cls(text, errno=errno, machine=machine, key=key, event=event, state=state)
     err.__cause__ = exc
     return err

@@ -89,7 +89,8 @@ class Store:
     # -- definitions ----------------------------------------------------------------------
 
     def define(self, machine: Machine) -> DefineResult:
-        """Store ``machine``'s definition and create its tables and triggers if missing.
+        """Store ``machine``'s definition and create its tables and triggers if missing (or
+        bring them up to date when an older pyfsm installed them).
 
         An identical definition changes nothing; a changed one becomes a new version, used
         by instances created from now on.
@@ -98,9 +99,24 @@ class Store:
             raise InvalidArgument("define() takes a pyfsm.Machine")
         self._ensure_schema()
         row = self._call("fsm_define_v4", (machine.name, machine.to_json()), machine=machine.name)
-        if not row["tables_ready"]:
+        if not row["tables_ready"] or self._objects_outdated(machine.name):
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
+
+    def _objects_outdated(self, name: str) -> bool:
+        """Whether the type's tables, triggers and procedures are an older set than this pyfsm's
+        (an older pyfsm installed it, say during a rolling upgrade): define() then brings them
+        up to date. An account that may not read fsm_machines (`pyfsm grant`'s app role) cannot
+        install them either; it learns of them when a call names the missing procedure."""
+        def read(conn: Any) -> Any:
+            with conn.cursor() as cur:
+                cur.execute("SELECT objects_version FROM fsm_machines WHERE machine = %s", (name,))
+                return cur.fetchone()
+        try:
+            found = self._db.read(read)
+        except AccessDenied:
+            return False
+        return found is not None and found[0] != schema.MACHINE_OBJECTS_VERSION
 
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.

@@ -55,6 +55,18 @@ def server() -> Iterator[Settings]:
                        user="root", password="test", database="test")
 
 
+def errno_of(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> int | None:
+    """The MySQL error number a statement (every result set of it) fails with, or None."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, args)
+            while cur.nextset():
+                pass
+    except pymysql.err.MySQLError as exc:
+        return int(exc.args[0])
+    return None
+
+
 def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> list[dict[str, Any]]:
     """Rows of one statement (a CALL's result set) as dicts, on a plain connection."""
     with conn.cursor(pymysql.cursors.DictCursor) as cur:

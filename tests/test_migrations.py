@@ -322,6 +322,10 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
             cur.execute("SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
                         "AND routine_name = 'fsm_order_send_v2'")
             assert cur.fetchone()[0] == 0
+            # a counter row as a rebuild from states v3 stored padded could spell it (the key ignores it)
+            cur.execute("UPDATE fsm_state_counts SET state = 'paid  ' WHERE machine = 'order' AND state = 'paid' "
+                        "LIMIT 1")
+            assert cur.rowcount == 1
     finally:
         conn.close()
     schema.migrate(settings)

@@ -265,3 +265,52 @@ def test_errors_stay_readable_in_a_latin1_database(make_database) -> None:  # ty
         store.send("door", "ключ", "shut")
         with pytest.raises(TransitionNotAllowed):
             store.send("door", "ключ", "shut")
+
+
+@pytest.mark.parametrize("waiter", ["send", "raw"])
+def test_a_transition_that_waited_for_the_row_is_stamped_after_the_one_it_waited_for(  # type: ignore[no-untyped-def]
+        store, order, dsn, waiter: str) -> None:
+    """A statement's UTC_TIMESTAMP() is when it began, before its wait for the row lock: the
+    transition that waited must still not be stamped before the one that held the row, for a
+    Store.send (one UPDATE) and a raw UPDATE alike, so history's times follow sort_key."""
+    import threading
+    import time
+
+    from conftest import fetch
+
+    key = f"wait-{waiter}"
+    store.create(order, key)
+    holder = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    other = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    try:
+        holder.cursor().execute("SET time_zone = '+00:00'")
+        holder.begin()
+        holder.cursor().execute(f"SELECT id FROM `fsm_{order.name}` WHERE instance_key = %s FOR UPDATE", (key,))
+
+        def wait() -> None:
+            if waiter == "send":
+                store.send(order, key, "ship")  # blocks on the row until the holder commits
+            else:
+                with other.cursor() as cur:
+                    cur.execute("SET time_zone = '+00:00'")
+                    cur.execute("SET @fsm_event = 'ship'")
+                    cur.execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = %s", (key,))
+                    cur.execute("SET @fsm_event = NULL")
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        time.sleep(0.3)  # the waiter's statement has begun and waits for the row
+        holder.cursor().execute("SET @fsm_event = 'pay'")
+        holder.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = %s", (key,))
+        holder.commit()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        rows = fetch(holder, f"SELECT event, created_at, left_at FROM `fsm_{order.name}_transitions` "
+                             f"WHERE instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = %s) "
+                             "ORDER BY sort_key", (key,))
+    finally:
+        holder.close()
+        other.close()
+    assert [r["event"] for r in rows] == [None, "pay", "ship"]
+    assert rows[1]["created_at"] <= rows[2]["created_at"], rows
+    assert rows[1]["left_at"] == rows[2]["created_at"], rows

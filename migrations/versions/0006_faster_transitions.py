@@ -10,8 +10,9 @@ and fsm_<type>_step_v2 (the handler engine's step without dynamic SQL), and the 
 transition trigger in place of v4 (the same checks and writes in fewer statements; it also
 leaves @fsm_last_status, @fsm_last_from, @fsm_last_to and @fsm_last_version for the v2
 procedures). The trigger is swapped under LOCK TABLES so that no UPDATE runs unchecked in
-between; send_v1 and fsm_step_v1 stay and keep working. Then the views over every type are
-rebuilt.
+between, and the procedures are created after it; send_v1 and fsm_step_v1 stay and keep
+working. Counter rows whose state is spelled with trailing spaces are trimmed. Then the
+views over every type are rebuilt.
 
 Never edit a revision once it has landed: add the next number instead.
 """
@@ -39,13 +40,22 @@ def upgrade() -> None:
     own = db.connect(settings, timeouts=False)
     try:
         with own.cursor() as cur:
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v4' ORDER BY machine")
-            machines = [check_machine_name(row[0]) for row in cur.fetchall()]
-        for machine in machines:
-            # the procedures first: nothing calls them before this migration is done (pyfsm
-            # refuses to run on an older schema), and they must exist once the type is marked v5
-            execute_ddl(own, [render("send_v2", machine), render("step_v2", machine)])
-            replace_machine_triggers(own, machine, SWAPS, "v5")
+            # counter rows spelled with trailing spaces (rebuilt from states v3 stored padded,
+            # which 0005 trimmed): the key ignores the spaces, the names should not have them
+            cur.execute("UPDATE fsm_state_counts SET state = TRIM(TRAILING ' ' FROM state) WHERE state LIKE '% '")
+        while True:  # again until none is left: an older pyfsm may define a type meanwhile
+            with own.cursor() as cur:
+                cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v4' ORDER BY machine")
+                machines = [check_machine_name(row[0]) for row in cur.fetchall()]
+            if not machines:
+                break
+            for machine in machines:
+                # The trigger first, then the procedures that rely on it, then the mark: a type
+                # is v5 only once all three are done (a run again keeps what it finds).
+                replace_machine_triggers(own, machine, SWAPS, "v4")
+                execute_ddl(own, [render("send_v2", machine), render("step_v2", machine)])
+                with own.cursor() as cur:
+                    cur.execute("UPDATE fsm_machines SET objects_version = 'v5' WHERE machine = %s", (machine,))
         refresh_views(own)
     finally:
         own.close()

@@ -54,8 +54,9 @@ proc: BEGIN
     RESIGNAL;
   END;
   -- One test that the usual arguments pass; fsm_check_args_v1 names what is wrong otherwise.
-  -- It is at least as strict as fsm_check_args_v1 (CASE: JSON_TYPE never sees invalid JSON).
-  IF NOT (p_event IS NOT NULL AND fsm_valid_name_v1(p_event, 64)
+  -- It is at least as strict as fsm_check_args_v1 (CASE: JSON_TYPE never sees invalid JSON;
+  -- COALESCE: a NULL anywhere fails it).
+  IF NOT COALESCE(p_event IS NOT NULL AND fsm_valid_name_v1(p_event, 64) AND p_key IS NOT NULL
           AND CHAR_LENGTH(p_key) BETWEEN 1 AND 191 AND p_key NOT LIKE '% '
           AND (p_data IS NULL OR (LENGTH(p_data) <= 1048576
                AND CASE WHEN JSON_VALID(p_data) THEN JSON_TYPE(p_data) = 'OBJECT' ELSE 0 END))
@@ -64,7 +65,7 @@ proc: BEGIN
           AND (p_request_id IS NULL OR (CHAR_LENGTH(p_request_id) BETWEEN 1 AND 64 AND p_request_id NOT LIKE '% '))
           AND (p_handler IS NULL OR CHAR_LENGTH(p_handler) BETWEEN 1 AND 128)
           AND (p_lookup_key IS NULL OR (CHAR_LENGTH(p_lookup_key) BETWEEN 1 AND 191 AND p_lookup_key NOT LIKE '% '))
-          AND (p_expected_version IS NULL OR p_expected_version >= 0)) THEN
+          AND (p_expected_version IS NULL OR p_expected_version >= 0), 0) THEN
     IF p_event IS NULL THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: event is required', MYSQL_ERRNO = 31009;
     END IF;
@@ -84,7 +85,7 @@ proc: BEGIN
     -- The common case in one statement: the UPDATE finds the instance by key and version,
     -- locks it, and the trigger applies the event. No row: see below.
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
-        @fsm_request_id = NULL, @fsm_source = 'procedure';
+        @fsm_request_id = NULL, @fsm_source = 'procedure', @fsm_last_version = NULL;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 2;
       UPDATE `fsm___M__` SET data = COALESCE(p_data, data)
@@ -99,6 +100,13 @@ proc: BEGIN
     IF v_rows = 1 THEN
       SET v_tid = @fsm_last_transition_id, v_status = @fsm_last_status, v_id = @fsm_last_instance_id,
           v_from = @fsm_last_from, v_to = @fsm_last_to, v_version = @fsm_last_version;
+      IF v_version IS NULL THEN
+        -- an older transition trigger applied it (a type not upgraded yet): it leaves only
+        -- @fsm_last_transition_id, so the rest is read back
+        SELECT instance_id, from_state, to_state, sort_key INTO v_id, v_from, v_to, v_version
+          FROM `fsm___M___transitions` WHERE id = v_tid;
+        SELECT status INTO v_status FROM `fsm___M__` WHERE id = v_id;
+      END IF;
       COMMIT;
       SELECT v_tid AS transition_id, v_id AS instance_id, v_from AS from_state, v_to AS to_state,
              v_version AS version, v_status AS status, 0 AS created, 0 AS replayed;

@@ -109,13 +109,17 @@ BEGIN
     SET v_data = JSON_EXTRACT(v_step, '$.data');
     SET @fsm_event = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.event')),
         @fsm_handler = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler')),
-        @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = 'engine';
+        @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = 'engine', @fsm_last_version = NULL;
     UPDATE `fsm___M__` SET data = COALESCE(v_data, data) WHERE id = v_id;
     SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_source = NULL;
     -- where the step left the instance, as the transition trigger reports it
     SET v_state = @fsm_last_to, v_version = @fsm_last_version, v_was = @fsm_last_status;
     SET v_i = v_i + 1;
   END WHILE;
+  IF v_n > 0 AND v_version IS NULL THEN
+    -- an older transition trigger (a type not upgraded yet) reports none of it: read it back
+    SELECT version, status, current_state INTO v_version, v_was, v_state FROM `fsm___M__` WHERE id = v_id;
+  END IF;
   SET v_status = v_was;
   IF v_status <> 'completed' THEN
     SET v_status = IF(v_pause AND p_status = 'running', 'paused', p_status);
@@ -134,7 +138,8 @@ BEGIN
     SET v_continue = 1;
     -- The claim is extended only once half of it is used up (the claimer's heartbeat renews it
     -- too), and the attempt reset only when there is one: most steps write nothing here.
-    IF v_due < DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 500000) MICROSECOND) OR (v_n > 0 AND v_attempt <> 0) THEN
+    IF v_due IS NULL OR v_due < DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 500000) MICROSECOND)
+       OR (v_n > 0 AND v_attempt <> 0) THEN
       UPDATE fsm_runs SET due_at = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND),
              attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
        WHERE machine = '__M__' AND instance_id = v_id;

@@ -21,13 +21,17 @@
 -- trigger runs costs CPU on each transition: the checks that pass on the common path are one
 -- IF each time (the failing case is told apart inside it), data is checked only when it
 -- changes and without a function call, the two counter rows are one INSERT (rows in key
--- order, so opposite moves never deadlock), and @fsm_last_status is written beside
--- @fsm_last_transition_id so the procedures need not read the row back.
+-- order, so opposite moves never deadlock), and what the move did is left in session
+-- variables (below) so that the procedures need not read the row back. Times: a statement's
+-- UTC_TIMESTAMP() is when it began, before any wait for the row lock, so a transition is
+-- stamped no earlier than the instance's updated_at (the one before it); v4 could stamp a
+-- raw UPDATE that waited earlier than the transition it waited for.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source (the procedures clear these after each call, and this trigger
 -- when the statement fails), @fsm_lock_owner (set by fsm_lock_v1, cleared by fsm_unlock_v1).
--- Written: @fsm_last_transition_id (the history row just inserted) and @fsm_last_status
--- (the instance's status after it).
+-- Written: @fsm_last_transition_id (the history row just inserted), @fsm_last_instance_id,
+-- @fsm_last_from, @fsm_last_to, @fsm_last_version and @fsm_last_status (the instance's
+-- state, version and status after it).
 -- Errors: 31005 transition not allowed; 31006 several events lead to the new state (set
 --         @fsm_event); 31008 data or @fsm_metadata not a JSON object; 31009 invalid status;
 --         31011 instance is paused; 31018 locked by another owner; 31013 id, machine,
@@ -38,9 +42,9 @@ BEGIN
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE v_n INT;
   DECLARE v_final TINYINT;
-  DECLARE v_event VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin DEFAULT @fsm_event;
+  DECLARE v_event VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_now DATETIME(6);
   DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -50,15 +54,22 @@ BEGIN
     SET @fsm_guard = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL;
     RESIGNAL;
   END;
-  -- One test for the checks every update passes; which one failed is found inside.
+  -- after the handlers: an @fsm_event too long for v_event fails with the context cleared
+  SET v_event = @fsm_event;
+  -- UTC_TIMESTAMP() is when the UPDATE began, which may be before it waited for the row lock
+  -- of the transition before it: never earlier than that one (its time is updated_at), so
+  -- history's times follow sort_key.
+  SET v_now = GREATEST(UTC_TIMESTAMP(6), COALESCE(OLD.updated_at, UTC_TIMESTAMP(6)));
+  -- One test for the checks every update passes; which one failed is found inside (COALESCE:
+  -- a NULL status makes the test NULL, and the column's NOT NULL refuses it afterwards).
   -- Binary comparison: utf8mb4_bin ignores trailing spaces, so 'k1 ' would equal 'k1'.
   -- CASE, not AND: JSON_TYPE must never see invalid JSON (an error on MySQL).
-  IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
+  IF NOT COALESCE(NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
           AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
           AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
           AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at
           AND NEW.status IN ('running', 'waiting', 'paused', 'completed', 'failed')
-          AND CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END) THEN
+          AND CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END, 0) THEN
     IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
             AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
             AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
@@ -68,7 +79,9 @@ BEGIN
     IF NEW.status NOT IN ('running', 'waiting', 'paused', 'completed', 'failed') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: status must be running, waiting, paused, completed or failed', MYSQL_ERRNO = 31009;
     END IF;
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data must be a JSON object', MYSQL_ERRNO = 31008;
+    IF NOT CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data must be a JSON object', MYSQL_ERRNO = 31008;
+    END IF;
   END IF;
   -- byte for byte: with PAD SPACE 'new  ' would equal 'new' and pass as no change
   IF v_event IS NOT NULL OR NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
@@ -137,14 +150,15 @@ BEGIN
       END IF;
     END IF;
     IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
-      -- one statement for both counter rows, given in key order whatever the direction of
-      -- the move; on a duplicate the row's own state (equal to the one given) says which
+      -- one statement for both counter rows, given in key order whatever the direction of the
+      -- move; on a duplicate the row's own state says which (trimmed: a row written before
+      -- revision 0005 may spell it with trailing spaces, which the key ignores)
       INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
         ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
         ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
-      ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(state AS BINARY) = CAST(v_to AS BINARY), 1, -1);
+      ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's.
     SET @fsm_guard = OLD.id;
