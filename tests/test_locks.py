@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, order_machine, unique
+from conftest import errno_of, fetch, order_machine, unique
 
 from pyfsm import (
     InvalidArgument,
@@ -35,17 +35,6 @@ def new_order(store: Store, machine: str, lookup_key: str | None) -> str:
     key = unique("o")
     store.create(machine, key, lookup_key=lookup_key)
     return key
-
-
-def errno_of(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> int | None:
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-            while cur.nextset():
-                pass
-    except pymysql.err.MySQLError as exc:
-        return int(exc.args[0])
-    return None
 
 
 def test_global_lock_excludes_every_type_of_the_account(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
