@@ -72,14 +72,7 @@ proc: BEGIN
     CALL fsm_check_args_v1(p_key, p_event, p_data, p_metadata, p_request_id, p_handler, p_lookup_key);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: expected_version must not be negative', MYSQL_ERRNO = 31009;
   END IF;
-  BEGIN
-    -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
-    -- the caller's transaction alone (the handler below rolls back only what we started).
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
   IF p_request_id IS NULL THEN
     -- The common case in one statement: the UPDATE finds the instance by key and version,
@@ -139,8 +132,7 @@ proc: BEGIN
       -- The failed INSERT left us a shared lock on the key; two callers each holding one
       -- and asking for the row lock would deadlock. Nothing is written yet, so start over.
       ROLLBACK;
-      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-      START TRANSACTION;
+      CALL fsm_begin_v1();
       SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
     ELSE
       SET v_id = LAST_INSERT_ID(), v_version = 1, v_created = 1;

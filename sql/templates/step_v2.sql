@@ -74,14 +74,7 @@ BEGIN
   IF NOT (p_steps IS NOT NULL AND CASE WHEN JSON_VALID(p_steps) THEN JSON_TYPE(p_steps) = 'ARRAY' ELSE 0 END) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: steps must be a JSON array', MYSQL_ERRNO = 31009;
   END IF;
-  BEGIN
-    -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
-    -- the caller's transaction alone (the handler above rolls back only what we started).
-    DECLARE EXIT HANDLER FOR 1568
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  END;
-  START TRANSACTION;
+  CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
   -- MAX(): no row gives NULLs, not NOT FOUND. Instance row first, then its run: always that order.
   SELECT MAX(id), MAX(version), MAX(status), MAX(current_state) INTO v_id, v_version, v_was, v_state

@@ -46,6 +46,7 @@ BEGIN
   DECLARE v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_now DATETIME(6);
   DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4;
+  DECLARE v_same, v_data_ok, v_meta_ok TINYINT;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -60,33 +61,32 @@ BEGIN
   -- of the transition before it: never earlier than that one (its time is updated_at), so
   -- history's times follow sort_key.
   SET v_now = GREATEST(UTC_TIMESTAMP(6), COALESCE(OLD.updated_at, UTC_TIMESTAMP(6)));
+  -- Binary comparison: utf8mb4_bin ignores trailing spaces, so 'k1 ' would equal 'k1'.
+  SET v_same = NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
+      AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
+      AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
+      AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at;
+  -- CASE, not AND: JSON_TYPE must never see invalid JSON (an error on MySQL)
+  SET v_data_ok = CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END;
   -- One test for the checks every update passes; which one failed is found inside (COALESCE:
   -- a NULL status makes the test NULL, and the column's NOT NULL refuses it afterwards).
-  -- Binary comparison: utf8mb4_bin ignores trailing spaces, so 'k1 ' would equal 'k1'.
-  -- CASE, not AND: JSON_TYPE must never see invalid JSON (an error on MySQL).
-  IF NOT COALESCE(NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
-          AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
-          AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
-          AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at
-          AND NEW.status IN ('running', 'waiting', 'paused', 'completed', 'failed')
-          AND CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END, 0) THEN
-    IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
-            AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
-            AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
-            AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at) THEN
+  IF NOT COALESCE(v_same AND NEW.status IN ('running', 'waiting', 'paused', 'completed', 'failed') AND v_data_ok, 0) THEN
+    IF NOT v_same THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: id, machine, instance_key, kafka_topic, definition_version and created_at cannot change', MYSQL_ERRNO = 31013;
     END IF;
     IF NEW.status NOT IN ('running', 'waiting', 'paused', 'completed', 'failed') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: status must be running, waiting, paused, completed or failed', MYSQL_ERRNO = 31009;
     END IF;
-    IF NOT CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END THEN
+    IF NOT v_data_ok THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data must be a JSON object', MYSQL_ERRNO = 31008;
     END IF;
   END IF;
   -- byte for byte: with PAD SPACE 'new  ' would equal 'new' and pass as no change
   IF v_event IS NOT NULL OR NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+    SET v_meta_ok = @fsm_metadata IS NULL
+        OR CASE WHEN JSON_VALID(@fsm_metadata) THEN JSON_TYPE(@fsm_metadata) = 'OBJECT' ELSE 0 END;
     IF OLD.status = 'paused' OR ((OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL)
-       OR NOT (@fsm_metadata IS NULL OR CASE WHEN JSON_VALID(@fsm_metadata) THEN JSON_TYPE(@fsm_metadata) = 'OBJECT' ELSE 0 END) THEN
+       OR NOT v_meta_ok THEN
       IF OLD.status = 'paused' THEN
         SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(OLD.instance_key, 'NULL'), ' is paused'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31011;
@@ -103,7 +103,7 @@ BEGIN
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31018;
         END IF;
       END IF;
-      IF NOT (@fsm_metadata IS NULL OR CASE WHEN JSON_VALID(@fsm_metadata) THEN JSON_TYPE(@fsm_metadata) = 'OBJECT' ELSE 0 END) THEN
+      IF NOT v_meta_ok THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: @fsm_metadata must be a JSON object', MYSQL_ERRNO = 31008;
       END IF;
     END IF;
