@@ -113,16 +113,23 @@ class _Run:
         return self.store._db.call(sql, args, retry_connection=False, writes=True, **context)[0]
 
     def commit(self, status: str, *, go_on: bool = False, requeue_seconds: float | None = None) -> bool:
-        """Commit the pending steps and what happens next; True if the run goes on.
+        """Commit the pending steps and what happens next; True if the run goes on."""
+        row = self._call(f"fsm_{self.process.name}_step_v2", self.step_args(status, go_on, requeue_seconds))
+        return self.committed(row)
+
+    def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
+        """step_v2's arguments for committing the pending steps and what happens next.
 
         Data a handler changed without firing an event (it paused, completed or waits) is
         written with the status."""
         last = self.pending[-1]["data"] if self.pending else self.committed_data
         data = None if self.data == last else json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
-        row = self._call(f"fsm_{self.process.name}_step_v2", (
-            self.key, self.owner, self.committed_version,
-            json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False), status, int(go_on),
-            self.process.claim_seconds, requeue_seconds, data))
+        return (self.key, self.owner, self.committed_version,
+                json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False), status, int(go_on),
+                self.process.claim_seconds, requeue_seconds, data)
+
+    def committed(self, row: Mapping[str, Any]) -> bool:
+        """Take in where a commit left the instance (step_v2's row); True if the run goes on."""
         self.committed_data = self.data
         self.steps += len(self.pending)
         self.state, self.status = row["state"], row["status"]
@@ -131,7 +138,7 @@ class _Run:
             self.attempt = 0
             self.entered = self.version  # the last step's transition: its sort_key is the version
         self.pending = []
-        return bool(row["continue"])
+        return bool(int(row["continue"]))
 
     def failed(self, spec_name: str, exc: BaseException, *, retryable: bool, failure_event: str | None,
                attempt: int | None = None) -> None:
@@ -175,24 +182,26 @@ class _Run:
         return self.result()
 
     def loop(self) -> None:
+        while (request := self.advance()) is not None and self.commit(**request):
+            pass
+
+    def advance(self) -> dict[str, Any] | None:
+        """Run the instance's next handler (with save_after_step off, possibly several) and say
+        what to commit: step_v2's status, go_on and requeue_seconds, or None when the run is
+        over (a failure was recorded). A commit that returns False ends the run too."""
         machine = self.process.machine
         while True:
             if self.status != "running":  # claimed while paused, waiting or done: give the claim back
-                self.commit(self.status)
-                return
+                return {"status": self.status}
             if self.pause_requested:
-                self.commit("running")  # step_v2 turns a requested pause into 'paused'
-                return
+                return {"status": "running"}  # step_v2 turns a requested pause into 'paused'
             if self.stop is not None and self.stop.is_set():
-                self.commit("running")  # hand back: due now for any worker
-                return
+                return {"status": "running"}  # hand back: due now for any worker
             if self.pending and self._pause_requested():  # batch mode: a pause waits for no commit
-                self.commit("running")
-                return
+                return {"status": "running"}
             spec = self.process.handler_for(self.state)
             if spec is None:  # a final state (the trigger completed it) or one without a handler
-                self.commit("completed" if self.state in machine.final else "waiting")
-                return
+                return {"status": "completed" if self.state in machine.final else "waiting"}
             non_retryable = spec.non_retryable + self.process.non_retryable
             failure_event = spec.failure_event or self.process.failure_event
             if self.attempt >= self.process.attempts_for(spec):  # its claims ran out: the worker died or hung
@@ -200,7 +209,7 @@ class _Run:
                     f"step {self.state!r} was claimed {self.attempt} time(s) without finishing: its worker died "
                     "while it ran"), retryable=False, failure_event=failure_event,
                     attempt=self.attempt)
-                return
+                return None
             ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
                           data=copy_data(self.data), attempt=self.attempt + 1, version=self.version,
                           step_id=f"{self.process.name}:{self.key}:{self.entered}")
@@ -211,29 +220,26 @@ class _Run:
                 # a handler bug or unserializable data fails the same way every time
                 retryable = not isinstance(exc, (*non_retryable, _HandlerBug, InvalidData))
                 self.failed(spec.name, exc, retryable=retryable, failure_event=failure_event)
-                return
+                return None
             if outcome is None or outcome.kind == "wait":
                 self.data = ctx.data
-                self.commit("waiting")
-                return
+                return {"status": "waiting"}
             if outcome.kind == "fire":
                 self.pending.append({"event": step, "handler": spec.name, "data": ctx.data})
                 self.data = ctx.data
                 if self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately:
-                    if not self.commit("running", go_on=self.run_immediately):
-                        return
-                else:  # save_after_step off: go on in memory; the database checks the batch at commit
-                    self.state = machine.target(self.state, step or "") or self.state
-                    self.version += 1
-                    self.entered = self.version
+                    return {"status": "running", "go_on": self.run_immediately}
+                # save_after_step off: go on in memory; the database checks the batch at commit
+                self.state = machine.target(self.state, step or "") or self.state
+                self.version += 1
+                self.entered = self.version
                 continue
             if outcome.kind == "fail":
                 self.failed(spec.name, _HandlerFailed(outcome.reason or "the handler failed the instance"),
                             retryable=False, failure_event=None)
-                return
+                return None
             self.data = ctx.data
-            self.commit("paused" if outcome.kind == "pause" else "completed")
-            return
+            return {"status": "paused" if outcome.kind == "pause" else "completed"}
 
     def _pause_requested(self) -> bool:
         info = self.store.run_info(self.process.name, self.key)
@@ -288,27 +294,32 @@ def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: s
     run = _Run(store, process, row, owner, stop)
     try:
         return run.run()
-    except ClaimLost as exc:
-        log.warning("pyfsm: %s %s: claim lost, another worker runs it: %s", process.name, run.key, exc)
-        error: FsmError = exc
     except FsmError as exc:
-        error = exc
-        # what the failed commit carried is dropped: steps, and data that no transition
-        # wrote; the hand-back or the failure below writes neither
-        run.pending, run.data = [], run.committed_data
-        try:
-            if isinstance(exc, Conflict | DatabaseUnavailable | Deadlock | LockHeld | LockLost):
-                current = store.get(process.name, run.key)
-                run.committed_version, run.data = current.version, current.data
-                run.committed_data = run.data
-                # a conflict means someone moved the instance: run it again at once; a passing
-                # failure (server, deadlock, lock) gets a moment first
-                run.commit("running", requeue_seconds=None if isinstance(exc, Conflict) else LOCK_BUSY_REQUEUE_SECONDS)
-            else:
-                spec = process.handler_for(run.state)
-                run.failed(spec.name if spec else "pyfsm", exc, retryable=False, failure_event=None)
-        except FsmError as again:  # the claim runs out and the run is due again then
-            log.warning("pyfsm: %s %s: %s; and could not hand the run back: %s", process.name, run.key, exc, again)
+        return recover(run, exc)
+
+
+def recover(run: _Run, error: FsmError) -> RunResult:
+    """After a database error in ``run``: never leave its claim to run out (see run_claimed)."""
+    store, process = run.store, run.process
+    if isinstance(error, ClaimLost):
+        log.warning("pyfsm: %s %s: claim lost, another worker runs it: %s", process.name, run.key, error)
+        return RunResult(run.key, run.state, run.status, run.version, run.steps, str(error))
+    # what the failed commit carried is dropped: steps, and data that no transition
+    # wrote; the hand-back or the failure below writes neither
+    run.pending, run.data = [], run.committed_data
+    try:
+        if isinstance(error, Conflict | DatabaseUnavailable | Deadlock | LockHeld | LockLost):
+            current = store.get(process.name, run.key)
+            run.committed_version, run.data = current.version, current.data
+            run.committed_data = run.data
+            # a conflict means someone moved the instance: run it again at once; a passing
+            # failure (server, deadlock, lock) gets a moment first
+            run.commit("running", requeue_seconds=None if isinstance(error, Conflict) else LOCK_BUSY_REQUEUE_SECONDS)
+        else:
+            spec = process.handler_for(run.state)
+            run.failed(spec.name if spec else "pyfsm", error, retryable=False, failure_event=None)
+    except FsmError as again:  # the claim runs out and the run is due again then
+        log.warning("pyfsm: %s %s: %s; and could not hand the run back: %s", process.name, run.key, error, again)
     return RunResult(run.key, run.state, run.status, run.version, run.steps, str(error))
 
 

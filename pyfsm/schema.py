@@ -22,7 +22,7 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
@@ -156,9 +156,14 @@ _V5 = {"trigger_bu_v4": "trigger_bu_v5"}
 MACHINE_TEMPLATE_SETS["v5"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v4"]
     for new in ((name, "send_v2", "step_v2") if name == "send_v1" else (_V5.get(name, name),)))
-MACHINE_OBJECTS_VERSION = "v5"
+# v6 (revision 0007): steps_v1, a worker's batch of steps of several instances in one
+# transaction, and apply_step_v1, step_v2's body without its transaction, which it calls.
+MACHINE_TEMPLATE_SETS["v6"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v5"]
+    for new in ((name, "apply_step_v1", "steps_v1") if name == "step_v2" else (name,)))
+MACHINE_OBJECTS_VERSION = "v6"
 #: The object sets whose types have the reporting views the union views are built from.
-VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5")
+VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6")
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")

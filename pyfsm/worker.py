@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .engine import ClaimKeeper, claim, release_claims, run_claimed
+from .batch import run_claimed_batch
+from .engine import ClaimKeeper, RunResult, claim, release_claims, run_claimed
 from .errors import DatabaseUnavailable, FsmError, InvalidArgument
 from .locks import check_owner, new_owner
 from .process import Process
@@ -112,6 +113,14 @@ class Worker:
                     self._release_unknown_claims(process, keeper)
                 continue
             keeper.add(process, [int(row["id"]) for row in rows])
+            if len(rows) > 1:  # side by side, each round of steps committed together (pyfsm.batch)
+                try:
+                    self._record(run_claimed_batch(self.store, process, rows, self.owner, self.stop_event))
+                finally:
+                    for row in rows:
+                        keeper.discard(process, int(row["id"]))
+                done += len(rows)
+                continue
             for index, row in enumerate(rows):
                 if self.stop_event.is_set():
                     self._hand_back(process, rows[index:])
@@ -154,11 +163,15 @@ class Worker:
             self.stats.errors += 1
             log.warning("pyfsm worker %s: %s %s: %s", self.owner, process.name, row.get("instance_key"), exc)
             return
-        self.stats.runs += 1
-        self.stats.steps += result.steps
-        self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
-        if self.on_run is not None:
-            self.on_run(result)
+        self._record([result])
+
+    def _record(self, results: list[RunResult]) -> None:
+        for result in results:
+            self.stats.runs += 1
+            self.stats.steps += result.steps
+            self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
+            if self.on_run is not None:
+                self.on_run(result)
 
     def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper) -> bool:
         """The claim's reply was lost, perhaps after it committed: give back what this worker

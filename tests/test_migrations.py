@@ -139,7 +139,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v5"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v6"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -334,7 +334,7 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v5"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v5"
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v6"  # and 0007
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -362,3 +362,48 @@ def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> N
                                  "WHERE instance_id = (SELECT id FROM `fsm_" + order.name + "` "
                                  "WHERE instance_key = 'clock-1') ORDER BY sort_key")
     assert first["left_at"] >= first["created_at"] and second["left_at"] is None
+
+
+def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0006 (object set v5) gets fsm_<type>_steps_v1 and its internal
+    apply_step_v1, is marked v6, and a Worker with a batch commits its steps through them."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import Process, Worker, db, schema
+    from pyfsm.resources import render
+
+    settings = make_database()
+    schema.migrate(settings, revision="0006")
+    process = Process.linear("lin", ["a", "b", "c"])
+    for state in ("a", "b", "c"):
+        process.register(state, lambda ctx: ctx.next())
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            for machine in (order_machine("order"), process.machine):
+                cur.execute("CALL fsm_define_v4(%s, %s)", (machine.name, machine.to_json()))
+                schema.execute_ddl(conn, [render(t, machine.name) for t in schema.MACHINE_TEMPLATE_SETS["v5"]])
+                cur.execute("UPDATE fsm_machines SET objects_version = 'v5' WHERE machine = %s", (machine.name,))
+    finally:
+        conn.close()
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v6"}
+        routines = {r["routine_name"]: r["security_type"] for r in fetch(
+            raw, "SELECT routine_name, security_type FROM information_schema.routines "
+                 "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
+        assert routines == {"fsm_lin_step_v2": "DEFINER", "fsm_lin_apply_step_v1": "INVOKER",
+                            "fsm_lin_steps_v1": "DEFINER"}
+        with Store(settings.dsn()) as store:
+            for n in range(6):
+                store.create("lin", f"k{n}")
+                store.enqueue("lin", f"k{n}")
+            worker = Worker(store, [process], batch=6)
+            assert worker.run_once() == 6
+            worker.close()
+            assert store.counts("lin") == {"done": 6}
+        history = fetch(raw, "SELECT instance_id, COUNT(*) AS n FROM fsm_lin_transitions GROUP BY instance_id")
+        assert [int(h["n"]) for h in history] == [4] * 6  # created, then a, b, c: each step once
+    finally:
+        raw.close()
