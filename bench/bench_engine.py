@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
 from pyfsm import Context, Outcome, Process, Store
+from pyfsm.batch import run_claimed_batch
 from pyfsm.db import Settings
 from pyfsm.engine import claim, run_claimed
 from pyfsm.locks import new_owner
@@ -87,7 +88,7 @@ def measure_steps(settings: Settings, instances: int) -> dict[str, float]:
     return {"us": elapsed / steps * 1e6, "trips": trips / steps}
 
 
-def worker_main(settings: Settings, name: str, go: Any, out: Any) -> None:
+def worker_main(settings: Settings, name: str, batch: int, go: Any, out: Any) -> None:
     try:
         process = linear(name, WORKER_STEPS)
         owner = new_owner()
@@ -100,14 +101,16 @@ def worker_main(settings: Settings, name: str, go: Any, out: Any) -> None:
             idle_since = time.monotonic()
             while time.monotonic() - idle_since < 0.5:
                 since = store._db.read(lambda c: _server_now(c))
-                rows = claim(store, process, owner, limit=10)
+                rows = claim(store, process, owner, limit=batch)
                 claims += 1
                 if not rows:
                     empty_with_work += _due_unclaimed(store, name, since) > 0
                     time.sleep(0.01)
                     continue
-                for row in rows:
-                    steps += run_claimed(store, process, row, owner).steps
+                if len(rows) > 1:  # what Worker(batch=n) does: side by side, each round committed together
+                    steps += sum(r.steps for r in run_claimed_batch(store, process, rows, owner))
+                else:
+                    steps += run_claimed(store, process, rows[0], owner).steps
                 last = time.perf_counter()
                 idle_since = time.monotonic()  # after the batch: a batch longer than the idle limit is not idleness
         out.put({"steps": steps, "first": first, "last": last, "claims": claims, "empty_with_work": empty_with_work})
@@ -131,8 +134,8 @@ def _due_unclaimed(store: Store, name: str, since: Any) -> int:
     return store._db.read(count)
 
 
-def measure_workers(settings: Settings, workers: int, instances: int) -> dict[str, float]:
-    name = f"bench_w{workers}"
+def measure_workers(settings: Settings, workers: int, instances: int, batch: int) -> dict[str, float]:
+    name = f"bench_w{workers}_b{batch}"
     process = linear(name, WORKER_STEPS)
     with Store(settings.dsn(), pool_size=1) as store:
         store.define(process.machine)
@@ -149,7 +152,7 @@ def measure_workers(settings: Settings, workers: int, instances: int) -> dict[st
         conn.close()
     ctx = mp.get_context("spawn")
     go, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=worker_main, args=(settings, name, go, out)) for _ in range(workers)]
+    procs = [ctx.Process(target=worker_main, args=(settings, name, batch, go, out)) for _ in range(workers)]
     for p in procs:
         p.start()
     time.sleep(1.0)  # let every worker connect before the start
@@ -168,7 +171,7 @@ def measure_workers(settings: Settings, workers: int, instances: int) -> dict[st
 
 
 def report(server: dict[str, str], send: dict[str, float], step: dict[str, float], ceilings: dict[int, bt.Result],
-           workers: dict[int, dict[str, float]], seconds: float) -> str:
+           workers: dict[tuple[int, int], dict[str, float]], seconds: float) -> str:
     c1 = ceilings[1]
     lines = [
         f"Run {time.strftime('%Y-%m-%d')}: {os.cpu_count()} CPUs (load average {server['load']} at the start), "
@@ -183,28 +186,32 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         f"| engine step in the caller | 1 | {step['us']:.0f} us | {step['trips']:.2f} | {1e6 / step['us']:,.0f} | "
         f"{1e6 / step['us'] / c1.rate:.0%} |",
     ]
-    for k, w in workers.items():
-        ceiling = ceilings[k].rate
-        lines.append(f"| ceiling (INSERT+COMMIT) | {k} | | 2.00 | {ceiling:,.0f} | 100% |")
-        lines.append(f"| workers ({WORKER_STEPS}-step process) | {k} | | | {w['rate']:,.0f} | "
-                     f"{w['rate'] / ceiling:.0%} |")
-    empty = {k: int(w["empty_with_work"]) for k, w in workers.items()}
+    for k in sorted({k for k, _b in workers}):
+        lines.append(f"| ceiling (INSERT+COMMIT) | {k} | | 2.00 | {ceilings[k].rate:,.0f} | 100% |")
+        for (kk, batch), w in sorted(workers.items()):
+            if kk == k:
+                what = "one run at a time" if batch == 1 else f"batch {batch}, side by side"
+                lines.append(f"| workers ({WORKER_STEPS}-step process, {what}) | {k} | | | {w['rate']:,.0f} | "
+                             f"{w['rate'] / ceilings[k].rate:.0%} |")
+    empty = {key: int(w["empty_with_work"]) for key, w in workers.items()}
     lines += [
         "",
         f"Engine overhead per step beyond a plain transition: {step['us'] - send['us']:.0f} us "
         f"({step['us']:.0f} vs {send['us']:.0f} us).",
         "Claims that came back empty while due, unclaimed work existed: "
-        + ", ".join(f"{k} worker(s): {n} of {int(workers[k]['claims'])}" for k, n in empty.items()) + ".",
+        + ", ".join(f"{k} worker(s), batch {b}: {n} of {int(workers[k, b]['claims'])}" for (k, b), n in empty.items())
+        + ".",
         "",
         "Targets:",
         "",
         f"- {'MET' if step['trips'] <= 3 else 'MISSED'}: at most 3 round trips per step with save_after_step on "
         f"({step['trips']:.2f})",
     ]
-    if 4 in workers:
-        ratio = workers[4]["rate"] / ceilings[4].rate
-        lines.append(f"- {'MET' if ratio >= 0.30 else 'MISSED'}: 4 workers at least 30% of the ceiling with 4 "
-                     f"clients ({workers[4]['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})")
+    for (k, batch), w in sorted(workers.items()):
+        if k == 4:
+            ratio = w["rate"] / ceilings[4].rate
+            lines.append(f"- {'MET' if ratio >= 0.30 else 'MISSED'}: 4 workers (batch {batch}) at least 30% of the "
+                         f"ceiling with 4 clients ({w['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})")
     lines.append(f"- {'MET' if not any(empty.values()) else 'MISSED'}: the claim query never came back empty "
                  "while due work existed")
     return "\n".join(lines)
@@ -216,10 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each ceiling measurement")
     parser.add_argument("--workers", default="1,2,4", help="comma-separated numbers of worker processes")
     parser.add_argument("--instances", type=int, default=600, help="queued instances per worker measurement")
+    parser.add_argument("--batch", default="1,10", help="comma-separated Worker batch sizes (runs claimed and run "
+                                                      "side by side)")
     parser.add_argument("--write", type=Path, help="update the engine block of this file (e.g. BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.workers.split(",")]
+    batches = [int(b) for b in args.batch.split(",")]
     with bt.migrated_database(args.dsn) as (settings, server):
         print("measuring send and engine steps...", file=sys.stderr, flush=True)
         send = measure_send(settings, 1000)
@@ -229,14 +239,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"measuring the ceiling with {k} client(s)...", file=sys.stderr, flush=True)
             ceilings[k] = bt.measure("ceiling", k, settings, args.seconds)
         for k in counts:
-            print(f"measuring {k} worker(s)...", file=sys.stderr, flush=True)
-            workers[k] = measure_workers(settings, k, args.instances)
+            for batch in batches:
+                print(f"measuring {k} worker(s), batch {batch}...", file=sys.stderr, flush=True)
+                workers[k, batch] = measure_workers(settings, k, args.instances, batch)
     text = report(server, send, step, ceilings, workers, args.seconds)
     print(text)
     if args.write:
         bt.write_results(args.write, text, MARK)
     if args.json:
-        bt.write_json(args.json, {"server": server, "send": send, "step": step, "workers": workers,
+        workers_json = {f"{k}x{b}": w for (k, b), w in workers.items()}
+        bt.write_json(args.json, {"server": server, "send": send, "step": step, "workers": workers_json,
                                   "worker_steps": WORKER_STEPS,
                                   "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()}})
     return 0

@@ -178,11 +178,13 @@ def rows_engine(d: dict[str, Any], c: Ceilings) -> list[Row]:
         Row("engine", "round trips per step (save_after_step on)", step["trips"], "round trips",
             target="<= 3", met=step["trips"] <= 3),
     ]
-    workers = {int(k): w for k, w in d["workers"].items()}
-    for k, w in sorted(workers.items()):
+    # "4x10": 4 workers, batch 10
+    workers = {tuple(int(n) for n in key.split("x")): w for key, w in d["workers"].items()}
+    for (k, batch), w in sorted(workers.items()):
         target, met = ((">= 30% of the ceiling", w["rate"] >= 0.30 * c.rate(k)) if k == 4 else ("", None))
-        out.append(Row("engine", f"{k} worker process(es), {d['worker_steps']}-step process", w["rate"], "steps/s",
-                       c.rate(k), f"{k} client(s)", target, met))
+        how = "one run at a time" if batch == 1 else f"batch {batch}, side by side"
+        out.append(Row("engine", f"{k} worker process(es), {d['worker_steps']}-step process, {how}", w["rate"],
+                       "steps/s", c.rate(k), f"{k} client(s)", target, met))
     empty = sum(int(w["empty_with_work"]) for w in workers.values())
     out.append(Row("engine", "claims that came back empty while due work existed", empty, "claims",
                    target="0", met=empty == 0))

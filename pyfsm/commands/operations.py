@@ -127,7 +127,9 @@ def register(add: Add) -> None:
                  "pyfsm worker myapp.processes:checkout myapp.processes:refunds\n"
                  "  pyfsm worker myapp.processes:checkout --until-idle 5 --progress   # drain the queue, then stop")
     worker.add_argument("process", nargs="+", help="module.path:attribute of a pyfsm.Process")
-    worker.add_argument("--batch", type=int, default=1, help="instances claimed per query (default 1)")
+    worker.add_argument("--batch", type=int, default=10,
+                        help="instances claimed per query and run side by side, their steps committed together "
+                             "(default 10; 1: one at a time, each step committed alone)")
     worker.add_argument("--until-idle", type=float, default=None,
                         help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)")
     progress_flag(worker)
