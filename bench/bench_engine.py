@@ -156,6 +156,7 @@ def measure_workers(settings: Settings, workers: int, instances: int, batch: int
     for p in procs:
         p.start()
     time.sleep(1.0)  # let every worker connect before the start
+    deadlocks = _deadlocks(settings)
     go.set()
     parts = [out.get(timeout=600) for _ in procs]
     for p in procs:
@@ -167,7 +168,20 @@ def measure_workers(settings: Settings, workers: int, instances: int, batch: int
     assert steps == instances * WORKER_STEPS, (steps, instances * WORKER_STEPS)
     elapsed = max(p["last"] for p in parts) - min(p["first"] for p in parts)
     return {"rate": steps / elapsed, "claims": sum(p["claims"] for p in parts),
+            "deadlocks": _deadlocks(settings) - deadlocks,
             "empty_with_work": sum(p["empty_with_work"] for p in parts)}
+
+
+def _deadlocks(settings: Settings) -> int:
+    """The server's count of deadlocks so far (server-wide: other clients' count too)."""
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+            row = cur.fetchone()
+            return int(row[1]) if row else 0
+    finally:
+        conn.close()
 
 
 def report(server: dict[str, str], send: dict[str, float], step: dict[str, float], ceilings: dict[int, bt.Result],
@@ -201,6 +215,8 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         "Claims that came back empty while due, unclaimed work existed: "
         + ", ".join(f"{k} worker(s), batch {b}: {n} of {int(workers[k, b]['claims'])}" for (k, b), n in empty.items())
         + ".",
+        "Deadlocks while the workers ran (the server's Innodb_deadlocks, server-wide): "
+        + ", ".join(f"{k} worker(s), batch {b}: {int(w.get('deadlocks', 0))}" for (k, b), w in workers.items()) + ".",
         "",
         "Targets:",
         "",

@@ -2,7 +2,8 @@
 
 One claimed instance at a time: take its locks if its type uses them, run the handler of
 its state, commit the step with ``fsm_<type>_step_v2`` (one round trip: the transition through
-the trigger, then the status and the queue), and go on while the outcome says so.
+the trigger, then the status and the queue), and go on while the outcome says so. A worker
+runs its batch side by side instead (pyfsm.batch), with the same steps and guarantees.
 
 What is guaranteed, and what is not:
 

@@ -5,9 +5,12 @@ Run as many worker processes on as many hosts as you like: each claims due runs 
 is a lease, renewed by a heartbeat thread while the worker lives, so the runs of a worker
 that dies (or hangs) are due again when its claims run out, and only then.
 
-SIGTERM or SIGINT (Ctrl-C) stop a worker gracefully: the instance it is running finishes
-its current step and is handed back (due now), the runs it claimed but had not started are
-handed back untouched, and the worker returns.
+A worker runs the runs it claims side by side (``batch``, 10 by default; pyfsm.batch): a
+round runs the next step of each, and one transaction commits them all.
+
+SIGTERM or SIGINT (Ctrl-C) stop a worker gracefully: the instances it is running finish
+their current step and are handed back (due now), the runs it claimed but had not started
+are handed back untouched, and the worker returns.
 """
 
 from __future__ import annotations
