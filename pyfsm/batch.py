@@ -74,9 +74,36 @@ def run_claimed_batch(store: Store, process: Process, rows: Sequence[Mapping[str
     return [results[id(run)] for run in runs]
 
 
+#: At most this much JSON per steps_v1 call: a round of large data is split into several
+#: calls (each its own transaction) rather than exceed the server's max_allowed_packet
+#: (16 MiB by default on MariaDB, 64 MiB on MySQL 8), which would drop the connection.
+MAX_CALL_BYTES = 1 << 20
+
+
 def _commit_round(store: Store, process: Process, requests: list[tuple[_Run, dict[str, Any]]], owner: str,
                   results: dict[int, RunResult]) -> list[_Run]:
     """Commit one round; the runs that go on. Each run that ends gets its result."""
+    going_on: list[_Run] = []
+    group: list[tuple[_Run, dict[str, Any], str]] = []
+    size = 0
+    for run, request in requests:
+        key, _owner, version, steps, status, go_on, _seconds, requeue, data = run.step_args(**request)
+        item = (f'{{"key":{json.dumps(key, ensure_ascii=False)},"version":{version},"steps":{steps},'
+                f'"status":"{status}","continue":{go_on},"requeue_seconds":{json.dumps(requeue)},'
+                f'"data":{"null" if data is None else data}}}')
+        if group and size + len(item) > MAX_CALL_BYTES:
+            going_on += _commit_group(store, process, group, owner, results)
+            group, size = [], 0
+        group.append((run, request, item))
+        size += len(item)
+    if group:
+        going_on += _commit_group(store, process, group, owner, results)
+    return going_on
+
+
+def _commit_group(store: Store, process: Process, group: list[tuple[_Run, dict[str, Any], str]], owner: str,
+                  results: dict[int, RunResult]) -> list[_Run]:
+    """Commit some of a round's steps in one transaction; the runs that go on."""
     going_on: list[_Run] = []
 
     def took(run: _Run, row: Mapping[str, Any]) -> None:
@@ -85,40 +112,31 @@ def _commit_round(store: Store, process: Process, requests: list[tuple[_Run, dic
         else:
             results[id(run)] = run.result()
 
-    if len(requests) == 1:  # one instance: step_v2, which returns a row and no JSON to parse
-        (run, request), = requests
-        try:
-            took(run, run._call(f"fsm_{process.name}_step_v2", run.step_args(**request)))
-        except FsmError as exc:
-            results[id(run)] = recover(run, exc)
+    def one_by_one() -> None:
+        for run, request, _item in group:
+            try:
+                took(run, run._call(f"fsm_{process.name}_step_v2", run.step_args(**request)))
+            except FsmError as exc:
+                results[id(run)] = recover(run, exc)
+
+    if len(group) == 1:  # one instance: step_v2, which returns a row and no JSON to parse
+        one_by_one()
         return going_on
-    if not requests:
-        return going_on
-    items = []
-    for run, request in requests:
-        key, _owner, version, steps, status, go_on, _seconds, requeue, data = run.step_args(**request)
-        items.append(f'{{"key":{json.dumps(key, ensure_ascii=False)},"version":{version},"steps":{steps},'
-                     f'"status":"{status}","continue":{go_on},"requeue_seconds":{json.dumps(requeue)},'
-                     f'"data":{"null" if data is None else data}}}')
     try:
         rows = store._db.call(db.call_sql(f"fsm_{process.name}_steps_v1", 3),
-                              (owner, process.claim_seconds, "[" + ",".join(items) + "]"),
+                              (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
                               retry_connection=False, writes=True, machine=process.name)
         answers = json.loads(rows[0]["results"])
     except DatabaseUnavailable as exc:  # committed or not, nobody knows: each run finds out as run_claimed does
-        for run, _request in requests:
+        for run, _request, _item in group:
             results[id(run)] = recover(run, exc)
         return going_on
     except FsmError as exc:  # a deadlock that stayed, or an older schema: one at a time
         log.info("pyfsm: %s: committing %d steps together failed (%s); committing them one by one",
-                 process.name, len(requests), exc)
-        for run, request in requests:
-            try:
-                took(run, run._call(f"fsm_{process.name}_step_v2", run.step_args(**request)))
-            except FsmError as again:
-                results[id(run)] = recover(run, again)
+                 process.name, len(group), exc)
+        one_by_one()
         return going_on
-    for (run, _request), answer in zip(requests, answers, strict=True):
+    for (run, _request, _item), answer in zip(group, answers, strict=True):
         if "errno" in answer:
             error = db.translate(pymysql.err.OperationalError(int(answer["errno"]), answer["message"]),
                                  machine=process.name, key=run.key)

@@ -196,3 +196,38 @@ def test_steps_v1_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     for key in ("k-2", "k-3"):
         assert (store.get(process.name, key).version, len(store.history(process.name, key))) == (1, 1), key
     assert store.counts(process.name) == {"one": 2, "two": 1}
+
+
+def test_a_round_of_large_data_is_split_into_several_calls(store: Store, monkeypatch: Any) -> None:
+    """Steps carrying 300 KB of data each: a round of 6 is more than one call may carry
+    (MAX_CALL_BYTES), so it is committed in several, and every step lands once."""
+    import pyfsm.batch
+
+    calls: list[int] = []
+    commit_group = pyfsm.batch._commit_group
+
+    def counting(store_: Store, process_: Process, group: list[Any], *args: Any) -> list[Any]:
+        calls.append(len(group))
+        return commit_group(store_, process_, group, *args)
+
+    monkeypatch.setattr(pyfsm.batch, "_commit_group", counting)
+    process = Process.linear(unique("big"), ["one", "two"])
+
+    def fill(ctx: Context) -> Outcome:
+        ctx.data[ctx.state] = "x" * 300_000
+        return ctx.next()
+
+    process.register("one", fill)
+    process.register("two", fill)
+    store.define(process.machine)
+    for n in range(6):
+        store.create(process.name, f"b-{n}")
+        store.enqueue(process.name, f"b-{n}")
+    stats = Worker(store, [process], batch=6, idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
+    assert (stats.runs, stats.steps) == (6, 12)
+    # round 1: 300 KB per step, three to a call of at most 1 MiB; round 2: 600 KB, one each
+    assert calls == [3, 3, 1, 1, 1, 1, 1, 1]
+    for n in range(6):
+        instance = store.get(process.name, f"b-{n}")
+        assert (instance.state, len(instance.data["one"]), len(instance.data["two"])) == ("done", 300_000, 300_000)
+        assert len(store.history(process.name, f"b-{n}")) == 3
