@@ -196,6 +196,21 @@ def test_steps_v1_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     for key in ("k-2", "k-3"):
         assert (store.get(process.name, key).version, len(store.history(process.name, key))) == (1, 1), key
     assert store.counts(process.name) == {"one": 2, "two": 1}
+    # back to the queue, due in 30 s (and a null requeue_seconds is 0: due now)
+    again = [{"key": "k-1", "version": 2, "steps": [], "status": "running", "continue": 0, "requeue_seconds": 30},
+             {"key": "k-3", "version": 1, "steps": [], "status": "running", "continue": 0, "requeue_seconds": None,
+              "data": None}]
+    raw = store_raw(store)
+    try:
+        rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v1`(%s, 60, %s)", (owner, json.dumps(again)))
+        assert [r.get("errno") for r in json.loads(rows[0]["results"])] == [None, None]
+        due = {r["instance_key"]: r for r in fetch(
+            raw, "SELECT instance_key, claimed_by, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), due_at) AS due_in "
+                 "FROM fsm_runs WHERE machine = %s AND instance_key IN ('k-1', 'k-3')", (process.name,))}
+    finally:
+        raw.close()
+    assert due["k-1"]["claimed_by"] is None and 25 <= int(due["k-1"]["due_in"]) <= 30
+    assert due["k-3"]["claimed_by"] is None and int(due["k-3"]["due_in"]) <= 0
 
 
 def test_a_round_of_large_data_is_split_into_several_calls(store: Store, monkeypatch: Any) -> None:

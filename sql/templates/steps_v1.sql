@@ -30,7 +30,7 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_k, v_n INT DEFAULT 0;
-  DECLARE v_item, v_steps, v_data, v_out LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_item, v_steps, v_data, v_requeue, v_out LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_id, v_version BIGINT UNSIGNED;
   DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -97,11 +97,14 @@ BEGIN
       IF JSON_TYPE(v_item) <> 'OBJECT' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: every item must be a JSON object', MYSQL_ERRNO = 31009;
       END IF;
-      SET v_steps = JSON_EXTRACT(v_item, '$.steps'), v_data = JSON_EXTRACT(v_item, '$.data');
+      -- JSON_TYPE, not NULLIF(..., 'null'): on MySQL JSON_EXTRACT returns a JSON value, which a
+      -- string never equals
+      SET v_steps = JSON_EXTRACT(v_item, '$.steps'), v_data = JSON_EXTRACT(v_item, '$.data'),
+          v_requeue = JSON_EXTRACT(v_item, '$.requeue_seconds');
       CALL `fsm___M___apply_step_v1`(
         v_key, p_owner, JSON_EXTRACT(v_item, '$.version'), v_steps,
         JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.status')), JSON_EXTRACT(v_item, '$.continue'), p_claim_seconds,
-        NULLIF(JSON_EXTRACT(v_item, '$.requeue_seconds'), 'null'),
+        IF(JSON_TYPE(v_requeue) = 'NULL', NULL, v_requeue),
         IF(JSON_TYPE(v_data) = 'NULL', NULL, v_data),
         v_id, v_state, v_status, v_version, v_continue);
       SET v_out = CONCAT(v_out, IF(v_k > 0, ',', ''),
