@@ -224,10 +224,11 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         f"({step['trips']:.2f})",
     ]
     for (k, batch), w in sorted(workers.items()):
-        if k == 4:
+        if k == 4:  # the target is the default Worker's (batch 10); batch 1 is there for comparison
             ratio = w["rate"] / ceilings[4].rate
-            lines.append(f"- {'MET' if ratio >= 0.30 else 'MISSED'}: 4 workers (batch {batch}) at least 30% of the "
-                         f"ceiling with 4 clients ({w['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})")
+            verdict = ("MET" if ratio >= 0.30 else "MISSED") if batch > 1 else "for comparison, no target"
+            lines.append(f"- {verdict}: 4 workers (batch {batch}) at least 30% of the ceiling with 4 clients "
+                         f"({w['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})")
     lines.append(f"- {'MET' if not any(empty.values()) else 'MISSED'}: the claim query never came back empty "
                  "while due work existed")
     return "\n".join(lines)
