@@ -19,6 +19,12 @@ Pool settings that matter for correctness:
   but never sends its greeting, fails with DatabaseUnavailable instead of waiting forever.
   A call that timed out is not repeated by :meth:`Database.call`: it already waited its
   bound. PyMySQL closes the connection on a timeout, so the pool replaces it.
+* A connection goes back to the pool after a failure only when the server refused the call
+  with one of pyfsm's own errors (31000-31999): the reply was read whole and the procedure's
+  handlers ran. Any other exception closes it (:func:`discard`): a reply read only in part
+  (text that is not UTF-8, an interrupt) leaves the protocol out of step, and after a
+  deadlock inside a trigger the server may end the CALL without running the procedure's
+  handler, leaving its ``@fsm_*`` transition context set on the session.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .errors import (
     Deadlock,
     FsmError,
     InvalidArgument,
+    InvalidEncoding,
     TransactionOpen,
     from_mysql_error,
 )
@@ -349,6 +356,10 @@ class Database:
             raise translate(exc) from exc
         try:
             yield conn
+        except BaseException as exc:
+            if not keeps_connection(exc):
+                discard(conn)
+            raise
         finally:
             conn.close()
 
@@ -383,7 +394,7 @@ class Database:
         while True:
             try:
                 if on is not None:
-                    return _execute(on, sql, args, writes=writes)
+                    return _execute(on, sql, args, writes=writes, dedicated=True)
                 return self._call_once(sql, args, writes=writes)
             except NotSent as failed:  # no connection: nothing reached the server, any call may retry
                 err = failed.error
@@ -416,6 +427,8 @@ class Database:
             try:
                 with self.connection() as pooled:
                     return fn(_raw(pooled))
+            except UnicodeError as exc:  # the connection was discarded by connection()
+                raise encoding_error(exc) from exc
             except pymysql.err.MySQLError as exc:
                 err = translate(exc)
                 if timed_out(exc):
@@ -458,7 +471,12 @@ class Database:
             pooled.close()
 
 
-def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
+def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedicated: bool = False) -> list[Row]:
+    """Run one statement and drain its results; after a failure see :func:`keeps_connection`.
+
+    ``dedicated``: a lock holder's connection, which cannot be replaced without losing its
+    locks; after a server error it is kept but its transition context is cleared.
+    """
     raw = _raw(pooled)
     if writes and raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
         raise TransactionOpen("this connection is inside a transaction; pyfsm's procedures commit their own")
@@ -469,13 +487,75 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool) -> lis
         while cur.nextset():
             pass
         return rows
-    except pymysql.err.MySQLError as exc:
+    except UnicodeEncodeError as exc:  # raised while encoding the request: nothing was sent
+        raise encoding_error(exc) from exc
+    except BaseException as exc:
         if timed_out(exc):  # which bound ran out, for the message (PyMySQL has closed the connection)
             exc.pyfsm_timeout = raw._write_timeout if exc.args and exc.args[0] == 2006 else raw._read_timeout  # type: ignore[attr-defined]
+        if not keeps_connection(exc):
+            if dedicated and _server_error(exc):
+                _clear_context(raw)
+            else:
+                discard(raw)
+        if isinstance(exc, UnicodeError):
+            raise encoding_error(exc) from exc
         raise
     finally:
         cur.close()
         raw.pyfsm_used = time.monotonic()
+
+
+#: The session variables pyfsm's procedures set around a transition (the transition
+#: context) and the history guard the triggers set; @fsm_lock_owner is a lock holder's own.
+CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source", "@fsm_guard")
+CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
+
+
+def keeps_connection(exc: BaseException) -> bool:
+    """Whether a connection may be used again after ``exc``: only after one of pyfsm's own
+    refusals (errno 31000-31999), which the server sends as a whole reply once the
+    procedure's handlers have cleared the transition context."""
+    errno = getattr(exc, "errno", None) if isinstance(exc, FsmError) else (
+        exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None)
+    return isinstance(errno, int) and 31000 <= errno <= 31999
+
+
+def _server_error(exc: BaseException) -> bool:
+    """An error the server sent as a whole reply (an error packet), not a broken connection
+    (PyMySQL's client errors are 0 and 2000-2999)."""
+    errno = exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None
+    return isinstance(errno, int) and errno >= 1000 and not 2000 <= errno < 3000
+
+
+def _clear_context(raw: Any) -> None:
+    """Clear the transition context on a connection that must be kept (a lock holder's)."""
+    try:
+        with raw.cursor() as cur:
+            cur.execute(CLEAR_CONTEXT_SQL)
+    except Exception:  # it failed too: the connection cannot be trusted
+        discard(raw)
+
+
+def discard(conn: Any) -> None:
+    """Close the socket so the pool replaces the connection instead of handing it out again.
+
+    The pool checks ``open`` on checkout (see :func:`_is_alive`) and reconnects; the socket
+    is closed without a goodbye, since the protocol may be out of step.
+    """
+    raw = _raw(conn)
+    with suppress(Exception):
+        raw._force_close()
+
+
+def encoding_error(exc: UnicodeError) -> InvalidEncoding:
+    """The pyfsm error for text that is not valid UTF-8 on its way in or out."""
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidEncoding(f"an argument is not valid Unicode text (it holds a lone surrogate at position "
+                               f"{exc.start}); nothing was sent")
+    return InvalidEncoding("the server returned text that is not valid UTF-8 (for example an encoded surrogate, "
+                           "bytes ED A0 80); it was written before pyfsm refused such text or by a client that "
+                           "bypassed pyfsm's triggers. The connection was closed; find the row with "
+                           "CONVERT(CONVERT(col USING utf16) USING utf8mb4) <> col")
 
 
 #: Pauses between attempts after a connection failure: about a second in all.

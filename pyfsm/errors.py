@@ -207,6 +207,14 @@ class GraphvizUnavailable(FsmError):
     errno = 31023
 
 
+class InvalidEncoding(InvalidArgument):
+    """Text that is not valid UTF-8: refused on its way in (an argument holding a lone
+    surrogate, or bytes such as ED A0 80, an encoded surrogate, that MariaDB's utf8mb4 lets
+    through), or found on its way out (text stored before pyfsm refused it)."""
+
+    errno = 31024
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -239,7 +247,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
-        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable,
+        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding,
     )
 }
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidData
+from .errors import InvalidData, InvalidEncoding
 
 
 def dump_object(what: str, value: object, limit: int | None = None) -> str:
@@ -22,7 +22,10 @@ def dump_object(what: str, value: object, limit: int | None = None) -> str:
     try:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
         size = len(text.encode("utf-8"))
-    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+    except UnicodeEncodeError as exc:  # a lone surrogate: the same error the triggers give stored bytes
+        raise InvalidEncoding(f"{what} is not valid Unicode text (a lone surrogate at position {exc.start} "
+                              "of its JSON)") from None
+    except (TypeError, ValueError, RecursionError) as exc:
         hint = " (NaN and Infinity are not JSON)" if "float" in str(exc) else ""
         raise InvalidData(f"{what} cannot be serialized as JSON: {exc}{hint}") from None
     if limit is not None and size > limit:

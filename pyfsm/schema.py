@@ -22,7 +22,7 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
@@ -52,6 +52,11 @@ REVISION_0005_OBJECTS = (
 #: What revision 0006 adds (migrations/versions/0006_*.py applies the same list).
 REVISION_0006_OBJECTS = (
     "procedures/fsm_send_v2.sql",
+)
+
+#: What revision 0008 adds (migrations/versions/0008_*.py applies the same list).
+REVISION_0008_OBJECTS = (
+    "functions/fsm_valid_utf8_v1.sql",
 )
 
 #: The global objects of the current schema, in creation order. A database built from
@@ -112,6 +117,8 @@ CURRENT_OBJECTS = (
     *REVISION_0005_OBJECTS,
     # 0006: faster transitions
     *REVISION_0006_OBJECTS,
+    # 0008: the triggers' check for encoded surrogates
+    *REVISION_0008_OBJECTS,
 )
 
 #: Every per-type object set there has been: templates in sql/templates, rendered for each
@@ -161,9 +168,15 @@ MACHINE_TEMPLATE_SETS["v5"] = tuple(
 MACHINE_TEMPLATE_SETS["v6"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v5"]
     for new in ((name, "apply_step_v1", "steps_v1") if name == "step_v2" else (name,)))
-MACHINE_OBJECTS_VERSION = "v6"
+# v7 (revision 0008): the transition and creation triggers take a procedure's context before
+# their first write and set a history guard that names the row written (a deadlock there can
+# skip every handler), which the history triggers check; text that is not UTF-8 is refused.
+_V7 = {"trigger_ai_v3": "trigger_ai_v4", "trigger_bu_v5": "trigger_bu_v6", "trigger_hbi_v1": "trigger_hbi_v2",
+       "trigger_hbu_v2": "trigger_hbu_v3"}
+MACHINE_TEMPLATE_SETS["v7"] = tuple(_V7.get(name, name) for name in MACHINE_TEMPLATE_SETS["v6"])
+MACHINE_OBJECTS_VERSION = "v7"
 #: The object sets whose types have the reporting views the union views are built from.
-VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6")
+VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7")
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")

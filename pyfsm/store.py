@@ -16,7 +16,7 @@ import pymysql
 
 from . import db, schema
 from .definition import NAME, Machine
-from .errors import AccessDenied, FsmError, InvalidArgument, TransitionNotAllowed
+from .errors import AccessDenied, FsmError, InvalidArgument, InvalidEncoding, TransitionNotAllowed
 from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import DefineResult, HistoryEntry, Instance, TransitionResult, _utc
@@ -422,7 +422,7 @@ def _check_text(what: str, value: object, maximum: int, *, required: bool = Fals
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidArgument(f"{what} is not valid Unicode (lone surrogate): {value!r:.80}") from None
+        raise InvalidEncoding(f"{what} is not valid Unicode (lone surrogate): {value!r:.80}") from None
     return value
 
 

@@ -110,7 +110,7 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v2" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v5" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v2" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v6" for r in a["triggers"])
     assert any(r[0] == "fsm_order_send_v2" for r in a["routines"])
     assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
             "fsm_v_state_counts"} <= {r[0] for r in a["views"]}
@@ -139,7 +139,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v6"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v7"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -177,7 +177,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         admin.close()
     for label in ("columns", "indexes", "routines", "triggers", "params", "views"):
         assert a[label] == b[label], label
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v5"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v6"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -239,8 +239,8 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     try:
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v3", "fsm_order_bd_v1", "fsm_order_bi_v1",
-                                                        "fsm_order_bu_v5"]
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1",
+                                                        "fsm_order_bu_v6"]
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
@@ -333,8 +333,8 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     try:
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v5"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v6"  # and 0007
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v6"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v7"  # 0007, 0008
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -389,7 +389,7 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v6"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v7"}
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}

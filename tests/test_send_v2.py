@@ -66,7 +66,9 @@ def test_send_v2_answers_right_under_an_older_transition_trigger(store: Store, o
     store.create(order, "k-1")
     conn = db.connect(db.parse_dsn(dsn))
     try:
-        schema.replace_machine_triggers(conn, order.name, [("trigger_bu_v5", "trigger_bu_v4")], "v5")
+        # an older transition trigger needs the history triggers of its own time (v7's check
+        # the guard's time too)
+        schema.replace_machine_triggers(conn, order.name, OLDER, "v5", also_lock=(f"fsm_{order.name}_transitions",))
         with Store(dsn, pool_size=1) as one:  # one connection: the other type's send leaves its @fsm_last_*
             one.send(other, "o-2", "ship")  # leaves @fsm_last_*: instance 3, shipped, version 3
             sent = one.send(order, "k-1", "pay")
@@ -74,8 +76,12 @@ def test_send_v2_answers_right_under_an_older_transition_trigger(store: Store, o
             assert sent.instance_id == one.get(order, "k-1").id
             assert sent.transition_id == one.history(order, "k-1")[-1].id
     finally:
-        schema.replace_machine_triggers(conn, order.name, [("trigger_bu_v4", "trigger_bu_v5")], "v5")
+        schema.replace_machine_triggers(conn, order.name, [(new, old) for old, new in OLDER], schema.MACHINE_OBJECTS_VERSION,
+                                        also_lock=(f"fsm_{order.name}_transitions",))
         conn.close()
+
+
+OLDER = [("trigger_bu_v6", "trigger_bu_v4"), ("trigger_hbi_v2", "trigger_hbi_v1"), ("trigger_hbu_v3", "trigger_hbu_v2")]
 
 
 def test_define_brings_an_older_object_set_up_to_date(store: Store, order: Any, raw: Any) -> None:
