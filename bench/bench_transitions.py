@@ -28,6 +28,10 @@ Why each reference exists:
 * ``pyfsm, send_v1``: the same through ``fsm_bench_send_v1``, the procedure ``Store.send()``
   called before revision 0006 (the trigger is the current one either way), so that the
   procedure's share shows in one run.
+* ``pyfsm, 0007 triggers``: ``Store.send()`` on a second type of the same definition whose
+  triggers are put back to those of revision 0007 (``_bu_v5``, ``_ai_v3``, ``_hbi_v1``,
+  ``_hbu_v2``), so that what revision 0008's triggers cost (taking the procedure's context,
+  the guard naming the row, the UTF-8 check) shows in one run.
 
 Round trips per transition are counted from the code and checked against each client
 connection's own ``Questions`` counter (SHOW SESSION STATUS: statements sent by the client,
@@ -60,12 +64,18 @@ import pymysql
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
 
-APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1")
+APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1",
+              "pyfsm, 0007 triggers")
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
-               "pyfsm, send_v1": 1, "bare CALL": 1}
+               "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0007 triggers": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
 MACHINE = Machine(name="bench", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
+#: The same definition with the triggers of revision 0007 (see define_with_0007_triggers).
+MACHINE_0007 = Machine(name="bench_0007", states=MACHINE.states, start=MACHINE.start,
+                       transitions=[("go", "a", "b"), ("back", "b", "a")])
+TRIGGERS_0007 = [("trigger_bu_v6", "trigger_bu_v5"), ("trigger_ai_v4", "trigger_ai_v3"),
+                 ("trigger_hbi_v2", "trigger_hbi_v1"), ("trigger_hbu_v3", "trigger_hbu_v2")]
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
     """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -254,24 +264,25 @@ def bare_client(job: Job, keys: list[str]) -> Client:
     return step, lambda: session_questions(cur)
 
 
-def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None) -> Client:
+def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, machine: str = MACHINE.name) -> Client:
     """Store.send() (fsm_bench_send_v2); with ``procedure``, the same call through that procedure
-    instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run."""
+    instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run;
+    with ``machine``, on that type."""
     store = Store(job.settings.dsn(), pool_size=1)
-    states = {key: store.create(MACHINE.name, key).to_state for key in keys}
+    states = {key: store.create(machine, key).to_state for key in keys}
 
     def send(key: str, event: str) -> str:
         if procedure is None:
-            return store.send(MACHINE.name, key, event).to_state
+            return store.send(machine, key, event).to_state
         args = (key, event, None, None, None, None, None, None)
-        return str(store._call(procedure, args, writes=True, machine=MACHINE.name, key=key, event=event)["to_state"])
+        return str(store._call(procedure, args, writes=True, machine=machine, key=key, event=event)["to_state"])
 
     def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v2(...) (or the procedure given)
         key = keys[i % len(keys)]
         try:
             states[key] = send(key, NEXT[states[key]][0])
         except BaseException:
-            states[key] = store.get(MACHINE.name, key).state
+            states[key] = store.get(machine, key).state
             raise
 
     def questions() -> int:
@@ -287,7 +298,21 @@ def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None) -> 
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),
            "hand-written, same row": hand_written("same", full_row=True), "bare CALL": bare_client,
            "pyfsm": pyfsm_client,
-           "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1")}
+           "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1"),
+           "pyfsm, 0007 triggers": functools.partial(pyfsm_client, machine=MACHINE_0007.name)}
+
+
+def define_with_0007_triggers(store: Store) -> None:
+    """Define MACHINE_0007 and put its triggers back to those of revision 0007."""
+    from pyfsm import db, schema
+
+    store.define(MACHINE_0007)
+    conn = db.connect(store.settings)
+    try:
+        schema.replace_machine_triggers(conn, MACHINE_0007.name, TRIGGERS_0007, "v6",
+                                        also_lock=(f"fsm_{MACHINE_0007.name}_transitions",))
+    finally:
+        conn.close()
 
 
 def worker(job: Job, go: Any, out: Any) -> None:
@@ -463,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         with Store(settings.dsn(), pool_size=1) as store:
             store.migrate()
             store.define(MACHINE)
+            define_with_0007_triggers(store)
         results = []
         for clients in client_counts:
             for approach in APPROACHES:

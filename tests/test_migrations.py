@@ -369,23 +369,15 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     apply_step_v1, is marked v6, and a Worker with a batch commits its steps through them."""
     from conftest import fetch, order_machine
 
-    from pyfsm import Process, Worker, db, schema
-    from pyfsm.resources import render
+    from pyfsm import Process, Worker, schema
 
     settings = make_database()
     schema.migrate(settings, revision="0006")
     process = Process.linear("lin", ["a", "b", "c"])
     for state in ("a", "b", "c"):
         process.register(state, lambda ctx: ctx.next())
-    conn = db.connect(settings)
-    try:
-        with conn.cursor() as cur:
-            for machine in (order_machine("order"), process.machine):
-                cur.execute("CALL fsm_define_v4(%s, %s)", (machine.name, machine.to_json()))
-                schema.execute_ddl(conn, [render(t, machine.name) for t in schema.MACHINE_TEMPLATE_SETS["v5"]])
-                cur.execute("UPDATE fsm_machines SET objects_version = 'v5' WHERE machine = %s", (machine.name,))
-    finally:
-        conn.close()
+    for machine in (order_machine("order"), process.machine):
+        install_type_as_of(settings, machine, "v5")
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
@@ -407,3 +399,57 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
         assert [int(h["n"]) for h in history] == [4] * 6  # created, then a, b, c: each step once
     finally:
         raw.close()
+
+
+def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0007 (object set v6) gets bu_v6, ai_v4, hbi_v2 and hbu_v3 in place
+    of bu_v5, ai_v3, hbi_v1 and hbu_v2, is marked v7, keeps its instances and history, and
+    from then on a guard of the old form (the instance id alone) lets no history write in."""
+    from conftest import errno_of, fetch, order_machine
+
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0007")
+    install_type_as_of(settings, order_machine("order"), "v6",
+                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)")
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "ORDER BY trigger_name")
+        assert [t["trigger_name"] for t in triggers] == [
+            "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v6",
+            "fsm_order_hbd_v1", "fsm_order_hbi_v2", "fsm_order_hbu_v3"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v7"}]
+        assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
+            [{"ok": 1, "bad": 0}]
+        with Store(settings.dsn()) as store:
+            assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
+            assert [(h.event, h.request_id) for h in store.history("order", "o-1")] == \
+                [(None, None), ("pay", "r-1"), ("ship", "r-2")]
+            instance_id = store.get("order", "o-1").id
+        raw.cursor().execute("SET @fsm_guard = %s", (instance_id,))
+        assert errno_of(raw, "INSERT INTO fsm_order_transitions (instance_id, sort_key, to_state, data_after, "
+                             "metadata, definition_version, source, created_at) "
+                             "VALUES (%s, 9, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))", (instance_id,)) == 31012
+    finally:
+        raw.close()
+
+
+def install_type_as_of(settings: Any, machine: Any, objects_version: str, *statements: str) -> None:
+    """Define ``machine`` with the per-type object set an older pyfsm installed (fsm_define_v4,
+    so from revision 0005 on), then run ``statements`` on it."""
+    from pyfsm import db, schema
+    from pyfsm.resources import render
+
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CALL fsm_define_v4(%s, %s)", (machine.name, machine.to_json()))
+            schema.execute_ddl(conn, [render(t, machine.name) for t in schema.MACHINE_TEMPLATE_SETS[objects_version]])
+            cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine.name))
+            for statement in statements:
+                cur.execute(statement)
+    finally:
+        conn.close()

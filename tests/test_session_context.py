@@ -254,10 +254,20 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
             one.send(order, "pool-1", "ship")
         assert refused.value.errno == 31005
         assert session() == (first, "left")  # a refusal's reply was read whole: kept
+        with one._db.connection() as pooled:  # what a skipped handler left: a transition context
+            pooled.cursor().execute("SET @fsm_event = 'pay', @fsm_source = 'procedure'")
         with pytest.raises(FsmError) as unknown:
             one._db.call("CALL `fsm_no_such_procedure_v1`()", (), retry_connection=False, writes=True)
         assert unknown.value.errno == 1305
         second, left = session()
         assert second != first and left is None
+
+        def raw_update(conn: Any) -> None:  # the next raw statement on the pool: not a transition
+            with conn.cursor() as cur:
+                cur.execute(f"UPDATE `fsm_{order.name}` SET data = JSON_SET(data, '$.n', 1) "
+                            "WHERE instance_key = 'pool-1'")
+        one._db.read(raw_update)
+        got = one.get(order, "pool-1")
+        assert (got.state, got.data) == ("new", {"n": 1})
         assert one.send(order, "pool-1", "pay").to_state == "paid"
         assert [h.event for h in one.history(order, "pool-1")] == [None, "pay"]

@@ -13,10 +13,11 @@ a deadlock inside a trigger can end the CALL without running any handler (seen o
 10.11), which left the context set on the connection, and the next call stamped a stale
 request id. The history guard (@fsm_guard) names the instance and the time of the row being
 written, not the instance alone, so a guard left behind the same way lets no later write
-through. The writers also refuse text that is not valid UTF-8 (31024; MariaDB's utf8mb4 accepts
-encoded surrogates, which no client can decode), with the new function fsm_valid_utf8_v1. The swap is made under LOCK TABLES, as in
-0006, so that no write runs unchecked in between; the procedures stay as they are. A type
-is marked v7 once all four are swapped.
+through. The writers also refuse text that is not valid UTF-8 (31024; MariaDB's utf8mb4
+accepts encoded surrogates, which no client can decode), with the new function
+fsm_valid_utf8_v1. The swap is made under LOCK TABLES, as in 0006, so that no write runs
+unchecked in between; the procedures stay as they are. A type is marked v7 once all four
+are swapped.
 
 Never edit a revision once it has landed: add the next number instead.
 """
