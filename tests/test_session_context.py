@@ -223,7 +223,8 @@ def test_a_guard_left_behind_lets_no_history_write_through(store: Store, order: 
               "VALUES (%s, 50, NULL, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))")
     flip = f"UPDATE `fsm_{order.name}_transitions` SET most_recent = NULL, left_at = UTC_TIMESTAMP(6) " \
            "WHERE instance_id = %s AND most_recent = 1"
-    for guard in (str(instance_id), f"{instance_id}/2026-01-01 00:00:00.000000"):
+    # the v1 form as a number and as text (a number compared with '5/...' compares as 5)
+    for guard in (instance_id, str(instance_id), f"{instance_id}/2026-01-01 00:00:00.000000"):
         raw.cursor().execute("SET @fsm_guard = %s", (guard,))
         assert errno_of(raw, insert, (instance_id,)) == 31012
         assert errno_of(raw, flip, (instance_id,)) == 31012
@@ -271,3 +272,25 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
         assert (got.state, got.data) == ("new", {"n": 1})
         assert one.send(order, "pool-1", "pay").to_state == "paid"
         assert [h.event for h in one.history(order, "pool-1")] == [None, "pay"]
+
+
+def test_a_lease_keeps_its_connection_and_locks_after_a_server_error_but_not_the_context(store: Store) -> None:
+    """A lease's connection holds its locks, so it is not closed after a server error; its
+    transition context is cleared instead, and the lease goes on."""
+    from pyfsm.db import _raw
+
+    machine = order_machine(unique("leased"), uses_local_lock=True)
+    store.define(machine)
+    store.create(machine, "l-1", lookup_key=unique("acct"))
+    with store.lock(machine, "l-1", heartbeat=False) as lease:
+        conn = _raw(lease._conn)
+        with conn.cursor() as cur:
+            cur.execute("SET @fsm_event = 'ship', @fsm_source = 'procedure', @probe = 'kept'")
+        with pytest.raises(FsmError) as unknown:
+            lease.call("CALL `fsm_no_such_procedure_v1`()", (), writes=True)
+        assert unknown.value.errno == 1305
+        assert _raw(lease._conn) is conn and conn.open
+        assert fetch(conn, "SELECT @fsm_event AS e, @fsm_source AS s, @probe AS p") == [
+            {"e": None, "s": None, "p": "kept"}]
+        assert lease.send("pay").to_state == "paid"  # it still holds the lock
+        assert store.locks(lookup_key=store.get(machine, "l-1").lookup_key)[0].owner == lease.owner

@@ -12,7 +12,8 @@
 -- Example: INSERT INTO `fsm___M___transitions` (instance_id, sort_key, to_state, data_after, metadata, definition_version, source, created_at) VALUES (1, 9, 'x', '{}', '{}', 1, 'x', NOW());  -- fails with 31012
 CREATE TRIGGER `fsm___M___hbi_v2` BEFORE INSERT ON `fsm___M___transitions` FOR EACH ROW
 BEGIN
-  IF NOT (@fsm_guard <=> CONCAT(NEW.instance_id, '/', NEW.created_at)) THEN
+  -- as bytes: a number in @fsm_guard (the v1 form) would compare as a number, '5/...' as 5
+  IF NOT (CAST(@fsm_guard AS BINARY) <=> CAST(CONCAT(NEW.instance_id, '/', NEW.created_at) AS BINARY)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history rows are written by pyfsm only', MYSQL_ERRNO = 31012;
   END IF;
 END

@@ -15,11 +15,14 @@
 CREATE TRIGGER `fsm___M___hbu_v3` BEFORE UPDATE ON `fsm___M___transitions` FOR EACH ROW
 BEGIN
   -- left_at = GREATEST(time of the transition, created_at): the guard's time, or created_at
-  -- with a guard time at or before it (fixed-width text, so the strings compare as times)
-  IF NOT ((   ((@fsm_guard <=> CONCAT(OLD.instance_id, '/', NEW.left_at)
+  -- with a guard time at or before it (fixed-width text, so the bytes compare as times; as
+  -- bytes, since a number in @fsm_guard, the v2 form, would compare as a number)
+  IF NOT ((   ((CAST(@fsm_guard AS BINARY) <=> CAST(CONCAT(OLD.instance_id, '/', NEW.left_at) AS BINARY)
                 OR (NEW.left_at <=> OLD.created_at
-                    AND LEFT(@fsm_guard, CHAR_LENGTH(OLD.instance_id) + 1) <=> CONCAT(OLD.instance_id, '/')
-                    AND SUBSTRING(@fsm_guard, CHAR_LENGTH(OLD.instance_id) + 2) <= CONCAT(OLD.created_at)))
+                    AND CAST(LEFT(@fsm_guard, CHAR_LENGTH(OLD.instance_id) + 1) AS BINARY)
+                        <=> CAST(CONCAT(OLD.instance_id, '/') AS BINARY)
+                    AND CAST(SUBSTRING(@fsm_guard, CHAR_LENGTH(OLD.instance_id) + 2) AS BINARY)
+                        <= CAST(CONCAT(OLD.created_at) AS BINARY)))
                AND OLD.most_recent <=> 1 AND NEW.most_recent IS NULL AND OLD.left_at IS NULL)
            OR (@fsm_fill_left_at <=> 1 AND OLD.most_recent IS NULL AND NEW.most_recent IS NULL
                AND OLD.left_at IS NULL AND NEW.left_at >= OLD.created_at))
