@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .commands import graph, instances, operations
+from .commands import bulk, graph, instances, operations
 from .commands import schema as schema_commands
 from .commands.common import Handler
 from .db import translate
@@ -22,6 +22,7 @@ EPILOG = """examples:
   pyfsm migrate --dsn mysql://root@127.0.0.1:3306/app
   pyfsm install examples/order.yaml
   pyfsm send order o-1001 pay && pyfsm show order o-1001 --json
+  cut -f1 paid.tsv | pyfsm send-many order --event ship --progress
   pyfsm history order o-1001
   pyfsm list order paid --limit 20
   pyfsm counts order
@@ -31,6 +32,7 @@ EPILOG = """examples:
   pyfsm worker myapp.processes:checkout
   pyfsm relay --kafka localhost:9092
 every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, else 1 and one line on stderr
+(send-many: 1 also when an item was refused, each refusal listed)
 """
 
 
@@ -66,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, graph, operations):
+    for module in (schema_commands, instances, bulk, graph, operations):
         module.register(add)
     return parser
 
@@ -75,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
+        return int(getattr(args, "exit_code", 0))
     except FsmError as exc:
         print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {_one_line(exc)}", file=sys.stderr)
         return 1

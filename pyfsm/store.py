@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pymysql
 
-from . import db, schema
+from . import bulk, db, schema
 from .definition import NAME, Machine
 from .errors import AccessDenied, FsmError, InvalidArgument, InvalidEncoding, TransitionNotAllowed
 from .jsondata import dump_object
@@ -211,6 +211,43 @@ class Store:
             exc.state = self._state_or_none(name, key)
             raise
         return TransitionResult.from_send_row(row, key, event)
+
+    def send_many(self, machine: str | Machine, items: Iterable[Any], *,
+                  chunk_size: int = 100) -> list[TransitionResult | FsmError]:
+        """Send many events in chunks: one call, one transaction and one commit per chunk.
+
+        ``items``: ``(key, event)`` pairs or mappings with ``key``, ``event`` and any of
+        ``data``, ``metadata``, ``expected_version``, ``request_id``, ``handler``,
+        ``lookup_key`` (as :meth:`send`). Every item is checked before anything is sent
+        (InvalidArgument / InvalidData naming the item otherwise). Returns one outcome per
+        item, in order: its TransitionResult, or the error that refused it (not raised). Each
+        item is applied or refused alone, with every check :meth:`send` makes; items of one
+        key are applied in the order given. A chunk the server rolled back as a whole (a
+        deadlock that lasted through pyfsm's retries) gives each of its items that Deadlock.
+        A lost connection raises DatabaseUnavailable (``fields["outcomes"]``: the chunks
+        committed before it), except for a chunk whose items all carry request ids, which
+        is repeated. ``chunk_size``: 1 to 1000 items per call (default 100).
+        """
+        name = _machine_name(machine)
+        _check_int("chunk_size", chunk_size, minimum=1, maximum=bulk.MAX_CHUNK)
+
+        def check(position: int, item: dict[str, Any]) -> dict[str, Any]:
+            where = f"item {position}"
+            if item.get("expected_version") is not None:
+                _check_int(f"{where}: expected_version", item["expected_version"], minimum=0)
+            return {
+                "key": _check_key(f"{where}: key", item["key"]), "event": _check_name(f"{where}: event", item["event"]),
+                # checked as send checks them; sent as the objects they are
+                "data": item.get("data") if _dump(f"{where}: data", item.get("data"), MAX_DATA_BYTES) else None,
+                "metadata": item.get("metadata") if _dump(f"{where}: metadata", item.get("metadata"),
+                                                          MAX_METADATA_BYTES) else None,
+                "expected_version": item.get("expected_version"),
+                "request_id": _check_text(f"{where}: request_id", item.get("request_id"), 64),
+                "handler": _check_text(f"{where}: handler", item.get("handler"), 128),
+                "lookup_key": _check_text(f"{where}: lookup_key", item.get("lookup_key"), 191),
+            }
+        checked = bulk.check_items(items, check)
+        return bulk.send_many(self, name, checked, chunk_size) if checked else []
 
     # -- locks ----------------------------------------------------------------------------
 

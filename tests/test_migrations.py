@@ -139,7 +139,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v7"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v8"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -334,7 +334,7 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v6"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v7"  # 0007, 0008
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v8"  # 0007 to 0009
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -381,7 +381,7 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v7"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v8"}
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
@@ -421,7 +421,7 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
         assert [t["trigger_name"] for t in triggers] == [
             "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v6",
             "fsm_order_hbd_v1", "fsm_order_hbi_v2", "fsm_order_hbu_v3"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v7"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v8"}]
         assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
             [{"ok": 1, "bad": 0}]
         with Store(settings.dsn()) as store:

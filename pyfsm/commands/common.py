@@ -113,7 +113,8 @@ class Progress:
         if not self.enabled:
             return
         filled = self.width * self.done // self.total if self.total else self.width
-        line = f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total}"
+        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"  # total 0: not known (stdin)
+        line = f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {count}"
         if line != self._shown:
             sys.stderr.write(line)
             sys.stderr.flush()
