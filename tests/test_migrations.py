@@ -453,3 +453,31 @@ def install_type_as_of(settings: Any, machine: Any, objects_version: str, *state
                 cur.execute(statement)
     finally:
         conn.close()
+
+
+def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0008 (object set v7) gets fsm_<type>_send_many_v1 and its internal
+    apply_send_v1, is marked v8, and Store.send_many goes through them."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import TransitionResult, schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0008")
+    install_type_as_of(settings, order_machine("order"), "v7",
+                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v8"}]
+        routines = {r["routine_name"]: r["security_type"] for r in fetch(
+            raw, "SELECT routine_name, security_type FROM information_schema.routines "
+                 "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
+        assert routines == {"fsm_order_send_v1": "DEFINER", "fsm_order_send_v2": "DEFINER",
+                            "fsm_order_apply_send_v1": "INVOKER", "fsm_order_send_many_v1": "DEFINER"}
+        with Store(settings.dsn()) as store:
+            out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
+            assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == \
+                [("o-1", "shipped"), ("o-2", "paid")]
+    finally:
+        raw.close()

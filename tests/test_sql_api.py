@@ -340,6 +340,7 @@ BAD_INPUT = (
     ("CALL fsm_ticket_send_v1('b-1', 'resolve', NULL, NULL, NULL, NULL, NULL, NULL)", 31005),
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
+    ("CALL fsm_ticket_send_many_v1('{\"key\": \"b-1\", \"event\": \"assign\"}')", 31009),
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_get_v1('b-1 ')", 31009),
     ("CALL fsm_get_v1('ticket', 'b-404')", 31003),

@@ -9,9 +9,10 @@
 -- error number, and the others are committed. Nothing of a refused item is written. A
 -- deadlock (1213) or a lock wait timeout (1205) rolls back the whole call and is raised,
 -- so the caller can repeat it (pyfsm's Store does).
--- So that two calls do not deadlock on each other's rows, the items are applied in key order
--- (each instance row is locked as its item is applied) after the state counter rows they
--- will move are locked in key order with one statement; the result keeps the order given.
+-- So that two calls, or a call and single sends, do not deadlock on each other's rows, the
+-- instance rows of the items are locked first, in key order, then the state counter rows
+-- they will move, in key order, and the items are applied in key order (those of one key in
+-- the order given); the result keeps the order given.
 -- Parameters: p_items: a JSON array of 1 to 1000 objects {"key": k, "event": e, "data":
 --   {...}, "metadata": {...}, "expected_version": n, "request_id": r, "handler": h,
 --   "lookup_key": l}, each as send_v2's arguments (only key and event are required).
@@ -35,9 +36,11 @@ BEGIN
   DECLARE v_created, v_replayed TINYINT;
   DECLARE v_errno INT;
   DECLARE v_error TEXT CHARACTER SET utf8mb4;
+  DECLARE v_sorted_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   -- the items in key order (their position breaks ties), a key that is not a string last
   DECLARE v_items CURSOR FOR
-    SELECT j.pos FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, k VARCHAR(255) PATH '$.key')) AS j
+    SELECT j.pos, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+      FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, k VARCHAR(255) PATH '$.key')) AS j
      ORDER BY j.k IS NULL, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin, j.pos;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -57,9 +60,21 @@ BEGIN
   END IF;
   CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
-  -- The counter rows the items will move, locked in key order before any of them: otherwise
-  -- two calls take them in their items' order and can deadlock. Only a lock: an existing row
-  -- is left as it is, a missing one is created at 0.
+  -- Locks in the order every writer takes them: first the instance rows, in key order (a
+  -- single send locks its one instance row first too), then the counter rows the items will
+  -- move, in key order, before any item moves one. Otherwise two calls, or a call and a
+  -- single send, can each hold a row the other waits for.
+  OPEN v_items;
+  locking: LOOP
+    SET v_done = 0;
+    FETCH v_items INTO v_pos, v_sorted_key;
+    IF v_done THEN
+      LEAVE locking;
+    END IF;
+    SELECT id INTO v_id FROM `fsm___M__` WHERE instance_key = v_sorted_key FOR UPDATE;
+  END LOOP;
+  CLOSE v_items;
+  -- Only a lock: an existing counter row is left as it is, a missing one is created at 0.
   INSERT INTO fsm_state_counts (machine, state, shard, instances)
   SELECT '__M__', c.state, c.shard, 0 FROM (
     SELECT i.current_state AS state, i.id % 16 AS shard
@@ -78,7 +93,7 @@ BEGIN
   OPEN v_items;
   items: LOOP
     SET v_done = 0;
-    FETCH v_items INTO v_pos;
+    FETCH v_items INTO v_pos, v_sorted_key;
     IF v_done THEN
       LEAVE items;
     END IF;
@@ -98,11 +113,12 @@ BEGIN
                            JSON_OBJECT('item', v_pos + 0, 'key', LEFT(v_key, 255), 'errno', v_errno + 0,
                                        'message', LEFT(v_error, 512)));
       END;
+      -- the key first, so that a refusal names it whenever it is a string
+      SET v_key = IF(JSON_TYPE(JSON_EXTRACT(v_item, '$.key')) = 'STRING', JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.key')), NULL);
       IF JSON_TYPE(v_item) <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.key')), '') <> 'STRING'
          OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.event')), '') <> 'STRING' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: every item must be a JSON object with a string key and event', MYSQL_ERRNO = 31009;
       END IF;
-      SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.key'));
       -- JSON_TYPE, not NULLIF(..., 'null'): on MySQL JSON_EXTRACT returns a JSON value
       SET v_data = JSON_EXTRACT(v_item, '$.data'), v_metadata = JSON_EXTRACT(v_item, '$.metadata'),
           v_version = JSON_EXTRACT(v_item, '$.expected_version');
