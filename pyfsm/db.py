@@ -507,7 +507,8 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
 
 #: The session variables pyfsm's procedures set around a transition (the transition
 #: context) and the history guard the triggers set; @fsm_lock_owner is a lock holder's own.
-CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source", "@fsm_guard")
+CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source",
+                     "@fsm_count_later", "@fsm_guard")
 CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
 
 

@@ -8,7 +8,9 @@
 -- event through fsm___M___bu_v6. Otherwise, or when that UPDATE finds no row: lock the row,
 -- create a missing instance in the first start state (by position) that allows the event,
 -- check the request id (a repeat returns the original transition, o_replayed = 1) and the
--- version, then apply the event. Unlike send_v2, a creation that loses a race for the key
+-- version, then apply the event. The state counters are left to the caller
+-- (@fsm_count_later = 1 in the triggers' context): it moves them from the outputs (o_from,
+-- o_to, o_id, o_created) once for all its items. Unlike send_v2, a creation that loses a race for the key
 -- does not start its transaction over (that would undo the caller's other items): it waits
 -- for the winner's row, and a deadlock there rolls back the caller's whole transaction.
 -- Parameters: as fsm___M___send_v2; OUT o_tid, o_id, o_from, o_to, o_version, o_status,
@@ -44,7 +46,7 @@ proc: BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-        @fsm_source = NULL;
+        @fsm_source = NULL, @fsm_count_later = NULL;
     RESIGNAL;
   END;
   SET o_tid = NULL, o_id = NULL, o_from = NULL, o_to = NULL, o_version = NULL, o_status = NULL,
@@ -69,14 +71,14 @@ proc: BEGIN
   IF p_request_id IS NULL THEN
     -- the common case in one statement, as in send_v2
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
-        @fsm_request_id = NULL, @fsm_source = 'procedure', @fsm_last_version = NULL;
+        @fsm_request_id = NULL, @fsm_source = 'procedure', @fsm_count_later = 1, @fsm_last_version = NULL;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 2;
       UPDATE `fsm___M__` SET data = COALESCE(p_data, data)
        WHERE instance_key = p_key AND version = COALESCE(p_expected_version, version);
       SET v_rows = ROW_COUNT();
     END;
-    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL;
+    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL, @fsm_count_later = NULL;
     IF v_dup = 2 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
     END IF;
@@ -101,12 +103,12 @@ proc: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
     END IF;
     SET @fsm_event = NULL, @fsm_request_id = NULL, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
-        @fsm_source = 'procedure';
+        @fsm_source = 'procedure', @fsm_count_later = 1;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
       INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
     END;
-    SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL;
+    SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL, @fsm_count_later = NULL;
     IF v_dup THEN
       -- another caller created it first: wait for its row (see above)
       SELECT id, version INTO o_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
@@ -133,12 +135,13 @@ proc: BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
-        @fsm_request_id = p_request_id, @fsm_source = 'procedure';
+        @fsm_request_id = p_request_id, @fsm_source = 'procedure', @fsm_count_later = 1;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 2;
       UPDATE `fsm___M__` SET data = COALESCE(p_data, data) WHERE id = o_id;
     END;
-    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
+    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL, @fsm_source = NULL,
+        @fsm_count_later = NULL;
     IF v_dup = 2 AND p_request_id IS NULL THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
     END IF;

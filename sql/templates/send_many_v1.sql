@@ -10,9 +10,13 @@
 -- deadlock (1213) or a lock wait timeout (1205) rolls back the whole call and is raised,
 -- so the caller can repeat it (pyfsm's Store does).
 -- So that two calls, or a call and single sends, do not deadlock on each other's rows, the
--- instance rows of the items are locked first, in key order, then the state counter rows
--- they will move, in key order, and the items are applied in key order (those of one key in
--- the order given); the result keeps the order given.
+-- items are applied in the order of their instances' ids (new keys last, in key order; those
+-- of one key in the order given), so their instance rows and history keys are locked in one
+-- order, and the state counters of all of them are moved at the end
+-- with one statement, in key order (the triggers leave them to this call, see
+-- fsm___M___apply_send_v1): a single send too locks its instance row before counter rows,
+-- and concurrent calls hold the counter rows only from that statement to the commit. The
+-- result keeps the order given.
 -- Parameters: p_items: a JSON array of 1 to 1000 objects {"key": k, "event": e, "data":
 --   {...}, "metadata": {...}, "expected_version": n, "request_id": r, "handler": h,
 --   "lookup_key": l}, each as send_v2's arguments (only key and event are required).
@@ -28,7 +32,7 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started, v_done TINYINT DEFAULT 0;
   DECLARE v_n, v_pos INT DEFAULT 0;
-  DECLARE v_item, v_data, v_metadata, v_version, v_out LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_item, v_data, v_metadata, v_version, v_out, v_counts LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_tid, v_id, v_to_version BIGINT UNSIGNED;
   DECLARE v_from, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -36,12 +40,14 @@ BEGIN
   DECLARE v_created, v_replayed TINYINT;
   DECLARE v_errno INT;
   DECLARE v_error TEXT CHARACTER SET utf8mb4;
-  DECLARE v_sorted_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  -- the items in key order (their position breaks ties), a key that is not a string last
+  -- the items in the order of their instances' ids (the order of the history's unique keys
+  -- too, so calls take those locks in one order), then new keys in key order; the items of
+  -- one key keep the order given
   DECLARE v_items CURSOR FOR
-    SELECT j.pos, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+    SELECT j.pos
       FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, k VARCHAR(255) PATH '$.key')) AS j
-     ORDER BY j.k IS NULL, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin, j.pos;
+      LEFT JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+     ORDER BY i.id IS NULL, i.id, j.k IS NULL, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin, j.pos;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -60,40 +66,11 @@ BEGIN
   END IF;
   CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
-  -- Locks in the order every writer takes them: first the instance rows, in key order (a
-  -- single send locks its one instance row first too), then the counter rows the items will
-  -- move, in key order, before any item moves one. Otherwise two calls, or a call and a
-  -- single send, can each hold a row the other waits for.
-  OPEN v_items;
-  locking: LOOP
-    SET v_done = 0;
-    FETCH v_items INTO v_pos, v_sorted_key;
-    IF v_done THEN
-      LEAVE locking;
-    END IF;
-    SELECT id INTO v_id FROM `fsm___M__` WHERE instance_key = v_sorted_key FOR UPDATE;
-  END LOOP;
-  CLOSE v_items;
-  -- Only a lock: an existing counter row is left as it is, a missing one is created at 0.
-  INSERT INTO fsm_state_counts (machine, state, shard, instances)
-  SELECT '__M__', c.state, c.shard, 0 FROM (
-    SELECT i.current_state AS state, i.id % 16 AS shard
-      FROM JSON_TABLE(p_items, '$[*]' COLUMNS (k VARCHAR(191) PATH '$.key')) AS j
-      JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
-    UNION
-    SELECT r.to_state, i.id % 16
-      FROM JSON_TABLE(p_items, '$[*]' COLUMNS (k VARCHAR(191) PATH '$.key', e VARCHAR(64) PATH '$.event')) AS j
-      JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
-      JOIN fsm_rules r ON r.machine = '__M__' AND r.version = i.definition_version AND r.from_state = i.current_state
-                      AND r.event = CONVERT(j.e USING utf8mb4) COLLATE utf8mb4_bin
-  ) AS c
-  ORDER BY c.state, c.shard
-  ON DUPLICATE KEY UPDATE instances = instances;
-  SET v_out = '';
+  SET v_out = '', v_counts = '';
   OPEN v_items;
   items: LOOP
     SET v_done = 0;
-    FETCH v_items INTO v_pos, v_sorted_key;
+    FETCH v_items INTO v_pos;
     IF v_done THEN
       LEAVE items;
     END IF;
@@ -139,6 +116,12 @@ BEGIN
         IF(JSON_TYPE(JSON_EXTRACT(v_item, '$.handler')) = 'STRING', JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.handler')), NULL),
         IF(JSON_TYPE(JSON_EXTRACT(v_item, '$.lookup_key')) = 'STRING', JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.lookup_key')), NULL),
         v_tid, v_id, v_from, v_to, v_to_version, v_status, v_created, v_replayed);
+      -- what the item moved in the state counters (the triggers left them to this call):
+      -- [state, shard, +1 or -1] entries, summed at the end
+      IF v_replayed = 0 AND NOT (CAST(v_from AS BINARY) <=> CAST(v_to AS BINARY) AND v_created = 0) THEN
+        SET v_counts = CONCAT(v_counts, IF(v_counts = '', '', ','), JSON_ARRAY(v_to, v_id % 16, 1),
+                              IF(v_created, '', CONCAT(',', JSON_ARRAY(v_from, v_id % 16, -1))));
+      END IF;
       SET v_out = CONCAT(v_out, IF(v_out = '', '', ','),
                          JSON_OBJECT('item', v_pos + 0, 'key', v_key, 'transition_id', v_tid + 0, 'instance_id', v_id + 0,
                                      'from_state', v_from, 'to_state', v_to, 'version', v_to_version + 0,
@@ -146,6 +129,19 @@ BEGIN
     END item;
   END LOOP;
   CLOSE v_items;
+  -- The counter rows of all the items at once, in key order, just before the commit: held
+  -- for a moment rather than for the whole call, and never before an instance row.
+  IF v_counts <> '' THEN
+    INSERT INTO fsm_state_counts (machine, state, shard, instances)
+    SELECT '__M__', d.state, d.shard, d.delta FROM (
+      SELECT c.state, c.shard, SUM(c.delta) AS delta
+        FROM JSON_TABLE(CONCAT('[', v_counts, ']'), '$[*]' COLUMNS (
+               state VARCHAR(64) PATH '$[0]', shard INT PATH '$[1]', delta INT PATH '$[2]')) AS c
+       GROUP BY c.state, c.shard) AS d
+     WHERE d.delta <> 0
+     ORDER BY d.state, d.shard
+    ON DUPLICATE KEY UPDATE instances = instances + d.delta;
+  END IF;
   COMMIT;
   SELECT r.item, r.instance_key, r.transition_id, r.instance_id, r.from_state, r.to_state, r.version, r.status,
          r.created, r.replayed, r.errno, r.message

@@ -9,7 +9,8 @@
 -- v4 (revision 0008) adds to v3, as fsm___M___bu_v6 does: a context set by pyfsm's procedures
 -- (@fsm_source 'procedure' or 'engine') is taken into local variables and cleared before the
 -- first write, so a deadlock that ends the call without running any handler cannot leave it
--- set; @fsm_guard names the instance and the time of the row written, so a guard left
+-- set (with @fsm_count_later = 1 the new instance is counted by the procedure, as in
+-- fsm___M___bu_v6); @fsm_guard names the instance and the time of the row written, so a guard left
 -- behind allows no other write; and text that is not valid UTF-8 (encoded surrogates, which MariaDB's utf8mb4 accepts
 -- and no client can decode) is refused in instance_key, lookup_key, data, @fsm_metadata,
 -- @fsm_handler and @fsm_request_id.
@@ -20,6 +21,7 @@ BEGIN
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_text LONGBLOB;
+  DECLARE v_count_later TINYINT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     SET @fsm_guard = NULL;
@@ -29,8 +31,9 @@ BEGIN
       v_source = @fsm_source;
   IF v_source IN ('procedure', 'engine') THEN
     -- a procedure's context is for this one row: taken before any write that may deadlock
+    SET v_count_later = COALESCE(@fsm_count_later, 0) = 1;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-        @fsm_source = NULL;
+        @fsm_source = NULL, @fsm_count_later = NULL;
   END IF;
   -- only an ED byte can start an encoded surrogate: the function runs only where there is one
   SET v_text = CONCAT_WS('', CAST(NEW.instance_key AS BINARY), CAST(NEW.lookup_key AS BINARY), CAST(NEW.data AS BINARY),
@@ -46,9 +49,11 @@ BEGIN
      NEW.data, COALESCE(v_metadata, '{}'), NEW.definition_version, v_request_id,
      COALESCE(v_source, 'update'), NEW.created_at);
   SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID();
-  INSERT INTO fsm_state_counts (machine, state, shard, instances)
-  VALUES ('__M__', NEW.current_state, NEW.id % 16, 1)
-  ON DUPLICATE KEY UPDATE instances = instances + 1;
+  IF NOT v_count_later THEN  -- (see fsm___M___bu_v6)
+    INSERT INTO fsm_state_counts (machine, state, shard, instances)
+    VALUES ('__M__', NEW.current_state, NEW.id % 16, 1)
+    ON DUPLICATE KEY UPDATE instances = instances + 1;
+  END IF;
   IF NEW.kafka_topic IS NOT NULL THEN
     INSERT INTO fsm_outbox
       (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,

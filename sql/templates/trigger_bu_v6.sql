@@ -35,13 +35,17 @@
 --    then stamped its stale request id (31010 for an id in no history row), and the next raw
 --    UPDATE would have been taken for a transition. A context a DBA set (no @fsm_source) is
 --    read for every row of the statement as before, and cleared by the handler on failure.
+--  * leaves the state counters to the procedure when its context says so (@fsm_count_later =
+--    1, honoured only beside @fsm_source 'procedure' and taken with it): fsm___M___send_many_v1
+--    moves the counters of all its items with one statement at the end, so that concurrent
+--    calls hold the counter rows only for a moment instead of for the whole call;
 --  * sets @fsm_guard to the instance and time of the history rows it writes, not the
 --    instance alone (the history triggers of object set v7 check both), for the same reason;
 --  * refuses text that is not valid UTF-8 (31024): MariaDB's utf8mb4 accepts encoded
 --    surrogates (ED A0 80 ... ED BF BF), which no client can decode. Checked in new data and
 --    lookup_key, and in the event, metadata, handler and request id of a transition.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
--- @fsm_request_id, @fsm_source (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
+-- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
 -- Written: @fsm_last_transition_id (the history row just inserted), @fsm_last_instance_id,
 -- @fsm_last_from, @fsm_last_to, @fsm_last_version and @fsm_last_status (the instance's
@@ -60,7 +64,7 @@ BEGIN
   DECLARE v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_now DATETIME(6);
   DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4;
-  DECLARE v_same, v_data_ok, v_meta_ok, v_text_ok TINYINT;
+  DECLARE v_same, v_data_ok, v_meta_ok, v_text_ok, v_count_later TINYINT DEFAULT 0;
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_text LONGBLOB;
@@ -77,8 +81,9 @@ BEGIN
       v_request_id = @fsm_request_id, v_source = @fsm_source;
   IF v_source IN ('procedure', 'engine') THEN
     -- a procedure's context is for this one row: taken before any write that may deadlock
+    SET v_count_later = COALESCE(@fsm_count_later, 0) = 1;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-        @fsm_source = NULL;
+        @fsm_source = NULL, @fsm_count_later = NULL;
   END IF;
   -- UTC_TIMESTAMP() is when the UPDATE began, which may be before it waited for the row lock
   -- of the transition before it: never earlier than that one (its time is updated_at), so
@@ -187,7 +192,7 @@ BEGIN
         END IF;
       END IF;
     END IF;
-    IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+    IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) AND NOT v_count_later THEN
       -- one statement for both counter rows, given in key order whatever the direction of the
       -- move; on a duplicate the row's own state says which (trimmed: a row written before
       -- revision 0005 may spell it with trailing spaces, which the key ignores)
