@@ -564,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,8", help="comma-separated numbers of client processes")
     parser.add_argument("--write", type=Path, help="update the results block of this file (e.g. BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
-    parser.add_argument("--only", help="comma-separated approaches to measure (the ceiling always is)")
+    parser.add_argument("--only", help="approaches to measure, separated by ; (the ceiling always is)")
     args = parser.parse_args(argv)
     client_counts = [int(c) for c in args.clients.split(",")]
     database = f"pyfsm_bench_{uuid.uuid4().hex[:10]}"
@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         pid = server_pid(settings)
         for clients in client_counts:
             for approach in APPROACHES:
-                if args.only and approach != "ceiling" and approach not in args.only.split(","):
+                if args.only and approach != "ceiling" and approach not in [a.strip() for a in args.only.split(";")]:
                     continue
                 print(f"measuring {approach} with {clients} client(s)...", file=sys.stderr, flush=True)
                 results.append(measure(approach, clients, settings, args.seconds, pid))
