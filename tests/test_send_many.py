@@ -246,3 +246,18 @@ def fetch_state(dsn: str, machine: Machine, key: str) -> str:
         return str(rows[0]["current_state"])
     finally:
         conn.close()
+
+
+def test_cli_says_how_far_it_got_when_the_input_goes_bad(store: Store, order: Machine, dsn: str,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "keys.tsv"
+    path.write_bytes(b"g-1\tpay\ng-2\tpay\ng-3\n" + b"g-4\tpay\n")  # line 3 names no event
+    done = run_cli("send-many", order.name, str(path), "--chunk", "2", "--dsn", dsn)
+    assert done.returncode == 1
+    assert "stopped after 2 items: 2 applied, 0 refused" in done.stderr and "line 3: no event" in done.stderr
+    assert [fetch_state(dsn, order, k) for k in ("g-1", "g-2")] == ["paid", "paid"]
+    path.write_bytes(b"h-1\tpay\n" + b"h-\xff\tpay\n")  # not UTF-8
+    done = run_cli("send-many", order.name, str(path), "--dsn", dsn)
+    assert done.returncode == 1 and "InvalidEncoding (31024)" in done.stderr
+    done = run_cli("send-many", order.name, str(tmp_path / "missing.tsv"), "--dsn", dsn)
+    assert done.returncode == 1 and "cannot read" in done.stderr

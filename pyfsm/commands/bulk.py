@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from ..bulk import MAX_CHUNK
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, InvalidEncoding
 from ..models import TransitionResult
 from ..store import Store
 from .common import Add, Progress, emit, progress_flag
@@ -51,9 +51,22 @@ def read_chunks(stream: IO[str], size: int, event: str | None) -> Iterator[list[
         yield chunk
 
 
+def _decoded(chunks: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+    """The chunks, with input that is not UTF-8 reported as pyfsm's InvalidEncoding."""
+    try:
+        yield from chunks
+    except UnicodeDecodeError as exc:
+        raise InvalidEncoding(f"the input is not valid UTF-8 (byte {exc.start} of a block of it)") from None
+
+
 def _count_lines(path: str) -> int:
-    with open(path, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip())
+    try:
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+    except UnicodeDecodeError:
+        return 0  # reported when the line is reached, after the lines before it were sent
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
 
 
 def cmd_send_many(args: argparse.Namespace) -> None:
@@ -67,7 +80,7 @@ def cmd_send_many(args: argparse.Namespace) -> None:
     stream = sys.stdin if from_stdin else open(args.file, encoding="utf-8")  # closed below
     try:
         with Store(args.dsn) as store:
-            for chunk in read_chunks(stream, args.chunk, args.event):
+            for chunk in _decoded(read_chunks(stream, args.chunk, args.event)):
                 for item, result in zip(chunk, store.send_many(args.machine, chunk, chunk_size=args.chunk),
                                         strict=True):
                     if isinstance(result, TransitionResult):
@@ -81,6 +94,12 @@ def cmd_send_many(args: argparse.Namespace) -> None:
                         print(f"refused {item['key']} {item['event']}: {refusal['error']} ({result.errno}): "
                               f"{' '.join(str(result).splitlines())}")
                 bar.update(bar.done + len(chunk))
+    except BaseException:
+        # what was committed before the failure stays committed: say how far it got
+        bar.close()
+        print(f"pyfsm: send-many stopped after {applied + len(refusals)} items: {applied} applied, "
+              f"{len(refusals)} refused; the items after them were not sent", file=sys.stderr)
+        raise
     finally:
         bar.close()
         if not from_stdin:
