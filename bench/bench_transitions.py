@@ -201,6 +201,16 @@ def session_questions(cur: Any) -> int:
     return int(cur.fetchone()[1])
 
 
+def store_questions(store: Store) -> int:
+    """The Questions counter of a Store's only pooled connection (pool_size=1)."""
+    with store._db.connection() as conn:
+        cur = conn.cursor()
+        try:
+            return session_questions(cur)
+        finally:
+            cur.close()
+
+
 def ceiling_client(job: Job, keys: list[str]) -> Client:
     conn = raw_connect(job.settings, autocommit=False)
     cur = conn.cursor()
@@ -303,14 +313,7 @@ def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, mac
             states[key] = store.get(machine, key).state
             raise
 
-    def questions() -> int:
-        with store._db.connection() as conn:  # the pool's only connection (pool_size=1)
-            cur = conn.cursor()
-            try:
-                return session_questions(cur)
-            finally:
-                cur.close()
-    return step, questions
+    return step, functools.partial(store_questions, store)
 
 
 def send_many_client(job: Job, keys: list[str]) -> Client:
@@ -331,14 +334,7 @@ def send_many_client(job: Job, keys: list[str]) -> Client:
             raise bad[0]
         return len(outcomes)
 
-    def questions() -> int:
-        with store._db.connection() as conn:
-            cur = conn.cursor()
-            try:
-                return session_questions(cur)
-            finally:
-                cur.close()
-    return step, questions
+    return step, functools.partial(store_questions, store)
 
 
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),

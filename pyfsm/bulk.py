@@ -15,10 +15,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pymysql
-
 from . import db
-from .errors import Deadlock, FsmError, InvalidArgument, from_mysql_error
+from .errors import Deadlock, FsmError, InvalidArgument, error_for
 from .models import TransitionResult
 
 if TYPE_CHECKING:
@@ -83,10 +81,8 @@ def outcome(row: dict[str, Any], item: dict[str, Any], machine: str) -> Outcome:
     if row["errno"] is None:
         return TransitionResult.from_send_row(row, item["key"], item["event"])
     errno, message = int(row["errno"]), str(row["message"])
-    err = from_mysql_error(pymysql.err.OperationalError(errno, message), machine=machine, key=item["key"],
-                           event=item["event"])
-    return err if err is not None else FsmError(message, errno=errno, machine=machine, key=item["key"],
-                                                event=item["event"])
+    context = {"machine": machine, "key": item["key"], "event": item["event"]}
+    return error_for(errno, message, **context) or FsmError(message, errno=errno, **context)
 
 
 def send_many(store: Store, machine: str, items: list[dict[str, Any]], chunk_size: int) -> list[Outcome]:

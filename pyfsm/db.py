@@ -556,7 +556,7 @@ def encoding_error(exc: UnicodeError) -> InvalidEncoding:
     return InvalidEncoding("the server returned text that is not valid UTF-8 (for example an encoded surrogate, "
                            "bytes ED A0 80); it was written before pyfsm refused such text or by a client that "
                            "bypassed pyfsm's triggers. The connection was closed; find the row with "
-                           "CONVERT(CONVERT(col USING utf16) USING utf8mb4) <> col")
+                           "WHERE NOT fsm_valid_utf8_v1(col)")
 
 
 #: Pauses between attempts after a connection failure: about a second in all.

@@ -299,14 +299,23 @@ def from_mysql_error(
     args = getattr(exc, "args", ())
     if not args or not isinstance(args[0], int):
         return None
-    errno = args[0]
     text = str(args[1]) if len(args) > 1 else str(exc)
+    err = error_for(args[0], text, machine=machine, key=key, event=event, state=state)
+    if err is not None:
+        err.__cause__ = exc
+    return err
+
+
+def error_for(
+    errno: int, text: str, *, machine: str | None = None, key: str | None = None,
+    event: str | None = None, state: str | None = None,
+) -> FsmError | None:
+    """The pyfsm error for a MySQL error number and message (also one a procedure reported in
+    a result row rather than raised), or None if the number has no meaning here."""
     cls = SIGNALLED.get(errno) or SERVER.get(errno)
     if cls is None:
         return None
     if errno == 1305 and machine is not None:  # no such procedure: the type's are missing or older
         text = (f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
                 f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema")
-    err = cls(text, errno=errno, machine=machine, key=key, event=event, state=state)
-    err.__cause__ = exc
-    return err
+    return cls(text, errno=errno, machine=machine, key=key, event=event, state=state)

@@ -292,6 +292,29 @@ def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     fill_left_at(conn, name)
 
 
+def upgrade_machines(conn: Any, from_version: str, to_version: str, upgrade: Callable[[str], None]) -> None:
+    """Run ``upgrade(machine)`` for every type at object set ``from_version`` and mark it
+    ``to_version`` (a migration's per-type step), then rebuild the views.
+
+    ``conn``: a connection of the migration's own with autocommit, so an interrupted run
+    leaves finished types finished and running it again goes over the rest. The types are
+    read again until none is left: an older pyfsm may define one meanwhile. ``upgrade``
+    may mark the type itself (replace_machine_triggers does).
+    """
+    while True:
+        with conn.cursor() as cur:
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine",
+                        (from_version,))
+            machines = [check_machine_name(row[0]) for row in cur.fetchall()]
+        if not machines:
+            break
+        for machine in machines:
+            upgrade(machine)
+            with conn.cursor() as cur:
+                cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (to_version, machine))
+    refresh_views(conn)
+
+
 def rebuild_state_counts(cur: Any, machine: str) -> None:
     """Recount ``machine``'s instances per state and shard into fsm_state_counts.
 

@@ -235,12 +235,12 @@ class Store:
             where = f"item {position}"
             if item.get("expected_version") is not None:
                 _check_int(f"{where}: expected_version", item["expected_version"], minimum=0)
+            # checked as send checks them, and sent as the objects they are
+            _dump(f"{where}: data", item.get("data"), MAX_DATA_BYTES)
+            _dump(f"{where}: metadata", item.get("metadata"), MAX_METADATA_BYTES)
             return {
                 "key": _check_key(f"{where}: key", item["key"]), "event": _check_name(f"{where}: event", item["event"]),
-                # checked as send checks them; sent as the objects they are
-                "data": item.get("data") if _dump(f"{where}: data", item.get("data"), MAX_DATA_BYTES) else None,
-                "metadata": item.get("metadata") if _dump(f"{where}: metadata", item.get("metadata"),
-                                                          MAX_METADATA_BYTES) else None,
+                "data": item.get("data"), "metadata": item.get("metadata"),
                 "expected_version": item.get("expected_version"),
                 "request_id": _check_text(f"{where}: request_id", item.get("request_id"), 64),
                 "handler": _check_text(f"{where}: handler", item.get("handler"), 128),

@@ -5,8 +5,6 @@ half-applied; concurrent single sends on the same instances keep every invariant
 from __future__ import annotations
 
 import json
-import multiprocessing
-import queue
 import random
 import subprocess
 import sys
@@ -32,8 +30,6 @@ from pyfsm import (
     UnknownInstance,
 )
 from pyfsm.db import parse_dsn
-
-SPAWN = multiprocessing.get_context("spawn")
 
 
 def history_rows(raw: Any, machine: Machine) -> int:
@@ -176,28 +172,14 @@ def race_worker(dsn: str, machine: str, worker: int, rounds: int, barrier: Any, 
 
 
 def test_bulk_and_single_sends_racing_on_the_same_instances_keep_every_invariant(store: Store, dsn: str) -> None:
+    from test_concurrency import run_processes
     from test_fault_proxy import check_invariants
 
     machine = order_machine(unique("bulkrace"))
     store.define(machine)
     for key in KEYS:
         store.create(machine, key)
-    n, rounds = 6, 40
-    barrier, out = SPAWN.Barrier(n), SPAWN.Queue()
-    procs = [SPAWN.Process(target=race_worker, args=(dsn, machine.name, w, rounds, barrier, out), daemon=True)
-             for w in range(n)]
-    for p in procs:
-        p.start()
-    reports = []
-    try:
-        for _ in procs:
-            reports.append(out.get(timeout=180))
-    except queue.Empty:
-        pytest.fail(f"only {len(reports)} of {n} processes reported")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-    assert not [r["error"] for r in reports if r["error"]], [r["error"] for r in reports if r["error"]]
+    reports = run_processes(race_worker, lambda w: (dsn, machine.name, w, 40), 6)
     applied = sum((r["applied"] for r in reports), Counter())
     refused = sum((r["refused"] for r in reports), Counter())
     assert sum(applied.values()) and refused["TransitionNotAllowed"]

@@ -16,9 +16,7 @@ way the defect was found, and checks the connection's variables after every fail
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import queue
 import random
 import time
 import traceback
@@ -32,7 +30,6 @@ from conftest import errno_of, fetch, order_machine, unique
 from pyfsm import Deadlock, FsmError, RequestIdReused, Store
 from pyfsm.db import CLEAR_CONTEXT_SQL, CONTEXT_VARIABLES, parse_dsn
 
-SPAWN = multiprocessing.get_context("spawn")
 PROCESSES = 12
 #: Seconds each storm runs; PYFSM_STORM_SECONDS for longer. A 40 s run before the fix found
 #: 7-20 connections with a stale context; one of 12 s sees 5-15 deadlocks.
@@ -130,24 +127,10 @@ def store_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: A
 
 
 def run_storm(target: Any, dsn: str, machine: str) -> list[dict[str, Any]]:
-    barrier, out = SPAWN.Barrier(PROCESSES), SPAWN.Queue()
-    procs = [SPAWN.Process(target=target, args=(dsn, machine, w, barrier, out), daemon=True) for w in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    reports: list[dict[str, Any]] = []
-    try:
-        for _ in procs:
-            reports.append(out.get(timeout=SECONDS + 120))
-    except queue.Empty:
-        pytest.fail(f"only {len(reports)} of {PROCESSES} storm processes reported")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    errors = [r["error"] for r in reports if r["error"]]
-    assert not errors, "a storm process failed:\n" + "\n".join(errors)
-    return reports
+    """The storm's processes, each reporting once (test_concurrency's runner)."""
+    from test_concurrency import run_processes
+
+    return run_processes(target, lambda w: (dsn, machine, w), PROCESSES)
 
 
 def test_a_storm_of_failed_calls_leaves_no_context_on_any_connection(store: Store, dsn: str) -> None:

@@ -25,8 +25,7 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import check_machine_name
-from pyfsm.schema import apply_files, refresh_views, replace_machine_triggers
+from pyfsm.schema import apply_files, replace_machine_triggers, upgrade_machines
 
 revision = "0008"
 down_revision = "0007"
@@ -40,22 +39,14 @@ SWAPS = [("trigger_bu_v5", "trigger_bu_v6"), ("trigger_ai_v3", "trigger_ai_v4"),
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
     apply_files(conn, ["functions/fsm_valid_utf8_v1.sql"])  # the new triggers call it
-    # Per type, on a connection of its own with autocommit, as in 0004 to 0007: an
-    # interrupted run leaves finished types finished, and running it again goes over the rest.
+    # Per type, on a connection of its own with autocommit, as in 0004 to 0007
     settings = op.get_context().config.attributes.get("pyfsm_settings") or db.parse_dsn(None)
     own = db.connect(settings, timeouts=False)
     try:
-        while True:  # again until none is left: an older pyfsm may define a type meanwhile
-            with own.cursor() as cur:
-                cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v6' ORDER BY machine")
-                machines = [check_machine_name(row[0]) for row in cur.fetchall()]
-            if not machines:
-                break
-            for machine in machines:
-                # the four together, both tables locked: the history triggers of v7 accept
-                # only the guard the v7 writers set
-                replace_machine_triggers(own, machine, SWAPS, "v7", also_lock=(f"fsm_{machine}_transitions",))
-        refresh_views(own)
+        # the four together, both tables locked: the history triggers of v7 accept only the
+        # guard the v7 writers set
+        upgrade_machines(own, "v6", "v7", lambda machine: replace_machine_triggers(
+            own, machine, SWAPS, "v7", also_lock=(f"fsm_{machine}_transitions",)))
     finally:
         own.close()
 

@@ -16,8 +16,8 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import check_machine_name, render
-from pyfsm.schema import execute_ddl, refresh_views
+from pyfsm.resources import render
+from pyfsm.schema import execute_ddl, upgrade_machines
 
 revision = "0009"
 down_revision = "0008"
@@ -26,23 +26,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # Per type, on a connection of its own with autocommit, as in 0004 to 0008: an
-    # interrupted run leaves finished types finished, and running it again goes over the rest.
+    # Per type, on a connection of its own with autocommit, as in 0004 to 0008
     settings = op.get_context().config.attributes.get("pyfsm_settings") or db.parse_dsn(None)
     own = db.connect(settings, timeouts=False)
     try:
-        while True:  # again until none is left: an older pyfsm may define a type meanwhile
-            with own.cursor() as cur:
-                cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v7' ORDER BY machine")
-                machines = [check_machine_name(row[0]) for row in cur.fetchall()]
-            if not machines:
-                break
-            for machine in machines:
-                # apply_send_v1 first: send_many_v1 calls it (execute_ddl skips what exists)
-                execute_ddl(own, [render("apply_send_v1", machine), render("send_many_v1", machine)])
-                with own.cursor() as cur:
-                    cur.execute("UPDATE fsm_machines SET objects_version = 'v8' WHERE machine = %s", (machine,))
-        refresh_views(own)
+        # apply_send_v1 first: send_many_v1 calls it (execute_ddl skips what exists)
+        upgrade_machines(own, "v7", "v8", lambda machine: execute_ddl(
+            own, [render("apply_send_v1", machine), render("send_many_v1", machine)]))
     finally:
         own.close()
 

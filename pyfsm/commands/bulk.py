@@ -37,26 +37,22 @@ def parse_line(line: str, number: int, event: str | None) -> dict[str, Any]:
 
 def read_chunks(stream: IO[str], size: int, event: str | None) -> Iterator[list[dict[str, Any]]]:
     """Chunks of ``size`` items from the lines of ``stream`` (blank lines are skipped), read
-    as they are needed, so a file of any length is never held whole."""
+    as they are needed, so a file of any length is never held whole. Input that is not UTF-8
+    is InvalidEncoding when the block holding it is read."""
     chunk: list[dict[str, Any]] = []
-    for number, raw in enumerate(stream, start=1):
-        line = raw.rstrip("\r\n")
-        if not line.strip():
-            continue
-        chunk.append(parse_line(line, number, event))
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _decoded(chunks: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
-    """The chunks, with input that is not UTF-8 reported as pyfsm's InvalidEncoding."""
     try:
-        yield from chunks
+        for number, raw in enumerate(stream, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            chunk.append(parse_line(line, number, event))
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
     except UnicodeDecodeError as exc:
         raise InvalidEncoding(f"the input is not valid UTF-8 (byte {exc.start} of a block of it)") from None
+    if chunk:
+        yield chunk
 
 
 def _count_lines(path: str) -> int:
@@ -78,9 +74,10 @@ def cmd_send_many(args: argparse.Namespace) -> None:
     applied = replayed = 0
     refusals: list[dict[str, Any]] = []
     stream = sys.stdin if from_stdin else open(args.file, encoding="utf-8")  # closed below
+    finished = False
     try:
         with Store(args.dsn) as store:
-            for chunk in _decoded(read_chunks(stream, args.chunk, args.event)):
+            for chunk in read_chunks(stream, args.chunk, args.event):
                 for item, result in zip(chunk, store.send_many(args.machine, chunk, chunk_size=args.chunk),
                                         strict=True):
                     if isinstance(result, TransitionResult):
@@ -94,16 +91,14 @@ def cmd_send_many(args: argparse.Namespace) -> None:
                         print(f"refused {item['key']} {item['event']}: {refusal['error']} ({result.errno}): "
                               f"{' '.join(str(result).splitlines())}")
                 bar.update(bar.done + len(chunk))
-    except BaseException:
-        # what was committed before the failure stays committed: say how far it got
-        bar.close()
-        print(f"pyfsm: send-many stopped after {applied + len(refusals)} items: {applied} applied, "
-              f"{len(refusals)} refused; the items after them were not sent", file=sys.stderr)
-        raise
+        finished = True
     finally:
         bar.close()
         if not from_stdin:
             stream.close()
+        if not finished:  # what was committed before the failure stays committed: say how far it got
+            print(f"pyfsm: send-many stopped after {applied + len(refusals)} items: {applied} applied, "
+                  f"{len(refusals)} refused; the items after them were not sent", file=sys.stderr)
     summary = f"{applied + len(refusals)} items: {applied} applied ({replayed} replayed), {len(refusals)} refused"
     emit(args, {"applied": applied, "replayed": replayed, "refused": len(refusals), "refusals": refusals}, summary)
     if refusals:

@@ -44,8 +44,8 @@ BEGIN
   -- too, so calls take those locks in one order), then new keys in key order; the items of
   -- one key keep the order given
   DECLARE v_items CURSOR FOR
-    SELECT j.pos
-      FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, k VARCHAR(255) PATH '$.key')) AS j
+    SELECT j.pos, j.item
+      FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, item JSON PATH '$', k VARCHAR(255) PATH '$.key')) AS j
       LEFT JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
      ORDER BY i.id IS NULL, i.id, j.k IS NULL, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin, j.pos;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -70,11 +70,10 @@ BEGIN
   OPEN v_items;
   items: LOOP
     SET v_done = 0;
-    FETCH v_items INTO v_pos;
+    FETCH v_items INTO v_pos, v_item;  -- the item itself: no parse of the whole array per item
     IF v_done THEN
       LEAVE items;
     END IF;
-    SET v_item = JSON_EXTRACT(p_items, CONCAT('$[', v_pos - 1, ']'));
     SET v_key = NULL;
     SAVEPOINT fsm_item;
     item: BEGIN
@@ -92,7 +91,7 @@ BEGIN
       END;
       -- the key first, so that a refusal names it whenever it is a string
       SET v_key = IF(JSON_TYPE(JSON_EXTRACT(v_item, '$.key')) = 'STRING', JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.key')), NULL);
-      IF JSON_TYPE(v_item) <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.key')), '') <> 'STRING'
+      IF COALESCE(JSON_TYPE(v_item), '') <> 'OBJECT' OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.key')), '') <> 'STRING'
          OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.event')), '') <> 'STRING' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: every item must be a JSON object with a string key and event', MYSQL_ERRNO = 31009;
       END IF;

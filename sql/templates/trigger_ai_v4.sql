@@ -20,7 +20,6 @@ CREATE TRIGGER `fsm___M___ai_v4` AFTER INSERT ON `fsm___M__` FOR EACH ROW
 BEGIN
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_text LONGBLOB;
   DECLARE v_count_later TINYINT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -36,9 +35,11 @@ BEGIN
         @fsm_source = NULL, @fsm_count_later = NULL;
   END IF;
   -- only an ED byte can start an encoded surrogate: the function runs only where there is one
-  SET v_text = CONCAT_WS('', CAST(NEW.instance_key AS BINARY), CAST(NEW.lookup_key AS BINARY), CAST(NEW.data AS BINARY),
-                         CAST(v_metadata AS BINARY), CAST(v_handler AS BINARY), CAST(v_request_id AS BINARY));
-  IF NOT (INSTR(v_text, 0xED) = 0 OR fsm_valid_utf8_v1(v_text)) THEN
+  IF INSTR(CONCAT_WS('', CAST(NEW.instance_key AS BINARY), CAST(NEW.lookup_key AS BINARY), CAST(NEW.data AS BINARY),
+                     CAST(v_metadata AS BINARY), CAST(v_handler AS BINARY), CAST(v_request_id AS BINARY)), 0xED) > 0
+     AND NOT fsm_valid_utf8_v1(CONCAT_WS('', CAST(NEW.instance_key AS BINARY), CAST(NEW.lookup_key AS BINARY),
+                                         CAST(NEW.data AS BINARY), CAST(v_metadata AS BINARY),
+                                         CAST(v_handler AS BINARY), CAST(v_request_id AS BINARY))) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: instance_key, lookup_key, data, @fsm_metadata, @fsm_handler and @fsm_request_id must be valid UTF-8 (no encoded surrogates)', MYSQL_ERRNO = 31024;
   END IF;
   SET @fsm_guard = CONCAT(NEW.id, '/', NEW.created_at);  -- this write only (see fsm___M___hbi_v2)

@@ -67,7 +67,6 @@ BEGIN
   DECLARE v_same, v_data_ok, v_meta_ok, v_text_ok, v_count_later TINYINT DEFAULT 0;
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-  DECLARE v_text LONGBLOB;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -97,11 +96,11 @@ BEGIN
   -- CASE, not AND: JSON_TYPE must never see invalid JSON (an error on MySQL)
   SET v_data_ok = CASE WHEN NEW.data <=> OLD.data THEN 1 WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END;
   -- UTF-8 (see above) in what this UPDATE changes: only an ED byte can start an encoded
-  -- surrogate, so the function runs only where there is one
-  SET v_text = CONCAT_WS('', IF(NEW.data <=> OLD.data, NULL, CAST(NEW.data AS BINARY)),
-                         IF(CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY), NULL,
-                            CAST(NEW.lookup_key AS BINARY)));
-  SET v_text_ok = INSTR(v_text, 0xED) = 0 OR fsm_valid_utf8_v1(v_text);
+  -- surrogate, so the function runs only where there is one (OR stops at the first true term)
+  SET v_text_ok = (NEW.data <=> OLD.data OR INSTR(CAST(NEW.data AS BINARY), 0xED) = 0
+                   OR fsm_valid_utf8_v1(NEW.data))
+              AND (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY)
+                   OR INSTR(CAST(NEW.lookup_key AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.lookup_key));
   -- One test for the checks every update passes; which one failed is found inside (COALESCE:
   -- a NULL status makes the test NULL, and the column's NOT NULL refuses it afterwards).
   IF NOT COALESCE(v_same AND NEW.status IN ('running', 'waiting', 'paused', 'completed', 'failed') AND v_data_ok
@@ -123,9 +122,11 @@ BEGIN
   IF v_event IS NOT NULL OR NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
     SET v_meta_ok = v_metadata IS NULL
         OR CASE WHEN JSON_VALID(v_metadata) THEN JSON_TYPE(v_metadata) = 'OBJECT' ELSE 0 END;
-    SET v_text = CONCAT_WS('', CAST(v_event AS BINARY), CAST(v_metadata AS BINARY), CAST(v_handler AS BINARY),
-                           CAST(v_request_id AS BINARY));
-    IF NOT (INSTR(v_text, 0xED) = 0 OR fsm_valid_utf8_v1(v_text)) THEN
+    -- one statement: the texts are joined again only where an ED byte is (see above)
+    IF INSTR(CONCAT_WS('', CAST(v_event AS BINARY), CAST(v_metadata AS BINARY), CAST(v_handler AS BINARY),
+                       CAST(v_request_id AS BINARY)), 0xED) > 0
+       AND NOT fsm_valid_utf8_v1(CONCAT_WS('', CAST(v_event AS BINARY), CAST(v_metadata AS BINARY),
+                                           CAST(v_handler AS BINARY), CAST(v_request_id AS BINARY))) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: event, @fsm_metadata, @fsm_handler and @fsm_request_id must be valid UTF-8 (no encoded surrogates)', MYSQL_ERRNO = 31024;
     END IF;
     IF OLD.status = 'paused' OR ((OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL)
