@@ -22,7 +22,7 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 VERSION_TABLE = "fsm_alembic_version"
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
@@ -179,9 +179,14 @@ MACHINE_TEMPLATE_SETS["v7"] = tuple(_V7.get(name, name) for name in MACHINE_TEMP
 MACHINE_TEMPLATE_SETS["v8"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v7"]
     for new in ((name, "apply_send_v1", "send_many_v1") if name == "send_v2" else (name,)))
-MACHINE_OBJECTS_VERSION = "v8"
+# v9 (revision 0010): the same transition with fewer instructions on the common path
+# (trigger_bu_v7), and a history update trigger that lets that transition's own flip through
+# on one comparison (trigger_hbu_v4).
+_V9 = {"trigger_bu_v6": "trigger_bu_v7", "trigger_hbu_v3": "trigger_hbu_v4"}
+MACHINE_TEMPLATE_SETS["v9"] = tuple(_V9.get(name, name) for name in MACHINE_TEMPLATE_SETS["v8"])
+MACHINE_OBJECTS_VERSION = "v9"
 #: The object sets whose types have the reporting views the union views are built from.
-VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7", "v8")
+VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7", "v8", "v9")
 MACHINE_TEMPLATES = MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]
 #: The templates that create (or change) tables; they run before any trigger is swapped.
 MACHINE_TABLE_TEMPLATES = ("instance_table", "history_table", "history_left_at")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import errno_of, fetch
 
-from pyfsm import InvalidArgument, InvalidEncoding, Machine, Store
+from pyfsm import InvalidArgument, InvalidEncoding, Machine, Store, schema
 from pyfsm.resources import render
 from pyfsm.schema import execute_ddl
 
@@ -103,12 +103,13 @@ def test_python_refuses_lone_surrogates_before_any_sql(seeded: Machine, dsn: str
 def store_bad_bytes(raw: Any, machine: str, key: str) -> None:
     """Write an encoded surrogate into an instance the way pyfsm before v7 let it in: with the
     transition trigger out of the way (it is put back at once)."""
-    raw.cursor().execute(f"DROP TRIGGER `fsm_{machine}_bu_v6`")
+    bu = next(t for t in schema.MACHINE_TEMPLATES if t.startswith("trigger_bu_"))  # the current one
+    raw.cursor().execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
     try:
         raw.cursor().execute(f"UPDATE `fsm_{machine}` SET data = %s, lookup_key = %s WHERE instance_key = %s",
                              (b'{"s": "' + SURROGATE + b'"}', b"acct-" + SURROGATE, key))
     finally:
-        execute_ddl(raw, [render("trigger_bu_v6", machine)])
+        execute_ddl(raw, [render(bu, machine)])
 
 
 @pytest.mark.parametrize("read", ["get", "in_state", "instances_of_account"])

@@ -110,7 +110,7 @@ def test_migrated_database_equals_current_schema(make_database, server) -> None:
         admin.close()
     for label in a:
         assert a[label] == b[label], label
-    assert any(r[0] == "fsm_send_v2" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v6" for r in a["triggers"])
+    assert any(r[0] == "fsm_send_v2" for r in a["routines"]) and any(r[0] == "fsm_order_bu_v7" for r in a["triggers"])
     assert any(r[0] == "fsm_order_send_v2" for r in a["routines"])
     assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
             "fsm_v_state_counts"} <= {r[0] for r in a["views"]}
@@ -139,7 +139,7 @@ def test_every_template_is_installed_per_machine() -> None:
     listed = {name for names in MACHINE_TEMPLATE_SETS.values() for name in names}
     on_disk = {p.stem for p in (sql_dir() / "templates").glob("*.sql")}
     assert listed == on_disk
-    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v8"]
+    assert MACHINE_TEMPLATES == MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION] == MACHINE_TEMPLATE_SETS["v9"]
 
 
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -177,7 +177,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         admin.close()
     for label in ("columns", "indexes", "routines", "triggers", "params", "views"):
         assert a[label] == b[label], label
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v6"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v7"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -240,7 +240,7 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1",
-                                                        "fsm_order_bu_v6"]
+                                                        "fsm_order_bu_v7"]
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
@@ -333,8 +333,8 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     try:
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v6"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v8"  # 0007 to 0009
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v9"  # 0007 to 0010
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -381,7 +381,7 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v8"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v9"}
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
@@ -419,9 +419,9 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == [
-            "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v6",
-            "fsm_order_hbd_v1", "fsm_order_hbi_v2", "fsm_order_hbu_v3"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v8"}]
+            "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v7",
+            "fsm_order_hbd_v1", "fsm_order_hbi_v2", "fsm_order_hbu_v4"]  # and 0010's swaps
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
         assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
             [{"ok": 1, "bad": 0}]
         with Store(settings.dsn()) as store:
@@ -469,7 +469,7 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v8"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]  # 0010 too
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
@@ -479,5 +479,45 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
             assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == \
                 [("o-1", "shipped"), ("o-2", "paid")]
+    finally:
+        raw.close()
+
+
+def test_0010_swaps_the_transition_and_history_update_triggers(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0009 (object set v8) gets bu_v7 and hbu_v4 in place of bu_v6 and
+    hbu_v3, is marked v9, keeps its instances, history and counters, and its history still
+    refuses every change pyfsm does not make, with or without a guard left behind."""
+    from conftest import errno_of, fetch, order_machine
+
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0009")
+    install_type_as_of(settings, order_machine("order"), "v8",
+                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
+                       "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    schema.migrate(settings)
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "AND event_manipulation = 'UPDATE' ORDER BY trigger_name")
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7", "fsm_order_hbu_v4"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
+        with Store(settings.dsn()) as store:
+            assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
+            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
+                [(None, None, False), ("pay", "r-1", False), ("ship", "r-2", True)]
+            assert store.counts("order") == {"paid": 1, "shipped": 1}
+            instance_id = store.get("order", "o-1").id
+        # the flip's fast path needs the guard of that very write; a change without one, or
+        # with another instance's or time's, is refused as before
+        update = ("UPDATE fsm_order_transitions SET most_recent = NULL, left_at = %s "
+                  "WHERE instance_id = %s AND most_recent = 1")
+        assert errno_of(raw, update, ("2030-01-01 00:00:00.000000", instance_id)) == 31012
+        raw.cursor().execute("SET @fsm_guard = %s", (f"{instance_id + 1}/2030-01-01 00:00:00.000000",))
+        assert errno_of(raw, update, ("2030-01-01 00:00:00.000000", instance_id)) == 31012
+        raw.cursor().execute("SET @fsm_guard = NULL")
+        assert errno_of(raw, "UPDATE fsm_order_transitions SET event = 'x' WHERE instance_id = %s",
+                        (instance_id,)) == 31012
     finally:
         raw.close()
