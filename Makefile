@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo bench lint
+.PHONY: help venv test demo bench instructions lint
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306
 
 bench: venv ## run every benchmark in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
 	$(PY) bench/run_all.py --write BENCHMARKS.md $(BENCH_ARGS)
+
+instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition (needs valgrind; about 6 minutes; prints a table)
+	$(PY) bench/bench_instructions.py
 
 lint: venv ## ruff and mypy only
 	$(VENV)/bin/ruff check pyfsm migrations tests bench

@@ -23,12 +23,13 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
 * ``pyfsm, no counters`` / ``pyfsm, no history triggers``: the current triggers with the
   state counters taken out / without the history table's guard triggers: what those parts
   cost (ablations, not options of pyfsm).
-* ``trigger design floor``: pyfsm's trigger reduced to what passing the context and
-  recording history take (taking and clearing the context, the rule, the flip, the history
-  row and its guard, the values left for the caller), under a procedure of five statements:
-  no argument, state, lock, pause, metadata or UTF-8 checks, no counters, outbox, request
-  ids or waking. No design that applies transitions in a trigger for every writer and keeps
-  pyfsm's history can cost less than this.
+* ``pyfsm, trigger without checks``: the current trigger without its checks (identity
+  columns, status, data, UTF-8, pause, locks, metadata), counters and outbox kept, through
+  ``Store.send()``: the most that making the checks free could save.
+* ``trigger design floor``: the least a transition can cost in pyfsm's design (a trigger
+  that applies it for every writer and keeps pyfsm's history; see design_floor.py): the
+  current trigger without any check, counter, outbox or request id, under a procedure of
+  five statements.
 
     .venv/bin/python bench/bench_instructions.py            # make instructions; about 5 minutes
 
@@ -57,6 +58,7 @@ import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
+import design_floor as floor
 
 from pyfsm import Machine, Store, db, schema
 from pyfsm.db import Settings
@@ -97,44 +99,6 @@ BARE_IN_TRIGGER = (
     END""",
 )
 
-#: the floor's procedure: the context, the one UPDATE, the commit, the answer
-FLOOR_SEND = """CREATE PROCEDURE `fsm_floor_send_floor`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
-MODIFIES SQL DATA SQL SECURITY DEFINER
-BEGIN
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-  START TRANSACTION;
-  SET @fsm_event = p_event, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-      @fsm_source = 'procedure';
-  UPDATE `fsm_floor` SET data = data WHERE instance_key = p_key;
-  COMMIT;
-  SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id, @fsm_last_from AS from_state,
-         @fsm_last_to AS to_state, @fsm_last_version AS version, @fsm_last_status AS status, 0 AS created,
-         0 AS replayed;
-END"""
-
-
-def cut(text: str, start: str, end: str) -> str:
-    """``text`` without the part from ``start`` up to (not including) ``end``; both must be there."""
-    i = text.index(start)
-    return text[:i] + text[text.index(end, i):]
-
-
-def without_counters(trigger: str) -> str:
-    return cut(trigger, "    IF NOT (v_count_later OR", "    -- @fsm_guard lets")
-
-
-def floor_trigger(trigger: str) -> str:
-    """The current transition trigger with every check, the counters, the waking, the outbox
-    and the bookkeeping branch taken out (see the module's docstring)."""
-    t = cut(trigger, "  -- One test for the checks every update passes", "  -- byte for byte: with PAD SPACE")
-    t = cut(t, "    -- one test for the checks a transition passes",
-            "    IF v_event IS NOT NULL THEN\n      SELECT to_state")
-    t = cut(t, "    IF v_final OR OLD.status = 'waiting' THEN", "    -- @fsm_guard lets")
-    t = cut(t, "    IF NEW.kafka_topic IS NOT NULL THEN", "  ELSEIF NOT")
-    return cut(t, "  ELSEIF NOT", "  END IF;\nEND")
-
-
 @contextmanager
 def callgrind_server(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
     """A fresh MariaDB under callgrind on a free port; (settings, valgrind's pid, its directory)."""
@@ -146,6 +110,10 @@ def callgrind_server(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
                     "--auth-root-authentication-method=normal", "--skip-test-db"],
                    check=True, capture_output=True)
     extra = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses to run as root without it
+    help_text = subprocess.run([mariadbd, "--no-defaults", "--verbose", "--help"],
+                               capture_output=True, text=True).stdout
+    if "innodb-buffer-pool-size-max" in help_text:  # its default reserves more address space than valgrind gives
+        extra.append("--innodb-buffer-pool-size-max=256M")
     log = (work / "server.log").open("w")
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/cg.%p", "--dump-instr=no", mariadbd,
@@ -162,7 +130,9 @@ def callgrind_server(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
                 break
             except pymysql.err.OperationalError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the server under callgrind did not start; see {work / 'server.log'}") from None
+                    log.flush()
+                    tail = (work / "server.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"the server under callgrind did not start:\n{tail}") from None
                 time.sleep(2)
         yield settings, proc.pid, work
     finally:
@@ -191,30 +161,28 @@ def instructions(pid: int, work: Path, run: Callable[[], None]) -> int:
 
 def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     """Create every variant's objects; return variant -> a function making n transitions."""
-    admin = pymysql.connect(**settings.connect_kwargs(database=False), autocommit=True)
+    admin = pymysql.connect(**{**settings.connect_kwargs(database=False), "autocommit": True})
     admin.cursor().execute("CREATE DATABASE bench")
     admin.close()
     store = Store(settings.dsn(), pool_size=1)
     store.migrate()
     two_states: dict[str, Any] = {"states": ["a", "b"], "start": ["a"],
                                   "transitions": [("go", "a", "b"), ("back", "b", "a")]}
-    for name in ("bench", "old", "nocount", "nohist", "floor"):
+    for name in ("bench", "old", "nocount", "nohist", "unchecked", "floor"):
         store.define(Machine(name=name, **two_states))
     raw = db.connect(settings)
     cur = raw.cursor()
     for statement in bt.TABLES[1:] + BARE_IN_TRIGGER:
         if "same_" in statement or "bare_send" in statement or "trig_" in statement:
             cur.execute(statement)
-    bu = next(t for t in schema.MACHINE_TEMPLATES if t.startswith("trigger_bu_"))
-    schema.replace_machine_triggers(raw, "old", [(bu, "trigger_bu_v6"), ("trigger_hbu_v4", "trigger_hbu_v3")], "v8",
+    bu = floor.current_trigger()
+    schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8",
                                     also_lock=("fsm_old_transitions",))
-    for name, text in (("nocount", without_counters(render(bu, "nocount"))),
-                       ("floor", floor_trigger(render(bu, "floor")))):
-        cur.execute(f"DROP TRIGGER `fsm_{name}_{bu.removeprefix('trigger_')}`")
-        schema.execute_ddl(raw, [text])
+    floor.replace_transition_trigger(raw, "nocount", floor.without_counters(render(bu, "nocount")))
+    floor.replace_transition_trigger(raw, "unchecked", floor.unchecked_trigger(render(bu, "unchecked")))
+    floor.install_floor(raw, "floor")
     cur.execute("DROP TRIGGER fsm_nohist_hbi_v2")
     cur.execute("DROP TRIGGER fsm_nohist_hbu_v4")
-    schema.execute_ddl(raw, [FLOOR_SEND])
     for table in ("same", "trig"):
         for k in range(8):
             cur.execute(f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "
@@ -222,7 +190,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
             cur.execute(f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
                         "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
                         "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')")
-    for name in ("bench", "old", "nocount", "nohist", "floor"):
+    for name in ("bench", "old", "nocount", "nohist", "unchecked", "floor"):
         for k in range(8):
             store.create(name, f"k{k}")
     states: dict[str, dict[str, str]] = {}
@@ -265,6 +233,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "pyfsm, 0009 triggers": sends("pyfsm, 0009 triggers", "old"),
         "pyfsm, no counters": sends("pyfsm, no counters", "nocount"),
         "pyfsm, no history triggers": sends("pyfsm, no history triggers", "nohist"),
+        "pyfsm, trigger without checks": sends("pyfsm, trigger without checks", "unchecked"),
         "trigger design floor": calls("trigger design floor", "CALL fsm_floor_send_floor(%s, %s)"),
     }
 

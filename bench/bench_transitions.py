@@ -35,6 +35,13 @@ Why each reference exists:
   triggers are put back to those of revision 0009 (``_bu_v6``, ``_hbu_v3``), so that what
   revision 0010's leaner triggers save shows in one run (bench_instructions.py counts it
   without the noise).
+* ``trigger design floor``: the least a transition can cost in pyfsm's design (design_floor.py:
+  the current trigger without any check, counter, outbox or request id, under a procedure of
+  five statements), one CALL per transition on a type of its own. Not something to run: it
+  bounds what any version of pyfsm's triggers and procedures can reach, beside the targets.
+* ``pyfsm, trigger without checks``: ``Store.send()`` on a type whose trigger has no checks
+  (identity columns, status, data, UTF-8, pause, locks, metadata; counters and outbox kept):
+  the most that making every check free could save. A yardstick as well.
 
 Server CPU per transition: the server process's user + system CPU time (``/proc/<pid>/stat``
 of the pid in ``@@pid_file``, so only for a server on this machine) over each measurement's
@@ -70,22 +77,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import design_floor
 import pymysql
 
-from pyfsm import Machine, Store, TransitionResult, retry
+from pyfsm import Machine, Store, TransitionResult, db, retry
 from pyfsm.db import Settings, parse_dsn
+from pyfsm.resources import render
 
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1",
-              "pyfsm, 0009 triggers", "pyfsm send_many")
+              "pyfsm, 0009 triggers", "pyfsm send_many", "pyfsm, trigger without checks", "trigger design floor")
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
-               "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1, "pyfsm send_many": 1 / BULK}
+               "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1, "pyfsm send_many": 1 / BULK,
+               "pyfsm, trigger without checks": 1, "trigger design floor": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
 MACHINE = Machine(name="bench", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
 #: The same definition with the triggers of revision 0009 (see define_with_0009_triggers).
 MACHINE_0009 = Machine(name="bench_0009", states=MACHINE.states, start=MACHINE.start,
                        transitions=[("go", "a", "b"), ("back", "b", "a")])
+#: The same definition as the design floor (design_floor.py).
+MACHINE_FLOOR = Machine(name="bench_floor", states=MACHINE.states, start=MACHINE.start,
+                        transitions=[("go", "a", "b"), ("back", "b", "a")])
+MACHINE_UNCHECKED = Machine(name="bench_unchecked", states=MACHINE.states, start=MACHINE.start,
+                            transitions=[("go", "a", "b"), ("back", "b", "a")])
 TRIGGERS_0009 = [("trigger_bu_v7", "trigger_bu_v6"), ("trigger_hbu_v4", "trigger_hbu_v3")]
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
@@ -315,6 +330,23 @@ def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, mac
     return step, functools.partial(store_questions, store)
 
 
+def floor_client(job: Job, keys: list[str]) -> Client:
+    """One CALL of the design floor's procedure per transition (design_floor.py), on its own type."""
+    with Store(job.settings.dsn(), pool_size=1) as store:
+        states = {key: store.create(MACHINE_FLOOR.name, key).to_state for key in keys}
+    conn = raw_connect(job.settings, autocommit=True)
+    cur = conn.cursor()
+
+    def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_floor_send_floor(...)
+        key = keys[i % len(keys)]
+        cur.execute(f"CALL fsm_{MACHINE_FLOOR.name}_send_floor(%s, %s)", (key, NEXT[states[key]][0]))
+        row = cur.fetchone()
+        while cur.nextset():
+            pass
+        states[key] = row[3]
+    return step, lambda: session_questions(cur)
+
+
 def send_many_client(job: Job, keys: list[str]) -> Client:
     """Store.send_many(): BULK transitions per call over BULK instances of this client's own."""
     store = Store(job.settings.dsn(), pool_size=1)
@@ -341,7 +373,8 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
            "pyfsm": pyfsm_client,
            "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1"),
            "pyfsm, 0009 triggers": functools.partial(pyfsm_client, machine=MACHINE_0009.name),
-           "pyfsm send_many": send_many_client}
+           "pyfsm send_many": send_many_client, "trigger design floor": floor_client,
+           "pyfsm, trigger without checks": functools.partial(pyfsm_client, machine=MACHINE_UNCHECKED.name)}
 
 
 def define_with_0009_triggers(store: Store) -> None:
@@ -501,6 +534,19 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
         m8.rate >= 0.5 * c8.rate, f"{m8.rate:,.0f} vs {c8.rate:,.0f} tx/s = {m8.rate / c8.rate:.2f}x"))
     target("1 client: Store.send p50 <= 1.5x the ceiling's p50", None if not (p1 and c1) else (
         p1.pct(50) <= 1.5 * c1.pct(50), f"{p1.pct(50):.2f} vs {c1.pct(50):.2f} ms = {p1.pct(50) / c1.pct(50):.2f}x"))
+    f8, f1 = by.get(("trigger design floor", 8)), by.get(("trigger design floor", 1))
+    u8 = by.get(("pyfsm, trigger without checks", 8))
+    bounds = []
+    if u8 and b8 and u8.cpu_us() and cpu_b:
+        bounds.append(f"the trigger without checks: server CPU {u8.cpu_us() / cpu_b:.2f}x the bare CALL's, "
+                      f"{u8.rate / b8.rate:.2f}x its tx/s at 8 clients")
+    if f8 and b8 and f8.cpu_us() and cpu_b:
+        bounds.append(f"the design floor: server CPU {f8.cpu_us() / cpu_b:.2f}x the bare CALL's, "
+                      f"{f8.rate / b8.rate:.2f}x its tx/s at 8 clients")
+    if f1 and c1:
+        bounds.append(f"the design floor's 1-client p50 {f1.pct(50) / c1.pct(50):.2f}x the ceiling's")
+    if bounds:
+        lines += ["", "Yardsticks in this run (design_floor.py): " + "; ".join(bounds) + "."]
     return "\n".join(lines)
 
 
@@ -579,6 +625,15 @@ def main(argv: list[str] | None = None) -> int:
             store.migrate()
             store.define(MACHINE)
             define_with_0009_triggers(store)
+            store.define(MACHINE_FLOOR)
+            store.define(MACHINE_UNCHECKED)
+            conn = db.connect(settings)
+            try:
+                design_floor.install_floor(conn, MACHINE_FLOOR.name)
+                design_floor.replace_transition_trigger(conn, MACHINE_UNCHECKED.name, design_floor.unchecked_trigger(
+                    render(design_floor.current_trigger(), MACHINE_UNCHECKED.name)))
+            finally:
+                conn.close()
         results = []
         pid = server_pid(settings)
         for clients in client_counts:

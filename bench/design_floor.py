@@ -1,0 +1,83 @@
+"""The least a transition can cost the server in pyfsm's design, for bench_transitions and bench_instructions.
+
+A type whose transition trigger is the current one reduced to what applying a transition in
+a trigger and keeping pyfsm's history take: taking and clearing the procedure's context, the
+rule, the most_recent flip, the history row with its guard (so the history triggers stay),
+the version, and the values left for the caller. Every check (arguments, identity columns,
+status, data, locks, pause, metadata, UTF-8), the state counters, the outbox, the waking of
+a waiting instance, request ids and the bookkeeping branch are taken out, and the procedure
+is five statements. No design that applies transitions in a trigger for every writer and
+keeps that history can cost less; it is a yardstick, not something to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyfsm import schema
+from pyfsm.resources import render
+
+
+def cut(text: str, start: str, end: str) -> str:
+    """``text`` without the part from ``start`` up to (not including) ``end``; both must be there."""
+    i = text.index(start)
+    return text[:i] + text[text.index(end, i):]
+
+
+def current_trigger(family: str = "trigger_bu") -> str:
+    """The current template of a per-type trigger family ("trigger_bu" -> "trigger_bu_v7")."""
+    return next(t for t in schema.MACHINE_TEMPLATES if t.rsplit("_", 1)[0] == family)
+
+
+def without_counters(trigger: str) -> str:
+    """The current transition trigger without the state counters."""
+    return cut(trigger, "    IF NOT (v_count_later OR", "    -- @fsm_guard lets")
+
+
+def unchecked_trigger(trigger: str) -> str:
+    """The current transition trigger without its checks (identity columns, status, data,
+    UTF-8, pause, locks, metadata): what they cost, beside the full one. Counters, outbox and
+    waking stay."""
+    t = cut(trigger, "  -- One test for the checks every update passes", "  -- byte for byte: with PAD SPACE")
+    return cut(t, "    -- one test for the checks a transition passes",
+               "    IF v_event IS NOT NULL THEN\n      SELECT to_state")
+
+
+def floor_trigger(trigger: str) -> str:
+    """The current transition trigger reduced as the module's docstring says."""
+    t = cut(unchecked_trigger(trigger), "    IF v_final OR OLD.status = 'waiting' THEN", "    -- @fsm_guard lets")
+    t = cut(t, "    IF NEW.kafka_topic IS NOT NULL THEN", "  ELSEIF NOT")
+    return cut(t, "  ELSEIF NOT", "  END IF;\nEND")
+
+
+def floor_procedure(machine: str) -> str:
+    """``fsm_<machine>_send_floor(key, event)``: the context, the one UPDATE, the commit, the answer."""
+    return f"""CREATE PROCEDURE `fsm_{machine}_send_floor`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+MODIFIES SQL DATA SQL SECURITY DEFINER
+BEGIN
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET @fsm_event = p_event, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
+      @fsm_source = 'procedure';
+  UPDATE `fsm_{machine}` SET data = data WHERE instance_key = p_key;
+  COMMIT;
+  SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id, @fsm_last_from AS from_state,
+         @fsm_last_to AS to_state, @fsm_last_version AS version, @fsm_last_status AS status, 0 AS created,
+         0 AS replayed;
+END"""
+
+
+def replace_transition_trigger(conn: Any, machine: str, text: str) -> None:
+    """Put ``text`` (a rendered transition trigger) in place of ``machine``'s current one (a
+    benchmark's own type: no lock, nothing runs on it meanwhile)."""
+    bu = current_trigger()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
+    schema.execute_ddl(conn, [text])
+
+
+def install_floor(conn: Any, machine: str) -> None:
+    """Make ``machine`` (already defined) the design floor: its trigger and send_floor procedure."""
+    replace_transition_trigger(conn, machine, floor_trigger(render(current_trigger(), machine)))
+    schema.execute_ddl(conn, [floor_procedure(machine)])
