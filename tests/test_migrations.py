@@ -519,5 +519,11 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
         raw.cursor().execute("SET @fsm_guard = NULL")
         assert errno_of(raw, "UPDATE fsm_order_transitions SET event = 'x' WHERE instance_id = %s",
                         (instance_id,)) == 31012
+        # no guard and left_at left NULL: NULL <=> NULL must not open the fast path (review)
+        assert errno_of(raw, "UPDATE fsm_order_transitions SET most_recent = NULL, to_state = 'new', "
+                             "data_after = '{\"x\": 1}' WHERE instance_id = %s AND most_recent = 1",
+                        (instance_id,)) == 31012
+        assert fetch(raw, "SELECT to_state FROM fsm_order_transitions WHERE instance_id = %s AND most_recent = 1",
+                     (instance_id,)) == [{"to_state": "shipped"}]
     finally:
         raw.close()

@@ -48,10 +48,8 @@
 -- trigger's statements are executed one by one and each expression is resolved again on
 -- every run (measured with callgrind, BENCHMARKS.md): one IF for every check an update
 -- passes and one for every check a transition passes (the failing case is told apart inside
--- it, so the order of the errors is v6's); nine local variables instead of seventeen, v_now set where it is declared (the
--- ones only an error needs are declared in its own block); the counters' two rows ordered
--- with LEAST/GREATEST (state names are [a-z0-9_], so the collation orders them as bytes, and
--- a row spelled with trailing spaces before revision 0005 still compares equal).
+-- it, so the order of the errors is v6's); nine local variables instead of seventeen (the
+-- ones only an error needs are declared in its own block).
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
@@ -68,10 +66,7 @@ BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
   DECLARE v_count_later TINYINT DEFAULT 0;
-  -- UTC_TIMESTAMP() is when the UPDATE began, which may be before it waited for the row lock
-  -- of the transition before it: never earlier than that one (its time is updated_at), so
-  -- history's times follow sort_key.
-  DECLARE v_now DATETIME(6) DEFAULT GREATEST(UTC_TIMESTAMP(6), COALESCE(OLD.updated_at, UTC_TIMESTAMP(6)));
+  DECLARE v_now DATETIME(6);
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_to = NULL;
@@ -87,10 +82,15 @@ BEGIN
       v_request_id = @fsm_request_id, v_source = @fsm_source;
   IF v_source IN ('procedure', 'engine') THEN
     -- a procedure's context is for this one row: taken before any write that may deadlock
-    SET v_count_later = @fsm_count_later <=> 1;
+    SET v_count_later = COALESCE(@fsm_count_later, 0) = 1;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
         @fsm_source = NULL, @fsm_count_later = NULL;
   END IF;
+  -- UTC_TIMESTAMP() is when the UPDATE began, which may be before it waited for the row lock
+  -- of the transition before it: never earlier than that one (its time is updated_at), so
+  -- history's times follow sort_key. After the handlers: a bad updated_at fails with the
+  -- context cleared.
+  SET v_now = GREATEST(UTC_TIMESTAMP(6), COALESCE(OLD.updated_at, UTC_TIMESTAMP(6)));
   -- One test for the checks every update passes, which one failed is found inside.
   -- Binary comparison: utf8mb4_bin ignores trailing spaces, so 'k1 ' would equal 'k1'. CASE,
   -- not AND: JSON_TYPE must never see invalid JSON (an error on MySQL). UTF-8 (see above) in
@@ -212,10 +212,13 @@ BEGIN
     IF NOT (v_count_later OR CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
       -- one statement for both counter rows, given in key order whatever the direction of the
       -- move, so opposite moves never deadlock; on a duplicate the row's own state says which
+      -- (trimmed: a row written before revision 0005 may spell it with trailing spaces)
       INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
-        ('__M__', LEAST(v_to, OLD.current_state), OLD.id % 16, IF(v_to < OLD.current_state, 1, -1)),
-        ('__M__', GREATEST(v_to, OLD.current_state), OLD.id % 16, IF(v_to < OLD.current_state, -1, 1))
-      ON DUPLICATE KEY UPDATE instances = instances + IF(state = v_to, 1, -1);
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
+      ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's. It
     -- names this write (instance and time, as fsm___M___hbi_v2 and _hbu_v4 check), so a guard

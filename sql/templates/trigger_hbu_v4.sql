@@ -18,7 +18,9 @@
 -- Example: UPDATE `fsm___M___transitions` SET event = 'x' WHERE id = 1;  -- fails with 31012
 CREATE TRIGGER `fsm___M___hbu_v4` BEFORE UPDATE ON `fsm___M___transitions` FOR EACH ROW
 BEGIN
-  IF NOT (CAST(@fsm_guard AS BINARY) <=> CAST(CONCAT(OLD.instance_id, '/', NEW.left_at) AS BINARY)
+  -- IS NOT NULL: with no guard and no left_at, <=> alone would match NULL to NULL
+  IF NOT (@fsm_guard IS NOT NULL
+          AND CAST(@fsm_guard AS BINARY) <=> CAST(CONCAT(OLD.instance_id, '/', NEW.left_at) AS BINARY)
           AND OLD.most_recent <=> 1 AND NEW.most_recent IS NULL AND OLD.left_at IS NULL) THEN
     -- any other change, or this one without the guard: what v3 checked
     -- left_at = GREATEST(time of the transition, created_at): the guard's time, or created_at
