@@ -175,7 +175,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     for statement in bt.TABLES[1:] + BARE_IN_TRIGGER:
         if "same_" in statement or "bare_send" in statement or "trig_" in statement:
             cur.execute(statement)
-    bu = floor.current_trigger()
+    bu = schema.current_template("trigger_bu")
     schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8",
                                     also_lock=("fsm_old_transitions",))
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(render(bu, "nocount")))

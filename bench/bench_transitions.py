@@ -80,7 +80,7 @@ from typing import Any
 import design_floor
 import pymysql
 
-from pyfsm import Machine, Store, TransitionResult, db, retry
+from pyfsm import Machine, Store, TransitionResult, db, retry, schema
 from pyfsm.db import Settings, parse_dsn
 from pyfsm.resources import render
 
@@ -379,8 +379,6 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
 
 def define_with_0009_triggers(store: Store) -> None:
     """Define MACHINE_0009 and put its triggers back to those of revision 0009."""
-    from pyfsm import db, schema
-
     store.define(MACHINE_0009)
     conn = db.connect(store.settings)
     try:
@@ -631,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 design_floor.install_floor(conn, MACHINE_FLOOR.name)
                 design_floor.replace_transition_trigger(conn, MACHINE_UNCHECKED.name, design_floor.unchecked_trigger(
-                    render(design_floor.current_trigger(), MACHINE_UNCHECKED.name)))
+                    render(schema.current_template("trigger_bu"), MACHINE_UNCHECKED.name)))
             finally:
                 conn.close()
         results = []

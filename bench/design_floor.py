@@ -24,11 +24,6 @@ def cut(text: str, start: str, end: str) -> str:
     return text[:i] + text[text.index(end, i):]
 
 
-def current_trigger(family: str = "trigger_bu") -> str:
-    """The current template of a per-type trigger family ("trigger_bu" -> "trigger_bu_v7")."""
-    return next(t for t in schema.MACHINE_TEMPLATES if t.rsplit("_", 1)[0] == family)
-
-
 def without_counters(trigger: str) -> str:
     """The current transition trigger without the state counters."""
     return cut(trigger, "    IF NOT (v_count_later OR", "    -- @fsm_guard lets")
@@ -71,7 +66,7 @@ END"""
 def replace_transition_trigger(conn: Any, machine: str, text: str) -> None:
     """Put ``text`` (a rendered transition trigger) in place of ``machine``'s current one (a
     benchmark's own type: no lock, nothing runs on it meanwhile)."""
-    bu = current_trigger()
+    bu = schema.current_template("trigger_bu")
     with conn.cursor() as cur:
         cur.execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
     schema.execute_ddl(conn, [text])
@@ -79,5 +74,6 @@ def replace_transition_trigger(conn: Any, machine: str, text: str) -> None:
 
 def install_floor(conn: Any, machine: str) -> None:
     """Make ``machine`` (already defined) the design floor: its trigger and send_floor procedure."""
-    replace_transition_trigger(conn, machine, floor_trigger(render(current_trigger(), machine)))
+    bu = schema.current_template("trigger_bu")
+    replace_transition_trigger(conn, machine, floor_trigger(render(bu, machine)))
     schema.execute_ddl(conn, [floor_procedure(machine)])

@@ -282,6 +282,11 @@ def _family(template: str) -> str:
     return template.rsplit("_v", 1)[0]
 
 
+def current_template(family: str) -> str:
+    """The template of ``family`` ("trigger_bu") in the current per-type set ("trigger_bu_v7")."""
+    return next(t for t in MACHINE_TEMPLATES if _family(t) == family)
+
+
 def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]]) -> None:
     """Swap older triggers for the current set and bring what they maintain up to date.
 

@@ -103,7 +103,7 @@ def test_python_refuses_lone_surrogates_before_any_sql(seeded: Machine, dsn: str
 def store_bad_bytes(raw: Any, machine: str, key: str) -> None:
     """Write an encoded surrogate into an instance the way pyfsm before v7 let it in: with the
     transition trigger out of the way (it is put back at once)."""
-    bu = next(t for t in schema.MACHINE_TEMPLATES if t.startswith("trigger_bu_"))  # the current one
+    bu = schema.current_template("trigger_bu")
     raw.cursor().execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
     try:
         raw.cursor().execute(f"UPDATE `fsm_{machine}` SET data = %s, lookup_key = %s WHERE instance_key = %s",

@@ -81,13 +81,9 @@ def test_send_v2_answers_right_under_an_older_transition_trigger(store: Store, o
         conn.close()
 
 
-def current(family: str) -> str:
-    """The current template of a trigger family ("trigger_bu" -> "trigger_bu_v7")."""
-    return next(t for t in schema.MACHINE_TEMPLATES if t.rsplit("_", 1)[0] == family)
-
-
-OLDER = [(current("trigger_bu"), "trigger_bu_v4"), (current("trigger_hbi"), "trigger_hbi_v1"),
-         (current("trigger_hbu"), "trigger_hbu_v2")]
+OLDER = [(schema.current_template("trigger_bu"), "trigger_bu_v4"),
+         (schema.current_template("trigger_hbi"), "trigger_hbi_v1"),
+         (schema.current_template("trigger_hbu"), "trigger_hbu_v2")]
 
 
 def test_define_brings_an_older_object_set_up_to_date(store: Store, order: Any, raw: Any) -> None:

@@ -144,15 +144,17 @@ BEGIN
       END IF;
       IF (OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL THEN
         BEGIN
-          -- a scalar subquery, not SELECT INTO: no row must not raise NOT FOUND here
-          DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4 DEFAULT (SELECT owner FROM fsm_locks
+          DECLARE v_holder VARCHAR(64) CHARACTER SET utf8mb4;
+          DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+          -- a scalar subquery, not SELECT INTO: no row must not raise NOT FOUND here (and SET,
+          -- not DECLARE ... DEFAULT: a subquery there is not accepted by every server)
+          SET v_holder = (SELECT owner FROM fsm_locks
             WHERE lookup_key = OLD.lookup_key
               AND ((scope = '*' AND OLD.uses_global_lock) OR (scope = '__M__' AND OLD.uses_local_lock))
               AND unlocked_at IS NULL AND expires_at > v_now AND NOT (owner <=> @fsm_lock_owner)
             LIMIT 1);
-          DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT
-            LEFT(CONCAT('fsm: __M__ ', OLD.instance_key, ' is locked by ', COALESCE(v_holder, '')), 128);
           IF v_holder IS NOT NULL THEN
+            SET v_msg = LEFT(CONCAT('fsm: __M__ ', OLD.instance_key, ' is locked by ', v_holder), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31018;
           END IF;
         END;
