@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -24,6 +25,35 @@ from .resources import PLACEHOLDER, check_machine_name, migrations_dir, read_sql
 #: checks that it is the head of migrations/.
 HEAD_REVISION = "0010"
 VERSION_TABLE = "fsm_alembic_version"
+
+@dataclass(frozen=True)
+class Deprecated:
+    """A public procedure that a newer version replaces (docs/sql-api.md, "Versions and retirement").
+
+    It is kept in databases upgraded from a release that had it, is never created by a fresh
+    install, and is dropped by the first migration of ``removed_in``. ``name`` names per-type
+    procedures with ``<machine>``.
+    """
+
+    name: str
+    replaced_by: str
+    deprecated_in: str
+    removed_in: str
+
+
+#: The deprecated public procedures an upgraded database may still hold; `pyfsm check`
+#: lists the ones present. A fresh install has none of them.
+DEPRECATED = (
+    Deprecated("fsm_define_v1", "fsm_define_v4", "0.3.0", "0.4.0"),
+    Deprecated("fsm_define_v2", "fsm_define_v4", "0.3.0", "0.4.0"),
+    Deprecated("fsm_define_v3", "fsm_define_v4", "0.3.0", "0.4.0"),
+    Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0"),
+    Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0"),
+    Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0"),
+    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0"),
+    Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0"),
+)
+
 
 #: What revision 0004 adds (migrations/versions/0004_*.py applies the same list).
 REVISION_0004_OBJECTS = (
