@@ -23,7 +23,7 @@ from pyfsm import Store, db, schema
 
 def _current(family: str) -> str:
     """The current object set's trigger of a family, e.g. trigger_bu_v5 for trigger_bu."""
-    [name] = [t for t in schema.MACHINE_TEMPLATES if t.startswith(family + "_v")]
+    name = schema.current_template(family)
     return name
 
 

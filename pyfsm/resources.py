@@ -1,7 +1,11 @@
 """Where pyfsm's SQL and migrations live, and how per-type SQL is rendered.
 
-In a built wheel they are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a
-source checkout they are the top-level ``sql/`` and ``migrations/`` folders.
+``sql/`` holds the current schema, one file per object: what a fresh install creates
+(``sql/machine/`` per machine type). The revisions in ``migrations/`` apply SQL frozen as it
+was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
+ten revisions, every file named by its version; then one folder per revision). In a built
+wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
+checkout they are the top-level folders.
 """
 
 from __future__ import annotations
@@ -42,9 +46,18 @@ def migrations_dir() -> Path:
     return _folder("migrations")
 
 
+#: The frozen tree of revisions 0001 to 0010 under migrations/sql.
+FIRST_REVISIONS = "0001-0010"
+
+
 def read_sql(relative: str) -> str:
-    """The text of one SQL file, e.g. ``procedures/fsm_send_v1.sql``."""
+    """The text of one current SQL file, e.g. ``procedures/fsm_send_v2.sql``."""
     return (sql_dir() / relative).read_text(encoding="utf-8")
+
+
+def read_frozen(relative: str, revisions: str = FIRST_REVISIONS) -> str:
+    """The text of one SQL file as a revision applies it: ``migrations/sql/<revisions>/<relative>``."""
+    return (migrations_dir() / "sql" / revisions / relative).read_text(encoding="utf-8")
 
 
 def check_machine_name(name: object) -> str:
@@ -60,8 +73,13 @@ def check_machine_name(name: object) -> str:
 
 
 def render(template: str, machine: str) -> str:
-    """Render ``sql/templates/<template>.sql`` for one machine type.
+    """Render a per-type SQL file for one machine type.
 
-    The name is validated first: it is the only thing ever spliced into SQL text.
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/...sql``), or
+    a template of revisions 0001 to 0010 by its name (``trigger_bu_v6``, frozen in
+    ``migrations/sql/0001-0010/templates``; the landed migrations and the upgrade of types an
+    older pyfsm installed use those). The machine name is validated first: it is the only
+    thing ever spliced into SQL text.
     """
-    return read_sql(f"templates/{template}.sql").replace(PLACEHOLDER, check_machine_name(machine))
+    text = read_sql(template) if "/" in template else read_frozen(f"templates/{template}.sql")
+    return text.replace(PLACEHOLDER, check_machine_name(machine))

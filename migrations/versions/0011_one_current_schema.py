@@ -1,0 +1,40 @@
+"""One current schema: fsm_define_v4 and fsm_force_unlock_v2 no longer call the versions they replace.
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-25
+
+fsm_define_v4 called fsm_define_v3, which called fsm_define_v2; fsm_force_unlock_v2 called
+fsm_force_unlock_v1. Each is replaced by one procedure that does the same checks in the same
+order (the callers see no difference), so that the older versions can retire (deprecated in
+0.3.0, dropped in 0.4.0: docs/sql-api.md, "Versions and retirement") and a fresh install
+need not create them. MySQL has no CREATE OR REPLACE PROCEDURE: each is dropped and created
+again, and for that moment a call fails with 1305; run migrations before a new version
+serves traffic. The accounts `pyfsm grant` made get EXECUTE again right after.
+
+SQL frozen in migrations/sql/0011. Never edit a revision once it has landed: add the next
+number instead.
+"""
+
+from alembic import op
+
+from pyfsm.schema import apply_files
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+REPLACED = ("fsm_define_v4", "fsm_force_unlock_v2")
+
+
+def upgrade() -> None:
+    conn = op.get_bind().connection.dbapi_connection
+    for name in REPLACED:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP PROCEDURE IF EXISTS `{name}`")
+        apply_files(conn, [f"procedures/{name}.sql"], revisions="0011")
+
+
+def downgrade() -> None:
+    raise NotImplementedError("pyfsm migrations are forward-only")

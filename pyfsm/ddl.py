@@ -1,0 +1,77 @@
+"""Running pyfsm's DDL: a strict sql_mode, objects created concurrently, metadata-lock waits."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pymysql
+
+from . import db
+from .resources import render
+
+_ALREADY_EXISTS = {1050, 1060, 1304, 1359}  # table, column, routine, trigger already exists
+
+
+def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
+    """Run DDL statements on a raw PyMySQL connection under a strict sql_mode.
+
+    Statements are sent without arguments so that PyMySQL never treats a ``%`` as a
+    format marker; routines keep the sql_mode they were created under.
+    """
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
+        cur.execute("SET time_zone = '+00:00'")
+        for statement in statements:
+            try:
+                cur.execute(statement)
+            except pymysql.err.MySQLError as exc:
+                if exc.args and exc.args[0] in _ALREADY_EXISTS:
+                    continue  # created concurrently by another installer
+                raise
+
+
+def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int = 2, attempts: int = 15) -> None:
+    """DDL on objects readers may be using (views): a statement waiting for a metadata lock
+    makes every later reader queue behind it, so it waits at most ``wait_seconds`` at a time
+    and tries again a second later, ``attempts`` times, instead of lock_wait_timeout's day."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        (previous,) = cur.fetchone()
+        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
+        try:
+            for statement in statements:
+                for attempt in range(attempts):
+                    try:
+                        execute_ddl(conn, [statement])
+                        break
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
+                            raise
+                        time.sleep(1.0)
+        finally:
+            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous)}")
+
+
+def has_column(conn: Any, table: str, column: str) -> bool:
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+                    "AND table_name = %s AND column_name = %s", (table, column))
+        return bool(cur.fetchone()[0])
+
+
+def machine_triggers(conn: Any, machine: str) -> set[str]:
+    """The names of the triggers on ``machine``'s instance and history tables."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                    "AND event_object_table IN (%s, %s)", (f"fsm_{machine}", f"fsm_{machine}_transitions"))
+        return {row[0] for row in cur.fetchall()}
+
+
+def object_name(template: str, machine: str) -> str:
+    """The name a per-type file creates: the first backticked name of its CREATE statement."""
+    found = re.search(r"^CREATE [A-Z ]+?`([^`]+)`", render(template, machine), re.M)
+    assert found, template
+    return found.group(1)

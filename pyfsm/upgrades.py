@@ -1,0 +1,224 @@
+"""How revisions upgrade what earlier ones installed: SQL frozen in migrations/sql, trigger
+swaps with no moment unchecked, per-type steps that survive an interruption.
+
+The landed revisions import these through pyfsm.schema (where they lived when they landed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import pymysql
+
+from . import db
+from .ddl import execute_ddl, machine_triggers, object_name
+from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
+from .views import refresh_views
+
+#: Every per-type object set revisions 0001 to 0010 installed: templates frozen in
+#: migrations/sql/0001-0010/templates, rendered for each machine in this order.
+#: fsm_machines.objects_version records which set a machine has. The tests install types
+#: as an older pyfsm did from these; the current set is schema.MACHINE_OBJECTS.
+MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
+MACHINE_TEMPLATE_SETS["v1"] = (
+    "instance_table",
+    "history_table",
+    "trigger_bi_v1",
+    "trigger_ai_v1",
+    "trigger_bu_v1",
+    "trigger_bd_v1",
+    "trigger_hbi_v1",
+    "trigger_hbu_v1",
+    "trigger_hbd_v1",
+    "send_v1",
+    "create_v1",
+    "get_v1",
+    "history_v1",
+    "in_state_v1",
+    "counts_v1",
+)
+# v2 (revision 0002): the transition trigger checks locks; both outbox writers honour event_data.
+_V2 = {"trigger_ai_v1": "trigger_ai_v2", "trigger_bu_v1": "trigger_bu_v2"}
+MACHINE_TEMPLATE_SETS["v2"] = tuple(_V2.get(name, name) for name in MACHINE_TEMPLATE_SETS["v1"])
+# v3 (revision 0004): history gets left_at; the triggers keep fsm_state_counts and left_at;
+# the reporting views fsm_v_<type> and fsm_v_<type>_transitions.
+_V3 = {"trigger_ai_v2": "trigger_ai_v3", "trigger_bu_v2": "trigger_bu_v3", "trigger_hbu_v1": "trigger_hbu_v2"}
+MACHINE_TEMPLATE_SETS["v3"] = (
+    "instance_table", "history_table", "history_left_at",
+    *(_V3.get(name, name) for name in MACHINE_TEMPLATE_SETS["v2"][2:]),
+    "view_instances_v1", "view_history_v1",
+)
+# v4 (revision 0005): the transition trigger compares names byte for byte (no PAD SPACE).
+_V4 = {"trigger_bu_v3": "trigger_bu_v4"}
+MACHINE_TEMPLATE_SETS["v4"] = tuple(_V4.get(name, name) for name in MACHINE_TEMPLATE_SETS["v3"])
+# v5 (revision 0006): the same transition with fewer statements (trigger_bu_v5); send_v2,
+# whose common case is one UPDATE, beside send_v1; step_v2, the engine's step without
+# dynamic SQL (fsm_step_v1 stays for types not yet upgraded).
+_V5 = {"trigger_bu_v4": "trigger_bu_v5"}
+MACHINE_TEMPLATE_SETS["v5"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v4"]
+    for new in ((name, "send_v2", "step_v2") if name == "send_v1" else (_V5.get(name, name),)))
+# v6 (revision 0007): steps_v1, a worker's batch of steps of several instances in one
+# transaction, and apply_step_v1, step_v2's body without its transaction, which it calls.
+MACHINE_TEMPLATE_SETS["v6"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v5"]
+    for new in ((name, "apply_step_v1", "steps_v1") if name == "step_v2" else (name,)))
+# v7 (revision 0008): the transition and creation triggers take a procedure's context before
+# their first write and set a history guard that names the row written (a deadlock there can
+# skip every handler), which the history triggers check; text that is not UTF-8 is refused.
+_V7 = {"trigger_ai_v3": "trigger_ai_v4", "trigger_bu_v5": "trigger_bu_v6", "trigger_hbi_v1": "trigger_hbi_v2",
+       "trigger_hbu_v2": "trigger_hbu_v3"}
+MACHINE_TEMPLATE_SETS["v7"] = tuple(_V7.get(name, name) for name in MACHINE_TEMPLATE_SETS["v6"])
+# v8 (revision 0009): send_many_v1, many events in one call and one transaction, and
+# apply_send_v1, send_v2's work without its transaction, which it calls per item.
+MACHINE_TEMPLATE_SETS["v8"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v7"]
+    for new in ((name, "apply_send_v1", "send_many_v1") if name == "send_v2" else (name,)))
+# v9 (revision 0010): the same transition with fewer instructions on the common path
+# (trigger_bu_v7), and a history update trigger that lets that transition's own flip through
+# on one comparison (trigger_hbu_v4).
+_V9 = {"trigger_bu_v6": "trigger_bu_v7", "trigger_hbu_v3": "trigger_hbu_v4"}
+MACHINE_TEMPLATE_SETS["v9"] = tuple(_V9.get(name, name) for name in MACHINE_TEMPLATE_SETS["v8"])
+
+
+def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:
+    """Apply SQL files frozen for the migrations: ``migrations/sql/<revisions>/<file>``.
+
+    Revisions 0001 to 0010 name files of their shared tree; a later revision passes its own
+    number and applies the copies it carries of the files it adds or replaces.
+    """
+    execute_ddl(conn, [read_frozen(name, revisions) for name in files])
+
+
+def upgrade_machines(conn: Any, from_version: str, to_version: str, upgrade: Callable[[str], None]) -> None:
+    """Run ``upgrade(machine)`` for every type at object set ``from_version`` and mark it
+    ``to_version`` (a migration's per-type step), then rebuild the views.
+
+    ``conn``: a connection of the migration's own with autocommit, so an interrupted run
+    leaves finished types finished and running it again goes over the rest. The types are
+    read again until none is left: an older pyfsm may define one meanwhile. ``upgrade``
+    may mark the type itself (replace_machine_triggers does).
+    """
+    while True:
+        with conn.cursor() as cur:
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine",
+                        (from_version,))
+            machines = [check_machine_name(row[0]) for row in cur.fetchall()]
+        if not machines:
+            break
+        for machine in machines:
+            upgrade(machine)
+            with conn.cursor() as cur:
+                cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (to_version, machine))
+    refresh_views(conn)
+
+
+def rebuild_state_counts(cur: Any, machine: str) -> None:
+    """Recount ``machine``'s instances per state and shard into fsm_state_counts.
+
+    Exact only while no one can write the instance table: called under LOCK TABLES.
+    """
+    name = check_machine_name(machine)
+    cur.execute("DELETE FROM fsm_state_counts WHERE machine = %s", (name,))
+    cur.execute(f"INSERT INTO fsm_state_counts (machine, state, shard, instances) SELECT %s, current_state, "
+                f"MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)", (name,))
+
+
+def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
+    """Give every history row that is not the most recent its left_at (the next row's time).
+
+    Rows written since the v3 triggers get it when the transition happens; this fills in
+    the older ones, in batches, each row once (the history trigger allows exactly this
+    with @fsm_fill_left_at = 1). Returns how many rows it filled.
+    """
+    table = f"fsm_{check_machine_name(machine)}_transitions"
+    filled, after = 0, 0
+    with conn.cursor() as cur:
+        cur.execute("SET @fsm_fill_left_at = 1")
+        try:
+            while True:
+                cur.execute(  # GREATEST: a clock stepped back must not end a state before it began
+                    f"SELECT a.id, GREATEST(a.created_at, (SELECT b.created_at FROM `{table}` b "
+                    f"WHERE b.instance_id = a.instance_id AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1)) "
+                    f"FROM `{table}` a WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL "
+                    "ORDER BY a.id LIMIT %s", (after, batch))
+                rows = [(row_id, left) for row_id, left in cur.fetchall()]
+                if not rows:
+                    return filled
+                after = rows[-1][0]
+                rows = [(row_id, left) for row_id, left in rows if left is not None]
+                if rows:
+                    cases = " ".join("WHEN %s THEN %s" for _ in rows)
+                    cur.execute(f"UPDATE `{table}` SET left_at = CASE id {cases} END "
+                                f"WHERE id IN ({', '.join('%s' for _ in rows)})",
+                                [v for pair in rows for v in pair] + [row_id for row_id, _ in rows])
+                    filled += len(rows)
+        finally:
+            cur.execute("SET @fsm_fill_left_at = NULL")
+
+
+def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str,
+                             *, wait_seconds: int = 2, attempts: int = 15, also_lock: Sequence[str] = (),
+                             while_locked: Callable[[Any], None] | None = None) -> None:
+    """Swap per-type triggers (old template, new template) for their next versions, with no
+    moment where neither version fires.
+
+    MySQL has no CREATE OR REPLACE TRIGGER that both servers accept, and DROP then CREATE
+    leaves a gap in which an UPDATE would run unchecked. Under LOCK TABLES ... WRITE no other
+    session can touch the table until both statements are done. Taking that lock waits for
+    running transactions on the table, and every new one queues behind the wait, so it waits
+    at most ``wait_seconds`` (lock_wait_timeout) and tries again later, up to ``attempts``
+    times. If a CREATE fails, the old trigger is put back before the table is unlocked. It
+    can be run again after an interruption: a new trigger already there is kept, and only the
+    triggers that were there before are ever put back.
+    ``also_lock``: more tables to lock for writing (the history table when one of its
+    triggers is swapped, tables ``while_locked`` writes); ``while_locked(cursor)`` runs after
+    the swap, before the unlock, and a failure there also puts the old triggers back.
+    """
+    table = f"fsm_{check_machine_name(machine)}"
+    pairs = list(pairs)
+    present = machine_triggers(conn, machine)
+    with conn.cursor() as cur:
+        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        (previous_wait,) = cur.fetchone()
+        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
+        try:
+            for attempt in range(attempts):
+                try:
+                    cur.execute("LOCK TABLES " + ", ".join(f"`{t}` WRITE" for t in (table, *also_lock)))
+                    break
+                except pymysql.err.OperationalError as exc:
+                    if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
+                        raise
+                    time.sleep(1.0)
+            try:
+                done: list[tuple[str, str, bool, bool]] = []  # (old, new, old was there, new created here)
+                try:
+                    for old, new in pairs:
+                        had_old, had_new = (object_name(t, machine) in present for t in (old, new))
+                        if had_old:
+                            cur.execute(f"DROP TRIGGER `{object_name(old, machine)}`")
+                        done.append((old, new, had_old, False))
+                        if not had_new:  # an interrupted earlier swap may have created it already
+                            cur.execute(render(new, machine))
+                            done[-1] = (old, new, had_old, True)
+                    if while_locked is not None:
+                        while_locked(cur)
+                except pymysql.err.MySQLError:
+                    for old, new, had_old, created in reversed(done):  # leave the tables as they were
+                        if created:
+                            cur.execute(f"DROP TRIGGER IF EXISTS `{object_name(new, machine)}`")
+                        if had_old:
+                            cur.execute(render(old, machine))
+                    raise
+            finally:
+                cur.execute("UNLOCK TABLES")
+        finally:
+            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous_wait)}")
+        cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
+
+
