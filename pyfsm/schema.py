@@ -22,7 +22,7 @@ from . import db
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from .errors import SchemaVersionMismatch
 from .grants import grant_recorded
-from .resources import check_machine_name, migrations_dir, read_sql, render
+from .resources import check_machine_name, migrations_dir, read_frozen, read_sql, render
 
 # The landed revisions 0001 to 0010 import these from here, where they lived when they landed.
 from .upgrades import (  # noqa: F401
@@ -43,36 +43,41 @@ VERSION_TABLE = "fsm_alembic_version"
 
 @dataclass(frozen=True)
 class Deprecated:
-    """A public procedure that a newer version replaces (docs/sql-api.md, "Versions and retirement").
+    """A public procedure a newer version replaces (docs/sql-api.md, "Versions and retirement").
 
-    It is kept in databases upgraded from a release that had it, is never created by a fresh
-    install, and is dropped by the first migration of ``removed_in``. ``name`` names per-type
-    procedures with ``<machine>``.
+    Until the release ``removed_in`` it stays in every database, fresh or upgraded, so that
+    its callers work the same everywhere while they move: a fresh install creates it from the
+    file frozen in migrations/sql (``frozen``: a path there, or a per-type template name),
+    never from sql/, and `pyfsm check` lists it. The first migration of ``removed_in`` drops
+    it and the entry goes. ``name`` names per-type procedures with ``<machine>``.
     """
 
     name: str
     replaced_by: str
     deprecated_in: str
     removed_in: str
+    frozen: str
 
 
-#: The deprecated public procedures an upgraded database may still hold; `pyfsm check`
-#: lists the ones present. A fresh install has none of them.
+#: The deprecated public procedures, in creation order. tests/test_migrations.py checks that
+#: none outlives its removal release.
 DEPRECATED = (
-    Deprecated("fsm_define_v1", "fsm_define_v4", "0.3.0", "0.4.0"),
-    Deprecated("fsm_define_v2", "fsm_define_v4", "0.3.0", "0.4.0"),
-    Deprecated("fsm_define_v3", "fsm_define_v4", "0.3.0", "0.4.0"),
-    Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0"),
-    Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0"),
-    Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0"),
-    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0"),
-    Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0"),
+    Deprecated("fsm_define_v1", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
+    Deprecated("fsm_define_v2", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
+    Deprecated("fsm_define_v3", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
+    Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
+    Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
+    Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
+    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0", "send_v1"),
 )
+DEPRECATED_FILES = tuple(d.frozen for d in DEPRECATED if "<machine>" not in d.name)
+DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.name)
 
 
 #: The global objects of the current schema (files in sql/), in creation order: what a
-#: fresh install creates. A database upgraded by the migrations must equal it, apart from
-#: DEPRECATED procedures (tests/test_migrations.py).
+#: fresh install creates, with the DEPRECATED procedures. A database upgraded by the
+#: migrations must equal it (tests/test_migrations.py).
 CURRENT_OBJECTS = (
     "tables/fsm_machines.sql",
     "tables/fsm_definitions.sql",
@@ -177,9 +182,9 @@ CURRENT_TRIGGERS = {
 
 
 def install_current(conn: Any) -> None:
-    """Create the current global schema from sql/ (a fresh install; the tests compare it
-    with a database built by the migrations)."""
-    execute_ddl(conn, [read_sql(name) for name in CURRENT_OBJECTS])
+    """Create the current global schema from sql/, and the DEPRECATED procedures from their
+    frozen files (a fresh install; the tests compare it with a database built by the migrations)."""
+    execute_ddl(conn, [read_sql(name) for name in CURRENT_OBJECTS] + [read_frozen(name) for name in DEPRECATED_FILES])
 
 
 def install_machine_objects(conn: Any, machine: str) -> None:
@@ -196,7 +201,8 @@ def install_machine_objects(conn: Any, machine: str) -> None:
     stale = stale_triggers(conn, machine)
     if stale:
         upgrade_machine_triggers(conn, machine, stale)
-    execute_ddl(conn, [render(name, machine) for name in MACHINE_OBJECTS if name not in MACHINE_TABLES])
+    execute_ddl(conn, [render(name, machine) for name in (*MACHINE_OBJECTS, *DEPRECATED_TEMPLATES)
+                       if name not in MACHINE_TABLES])
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
@@ -248,19 +254,21 @@ def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     fill_left_at(conn, name)
 
 
-def deprecated_present(conn: Any) -> list[tuple[str, Deprecated]]:
-    """The DEPRECATED procedures this database still holds: (routine name, its entry)."""
+def deprecated_present(conn: Any) -> list[tuple[str, str, Deprecated]]:
+    """The DEPRECATED procedures this database holds: (routine name, what replaces it, its entry)."""
     with conn.cursor() as cur:
         cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "AND routine_name LIKE 'fsm\\_%' ORDER BY routine_name")
+                    "ORDER BY routine_name")
         routines = [row[0] for row in cur.fetchall()]
         cur.execute("SELECT machine FROM fsm_machines ORDER BY machine")
         machines = [row[0] for row in cur.fetchall()]
     found = []
     for entry in DEPRECATED:
-        names = ([entry.name.replace("<machine>", m) for m in machines] if "<machine>" in entry.name
-                 else [entry.name])
-        found += [(name, entry) for name in names if name in routines]
+        for machine in machines if "<machine>" in entry.name else [""]:
+            name = entry.name.replace("<machine>", machine)
+            if name in routines:
+                found.append((name, entry.replaced_by.replace("<machine>", machine) if machine else entry.replaced_by,
+                              entry))
     return found
 
 

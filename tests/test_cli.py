@@ -28,6 +28,30 @@ def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-unt
     assert json.loads(again.stdout)["changed"] is False
 
 
+def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: ignore[no-untyped-def]
+    """Procedures newer versions replace stay in every database until the release that
+    removes them: `pyfsm check` names each with its replacement and passes."""
+    from conftest import order_machine
+    from test_migrations import install_type_as_of
+
+    from pyfsm import schema
+
+    upgraded = make_database("pyfsm_cli")
+    schema.migrate(upgraded, revision="0010")
+    install_type_as_of(upgraded, order_machine("order_line"), "v9")
+    schema.migrate(upgraded)
+    result = pyfsm("check", "--dsn", upgraded.dsn(), "--json")
+    assert result.returncode == 0, result.stderr
+    found = {d["name"]: (d["replaced_by"], d["removed_in"]) for d in json.loads(result.stdout)["deprecated"]}
+    assert found == {"fsm_define_v1": ("fsm_define_v4", "0.4.0"), "fsm_define_v2": ("fsm_define_v4", "0.4.0"),
+                     "fsm_define_v3": ("fsm_define_v4", "0.4.0"), "fsm_counts_v1": ("fsm_counts_v2", "0.4.0"),
+                     "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"), "fsm_send_v1": ("fsm_send_v2", "0.4.0"),
+                     "fsm_order_line_send_v1": ("fsm_order_line_send_v2", "0.4.0"),
+                     "fsm_step_v1": ("fsm_<machine>_step_v2", "0.4.0")}
+    text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
+    assert "8 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v2" in text
+
+
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:
     for args in (("check", "--dsn", "mysql://root@127.0.0.1:3306"),          # no database in the DSN
                  ("check", "--dsn", "postgres://x@y/z"),                      # not a MySQL DSN

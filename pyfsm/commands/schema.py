@@ -27,10 +27,18 @@ def cmd_check(args: argparse.Namespace) -> None:
     conn = db.connect(db.parse_dsn(args.dsn), timeouts=True)
     try:
         schema.check(conn)
+        deprecated = schema.deprecated_present(conn)
     finally:
         conn.close()
-    emit(args, {"revision": schema.HEAD_REVISION, "ok": True},
-         f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs")
+    found = [{"name": name, "replaced_by": replaced_by, "deprecated_in": entry.deprecated_in,
+              "removed_in": entry.removed_in} for name, replaced_by, entry in deprecated]
+    lines = [f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs"]
+    if found:  # a warning, not a failure: they work until the release that removes them
+        lines.append(f"{len(found)} deprecated procedures are still installed; move their callers "
+                     "(docs/sql-api.md, \"Versions and retirement\"):")
+        lines += [f"  {d['name']}: use {d['replaced_by']} (deprecated in {d['deprecated_in']}, "
+                  f"removed in {d['removed_in']})" for d in found]
+    emit(args, {"revision": schema.HEAD_REVISION, "ok": True, "deprecated": found}, lines)
 
 
 def machines_from(source: str) -> list[Machine]:
@@ -103,7 +111,8 @@ def cmd_grant(args: argparse.Namespace) -> None:
 
 def register(add: Add) -> None:
     add("migrate", cmd_migrate, "install or upgrade pyfsm's schema", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
-    add("check", cmd_check, "check that the schema matches this pyfsm", "pyfsm check")
+    add("check", cmd_check, "check that the schema matches this pyfsm, and list deprecated procedures still "
+        "installed", "pyfsm check")
     for name, text in (("install", "store machine definitions (YAML/JSON files or Python objects) and create their "
                                    "tables, triggers, procedures and views"),
                        ("define", "the same as install (kept from pyfsm 0.1)")):
