@@ -22,9 +22,8 @@ from pyfsm import Store, db, schema
 
 
 def _current(family: str) -> str:
-    """The current object set's trigger of a family, e.g. trigger_bu_v5 for trigger_bu."""
-    name = schema.current_template(family)
-    return name
+    """The current file of a trigger family, e.g. machine/triggers/instance_before_update.sql for trigger_bu."""
+    return schema.current_template(family)
 
 
 #: (current trigger, the one revision 0003 had): the current ones keep the counters and left_at

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyfsm import schema
+from pyfsm.ddl import object_name
 from pyfsm.resources import render
 
 
@@ -68,7 +69,7 @@ def replace_transition_trigger(conn: Any, machine: str, text: str) -> None:
     benchmark's own type: no lock, nothing runs on it meanwhile)."""
     bu = schema.current_template("trigger_bu")
     with conn.cursor() as cur:
-        cur.execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
+        cur.execute(f"DROP TRIGGER `{object_name(bu, machine)}`")
     schema.execute_ddl(conn, [text])
 
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import errno_of, fetch
 
 from pyfsm import InvalidArgument, InvalidEncoding, Machine, Store, schema
+from pyfsm.ddl import execute_ddl, object_name
 from pyfsm.resources import render
-from pyfsm.schema import execute_ddl
 
 SURROGATE = b"\xed\xa0\x80"  # U+D800 encoded in UTF-8: not UTF-8, yet MariaDB's utf8mb4 takes it
 HANGUL = "\ud55c"  # 한, ED 95 9C: valid UTF-8 that starts with the same byte ED
@@ -104,7 +104,7 @@ def store_bad_bytes(raw: Any, machine: str, key: str) -> None:
     """Write an encoded surrogate into an instance the way pyfsm before v7 let it in: with the
     transition trigger out of the way (it is put back at once)."""
     bu = schema.current_template("trigger_bu")
-    raw.cursor().execute(f"DROP TRIGGER `fsm_{machine}_{bu.removeprefix('trigger_')}`")
+    raw.cursor().execute(f"DROP TRIGGER `{object_name(bu, machine)}`")
     try:
         raw.cursor().execute(f"UPDATE `fsm_{machine}` SET data = %s, lookup_key = %s WHERE instance_key = %s",
                              (b'{"s": "' + SURROGATE + b'"}', b"acct-" + SURROGATE, key))

@@ -2,7 +2,7 @@
 --
 -- For every instance holding a lock row that matches (p_owner, or p_lookup_key with
 -- p_scope; NULL matches all) and is held at p_at, sets the instance's unlocked_at to p_at
--- (fsm_mark_unlocked_v1). Called by fsm_unlock_v1 and fsm_force_unlock_v1 inside their
+-- (fsm_mark_unlocked_v1). Called by fsm_unlock_v1 and fsm_force_unlock_v2 inside their
 -- transactions, before they update fsm_locks: instance rows first, then fsm_locks, the
 -- order of the transition trigger.
 -- Parameters: p_owner, p_lookup_key, p_scope, p_at.

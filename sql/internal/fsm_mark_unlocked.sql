@@ -4,7 +4,7 @@
 -- when a lock is taken (in the future: held), the moment of release when it is released.
 -- The lock itself lives in fsm_locks; this keeps the instance row telling the same story.
 -- A bookkeeping update: it does not bump the instance's version. Called by fsm_lock_v1,
--- fsm_unlock_v1 and fsm_force_unlock_v1 inside their transactions.
+-- fsm_unlock_v1 and fsm_force_unlock_v2 inside their transactions.
 -- Parameters: p_machine (a validated machine name), p_instance_id, p_at.
 -- Result: none.
 -- Errors: none of its own.

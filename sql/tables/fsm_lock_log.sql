@@ -1,4 +1,4 @@
--- fsm_lock_log: what fsm_force_unlock_v1 released, by whom and why; never changed once written.
+-- fsm_lock_log: what fsm_force_unlock_v2 released, by whom and why; never changed once written.
 --
 -- One row per forced release: the lock's scope and lookup key, the owner and instance it
 -- was taken from, its expiry at that moment, the MySQL account that forced it (USER()) and

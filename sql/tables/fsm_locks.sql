@@ -4,7 +4,7 @@
 -- is that type's local lock. A row is held while unlocked_at IS NULL (or in the future) and
 -- expires_at is in the future; machine, instance_id and instance_key name the instance that
 -- took it last. Rows are written only by fsm_lock_v1, fsm_renew_lock_v1, fsm_unlock_v1 and
--- fsm_force_unlock_v1; a released row is kept and reused by the next acquisition.
+-- fsm_force_unlock_v2; a released row is kept and reused by the next acquisition.
 -- advisory_name is the GET_LOCK name taken beside the row; connection_id is the connection
 -- that took it (see the view fsm_held_locks_v1 for whether it still holds it).
 -- Errors: none of its own.

@@ -2,7 +2,7 @@
 --
 -- current_version  the definition version new instances are created under.
 -- objects_version  which set of per-type objects (tables, triggers, routines rendered
---                  from sql/templates) is installed; NULL until `pyfsm sync` or
+--                  from sql/machine) is installed; NULL until `pyfsm sync` or
 --                  Store.define() has created them.
 -- Errors: none of its own.
 -- Example: SELECT machine, current_version, objects_version FROM fsm_machines;

@@ -5,7 +5,7 @@
 -- (fsm_begin_v1) and commits or rolls back; on an error nothing is undone here (the caller
 -- rolls back to its savepoint), only the transition context is cleared. Without a request
 -- id, one UPDATE finds the instance by key (and expected version), locks it and applies the
--- event through fsm___M___bu_v6. Otherwise, or when that UPDATE finds no row: lock the row,
+-- event through fsm___M___bu_v7. Otherwise, or when that UPDATE finds no row: lock the row,
 -- create a missing instance in the first start state (by position) that allows the event,
 -- check the request id (a repeat returns the original transition, o_replayed = 1) and the
 -- version, then apply the event. The state counters are left to the caller

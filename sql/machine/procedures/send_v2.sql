@@ -2,7 +2,7 @@
 --
 -- Does what fsm___M___send_v1 does, with fewer statements on the common path: when no
 -- request id is given, one UPDATE finds the instance by key (and expected version), locks it
--- and applies the event through fsm___M___bu_v5 (rule check, history, counters, outbox),
+-- and applies the event through fsm___M___bu_v7 (rule check, history, counters, outbox),
 -- and the result is read from the new history row. When that UPDATE finds no row (no
 -- instance yet, or another version), and for every call with a request id, it goes the way
 -- v1 does: lock the row, create a missing instance in the first start state (by position)

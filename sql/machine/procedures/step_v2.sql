@@ -3,7 +3,7 @@
 -- Does what fsm_step_v1 does for this type (the handler engine calls this one), without the
 -- dynamic SQL a procedure for every type needs: the instance and its claim are read with
 -- plain statements, each step is one UPDATE, and where the steps left the instance is what
--- the transition trigger (fsm___M___bu_v5) reports, not read back.
+-- the transition trigger (fsm___M___bu_v7) reports, not read back.
 -- Checks that p_owner still holds the instance's claim in fsm_runs and that the instance is
 -- at p_expected_version (so a step re-run after a crash can never apply its transition
 -- twice), applies each step of p_steps through the transition trigger (rule, locks,

@@ -1,7 +1,7 @@
 -- fsm___M__: the instances of machine type '__M__' (rendered per type by pyfsm).
 --
 -- One row per instance. current_state, version and updated_at are maintained by the
--- trigger fsm___M___bu_v1: every change of current_state must be an allowed transition and
+-- trigger fsm___M___bu_v7: every change of current_state must be an allowed transition and
 -- is recorded in fsm___M___transitions. Columns left NULL on INSERT are filled from the
 -- machine's current definition by fsm___M___bi_v1.
 -- Errors: see the triggers.

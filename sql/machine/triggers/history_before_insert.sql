@@ -1,13 +1,13 @@
 -- fsm___M___hbi_v2: BEFORE INSERT on fsm___M___transitions — only pyfsm writes history.
 --
--- History rows are inserted by fsm___M___ai_v4 (creations) and fsm___M___bu_v6 (transitions),
+-- History rows are inserted by fsm___M___ai_v4 (creations) and fsm___M___bu_v7 (transitions),
 -- which set @fsm_guard to '<instance id>/<created_at>' of the row they write. Anything else
 -- (an INSERT by hand, a REPLACE) is refused, so no one can invent a transition or take the
--- next sort_key and block an instance. v2 (revision 0008) checks the time as well as the
--- instance (v1 checked the instance only): a deadlock inside a trigger can end the statement
--- without running any handler, which left @fsm_guard set on the connection, and under v1 that
--- stale guard let the session's next INSERT into this instance's history through. Like
--- fsm___M___hbu_v3 this stops mistakes; privileges are what stop a determined user.
+-- next sort_key and block an instance. The time is checked as well as the instance: a
+-- deadlock inside a trigger can end the statement without running any handler, which can
+-- leave @fsm_guard set on the connection, and such a stale guard must not let the session's
+-- next INSERT through. Like fsm___M___hbu_v4 this stops mistakes; privileges are what stop a
+-- determined user.
 -- Errors: 31012 history rows are written by pyfsm only.
 -- Example: INSERT INTO `fsm___M___transitions` (instance_id, sort_key, to_state, data_after, metadata, definition_version, source, created_at) VALUES (1, 9, 'x', '{}', '{}', 1, 'x', NOW());  -- fails with 31012
 CREATE TRIGGER `fsm___M___hbi_v2` BEFORE INSERT ON `fsm___M___transitions` FOR EACH ROW

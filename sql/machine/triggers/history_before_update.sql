@@ -3,17 +3,14 @@
 -- The only changes allowed are the two pyfsm itself makes:
 --  * recording a transition (fsm___M___bu_v7), with @fsm_guard = '<instance id>/<time of
 --    the transition>': most_recent from 1 to NULL, and left_at from NULL to that time (or to
---    the row's own created_at when the clock stepped back behind it);
+--    the row's own created_at when the clock stepped back behind it). That UPDATE sets these
+--    two columns only, so when the guard names this row's instance and the left_at it is
+--    given, it is let through on that one comparison, without comparing every column;
 --  * filling in left_at of rows written before revision 0004 (its migration), with
 --    @fsm_fill_left_at = 1: left_at from NULL to a time, on a row that is not the most recent.
--- Nothing else may change. v2 (revision 0004) added left_at to v1. v3 (revision 0008) checks
--- the guard's time as well as its instance, as fsm___M___hbi_v2 does and for the same reason.
--- v4 (revision 0010) lets the transition trigger's own flip through on one comparison (the
--- guard names this row's instance and the time it is given as left_at): that UPDATE is
--- written in fsm___M___bu_v7 and sets these two columns only, so comparing every other
--- column, which v3 did on each transition, is left to the writes that come without it. The guard is a session
--- variable, so it stops mistakes, not a determined user with UPDATE rights on this table:
--- grant those to no one but the definer of pyfsm's objects (`pyfsm grant` never does).
+-- Nothing else may change. The guard is a session variable, so it stops mistakes, not a
+-- determined user with UPDATE rights on this table: grant those to no one but the definer
+-- of pyfsm's objects (`pyfsm grant` never does).
 -- Errors: 31012 history rows cannot be updated.
 -- Example: UPDATE `fsm___M___transitions` SET event = 'x' WHERE id = 1;  -- fails with 31012
 CREATE TRIGGER `fsm___M___hbu_v4` BEFORE UPDATE ON `fsm___M___transitions` FOR EACH ROW

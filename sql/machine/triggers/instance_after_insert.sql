@@ -1,19 +1,17 @@
 -- fsm___M___ai_v4: AFTER INSERT on fsm___M__ — record the creation in history and outbox.
 --
 -- The creation row has event and from_state NULL, sort_key 1 and most_recent 1. It runs
--- AFTER the insert because only then is the instance id known. Sets
--- @fsm_last_transition_id to the creation row's id.
--- v2 (revision 0002) adds to v1: the outbox row carries the data only when the
--- definition's event_data option is on (NULL otherwise). v3 (revision 0004) adds to v2: the
--- new instance is counted in fsm_state_counts (its state, shard id % 16).
--- v4 (revision 0008) adds to v3, as fsm___M___bu_v6 does: a context set by pyfsm's procedures
--- (@fsm_source 'procedure' or 'engine') is taken into local variables and cleared before the
--- first write, so a deadlock that ends the call without running any handler cannot leave it
--- set (with @fsm_count_later = 1 the new instance is counted by the procedure, as in
--- fsm___M___bu_v6); @fsm_guard names the instance and the time of the row written, so a guard left
--- behind allows no other write; and text that is not valid UTF-8 (encoded surrogates, which MariaDB's utf8mb4 accepts
--- and no client can decode) is refused in instance_key, lookup_key, data, @fsm_metadata,
--- @fsm_handler and @fsm_request_id.
+-- AFTER the insert because only then is the instance id known. The new instance is counted
+-- in fsm_state_counts (its state, shard id % 16) unless the procedure's context says it
+-- counts later (@fsm_count_later = 1); the outbox row carries the data only when the
+-- definition's event_data option is on. Sets @fsm_last_transition_id to the creation row's id.
+-- A context set by pyfsm's procedures (@fsm_source 'procedure' or 'engine') is taken into
+-- local variables and cleared before the first write: a deadlock can end the call without
+-- running any handler, and the context must not outlive it. @fsm_guard names the instance
+-- and the time of the row written, so a guard left behind allows no other write (the
+-- history triggers check it). Text that is not valid UTF-8 (encoded surrogates, which
+-- MariaDB's utf8mb4 accepts and no client can decode) is refused in instance_key,
+-- lookup_key, data, @fsm_metadata, @fsm_handler and @fsm_request_id.
 -- Errors: 31024 text not valid UTF-8 (a duplicate @fsm_request_id fails with 1062).
 -- Example: fires on INSERT INTO `fsm___M__` (instance_key) VALUES ('k-1');
 CREATE TRIGGER `fsm___M___ai_v4` AFTER INSERT ON `fsm___M__` FOR EACH ROW

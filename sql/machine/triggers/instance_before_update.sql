@@ -17,39 +17,25 @@
 -- fsm_locks for its lookup_key is held by an owner other than @fsm_lock_owner, the
 -- transition is refused. Event data: the outbox row carries the data only when the
 -- definition's event_data option is on.
--- v5 (revision 0006) did what v4 did with fewer statements, since every statement a
--- trigger runs costs CPU on each transition: the checks that pass on the common path are one
--- IF each time (the failing case is told apart inside it), data is checked only when it
--- changes and without a function call, the two counter rows are one INSERT (rows in key
--- order, so opposite moves never deadlock), and what the move did is left in session
--- variables (below) so that the procedures need not read the row back. Times: a statement's
--- UTC_TIMESTAMP() is when it began, before any wait for the row lock, so a transition is
--- stamped no earlier than the instance's updated_at (the one before it); v4 could stamp a
--- raw UPDATE that waited earlier than the transition it waited for.
--- v6 (revision 0008) does what v5 did, and:
---  * takes the context pyfsm's procedures set (@fsm_source 'procedure' or 'engine'; their
---    UPDATEs change one row) into local variables and clears it before its first write. A
---    deadlock inside this trigger (on the history's most_recent flip) can end the CALL
---    without running the trigger's or the procedure's handler (seen on MariaDB 10.11), so a
---    context cleared only there outlived the failed call: the next call on that connection
---    then stamped its stale request id (31010 for an id in no history row), and the next raw
---    UPDATE would have been taken for a transition. A context a DBA set (no @fsm_source) is
---    read for every row of the statement as before, and cleared by the handler on failure.
---  * leaves the state counters to the procedure when its context says so (@fsm_count_later =
---    1, honoured only beside @fsm_source 'procedure' and taken with it): fsm___M___send_many_v1
---    moves the counters of all its items with one statement at the end, so that concurrent
---    calls hold the counter rows only for a moment instead of for the whole call;
---  * sets @fsm_guard to the instance and time of the history rows it writes, not the
---    instance alone (the history triggers of object set v7 check both), for the same reason;
---  * refuses text that is not valid UTF-8 (31024): MariaDB's utf8mb4 accepts encoded
---    surrogates (ED A0 80 ... ED BF BF), which no client can decode. Checked in new data and
---    lookup_key, and in the event, metadata, handler and request id of a transition.
--- v7 (revision 0010) does what v6 did with fewer instructions on the common path, since a
--- trigger's statements are executed one by one and each expression is resolved again on
--- every run (measured with callgrind, BENCHMARKS.md): one IF for every check an update
--- passes and one for every check a transition passes (the failing case is told apart inside
--- it, so the order of the errors is v6's); nine local variables instead of seventeen (the
--- ones only an error needs are declared in its own block).
+-- Its cost is paid on every transition, so the common path is short: the checks every
+-- update passes are one IF, and those every transition passes another (which check failed
+-- is told apart inside it, so the errors come in a fixed order); data is checked only when
+-- it changes; the two counter rows are one INSERT, rows in key order so that opposite moves
+-- never deadlock; what the move did is left in session variables (below) so that the
+-- procedures need not read the row back (BENCHMARKS.md measures each part).
+-- Times: a statement's UTC_TIMESTAMP() is when it began, before any wait for the row lock,
+-- so a transition is stamped no earlier than the instance's updated_at.
+-- Context: pyfsm's procedures (@fsm_source 'procedure' or 'engine'; their UPDATEs change
+-- one row) have their context taken into local variables and cleared before the first
+-- write. A deadlock inside this trigger (on the history's most_recent flip) can end the CALL
+-- without running any handler (seen on MariaDB 10.11), so a context cleared only there
+-- would outlive the failed call. A context a DBA set (no @fsm_source) is read for every row
+-- of the statement, and cleared by the handler on failure. With @fsm_count_later = 1
+-- (honoured only beside @fsm_source 'procedure') the counters are left to the procedure:
+-- fsm___M___send_many_v1 moves those of all its items with one statement at the end.
+-- @fsm_guard is set to the instance and time of the history rows written; the history
+-- triggers allow exactly those. Text that is not valid UTF-8 (encoded surrogates) is
+-- refused in new data and lookup_key, and in the event, metadata, handler and request id.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
