@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo bench instructions lint
+.PHONY: help venv test demo bench instructions lint docs
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
 
-venv: $(VENV)/.installed ## create .venv and install pyfsm with its test and lint tools
+venv: $(VENV)/.installed ## create .venv and install pyfsm with its test, lint and docs tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ bench: venv ## run every benchmark in one run (transitions, counters, locks, eng
 
 instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition (needs valgrind; about 6 minutes; prints a table)
 	$(PY) bench/bench_instructions.py
+
+docs: venv ## build the documentation site into site/ (mkdocs, Material theme; --strict: a broken link or a page missing from the nav fails)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 lint: venv ## ruff and mypy only
 	$(VENV)/bin/ruff check pyfsm migrations tests bench

@@ -14,6 +14,13 @@ order-like machine type with 1,000,000 instances and 10,000,000 history rows (``
   ``CALL fsm_state_at_v1``;
 * for reference, ``fsm_v_failed`` and a few runs of ``fsm_v_stuck`` and ``fsm_v_funnel``
   (the last reads all history by design);
+* across types (issue 18): the first page of a state through ``CALL fsm_instances_in_state_v1``
+  (a state of the order type only, the biggest and the smallest; the state ``new`` that both
+  types have; the page that crosses from one type to the other), beside the cross-type view
+  ``fsm_v_instances`` sorted by machine and id (a few runs); one account's history, all types,
+  through ``CALL fsm_account_history_v1`` (newest first, oldest first, the next page), beside
+  ``fsm_v_history WHERE lookup_key`` sorted by time. The accounts are random accounts that
+  have instances of both types, each query its own;
 * the INSERT+COMMIT ceiling of bench_transitions, in the same run.
 
 Each query runs warm (a few untimed runs first, with other arguments), then ``--reps`` times
@@ -27,7 +34,8 @@ SELECT is EXPLAINed (classic EXPLAIN, which MariaDB and MySQL 8 both print) and 
 checked: a base table read with type ALL or a full index scan (type index) is flagged SCAN,
 and so is a query that reads more than 10,000 rows per run and 20 times what it returns,
 unless reading everything is its point. For a CALL, the statements inside the procedure are
-EXPLAINed with the same arguments.
+EXPLAINed with the same arguments (for the cross-type procedures, the statement their internal
+function ``fsm_..._sql_v1`` returns for them, checked once to give the CALL's rows).
 
 Loading 10,000,000 history rows through the triggers would take hours, so the load goes
 around them: the type's triggers are dropped, instances and history are written with
@@ -37,8 +45,9 @@ them (sort_key 1..n per instance, most_recent 1 on the last row only, left_at th
 created_at, the instance's state, version and status those of its last row), the counters
 are rebuilt (pyfsm.schema.rebuild_state_counts) and the triggers created again
 (pyfsm.schema.install_machine_objects), then ANALYZE TABLE. Nothing else writes to that
-database meanwhile. A second small type (``ticket``, created through the triggers) makes the
-cross-type views unions of two branches, as they are in any real installation. The load is
+database meanwhile. A second small type (``ticket``, 2,000 instances created through the
+triggers, a third each in ``new``, ``open`` and ``closed``, each of an account of the order type)
+makes the cross-type views unions of two branches, as they are in any real installation. The load is
 checked afterwards: counters against a GROUP BY, history invariants on a sample, and one
 transition through the recreated triggers (rolled back).
 
@@ -89,9 +98,14 @@ MACHINE = Machine(
         ("refund", ["on_hold", "shipped"], "refunded"),
     ],
 )
-OTHER = Machine(name="ticket", states=["open", "closed"], start=["open"], final=["closed"],
-                transitions=[("close", "open", "closed")])
-OTHER_INSTANCES = 200
+#: A second, small type created through the triggers: it makes the cross-type views unions of two
+#: branches, shares the state "new" with the order type and belongs to accounts of the order type
+#: (lookup key ``acct-<25 n>``), so that the cross-type procedures merge two types' rows.
+OTHER = Machine(name="ticket", states=["new", "open", "closed"], start=["new"], final=["closed"],
+                transitions=[("triage", "new", "open"), ("close", "open", "closed")])
+OTHER_INSTANCES = 2000
+ACCOUNTS = 50_000  # lookup keys acct-0 .. acct-49999: an order instance's is acct-<id % ACCOUNTS>
+OTHER_ACCOUNT_STEP = ACCOUNTS // OTHER_INSTANCES  # ticket t-n belongs to acct-<n * step>
 
 #: Where instances end up: (per mille, the states of the path, the position (1-based) of the
 #: state whose self-loop takes the extra rows that bring a path to its length). 70% delivered,
@@ -112,6 +126,7 @@ LENGTH_SPREAD = 5  # an instance's history has h-2 .. h+2 rows (id % 5), h on av
 DAYS = 730  # instances were created over two years, ending two days ago
 REPS = {"fast": 200, "scan": 5, "funnel": 1}
 KEYED_QUERIES = 6  # queries that take an instance (each gets its own random instances)
+ACCOUNT_QUERIES = 4  # queries that take an account (each gets its own random accounts)
 MANY_ROWS = 10_000  # rows read per run above which a query is flagged, unless a full read is its point
 WARMUP = 10
 HANDLER_READS = ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
@@ -202,9 +217,9 @@ def build(settings: Settings, instances: int, h: int, chunk: int) -> dict[str, s
         store.define(MACHINE)
         store.define(OTHER)
         for n in range(OTHER_INSTANCES):  # through the triggers: a second branch for the cross-type views
-            store.create(OTHER.name, f"t-{n}")
-            if n % 2:
-                store.send(OTHER.name, f"t-{n}", "close")
+            store.create(OTHER.name, f"t-{n}", lookup_key=f"acct-{n * OTHER_ACCOUNT_STEP}")
+            for event in ("triage", "close")[:n % 3]:  # a third each in new, open and closed
+                store.send(OTHER.name, f"t-{n}", event)
     conn = connect(settings)
     try:
         with conn.cursor() as cur:
@@ -299,11 +314,11 @@ def load(cur: Any, instances: int, chunk: int, definition: tuple[int, int, int, 
             f"INSERT INTO `fsm_{NAME}` (id, machine, instance_key, lookup_key, current_state, status, "
             "resume_from_step, save_after_step, kafka_topic, data, created_at, updated_at, uses_global_lock, "
             "uses_local_lock, unlocked_at, last_retry_at, definition_version, version) "
-            f"SELECT c.id, %s, {KEY_SQL.format('c.id')}, CONCAT('acct-', MOD(c.id, 50000)), p.to_state, "
+            f"SELECT c.id, %s, {KEY_SQL.format('c.id')}, CONCAT('acct-', MOD(c.id, %s)), p.to_state, "
             "IF(p.is_final, 'completed', 'running'), NULL, %s, NULL, c.data, c.created_at, "
             "TIMESTAMPADD(MICROSECOND, (p.i - 1) * c.gap_us, c.created_at), %s, %s, NULL, NULL, %s, p.i "
             "FROM bench_chunk c JOIN bench_paths p ON p.path = c.path AND p.is_last = 1 ORDER BY c.id",
-            (NAME, save, global_lock, local_lock, version))
+            (NAME, ACCOUNTS, save, global_lock, local_lock, version))
         cur.execute(
             f"INSERT INTO `fsm_{NAME}_transitions` (instance_id, sort_key, most_recent, event, from_state, "
             "to_state, handler, data_before, data_after, metadata, definition_version, request_id, source, "
@@ -395,6 +410,7 @@ class Query:
     verdict: str = ""
     returned: float = 0.0  # rows per run
     plan: list[str] = field(default_factory=list)
+    generated: str = ""  # for a CALL of a cross-type procedure: the function returning its statement
 
     def pct(self, q: int) -> float:
         t = self.times_ms
@@ -478,9 +494,11 @@ def verdict(q: Query, accesses: list[str], scans: list[tuple[str, str]]) -> str:
 
 
 def queries(keys: list[str], per_query: int, at: dict[str, datetime.datetime], big: str,
-            small: str) -> list[Query]:
+            small: str, cross: dict[str, Any]) -> list[Query]:
     """The measured queries. Each query that takes an instance gets its own ``per_query`` keys,
-    so that no query finds the pages an earlier one read for the same instances."""
+    so that no query finds the pages an earlier one read for the same instances; so does each
+    query that takes an account (``cross``: accounts, the state both types have, and the
+    cursor of the page that crosses from one type to the other)."""
     m = NAME
     pools = iter(keys[k:k + per_query] for k in range(0, len(keys), per_query))
 
@@ -563,7 +581,101 @@ def queries(keys: list[str], per_query: int, at: dict[str, datetime.datetime], b
               "WHERE machine = %s ORDER BY position", lambda i: (m,), kind="funnel",
               expected=("h",), why="reads all history, by design (an analyst's query)"),
     ]
+    return out + cross_type_queries(big, small, cross)
+
+
+def cross_type_queries(big: str, small: str, cross: dict[str, Any]) -> list[Query]:
+    """Across types: a state's first page and an account's history, by the procedures and by the views."""
+    accounts = iter(cross["accounts"])
+    shared, boundary = cross["shared"], cross["boundary"]
+    in_state = "CALL fsm_instances_in_state_v1(%s, %s, %s, 50)"
+    in_state_sql = "fsm_instances_in_state_sql_v1"
+    out = []
+    for label, state, after in ((f"biggest state, {big}, one type has it", big, (None, None)),
+                                (f"smallest state, {small}, one type has it", small, (None, None)),
+                                (f"state {shared}, both types have it", shared, (None, None)),
+                                (f"state {shared}, the page from {boundary[0]} into the next type", shared, boundary)):
+        first = "first page" if after == (None, None) else "a page"
+        out.append(Query(f"cross-type in-state {first}: CALL fsm_instances_in_state_v1 ({label})", in_state,
+                         lambda i, s=state, a=after: (s, *a), generated=in_state_sql))
+    view = ("SELECT id, machine, instance_key, current_state, status, version, in_state_since, seconds_in_state "
+            "FROM fsm_v_instances WHERE current_state = %s ORDER BY machine, id LIMIT 50")
+    for label, state in ((f"biggest state, {big}", big), (f"state {shared}, both types", shared)):
+        out.append(Query(f"cross-type in-state first page, for comparison: fsm_v_instances WHERE current_state "
+                         f"ORDER BY machine, id ({label})", view, lambda i, s=state: (s,), kind="scan",
+                         expected=("i",), why="the view a cross-type listing had before fsm_instances_in_state_v1: "
+                                              "it sorts every instance in the state before it cuts the page"))
+
+    def fresh() -> Callable[[int], tuple[Any, ...]]:
+        pool = next(accounts)
+        return lambda i: (pool[i % len(pool)],)
+
+    history = "CALL fsm_account_history_v1(%s, %s, %s, %s, %s, 50)"
+    history_sql = "fsm_account_history_sql_v1"
+    newest, oldest = fresh(), fresh()
+    out.append(Query("account history, all types: CALL fsm_account_history_v1 (newest first, first page)", history,
+                     lambda i: (*newest(i), 1, None, None, None), generated=history_sql))
+    out.append(Query("account history, all types: CALL fsm_account_history_v1 (oldest first, first page)", history,
+                     lambda i: (*oldest(i), 0, None, None, None), generated=history_sql))
+    following = fresh()
+    cursors = cross["cursors"]  # the last row of each account's first page, newest first (read at the start)
+    out.append(Query("account history, all types: CALL fsm_account_history_v1 (newest first, the second page; "
+                     "its first page was read at the start of the run)", history,
+                     lambda i: (*following(i), 1, *cursors[following(i)[0]]), generated=history_sql))
+    by_view = fresh()
+    out.append(Query("account history, all types, for comparison: fsm_v_history WHERE lookup_key ORDER BY "
+                     "entered_at DESC, machine DESC, transition_id DESC LIMIT 50",
+                     "SELECT transition_id, machine, instance_key, sort_key, event, to_state, entered_at, left_at "
+                     "FROM fsm_v_history WHERE lookup_key = %s ORDER BY entered_at DESC, machine DESC, "
+                     "transition_id DESC LIMIT 50", by_view))
     return out
+
+
+def accounts_for(cur: Any, per_query: int, rng: random.Random) -> list[list[str]]:
+    """ACCOUNT_QUERIES pools of ``per_query`` random accounts, distinct across pools: accounts with
+    instances of both types where the data set has such (the ticket type's lookup keys), else any."""
+    cur.execute(f"SELECT DISTINCT lookup_key FROM `fsm_{OTHER.name}` WHERE lookup_key IS NOT NULL")
+    both = sorted(row[0] for row in cur.fetchall())
+    need = per_query * ACCOUNT_QUERIES
+    if len(both) < need:  # an older data set: tickets without accounts, or fewer of them
+        both += [f"acct-{n}" for n in rng.sample(range(ACCOUNTS), need) if f"acct-{n}" not in both]
+    picked = rng.sample(both, need)
+    return [picked[k:k + per_query] for k in range(0, need, per_query)]
+
+
+def cross_type_setup(cur: Any, per_query: int, rng: random.Random) -> dict[str, Any]:
+    """The accounts, the state both types have, the boundary cursor, and the next-page cursors."""
+    cur.execute("SELECT state FROM fsm_states WHERE machine = %s AND state IN (SELECT state FROM fsm_states "
+                "WHERE machine = %s) ORDER BY state LIMIT 1", (NAME, OTHER.name))
+    row = cur.fetchone()
+    shared = row[0] if row else "new"
+    first = min((NAME, OTHER.name), key=str.encode)  # the type whose rows come first (byte order)
+    cur.execute(f"SELECT id FROM `fsm_{first}` WHERE current_state = %s ORDER BY id DESC LIMIT 30", (shared,))
+    ids = [r[0] for r in cur.fetchall()]
+    boundary = (first, ids[-1] - 1 if ids else 0)  # 30 rows of the first type, then the second's
+    accounts = accounts_for(cur, per_query, rng)
+    cursors = {}
+    for account in accounts[2]:  # the next-page query's: read now, as the page before it would have been
+        cur.execute("CALL fsm_account_history_v1(%s, 1, NULL, NULL, NULL, 50)", (account,))
+        rows = cur.fetchall()
+        while cur.nextset():
+            pass
+        last = rows[-1] if rows else None
+        cursors[account] = (last[16], last[1], last[0]) if last else (datetime.datetime(2000, 1, 1), NAME, 0)
+    return {"accounts": accounts, "shared": shared, "boundary": boundary, "cursors": cursors}
+
+
+def generated_statement(cur: Any, q: Query, args: Sequence[Any]) -> str:
+    """The statement a cross-type procedure runs for these arguments, checked to give the CALL's rows."""
+    cur.execute(f"SELECT {q.generated}({', '.join(['%s'] * (len(args) + 1))})", (*args, 50))
+    (text,) = cur.fetchone()
+    cur.execute(q.sql, args)
+    called = [row[:2] for row in cur.fetchall()]
+    while cur.nextset():
+        pass
+    cur.execute(text)
+    assert [row[:2] for row in cur.fetchall()] == called, f"{q.label}: the statement's rows are not the CALL's"
+    return str(text)
 
 
 def measure(settings: Settings, info: dict[str, str], reps: int, ceiling_seconds: float,
@@ -584,9 +696,14 @@ def measure(settings: Settings, info: dict[str, str], reps: int, ceiling_seconds
             at = dict(cur.fetchall())
             keys = [key_of(i) for i in ids]
             assert set(keys) == set(at), "the instances picked are not all there"
-            todo = [q for q in queries(keys, per_query, at, big, small) if not any(w in q.label for w in skip)]
+            cross = cross_type_setup(cur, per_query, rng)
+            todo = [q for q in queries(keys, per_query, at, big, small, cross)
+                    if not any(w in q.label for w in skip)]
             for q in todo:
                 statements = q.explain or ((q.sql, q.args),)
+                if q.generated:
+                    text = generated_statement(cur, q, q.args(0))
+                    statements = ((text, lambda i: None),)
                 accesses, scans = [], []
                 for sql, args in statements:
                     rows = explain(cur, sql, args(0))

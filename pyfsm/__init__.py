@@ -33,7 +33,7 @@ from .errors import (
     UnknownMachine,
 )
 from .locks import HeldLock, Lease
-from .models import DefineResult, HistoryEntry, Instance, TransitionResult
+from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult
 from .process import Context, Outcome, Process
 from .relay import Lag, Relay
 from .retry import retry
@@ -43,7 +43,8 @@ from .worker import Worker, WorkerStats
 __version__ = "0.3.0"
 
 __all__ = [
-    "AccessDenied", "AmbiguousTransition", "ClaimLost", "Conflict", "Context", "DatabaseUnavailable", "Deadlock",
+    "AccessDenied", "AccountHistoryEntry", "AmbiguousTransition", "ClaimLost", "Conflict", "Context",
+    "DatabaseUnavailable", "Deadlock",
     "DefineResult", "DeleteRefused", "FsmError", "GraphvizUnavailable", "HeldLock", "HistoryEntry", "HistoryImmutable",
     "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
     "InvalidDefinition", "InvalidEncoding", "InvalidStatus", "Lag", "Lease", "LockHeld", "LockLost", "LockNotAcquired",

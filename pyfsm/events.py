@@ -1,4 +1,4 @@
-"""The event format: what one fsm_outbox row becomes on Kafka (see README "Kafka events").
+"""The event format: what one fsm_outbox row becomes on Kafka (see docs/kafka.md).
 
 Pure functions, no connection: the relay (pyfsm.relay) and consumers' tests can use them.
 """
@@ -42,7 +42,7 @@ def _json_value(value: Any) -> Any:
 
 
 def build_event(row: Mapping[str, Any], *, source: str) -> dict[str, Any]:
-    """The event (a JSON object) for one fsm_outbox row; see README "Kafka events".
+    """The event (a JSON object) for one fsm_outbox row; see docs/kafka.md.
 
     ``data`` is None (JSON null) when the row holds none.
 

@@ -8,7 +8,9 @@ migrations), so the accounts applications and analysts use need no rights on any
   create, transition, pause, lock and run handlers, and cannot UPDATE, DELETE or even
   SELECT any table.
 * ``reporting``: SELECT on the reporting views (``fsm_v_%`` and ``fsm_held_locks_v1``) and
-  nothing else.
+  EXECUTE on ``REPORTING_PROCEDURES``: the cross-type listings, which read what those views
+  show, only faster (docs/reporting.md), and the schema revision a Store checks first (so
+  that ``Store.instances_in_state`` and ``Store.account_history`` work for it); nothing else.
 * ``relay``: the Kafka relay's outbox rows (SELECT, UPDATE, DELETE on fsm_outbox) and the
   two procedures it calls.
 
@@ -37,6 +39,10 @@ HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
 #: The relay's own rights: it reads and marks outbox rows with plain SQL.
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
 RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1")
+#: The procedures a reporting account may call: read-only, and nothing in their results that
+#: fsm_v_instances and fsm_v_history do not show (or, for the schema revision, that pyfsm does
+#: not print anyway). Granted where the schema has them.
+REPORTING_PROCEDURES = ("fsm_schema_version_v1", "fsm_instances_in_state_v1", "fsm_account_history_v1")
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,12 @@ def statements(conn: Any, account: Account) -> list[str]:
         if account.role == "reporting":
             cur.execute("SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
                         "AND (table_name LIKE 'fsm\\_v\\_%' OR table_name = 'fsm_held_locks_v1') ORDER BY table_name")
-            return [f"GRANT SELECT ON `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
+            views = [f"GRANT SELECT ON `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
+            cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                        "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
+                        (REPORTING_PROCEDURES,))
+            return views + [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}"
+                            for (name,) in cur.fetchall()]
     return [f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
             *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in RELAY_PROCEDURES)]
 

@@ -124,6 +124,54 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class AccountHistoryEntry:
+    """One history row of an account's history across machine types (:meth:`Store.account_history`).
+
+    ``machine`` and ``key`` name the instance; ``id`` is the history row's id in its type's
+    table (ids of different types may be equal). ``entered_at`` is when the instance entered
+    ``to_state``, ``left_at`` when it left it (None while it is still there). Pass ``cursor``
+    as ``after`` to get the next page.
+    """
+
+    machine: str
+    key: str
+    lookup_key: str
+    id: int
+    instance_id: int
+    sort_key: int
+    event: str | None
+    from_state: str | None
+    to_state: str
+    handler: str | None
+    source: str
+    request_id: str | None
+    definition_version: int
+    data_before: dict[str, Any] | None
+    data_after: dict[str, Any]
+    metadata: dict[str, Any]
+    entered_at: datetime
+    left_at: datetime | None
+    is_current: bool
+
+    @property
+    def cursor(self) -> tuple[datetime, str, int]:
+        """(entered_at, machine, id): where the next page starts."""
+        return (self.entered_at, self.machine, self.id)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> AccountHistoryEntry:
+        return cls(
+            machine=row["machine"], key=row["instance_key"], lookup_key=row["lookup_key"], id=row["transition_id"],
+            instance_id=row["instance_id"], sort_key=row["sort_key"], event=row["event"],
+            from_state=row["from_state"], to_state=row["to_state"], handler=row["handler"], source=row["source"],
+            request_id=row["request_id"], definition_version=row["definition_version"],
+            data_before=_json(row["data_before"]), data_after=_json(row["data_after"]),
+            metadata=_json(row["metadata"]), entered_at=_utc(row["entered_at"]),  # type: ignore[arg-type]
+            left_at=_utc(row["left_at"]), is_current=bool(row["is_current"]),
+        )
+
+
+@dataclass(frozen=True)
 class DefineResult:
     """What :meth:`Store.define` stored: the current version and whether it is new."""
 

@@ -93,6 +93,8 @@ CURRENT_OBJECTS = (
     "functions/fsm_valid_name.sql",
     "functions/fsm_is_object.sql",
     "functions/fsm_valid_utf8.sql",
+    "functions/fsm_instances_in_state_sql.sql",
+    "functions/fsm_account_history_sql.sql",
     "views/fsm_held_locks_v1.sql",
     "views/fsm_v_state_counts.sql",
     "views/fsm_v_definitions.sql",
@@ -137,6 +139,8 @@ CURRENT_OBJECTS = (
     # reporting and the relay
     "procedures/fsm_state_at_v1.sql",
     "procedures/fsm_stats_v1.sql",
+    "procedures/fsm_instances_in_state_v1.sql",
+    "procedures/fsm_account_history_v1.sql",
     "procedures/fsm_outbox_lag_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
 )

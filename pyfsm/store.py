@@ -19,7 +19,7 @@ from .definition import NAME, Machine
 from .errors import AccessDenied, FsmError, InvalidArgument, InvalidEncoding, TransitionNotAllowed
 from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
-from .models import DefineResult, HistoryEntry, Instance, TransitionResult, _utc
+from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult, _utc
 from .resources import check_machine_name
 
 MAX_DATA_BYTES = 1024 * 1024
@@ -376,6 +376,46 @@ class Store:
                           machine=name, state=state)
         return [Instance.from_row(r) for r in rows]
 
+    def instances_in_state(self, state: str, *, after: tuple[str, int] | None = None,
+                           limit: int = 100) -> list[Instance]:
+        """Instances of every machine type in ``state``, ordered by machine, then id
+        (fsm_instances_in_state_v1: each type's index, never a sort of the whole state).
+
+        A page at a time: pass the last instance's ``(instance.machine, instance.id)`` as
+        ``after`` for the next page; a page shorter than ``limit`` (1-10000) is the last.
+        InvalidArgument if no machine type has the state.
+        """
+        _check_name("state", state)
+        after_machine, after_id = _check_after("after", after, (str, int))
+        if after_machine is not None:
+            check_machine_name(after_machine)
+            _check_int("after: id", after_id, minimum=0)
+        _check_int("limit", limit, minimum=1, maximum=10000)
+        rows = self._rows("fsm_instances_in_state_v1", (state, after_machine, after_id, limit), state=state)
+        return [Instance.from_row(r) for r in rows]
+
+    def account_history(self, lookup_key: str, *, newest_first: bool = True,
+                        after: tuple[datetime, str, int] | None = None, limit: int = 100) -> list[AccountHistoryEntry]:
+        """The history of every instance of one account (``lookup_key``), all machine types,
+        ordered by time (fsm_account_history_v1): newest first, or oldest first.
+
+        A page at a time: pass the last entry's ``cursor`` (entered_at, machine, id) as
+        ``after`` for the next page; a page shorter than ``limit`` (1-10000) is the last.
+        An account with no instance has no history (an empty list). Naive datetimes are UTC.
+        """
+        _check_key("lookup_key", lookup_key)
+        if not isinstance(newest_first, bool):
+            raise InvalidArgument(f"newest_first must be True or False, got {newest_first!r:.80}")
+        after_at, after_machine, after_id = _check_after("after", after, (datetime, str, int))
+        if after_at is not None:
+            after_at = _naive_utc("after: entered_at", after_at)
+            check_machine_name(after_machine)
+            _check_int("after: id", after_id, minimum=0)
+        _check_int("limit", limit, minimum=1, maximum=10000)
+        rows = self._rows("fsm_account_history_v1",
+                          (lookup_key, int(newest_first), after_at, after_machine, after_id, limit))
+        return [AccountHistoryEntry.from_row(r) for r in rows]
+
     def counts(self, machine: str | Machine) -> dict[str, int]:
         """How many instances are in each state (states with none are left out)."""
         name = _machine_name(machine)
@@ -386,13 +426,7 @@ class Store:
         state, sort_key, event, entered_at and left_at (None: still there), or None if the
         instance did not exist yet then."""
         name = _machine_name(machine)
-        if not isinstance(at, datetime):
-            raise InvalidArgument(f"at must be a datetime, got {type(at).__name__}")
-        if at.tzinfo is not None:
-            try:
-                at = at.astimezone(UTC).replace(tzinfo=None)
-            except (OverflowError, ValueError, TypeError) as exc:  # the calendar's edge, or a broken tzinfo
-                raise InvalidArgument(f"at {at!r:.80} has no UTC time a datetime can hold: {exc}") from None
+        at = _naive_utc("at", at)
         rows = self._rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
         if not rows:
             return None
@@ -467,6 +501,29 @@ def _check_int(what: str, value: object, *, minimum: int, maximum: int = MAX_BIG
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         raise InvalidArgument(f"{what} must be an integer from {minimum} to {maximum}, got {value!r:.80}")
     return value
+
+
+def _naive_utc(what: str, value: object) -> datetime:
+    """A datetime as the naive UTC time the procedures take (a naive one is UTC already)."""
+    if not isinstance(value, datetime):
+        raise InvalidArgument(f"{what} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        return value
+    try:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    except (OverflowError, ValueError, TypeError) as exc:  # the calendar's edge, or a broken tzinfo
+        raise InvalidArgument(f"{what} {value!r:.80} has no UTC time a datetime can hold: {exc}") from None
+
+
+def _check_after(what: str, value: object, kinds: tuple[type, ...]) -> tuple[Any, ...]:
+    """A page cursor: None (the first page), or a tuple (or list) of those kinds: the last row's."""
+    if value is None:
+        return (None,) * len(kinds)
+    if (not isinstance(value, (tuple, list)) or len(value) != len(kinds)
+            or any(isinstance(v, bool) or not isinstance(v, k) for v, k in zip(value, kinds, strict=False))):
+        names = ", ".join(k.__name__ for k in kinds)
+        raise InvalidArgument(f"{what} must be None or the last row's cursor ({names}), got {value!r:.80}")
+    return tuple(value)
 
 
 def _dump(what: str, value: Mapping[str, Any] | None, limit: int) -> str | None:

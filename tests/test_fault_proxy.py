@@ -53,7 +53,7 @@ from pyfsm import (
 from pyfsm.db import Settings, parse_dsn
 
 SPAWN = multiprocessing.get_context("spawn")
-#: the errors a send may end with under connection faults (README, "Errors")
+#: the errors a send may end with under connection faults (docs/errors.md)
 SEND_ERRORS = {"DatabaseUnavailable", "TransitionNotAllowed", "Deadlock"}
 QUERY_MOMENTS = ("before_request", "mid_request", "after_request", "before_reply")
 

@@ -376,6 +376,8 @@ BAD_INPUT = (
     ("CALL fsm_failed_v1('ticket', NULL, 10)", 31009),
     ("CALL fsm_errors_v1('ticket', 'b-1 ')", 31009),
     ("CALL fsm_state_at_v1('ticket', 'b-404', NULL)", 31003),
+    ("CALL fsm_instances_in_state_v1('open', 'ticket', NULL, 10)", 31009),
+    ("CALL fsm_account_history_v1('cust-b', 1, NULL, NULL, NULL, 0)", 31009),
     ("CALL fsm_stats_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_outbox_lag_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_schema_version_v1(1)", WRONG_ARGUMENT_COUNT),

@@ -1,9 +1,10 @@
-"""One current schema: fsm_define_v4 and fsm_force_unlock_v2 no longer call the versions they replace.
+"""One current schema, and cross-type reporting in milliseconds.
 
 Revision ID: 0011
 Revises: 0010
 Create Date: 2026-11-25
 
+fsm_define_v4 and fsm_force_unlock_v2 no longer call the versions they replace:
 fsm_define_v4 called fsm_define_v3, which called fsm_define_v2; fsm_force_unlock_v2 called
 fsm_force_unlock_v1. Each is replaced by one procedure that does the same checks in the same
 order (the callers see no difference), so that the older versions can retire (deprecated in
@@ -11,6 +12,11 @@ order (the callers see no difference), so that the older versions can retire (de
 need not create them. MySQL has no CREATE OR REPLACE PROCEDURE: each is dropped and created
 again, and for that moment a call fails with 1305; run migrations before a new version
 serves traffic. The accounts `pyfsm grant` made get EXECUTE again right after.
+
+Adds fsm_instances_in_state_v1 (the instances in one state across every type, a page at a
+time) and fsm_account_history_v1 (the history of one lookup key across every type), and
+the internal functions that write the statement each runs (one branch per type, through
+that type's own index). Nothing is locked and no table changes.
 
 SQL frozen in migrations/sql/0011. Never edit a revision once it has landed: add the next
 number instead.
@@ -28,12 +34,21 @@ depends_on = None
 REPLACED = ("fsm_define_v4", "fsm_force_unlock_v2")
 
 
+ADDED = (
+    "functions/fsm_instances_in_state_sql.sql",
+    "functions/fsm_account_history_sql.sql",
+    "procedures/fsm_instances_in_state_v1.sql",
+    "procedures/fsm_account_history_v1.sql",
+)
+
+
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
     for name in REPLACED:
         with conn.cursor() as cur:
             cur.execute(f"DROP PROCEDURE IF EXISTS `{name}`")
         apply_files(conn, [f"procedures/{name}.sql"], revisions="0011")
+    apply_files(conn, ADDED, revisions="0011")  # the functions first: the procedures call them
 
 
 def downgrade() -> None:

@@ -1,10 +1,14 @@
-"""`pyfsm` commands on instances: create, send, show, history, list, counts, stats, and the
-engine's controls pause, resume, retry, failed. Each is one procedure call (docs/sql-api.md)."""
+"""`pyfsm` commands on instances: create, send, show, history, list, counts, stats, the
+cross-type reports in-state and account, and the engine's controls pause, resume, retry,
+failed. Each is one procedure call (docs/sql-api.md)."""
 
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
+from typing import Any
 
+from ..errors import InvalidArgument
 from ..store import Store
 from .common import Add, emit, json_object, table
 
@@ -58,6 +62,50 @@ def cmd_list(args: argparse.Namespace) -> None:
              "updated (UTC)": i.updated_at} for i in instances]
     more = [f"(more: --after-id {instances[-1].id})"] if len(instances) == args.limit else []
     emit(args, instances, table(rows, ["id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
+
+
+def cmd_in_state(args: argparse.Namespace) -> None:
+    after = _after(args, "--after-machine", "--after-id")
+    with Store(args.dsn) as store:
+        instances = store.instances_in_state(args.state, after=after, limit=args.limit)
+    rows = [{"machine": i.machine, "id": i.id, "key": i.key, "status": i.status, "version": i.version,
+             "lookup_key": i.lookup_key, "updated (UTC)": i.updated_at} for i in instances]
+    last = instances[-1] if instances else None
+    more = [f"(more: --after-machine {last.machine} --after-id {last.id})"] if last and len(instances) == args.limit \
+        else []
+    emit(args, instances, (table(rows, ["machine", "id", "key", "status", "version", "lookup_key", "updated (UTC)"])
+                           + more) if instances else f"no instances in {args.state}")
+
+
+def cmd_account(args: argparse.Namespace) -> None:
+    after = _after(args, "--after-at", "--after-machine", "--after-id")
+    if after is not None:
+        try:
+            after = (datetime.fromisoformat(after[0]), *after[1:])
+        except ValueError:
+            raise InvalidArgument(f"--after-at must be a time like 2026-11-22T10:00:00.123456, got {after[0]!r:.80}") \
+                from None
+    with Store(args.dsn) as store:
+        history = store.account_history(args.lookup_key, newest_first=not args.oldest_first, after=after,
+                                        limit=args.limit)
+    rows = [{"at (UTC)": h.entered_at, "machine": h.machine, "key": h.key, "#": h.sort_key, "event": h.event,
+             "from": h.from_state, "to": h.to_state, "source": h.source} for h in history]
+    last = history[-1] if history else None
+    more = [f"(more: --after-at {last.entered_at.replace(tzinfo=None).isoformat(timespec='microseconds')} "
+            f"--after-machine {last.machine} --after-id {last.id})"] if last and len(history) == args.limit else []
+    emit(args, history, (table(rows, ["at (UTC)", "machine", "key", "#", "event", "from", "to", "source"]) + more)
+         if history else f"no history for {args.lookup_key}")
+
+
+def _after(args: argparse.Namespace, *flags: str) -> tuple[Any, ...] | None:
+    """A page cursor from its flags: all of them (the last row of the previous page) or none."""
+    values = tuple(getattr(args, flag[2:].replace("-", "_")) for flag in flags)
+    if all(v is None for v in values):
+        return None
+    if any(v is None for v in values):
+        raise InvalidArgument(f"{', '.join(flags)} go together: the last row of the previous page (the output "
+                              "says what to pass)")
+    return values
 
 
 def cmd_counts(args: argparse.Namespace) -> None:
@@ -128,6 +176,21 @@ def register(add: Add) -> None:
     listing.add_argument("state", help="the state")
     listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
     listing.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    in_state = add("in-state", cmd_in_state, "list the instances in a state across all machine types, a page at "
+                   "a time, by machine and id (each type's state index: fast at any size)",
+                   "pyfsm in-state paid --limit 50 --after-machine order --after-id 1200")
+    in_state.add_argument("state", help="the state")
+    in_state.add_argument("--after-machine", help="the machine of the last row of the previous page")
+    in_state.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
+    in_state.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    account = add("account", cmd_account, "the history of one account (lookup key) across all machine types, "
+                  "newest first, a page at a time", "pyfsm account customer-7 --limit 20")
+    account.add_argument("lookup_key", help="the account: the instances' lookup key")
+    account.add_argument("--oldest-first", action="store_true", help="oldest first (default: newest first)")
+    account.add_argument("--after-at", help="the time (UTC, ISO 8601) of the last row of the previous page")
+    account.add_argument("--after-machine", help="the machine of the last row of the previous page")
+    account.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
+    account.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
     add("counts", cmd_counts, "how many instances are in each state (from the state counters)",
         "pyfsm counts order --json").add_argument("machine", help="machine type")
     add("stats", cmd_stats, "per machine type: instances, running/waiting/paused/failed/completed, queue, outbox",
