@@ -12,6 +12,7 @@ a stored procedure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -231,15 +232,16 @@ def stale_triggers(conn: Any, machine: str) -> list[tuple[str, str]]:
 
     Every trigger pyfsm ever created is named fsm_<type>_<family>_v<N>, and its template
     trigger_<family>_v<N> is frozen in migrations/sql (it is put back if the swap fails).
+    Triggers of other names on those tables are not pyfsm's and are left alone.
     """
     current = {object_name(path, machine) for path in CURRENT_TRIGGERS.values()}
-    prefix = f"fsm_{machine}_"
+    pyfsm_trigger = re.compile(re.escape(f"fsm_{machine}_") + r"((?:bi|ai|bu|bd|hbi|hbu|hbd)_v\d+)")
     pairs = []
     for name in sorted(machine_triggers(conn, machine) - current):
-        old = "trigger_" + name[len(prefix):]
-        if not name.startswith(prefix) or _family(old) not in CURRENT_TRIGGERS:
-            raise SchemaVersionMismatch(f"trigger {name} on the tables of {machine} is not pyfsm's: drop it first")
-        pairs.append((old, CURRENT_TRIGGERS[_family(old)]))
+        found = pyfsm_trigger.fullmatch(name)
+        if found:  # anything else is the owners' own (an audit trigger, CDC): left alone
+            old = f"trigger_{found.group(1)}"
+            pairs.append((old, CURRENT_TRIGGERS[_family(old)]))
     return pairs
 
 
@@ -248,31 +250,40 @@ def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
 
     The v3 triggers keep fsm_state_counts, so the counts are rebuilt from the instance
     table while it is locked, between the swap and the first write the new triggers see;
-    history rows written before left_at existed get it afterwards (fill_left_at).
+    history rows written before left_at existed get it afterwards (fill_left_at). The type
+    keeps its objects_version: install_machine_objects marks it current once its
+    procedures exist too, so that Store.define syncs again a type whose upgrade stopped.
     """
     name = check_machine_name(machine)
-    replace_machine_triggers(
-        conn, name, pairs, MACHINE_OBJECTS_VERSION,
+    replace_machine_triggers(  # objects_version None: install_machine_objects marks it at the end
+        conn, name, pairs, None,
         also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
         while_locked=lambda cur: rebuild_state_counts(cur, name))
     fill_left_at(conn, name)
 
 
 def deprecated_present(conn: Any) -> list[tuple[str, str, Deprecated]]:
-    """The DEPRECATED procedures this database holds: (routine name, what replaces it, its entry)."""
+    """The DEPRECATED procedures this database holds: (routine name, what replaces it, its entry).
+
+    Read from information_schema alone, which every account may read (it shows an account
+    the routines it may use), so that `pyfsm check` works for least-privilege accounts too.
+    """
     with conn.cursor() as cur:
         cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "ORDER BY routine_name")
+                    "AND routine_type = 'PROCEDURE' ORDER BY routine_name")
         routines = [row[0] for row in cur.fetchall()]
-        cur.execute("SELECT machine FROM fsm_machines ORDER BY machine")
-        machines = [row[0] for row in cur.fetchall()]
     found = []
     for entry in DEPRECATED:
-        for machine in machines if "<machine>" in entry.name else [""]:
-            name = entry.name.replace("<machine>", machine)
-            if name in routines:
-                found.append((name, entry.replaced_by.replace("<machine>", machine) if machine else entry.replaced_by,
-                              entry))
+        if "<machine>" not in entry.name:
+            found += [(entry.name, entry.replaced_by, entry) for name in routines if name == entry.name]
+            continue
+        head, tail = entry.name.split("<machine>")
+        pattern = re.compile(re.escape(head) + r"([a-z][a-z0-9_]*)" + re.escape(tail))
+        for name in routines:
+            matched = pattern.fullmatch(name)
+            replacement = entry.replaced_by.replace("<machine>", matched.group(1)) if matched else ""
+            if matched and replacement in routines:  # a type has both (fsm_<type>_apply_send_v1 is no type's)
+                found.append((name, replacement, entry))
     return found
 
 
@@ -306,9 +317,9 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
             if got != 1:
                 raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
         try:
-            if revision in ("head", HEAD_REVISION) and current_revision(conn) is None:
-                install_fresh(conn)
+            if revision in ("head", HEAD_REVISION) and current_revision(conn) is None and install_fresh(conn):
                 command.stamp(alembic_config(settings), HEAD_REVISION)
+                finish_fresh(conn)
             else:
                 command.upgrade(alembic_config(settings), revision)
             grant_recorded(conn)  # a new revision's routines and views, for the accounts `pyfsm grant` made
@@ -321,31 +332,44 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
         conn.close()
 
 
-def install_fresh(conn: Any) -> None:
-    """Create the current schema on a database without pyfsm, instead of replaying every revision.
+#: The comment the version table carries while a fresh install runs: an empty version table
+#: without it, beside pyfsm's tables, is an interrupted replay of the revisions instead.
+FRESH_MARK = "pyfsm: fresh install in progress"
 
-    The empty version table is created first: a fresh install that was interrupted is
-    recognised by it and simply run again (every statement skips what exists). A database
-    with pyfsm's tables but no version table was not built by pyfsm's migrations: refused.
+
+def install_fresh(conn: Any) -> bool:
+    """Create the current schema on a database without pyfsm, instead of replaying every
+    revision; False when the database is not for a fresh install but for the revisions.
+
+    The version table is created first, marked (FRESH_MARK) until the head is recorded in it
+    (finish_fresh): a fresh install that was interrupted is recognised by the mark and simply
+    run again (every statement skips what exists). An empty version table without the mark
+    beside pyfsm's tables is a first replay of the revisions that was interrupted (an older
+    pyfsm's, or ``migrate(revision=...)``): that one is resumed by the revisions (False). A
+    database with pyfsm's tables but no version table was not built by pyfsm: refused.
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
-                    "AND table_name IN (%s, 'fsm_machines')", (VERSION_TABLE,))
-        (found,) = cur.fetchone()
-        if found == 1 and not _table_exists(cur, VERSION_TABLE):
+        cur.execute("SELECT table_name, table_comment FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_name IN (%s, 'fsm_machines')", (VERSION_TABLE,))
+        found = dict(cur.fetchall())
+        if "fsm_machines" in found and VERSION_TABLE not in found:
             raise SchemaVersionMismatch(
                 "this database has pyfsm's tables but no record of their revision (fsm_alembic_version): "
                 "restore that table, or install into an empty database", found=None, expected=HEAD_REVISION)
+        if "fsm_machines" in found and found[VERSION_TABLE] != FRESH_MARK:
+            return False
         # as Alembic creates it, so that it then records the head in it
         cur.execute(f"CREATE TABLE IF NOT EXISTS `{VERSION_TABLE}` (version_num VARCHAR(32) NOT NULL, "
                     f"CONSTRAINT `{VERSION_TABLE}_pkc` PRIMARY KEY (version_num))")
+        cur.execute(f"ALTER TABLE `{VERSION_TABLE}` COMMENT = '{FRESH_MARK}'")
     install_current(conn)
+    return True
 
 
-def _table_exists(cur: Any, table: str) -> bool:
-    cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s",
-                (table,))
-    return bool(cur.fetchone()[0])
+def finish_fresh(conn: Any) -> None:
+    """The head is recorded: the version table loses the fresh install's mark."""
+    with conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE `{VERSION_TABLE}` COMMENT = ''")
 
 
 def current_revision(conn: Any) -> str | None:

@@ -121,7 +121,7 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v2``: MySQL cannot
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v4``: MySQL cannot
         create triggers from a procedure.
         """
         name = check_machine_name(machine)

@@ -159,7 +159,7 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
             cur.execute("SET @fsm_fill_left_at = NULL")
 
 
-def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str,
+def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str | None,
                              *, wait_seconds: int = 2, attempts: int = 15, also_lock: Sequence[str] = (),
                              while_locked: Callable[[Any], None] | None = None) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
@@ -219,6 +219,7 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
                 cur.execute("UNLOCK TABLES")
         finally:
             cur.execute(f"SET SESSION lock_wait_timeout = {int(previous_wait)}")
-        cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
+        if objects_version is not None:  # None: the caller marks the type when all of it is done
+            cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
 
 

@@ -219,3 +219,18 @@ def test_dropped_accounts_are_forgotten_and_existing_passwords_kept(server, acco
     finally:
         conn.close()
     assert errno_of(accounts["reporting"], "SELECT COUNT(*) FROM fsm_v_later") is None  # the old password still works
+
+
+def test_pyfsm_check_works_for_every_role(accounts) -> None:  # type: ignore[no-untyped-def]
+    """`pyfsm check` reads only what every account may read: the revision through
+    fsm_schema_version_v1 and the deprecated procedures from information_schema (each account
+    sees the routines it may call: the app account the deprecated ones, the others none)."""
+    import json
+
+    from test_cli import pyfsm
+
+    for role in ("app", "reporting", "relay"):
+        result = pyfsm("check", "--dsn", accounts[role].dsn(), "--json")
+        assert result.returncode == 0, (role, result.stderr)
+        names = {d["name"] for d in json.loads(result.stdout)["deprecated"]}
+        assert ("fsm_send_v1" in names and "fsm_order_send_v1" in names) == (role == "app"), role

@@ -703,3 +703,135 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
                      (instance_id,)) == [{"to_state": "shipped"}]
     finally:
         raw.close()
+
+
+def test_0011_gives_back_the_grants_on_the_procedures_it_replaces(make_database, server) -> None:  # type: ignore[no-untyped-def]
+    """0011 drops and creates fsm_define_v4 and fsm_force_unlock_v2, which revokes every grant
+    on them: grants made by hand, not by `pyfsm grant`, are given back too."""
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0010")
+    user = f"by_hand_{settings.database[-8:]}"
+    admin = pymysql.connect(**server.connect_kwargs(database=False))
+    try:
+        cur = admin.cursor()
+        cur.execute(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY 'Pw-by-hand-1'")
+        cur.execute(f"GRANT EXECUTE ON PROCEDURE `{settings.database}`.`fsm_force_unlock_v2` TO '{user}'@'localhost'")
+        cur.execute(f"GRANT EXECUTE, ALTER ROUTINE ON PROCEDURE `{settings.database}`.`fsm_define_v4` "
+                    f"TO '{user}'@'localhost' WITH GRANT OPTION")
+        cur.execute(f"SHOW GRANTS FOR '{user}'@'localhost'")
+        before = sorted(row[0] for row in cur.fetchall())
+        schema.migrate(settings)
+        cur.execute(f"SHOW GRANTS FOR '{user}'@'localhost'")
+        assert sorted(row[0] for row in cur.fetchall()) == before
+        assert any("`fsm_define_v4`" in g and "GRANT OPTION" in g for g in before)
+    finally:
+        admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
+        admin.close()
+
+
+def test_an_interrupted_first_replay_is_resumed_by_the_revisions(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A first migration by the revisions (an older pyfsm's, or migrate(revision=...)) that
+    stopped inside 0001 leaves pyfsm's tables and an empty version table without the fresh
+    install's mark: the next migrate resumes it by the revisions, not by a fresh install."""
+    from conftest import order_machine
+
+    from pyfsm import db, schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0001")
+    conn = db.connect(settings)
+    try:
+        with conn.cursor() as cur:  # as if stopped before 0001 recorded itself, one routine short
+            cur.execute("DELETE FROM fsm_alembic_version")
+            cur.execute("DROP PROCEDURE fsm_counts_v1")
+        assert schema.current_revision(conn) is None
+        schema.migrate(settings)
+        assert schema.current_revision(conn) == schema.HEAD_REVISION
+    finally:
+        conn.close()
+    with Store(settings.dsn()) as store:
+        store.define(order_machine("order"))
+        assert store.send("order", "o-1", "pay").to_state == "paid"
+
+
+def test_an_interrupted_fresh_install_is_finished_and_unmarked(make_database) -> None:  # type: ignore[no-untyped-def]
+    from pyfsm import db, schema
+
+    settings = make_database()
+    conn = db.connect(settings)
+    try:
+        assert schema.install_fresh(conn)  # stopped before the head was recorded
+        comment = "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() " \
+                  "AND table_name = 'fsm_alembic_version'"
+        with conn.cursor() as cur:
+            cur.execute(comment)
+            assert cur.fetchone()[0] == schema.FRESH_MARK
+            cur.execute("DROP PROCEDURE fsm_send_v2")  # stopped halfway, even
+        schema.migrate(settings)
+        with conn.cursor() as cur:
+            cur.execute(comment)
+            assert cur.fetchone()[0] == ""
+            cur.execute("SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                        "AND routine_name = 'fsm_send_v2'")
+            assert cur.fetchone()[0] == 1
+        assert schema.current_revision(conn) == schema.HEAD_REVISION
+    finally:
+        conn.close()
+
+
+def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A trigger the database's owners put on a type's table (an audit trigger) is not pyfsm's:
+    upgrading the type's own triggers keeps it, and it keeps firing."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings)
+    install_type_as_of(settings, order_machine("order"), "v8",
+                       "CREATE TABLE audit (instance_key VARCHAR(191), state VARCHAR(64))",
+                       "CREATE TRIGGER app_audit AFTER UPDATE ON fsm_order FOR EACH ROW "
+                       "INSERT INTO audit VALUES (NEW.instance_key, NEW.current_state)")
+    with Store(settings.dsn()) as store:
+        store.sync("order")
+        store.send("order", "o-1", "pay")
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        triggers = {t["trigger_name"] for t in fetch(raw, "SELECT trigger_name FROM information_schema.triggers "
+                                                          "WHERE trigger_schema = DATABASE()")}
+        assert {"app_audit", "fsm_order_bu_v7", "fsm_order_hbu_v4"} <= triggers and "fsm_order_bu_v6" not in triggers
+        assert fetch(raw, "SELECT * FROM audit") == [{"instance_key": "o-1", "state": "paid"}]
+    finally:
+        raw.close()
+
+
+def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A type an older pyfsm installed stays marked at its old set until all of its upgrade is
+    done: one that stopped after the trigger swap is finished by the next Store.define."""
+    from conftest import fetch, order_machine
+
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings)
+    machine = order_machine("order")
+    install_type_as_of(settings, machine, "v4")  # no send_v2 yet, transition trigger bu_v4
+
+    def stop(*args: Any, **kwargs: Any) -> int:
+        raise pymysql.err.OperationalError(2013, "lost connection (test)")
+
+    monkeypatch.setattr(schema, "fill_left_at", stop)  # right after the swap, before the procedures
+    with Store(settings.dsn()) as store, pytest.raises(Exception, match="lost connection"):
+        store.sync("order")
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v4"}]
+        monkeypatch.undo()
+        with Store(settings.dsn()) as store:
+            store.define(machine)  # the same definition: only the objects are brought up to date
+            assert store.send("order", "o-1", "pay").to_state == "paid"
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
+    finally:
+        raw.close()
