@@ -16,7 +16,14 @@ import pymysql
 
 from . import bulk, db, schema
 from .definition import NAME, Machine
-from .errors import AccessDenied, FsmError, InvalidArgument, InvalidEncoding, TransitionNotAllowed
+from .errors import (
+    AccessDenied,
+    FsmError,
+    InvalidArgument,
+    InvalidEncoding,
+    SchemaVersionMismatch,
+    TransitionNotAllowed,
+)
 from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult, _utc
@@ -48,16 +55,34 @@ class Store:
     (repeat it with the same request id). The connection is closed and the pool replaces
     it. DDL (:meth:`migrate`, :meth:`sync`) runs unbounded. Bad arguments raise
     InvalidArgument before anything connects.
+
+    ``read_dsn``: a read replica (its own pool of ``pool_size``). The reads that may be a
+    little stale go there: :meth:`history`, :meth:`in_state`, :meth:`instances_in_state`,
+    :meth:`account_history`, :meth:`counts`, :meth:`state_at` and :meth:`stats` (the
+    replica answers as of the last transaction it applied). Everything else stays on the
+    primary: every write, and the reads a caller acts on (:meth:`get`, :meth:`definition`,
+    locks, the engine's queue, :meth:`failed`, :meth:`errors`, :meth:`run_info`). Nothing is
+    ever written through ``read_dsn``; give the replica ``read_only=ON``.
     """
 
     def __init__(
         self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
-        write_timeout: float | None = None,
+        write_timeout: float | None = None, read_dsn: str | None = None,
     ) -> None:
         self.settings = db.parse_dsn(dsn).with_timeouts(read_timeout=read_timeout, write_timeout=write_timeout)
         if not self.settings.database:
             raise InvalidArgument("the DSN names no database: mysql://user:password@host:port/DATABASE")
+        self.read_settings: db.Settings | None = None
+        if read_dsn is not None:
+            if not isinstance(read_dsn, str) or not read_dsn:
+                raise InvalidArgument(f"read_dsn must be a mysql:// DSN, got {read_dsn!r:.80}")
+            self.read_settings = db.parse_dsn(read_dsn).with_timeouts(read_timeout=read_timeout,
+                                                                       write_timeout=write_timeout)
+            if not self.read_settings.database:
+                raise InvalidArgument("the read DSN names no database: mysql://user:password@host:port/DATABASE")
         self._db = db.Database(self.settings, pool_size=pool_size)
+        self._replica = None if self.read_settings is None else db.Database(self.read_settings, pool_size=pool_size)
+        self._replica_schema_ok = False
         self._lease_connections = LeaseConnections(self.settings, keep=pool_size)
         self._schema_ok = False
         self._lock = threading.Lock()
@@ -66,6 +91,8 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+        if self._replica is not None:
+            self._replica.close()
         self._lease_connections.close()
 
     def __enter__(self) -> Store:
@@ -364,7 +391,7 @@ class Store:
     def history(self, machine: str | Machine, key: str) -> list[HistoryEntry]:
         """An instance's history, oldest first (its creation is the first entry)."""
         name = _machine_name(machine)
-        rows = self._rows(f"fsm_{name}_history_v1", (_check_key("key", key),), machine=name, key=key)
+        rows = self._stale_rows(f"fsm_{name}_history_v1", (_check_key("key", key),), machine=name, key=key)
         return [HistoryEntry.from_row(r) for r in rows]
 
     def in_state(self, machine: str | Machine, state: str, *, after_id: int = 0, limit: int = 100) -> list[Instance]:
@@ -372,8 +399,8 @@ class Store:
         name = _machine_name(machine)
         _check_int("after_id", after_id, minimum=0)
         _check_int("limit", limit, minimum=1, maximum=10000)
-        rows = self._rows(f"fsm_{name}_in_state_v1", (_check_name("state", state), after_id, limit),
-                          machine=name, state=state)
+        rows = self._stale_rows(f"fsm_{name}_in_state_v1", (_check_name("state", state), after_id, limit),
+                                machine=name, state=state)
         return [Instance.from_row(r) for r in rows]
 
     def instances_in_state(self, state: str, *, after: tuple[str, int] | None = None,
@@ -391,7 +418,7 @@ class Store:
             check_machine_name(after_machine)
             _check_int("after: id", after_id, minimum=0)
         _check_int("limit", limit, minimum=1, maximum=10000)
-        rows = self._rows("fsm_instances_in_state_v1", (state, after_machine, after_id, limit), state=state)
+        rows = self._stale_rows("fsm_instances_in_state_v1", (state, after_machine, after_id, limit), state=state)
         return [Instance.from_row(r) for r in rows]
 
     def account_history(self, lookup_key: str, *, newest_first: bool = True,
@@ -412,14 +439,14 @@ class Store:
             check_machine_name(after_machine)
             _check_int("after: id", after_id, minimum=0)
         _check_int("limit", limit, minimum=1, maximum=10000)
-        rows = self._rows("fsm_account_history_v1",
-                          (lookup_key, int(newest_first), after_at, after_machine, after_id, limit))
+        rows = self._stale_rows("fsm_account_history_v1",
+                                (lookup_key, int(newest_first), after_at, after_machine, after_id, limit))
         return [AccountHistoryEntry.from_row(r) for r in rows]
 
     def counts(self, machine: str | Machine) -> dict[str, int]:
         """How many instances are in each state (states with none are left out)."""
         name = _machine_name(machine)
-        return {r["state"]: int(r["instances"]) for r in self._rows("fsm_counts_v2", (name,), machine=name)}
+        return {r["state"]: int(r["instances"]) for r in self._stale_rows("fsm_counts_v2", (name,), machine=name)}
 
     def state_at(self, machine: str | Machine, key: str, at: datetime) -> dict[str, Any] | None:
         """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a dict with
@@ -427,7 +454,7 @@ class Store:
         instance did not exist yet then."""
         name = _machine_name(machine)
         at = _naive_utc("at", at)
-        rows = self._rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
+        rows = self._stale_rows("fsm_state_at_v1", (name, _check_key("key", key), at), machine=name, key=key)
         if not rows:
             return None
         return {**rows[0], "entered_at": _utc(rows[0]["entered_at"]), "left_at": _utc(rows[0]["left_at"])}
@@ -435,7 +462,7 @@ class Store:
     def stats(self) -> list[dict[str, Any]]:
         """One dict per installed machine type: instances, running, waiting, paused, failed,
         completed, due and claimed runs, unpublished outbox events (fsm_stats_v1)."""
-        return self._rows("fsm_stats_v1", ())
+        return self._stale_rows("fsm_stats_v1", ())
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -445,6 +472,23 @@ class Store:
         self._ensure_schema()
         return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=not writes, writes=writes,
                              **context)
+
+    def _stale_rows(self, procedure: str, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
+        """Every row of a read that may lag the primary: on the replica when there is one."""
+        if self._replica is None:
+            return self._rows(procedure, args, **context)
+        if not self._replica_schema_ok:
+            with self._lock:  # the replica must have caught up with the primary's migration
+                found = self._replica.read(schema.current_revision)
+                if found != schema.HEAD_REVISION:
+                    where = f"{self.read_settings.host}:{self.read_settings.port}" if self.read_settings else "?"
+                    raise SchemaVersionMismatch(
+                        f"the read replica at {where} has pyfsm schema {found or 'none'}, this pyfsm needs "
+                        f"{schema.HEAD_REVISION}: migrate the primary and let the replica catch up",
+                        found=found, expected=schema.HEAD_REVISION)
+                self._replica_schema_ok = True
+        return self._replica.call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,
+                                  **context)
 
     def _call(
         self, procedure: str, args: tuple[Any, ...], *, read: bool = False, writes: bool = False,

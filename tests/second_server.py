@@ -41,8 +41,11 @@ SERVER_OPTIONS = (
 class SecondServer:
     """A mariadbd on a data directory and port of its own: :meth:`start`, :meth:`stop`, :meth:`kill`."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, options: tuple[str, ...] = ()) -> None:
+        """``options``: more mariadbd options, after the usual ones (``--log-bin`` replaces ``--skip-log-bin``)."""
         self.base = base
+        skipped = {"--skip-log-bin"} if any(o.startswith("--log-bin") for o in options) else set()
+        self.options = tuple(o for o in SERVER_OPTIONS if o not in skipped) + options
         self.datadir = base / "data"
         self.socket = base / "sock"
         self.log = base / "error.log"
@@ -73,7 +76,7 @@ class SecondServer:
             self.proc = subprocess.Popen(
                 [MARIADBD, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
                  f"--socket={self.socket}", "--bind-address=127.0.0.1", f"--pid-file={self.base / 'mariadbd.pid'}",
-                 f"--log-error={self.log}", *self._user, *SERVER_OPTIONS],
+                 f"--log-error={self.log}", *self._user, *self.options],
                 stdout=out, stderr=subprocess.STDOUT)
         self.starts += 1
         deadline = began + timeout

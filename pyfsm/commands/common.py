@@ -27,6 +27,17 @@ class Add(Protocol):
     def __call__(self, name: str, func: Handler, help_text: str, example: str) -> argparse.ArgumentParser: ...
 
 
+def add_read_dsn(parser: argparse.ArgumentParser) -> None:
+    """--read-dsn, for the commands whose reads may come from a replica (Store(read_dsn=...))."""
+    parser.add_argument("--read-dsn", default=None,
+                        help="a read replica to read from (default: $PYFSM_READ_DSN); it may lag the primary")
+
+
+def read_dsn(args: argparse.Namespace) -> str | None:
+    """The replica a command reads from: --read-dsn, else $PYFSM_READ_DSN, else none (the primary)."""
+    return getattr(args, "read_dsn", None) or os.environ.get("PYFSM_READ_DSN") or None
+
+
 def plain(value: Any) -> Any:
     """A value as JSON can hold it: dataclasses as objects, datetimes in ISO 8601 (UTC)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import db, diagram, reporting
 from ..definition_file import load_machines
 from ..errors import InvalidArgument
-from .common import Add, emit
+from .common import Add, add_read_dsn, emit, read_dsn
 
 TEXT_SUFFIXES = {".mmd": "mermaid", ".md": "mermaid", ".dot": "dot", ".gv": "dot"}
 IMAGE_SUFFIXES = (".svg", ".png")
@@ -35,7 +35,7 @@ def cmd_graph(args: argparse.Namespace) -> None:
             raise InvalidArgument(f"{args.machine} holds {len(machines)} machines: graph one at a time")
         machine = machines[0]
     else:
-        conn = db.connect(db.parse_dsn(args.dsn), timeouts=True)
+        conn = db.connect(db.parse_dsn(read_dsn(args) or args.dsn), timeouts=True)  # reads only: a replica will do
         try:
             machine = reporting.current_machine(conn, args.machine)
             if args.counts:
@@ -70,6 +70,7 @@ def register(add: Add) -> None:
             "  pyfsm graph order --counts --output order.svg   # needs Graphviz\n"
             "  pyfsm graph examples/order.yaml                 # a definition file, no database")
     g.add_argument("machine", help="machine type, or a .yaml/.yml/.json definition file")
+    add_read_dsn(g)
     g.add_argument("--format", choices=["mermaid", "dot"], default=None, help="default: mermaid (dot for images)")
     g.add_argument("--counts", action="store_true", help="overlay instances per state and transitions per edge "
                                                          "(reads the whole history of the type)")

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..store import Store
-from .common import Add, emit, json_object, table
+from .common import Add, add_read_dsn, emit, json_object, read_dsn, table
 
 
 def cmd_create(args: argparse.Namespace) -> None:
@@ -48,7 +48,7 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def cmd_history(args: argparse.Namespace) -> None:
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         history = store.history(args.machine, args.key)
     rows = [{"#": h.sort_key, "event": h.event, "from": h.from_state, "to": h.to_state, "handler": h.handler,
              "source": h.source, "at (UTC)": h.created_at} for h in history]
@@ -56,7 +56,7 @@ def cmd_history(args: argparse.Namespace) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
     rows = [{"id": i.id, "key": i.key, "status": i.status, "version": i.version, "lookup_key": i.lookup_key,
              "updated (UTC)": i.updated_at} for i in instances]
@@ -66,7 +66,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 def cmd_in_state(args: argparse.Namespace) -> None:
     after = _after(args, "--after-machine", "--after-id")
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         instances = store.instances_in_state(args.state, after=after, limit=args.limit)
     rows = [{"machine": i.machine, "id": i.id, "key": i.key, "status": i.status, "version": i.version,
              "lookup_key": i.lookup_key, "updated (UTC)": i.updated_at} for i in instances]
@@ -85,7 +85,7 @@ def cmd_account(args: argparse.Namespace) -> None:
         except ValueError:
             raise InvalidArgument(f"--after-at must be a time like 2026-11-22T10:00:00.123456, got {after[0]!r:.80}") \
                 from None
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         history = store.account_history(args.lookup_key, newest_first=not args.oldest_first, after=after,
                                         limit=args.limit)
     rows = [{"at (UTC)": h.entered_at, "machine": h.machine, "key": h.key, "#": h.sort_key, "event": h.event,
@@ -109,14 +109,14 @@ def _after(args: argparse.Namespace, *flags: str) -> tuple[Any, ...] | None:
 
 
 def cmd_counts(args: argparse.Namespace) -> None:
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         counts = store.counts(args.machine)
     emit(args, counts, table([{"state": s, "instances": n} for s, n in counts.items()], ["state", "instances"])
          if counts else f"no {args.machine} instances")
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
-    with Store(args.dsn) as store:
+    with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         stats = store.stats()
     columns = ["machine", "instances", "running", "waiting", "paused", "failed", "completed", "due", "claimed",
                "unpublished"]
@@ -169,13 +169,14 @@ def register(add: Add) -> None:
         p.add_argument("--lookup-key", help="the account the instance belongs to (used by locks)")
         p.add_argument("--request-id", help="makes the call safe to repeat: a repeat returns the first result")
     keyed("show", cmd_show, "show an instance: state, status, version, data", "pyfsm show order o-1001 --json")
-    keyed("history", cmd_history, "an instance's history, oldest first", "pyfsm history order o-1001")
+    add_read_dsn(keyed("history", cmd_history, "an instance's history, oldest first", "pyfsm history order o-1001"))
     listing = add("list", cmd_list, "list the instances in a state, a page at a time, in id order",
                   "pyfsm list order paid --limit 50 --after-id 1200")
     listing.add_argument("machine", help="machine type")
     listing.add_argument("state", help="the state")
     listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
     listing.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    add_read_dsn(listing)
     in_state = add("in-state", cmd_in_state, "list the instances in a state across all machine types, a page at "
                    "a time, by machine and id (each type's state index: fast at any size)",
                    "pyfsm in-state paid --limit 50 --after-machine order --after-id 1200")
@@ -183,6 +184,7 @@ def register(add: Add) -> None:
     in_state.add_argument("--after-machine", help="the machine of the last row of the previous page")
     in_state.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
     in_state.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    add_read_dsn(in_state)
     account = add("account", cmd_account, "the history of one account (lookup key) across all machine types, "
                   "newest first, a page at a time", "pyfsm account customer-7 --limit 20")
     account.add_argument("lookup_key", help="the account: the instances' lookup key")
@@ -191,10 +193,13 @@ def register(add: Add) -> None:
     account.add_argument("--after-machine", help="the machine of the last row of the previous page")
     account.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
     account.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
-    add("counts", cmd_counts, "how many instances are in each state (from the state counters)",
-        "pyfsm counts order --json").add_argument("machine", help="machine type")
-    add("stats", cmd_stats, "per machine type: instances, running/waiting/paused/failed/completed, queue, outbox",
-        "pyfsm stats")
+    add_read_dsn(account)
+    counts = add("counts", cmd_counts, "how many instances are in each state (from the state counters)",
+                 "pyfsm counts order --json")
+    counts.add_argument("machine", help="machine type")
+    add_read_dsn(counts)
+    add_read_dsn(add("stats", cmd_stats, "per machine type: instances, running/waiting/paused/failed/completed, "
+                     "queue, outbox", "pyfsm stats"))
     for name, func, text in (("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
                              ("resume", cmd_resume, "resume a paused instance where it paused"),
                              ("retry", cmd_retry, "run a failed instance again from the step that failed")):
