@@ -21,6 +21,7 @@ from pyfsm import SchemaVersionMismatch, Store
 from pyfsm.grants import Account, grant
 
 PASSWORD = "App-" + uuid.uuid4().hex
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
