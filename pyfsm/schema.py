@@ -173,7 +173,7 @@ MACHINE_OBJECTS = (
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
 MACHINE_OBJECTS_VERSION = "v9"
-MACHINE_TABLES = ("machine/tables/instances.sql", "machine/tables/history.sql")
+MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/instance_before_insert.sql",

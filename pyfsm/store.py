@@ -481,10 +481,10 @@ class Store:
             with self._lock:  # the replica must have caught up with the primary's migration
                 found = self._replica.read(schema.current_revision)
                 if found != schema.HEAD_REVISION:
-                    where = f"{self.read_settings.host}:{self.read_settings.port}" if self.read_settings else "?"
+                    replica = self._replica.settings
                     raise SchemaVersionMismatch(
-                        f"the read replica at {where} has pyfsm schema {found or 'none'}, this pyfsm needs "
-                        f"{schema.HEAD_REVISION}: migrate the primary and let the replica catch up",
+                        f"the read replica at {replica.host}:{replica.port} has pyfsm schema {found or 'none'}, "
+                        f"this pyfsm needs {schema.HEAD_REVISION}: migrate the primary and let the replica catch up",
                         found=found, expected=schema.HEAD_REVISION)
                 self._replica_schema_ok = True
         return self._replica.call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,

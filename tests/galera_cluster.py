@@ -14,7 +14,6 @@ import os
 import pwd
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,12 +35,7 @@ class GaleraCluster:
 
     def database(self, prefix: str = "pyfsm_galera") -> list[Settings]:
         """A new database, created through the first node; its settings on every node."""
-        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        conn = pymysql.connect(**{**self.nodes[0].settings.connect_kwargs(database=False), "autocommit": True})
-        try:
-            conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        finally:
-            conn.close()
+        name = self.nodes[0].create_database(prefix).database
         return [node.settings.with_database(name) for node in self.nodes]
 
     def status(self, node: SecondServer, name: str) -> str:

@@ -31,14 +31,9 @@ class ReplicaPair:
 
     def database(self, prefix: str = "pyfsm_repl") -> tuple[Settings, Settings]:
         """A new database created on the primary, and the same database on the replica once it is there."""
-        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        conn = pymysql.connect(**{**self.primary.settings.connect_kwargs(database=False), "autocommit": True})
-        try:
-            conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-        finally:
-            conn.close()
+        primary = self.primary.create_database(prefix)
         self.caught_up()
-        return self.primary.settings.with_database(name), self.replica.settings.with_database(name)
+        return primary, self.replica.settings.with_database(primary.database)
 
     def caught_up(self, timeout: float = 30.0) -> float:
         """Wait until the replica has applied everything the primary has written; the seconds it took."""

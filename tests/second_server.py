@@ -118,15 +118,19 @@ class SecondServer:
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no error log)"
 
-    def database(self, prefix: str = "pyfsm_restart") -> Settings:
-        """A new, migrated database on this server."""
+    def create_database(self, prefix: str) -> Settings:
+        """A new, empty database on this server."""
         name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        conn = pymysql.connect(**self.settings.connect_kwargs(database=False))
+        conn = pymysql.connect(**{**self.settings.connect_kwargs(database=False), "autocommit": True})
         try:
             conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         finally:
             conn.close()
-        settings = self.settings.with_database(name)
+        return self.settings.with_database(name)
+
+    def database(self, prefix: str = "pyfsm_restart") -> Settings:
+        """A new, migrated database on this server."""
+        settings = self.create_database(prefix)
         with Store(settings.dsn()) as store:
             store.migrate()
         return settings
