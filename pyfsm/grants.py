@@ -12,7 +12,7 @@ migrations), so the accounts applications and analysts use need no rights on any
   show, only faster (docs/reporting.md), and the schema revision a Store checks first (so
   that ``Store.instances_in_state`` and ``Store.account_history`` work for it); nothing else.
 * ``relay``: the Kafka relay's outbox rows (SELECT, UPDATE, DELETE on fsm_outbox) and the
-  two procedures it calls.
+  procedures it calls (lag, schema revision, leadership).
 
 The accounts are recorded in ``fsm_accounts``; objects created later (a new machine type's
 procedures and views, a new revision's routines) are granted to them by ``pyfsm sync`` /
@@ -38,7 +38,8 @@ USER = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
 #: The relay's own rights: it reads and marks outbox rows with plain SQL.
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
-RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1")
+#: Granted where the schema has them (the leadership procedures came with revision 0012).
+RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1", "fsm_relay_lead_v1", "fsm_relay_resign_v1")
 #: The procedures a reporting account may call: read-only, and nothing in their results that
 #: fsm_v_instances and fsm_v_history do not show (or, for the schema revision, that pyfsm does
 #: not print anyway). Granted where the schema has them.
@@ -111,8 +112,12 @@ def statements(conn: Any, account: Account) -> list[str]:
                         (REPORTING_PROCEDURES,))
             return views + [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}"
                             for (name,) in cur.fetchall()]
+        cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                    "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
+                    (RELAY_PROCEDURES,))
+        procedures = [name for (name,) in cur.fetchall()]
     return [f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
-            *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in RELAY_PROCEDURES)]
+            *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in procedures)]
 
 
 def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] | None = None,

@@ -4,11 +4,14 @@ The per-type triggers write one ``fsm_outbox`` row per state change of a machine
 topic, in the transaction of the change itself, so a rolled-back change never has a row
 and a committed one always has. The relay turns those rows into Kafka messages:
 
-* **One active relay per database.** A relay leads while it holds the MySQL user lock
-  :attr:`Relay.lock_name`, taken with ``GET_LOCK`` on a pooled connection it keeps for as
-  long as it leads. The server frees the lock when that connection dies (process killed,
-  network gone), so a standby relay, which waits in ``GET_LOCK(name, 1)``, takes over
-  within about a second. The leader checks that it still holds the lock before each batch.
+* **One active relay per database,** on one server or across a cluster
+  (:mod:`pyfsm.leadership`): the leader holds a row of ``fsm_relay_leaders`` with an
+  expiry (``lease`` seconds), which every server of a Galera cluster sees, and a MySQL user
+  lock (GET_LOCK, :attr:`Relay.lock_name`) on the pooled connection it keeps while it
+  leads. A standby waits in ``GET_LOCK(name, 1)``; on the leader's own server it takes over
+  within about a second of the leader's connection dying, elsewhere once the row expired.
+  The leader renews the row before batches and while it waits for the broker, and resigns
+  it when it stops.
 * **In order, in batches, at least once.** The leader reads the oldest unpublished rows in
   id order (``batch_size`` at a time), produces them with an idempotent producer
   (``enable.idempotence=true``, ``acks=all``), waits for every delivery report (flush),
@@ -43,7 +46,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -55,6 +57,7 @@ from . import db, schema
 from .errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
 from .events import Lag, Message, encode, event_id
 from .kafka import PERMANENT, Backoff, KafkaLog, Problems, lock_name_for, producer_config
+from .leadership import Leadership
 
 log = logging.getLogger("pyfsm.relay")
 
@@ -102,7 +105,7 @@ class Relay:
     def __init__(
         self, dsn: str | None = None, *, kafka: str | Mapping[str, Any] | None = None, batch_size: int = 1000,
         retention: float = 86400.0, delivery_timeout: float = 30.0, idle_max: float = 1.0,
-        max_backoff: float = 5.0, cleanup_interval: float = 10.0, standby_wait: int = 1,
+        max_backoff: float = 5.0, cleanup_interval: float = 10.0, standby_wait: int = 1, lease: float = 10.0,
         name: str | None = None, sleep: Callable[[float], object] | None = None,
     ) -> None:
         self.settings = db.parse_dsn(dsn)
@@ -114,6 +117,8 @@ class Relay:
             raise InvalidArgument("retention must be >= 0; idle_max, max_backoff, cleanup_interval > 0")
         if not 0 <= standby_wait <= 60:
             raise InvalidArgument("standby_wait must be between 0 and 60 seconds")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not 1 <= lease <= 3600:
+            raise InvalidArgument(f"lease must be between 1 and 3600 seconds, got {lease!r:.40}")
         self._kafka = kafka
         self.delivery_timeout = delivery_timeout
         self.kafka_config = producer_config(kafka, delivery_timeout=delivery_timeout) if kafka is not None else None
@@ -130,9 +135,8 @@ class Relay:
         self._db = db.Database(self.settings, pool_size=2)  # one for the lock, one for the work
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
-        self._lock_stack: ExitStack | None = None
-        self._lock_conn: Any = None
-        self._standby_logged = False
+        self.leadership = Leadership(self._db, self.lock_name, self.name, lease=float(lease),
+                                     standby_wait=standby_wait, sleep=self._sleep)
         self._producer: Producer | None = None
         self._fatal: KafkaError | None = None
         self._problems = Problems(log)
@@ -150,7 +154,7 @@ class Relay:
 
     @property
     def is_leader(self) -> bool:
-        return self._lock_conn is not None
+        return self.leadership.held
 
     def close(self) -> None:
         self.stop()
@@ -187,7 +191,7 @@ class Relay:
                     errno = getattr(err, "errno", None) or (exc.args[0] if getattr(exc, "args", None) else "")
                     self._problems.report("db:", f"database: {type(err).__name__} ({errno}): {err}; "
                                                  "events are kept, retrying with backoff")
-                    if self._lock_conn is not None and not isinstance(err, Deadlock):
+                    if self.leadership.held and not isinstance(err, Deadlock):
                         self._abdicate(broken=True)  # a standby may do better meanwhile
                     self._sleep(failing.next())
                     continue
@@ -208,67 +212,15 @@ class Relay:
     # -- leadership -----------------------------------------------------------------------
 
     def _lead(self) -> bool:
-        """True while this relay holds the lock; otherwise wait up to standby_wait for it."""
-        if self._lock_conn is not None:
-            try:
-                with self._lock_conn.cursor() as cur:
-                    cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.lock_name,))
-                    row = cur.fetchone()
-            except pymysql.err.MySQLError as exc:
-                err = self._db.with_server(db.translate(exc))
-                log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
-                self._abdicate(broken=True)
-                return False
-            if not row or row[0] != 1:
-                log.warning("leadership lost: the server no longer reports %s as held by this relay", self.lock_name)
-                self._abdicate(broken=True)
-                return False
-            return True
-        stack = ExitStack()
-        pooled = None
-        try:
-            pooled = stack.enter_context(self._db.connection())
-            with pooled.cursor() as cur:
-                cur.execute("SELECT GET_LOCK(%s, %s)", (self.lock_name, self.standby_wait))
-                got = cur.fetchone()[0]
-                holder = None
-                if got != 1:
-                    cur.execute("SELECT IS_USED_LOCK(%s)", (self.lock_name,))
-                    holder = cur.fetchone()[0]
-        except BaseException:
-            _hard_close(stack, pooled)
-            raise
-        if got != 1:
-            stack.close()
-            if not self._standby_logged:
-                log.info("standby: relay lock %s is held by connection %s; waiting to take over",
-                         self.lock_name, holder)
-                self._standby_logged = True
-            if self.standby_wait == 0:
-                self._sleep(0.5)
-            return False
-        self._lock_stack, self._lock_conn = stack, pooled
-        self._standby_logged = False
-        self.stats.leader_terms += 1
-        log.info("leader: relay %s holds %s and publishes", self.name, self.lock_name)
-        return True
+        """True while this relay leads; otherwise try to take over (a standby waits meanwhile)."""
+        before = self.leadership.terms
+        leads = self.leadership.ensure()
+        self.stats.leader_terms += self.leadership.terms - before
+        return leads
 
     def _abdicate(self, *, broken: bool = False) -> None:
-        """Give the lock up: RELEASE_LOCK, or close the connection if it may be broken."""
-        stack, conn = self._lock_stack, self._lock_conn
-        self._lock_stack = self._lock_conn = None
-        if stack is None:
-            return
-        if not broken:
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SELECT RELEASE_LOCK(%s)", (self.lock_name,))
-            except pymysql.err.MySQLError:
-                broken = True
-        if broken:
-            _hard_close(stack, conn)
-        else:
-            stack.close()
+        """Give the leadership up (see Leadership.resign); nothing queued is published after."""
+        self.leadership.resign(broken=broken)
         # whatever is queued in the producer must not be published by a relay that no longer leads
         if self._producer is not None:
             self._producer.purge()
@@ -385,7 +337,7 @@ class Relay:
                 results[row["id"]] = error
                 blocked.add(instance)
         try:
-            remaining = producer.flush(self.delivery_timeout + 10)
+            remaining = self._flush(producer)
         except Exception as exc:  # a fatal producer error surfaces here, sometimes as a SystemError
             cause = exc if isinstance(exc, KafkaException) else exc.__cause__
             error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
@@ -396,6 +348,20 @@ class Relay:
         if remaining or self._fatal is not None:
             self._discard_producer()
         return results
+
+    def _flush(self, producer: Producer) -> int:
+        """Wait for every delivery report (at most delivery_timeout + 10 s); how many are missing.
+
+        Waits a third of the lease at a time and renews the leadership in between, so that
+        a slow broker does not let the lease run out and a standby publish the same rows.
+        Once the leadership is lost it stops waiting: what was not acknowledged stays.
+        """
+        deadline = time.monotonic() + self.delivery_timeout + 10
+        while True:
+            left = deadline - time.monotonic()
+            remaining = int(producer.flush(max(0.0, min(left, self.leadership.lease / 3))))
+            if not remaining or left <= 0 or not self.leadership.keep():
+                return remaining
 
     def _produce_one(self, producer: Producer, message: Message, callback: Callable[..., None]) -> Any:
         for _ in range(100):
@@ -625,16 +591,6 @@ def lag(dsn: str | None = None) -> Lag:
 
 def _record(results: dict[int, Any], row_id: int, error: KafkaError | None, _message: Any) -> None:
     results[row_id] = error
-
-
-def _hard_close(stack: ExitStack, pooled: Any) -> None:
-    """Close the raw connection (freeing any lock it holds) before the pool gets it back."""
-    if pooled is not None:
-        try:
-            db._raw(pooled).close()
-        except Exception:  # noqa: S110 - already closed or half-dead: nothing left to free
-            pass
-    stack.close()
 
 
 def _dict_rows(cur: Any) -> list[Row]:

@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -91,6 +91,7 @@ CURRENT_OBJECTS = (
     "tables/fsm_errors.sql",
     "tables/fsm_state_counts.sql",
     "tables/fsm_accounts.sql",
+    "tables/fsm_relay_leaders.sql",
     "functions/fsm_valid_name.sql",
     "functions/fsm_is_object.sql",
     "functions/fsm_valid_utf8.sql",
@@ -143,6 +144,8 @@ CURRENT_OBJECTS = (
     "procedures/fsm_instances_in_state_v1.sql",
     "procedures/fsm_account_history_v1.sql",
     "procedures/fsm_outbox_lag_v1.sql",
+    "procedures/fsm_relay_lead_v1.sql",
+    "procedures/fsm_relay_resign_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
 )
 

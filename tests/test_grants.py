@@ -148,8 +148,10 @@ def test_relay_account_publishes_from_the_outbox_only(accounts) -> None:  # type
     relay = Relay(relay_settings.dsn(), kafka=None)
     try:
         assert relay.lag().unpublished == 0
+        assert relay.leadership.ensure() and relay.is_leader  # fsm_relay_lead_v1 is granted
     finally:
-        relay.close()
+        relay.close()  # and fsm_relay_resign_v1: the row was resigned
+    assert errno_of(relay_settings, "SELECT 1 FROM fsm_relay_leaders") == 1142
     assert errno_of(relay_settings, "SELECT COUNT(*) FROM fsm_outbox") is None
     assert errno_of(relay_settings, "SELECT * FROM fsm_order") == 1142
     assert errno_of(relay_settings, "CALL fsm_send_v1('order', 'o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)") \

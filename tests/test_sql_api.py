@@ -380,6 +380,8 @@ BAD_INPUT = (
     ("CALL fsm_account_history_v1('cust-b', 1, NULL, NULL, NULL, 0)", 31009),
     ("CALL fsm_stats_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_outbox_lag_v1(1)", WRONG_ARGUMENT_COUNT),
+    ("CALL fsm_relay_lead_v1('pyfsm_relay_b', 'b:relay', 0)", 31009),
+    ("CALL fsm_relay_resign_v1('pyfsm_relay_b', NULL)", 31009),
     ("CALL fsm_schema_version_v1(1)", WRONG_ARGUMENT_COUNT),
 )
 

@@ -91,7 +91,8 @@ def cmd_relay(args: argparse.Namespace) -> None:
 
     run_relay = not (args.lag or args.parked or args.unpark is not None)
     relay = Relay(args.dsn, kafka=args.kafka if run_relay else None, batch_size=args.batch_size,
-                  retention=args.retention, delivery_timeout=args.delivery_timeout, name=args.name)
+                  retention=args.retention, delivery_timeout=args.delivery_timeout, name=args.name,
+                  lease=args.lease)
     try:
         if args.lag:
             lag = relay.lag()
@@ -148,6 +149,9 @@ def register(add: Add) -> None:
                        help="seconds to keep published rows before deleting them (default 86400)")
     relay.add_argument("--delivery-timeout", type=float, default=30.0,
                        help="seconds to wait for the broker's acknowledgement before retrying (default 30)")
+    relay.add_argument("--lease", type=float, default=10.0,
+                       help="seconds the leadership lasts without a renewal: how soon a relay on another server "
+                            "takes over from one that died (default 10)")
     relay.add_argument("--name", default=None, help="this relay's name in logs and headers (default host:pid)")
     relay.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     what = relay.add_mutually_exclusive_group()
