@@ -19,6 +19,13 @@ Pool settings that matter for correctness:
   but never sends its greeting, fails with DatabaseUnavailable instead of waiting forever.
   A call that timed out is not repeated by :meth:`Database.call`: it already waited its
   bound. PyMySQL closes the connection on a timeout, so the pool replaces it.
+* A DSN may name several servers (``mysql://u:p@h1:3306,h2:3306/db``). A new connection
+  (the pool's, or :func:`connect`'s) goes to the first of them that accepts it and answers
+  the session setup, starting from the one that answered last (see :meth:`Settings.host_order`).
+  The setup ends with ``DO 0``, a statement a Galera node refuses (1047) until it is ready
+  for use, so such a node is passed over like one that is down. Calls are never moved:
+  a call whose connection died is retried (on a new connection, so on whichever server
+  answers) only under the rules of :meth:`Database.call`.
 * A connection goes back to the pool after a failure only when the server refused the call
   with one of pyfsm's own errors (31000-31999): the reply was read whole and the procedure's
   handlers ran. Any other exception closes it (:func:`discard`): a reply read only in part
@@ -54,6 +61,7 @@ from .errors import (
     TransactionOpen,
     from_mysql_error,
 )
+from .hosts import DEFAULT_HOST, DEFAULT_PORT, Host, HostMemory, parse_hosts, where
 
 DEADLOCK = 1213
 
@@ -64,6 +72,11 @@ SESSION_SETUP = (
     "SET time_zone = '+00:00'",
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
 )
+#: Run after SESSION_SETUP on every new connection: a Galera node that is not ready for use
+#: (joining, or cut off from the primary component) still answers SET and table-less SELECTs
+#: but refuses any other statement with 1047, and a server shutting down refuses it with
+#: 1053; either way the next server of the DSN is tried. Elsewhere it does nothing.
+READY_PROBE = "DO 0"
 #: MySQL 8's default sql_mode; MariaDB accepts it too. Routines keep the mode they were
 #: created under, so DDL sessions use this strict one.
 STRICT_SQL_MODE = (
@@ -94,6 +107,7 @@ def check_timeout(name: str, value: Any) -> float:
     return float(value)
 
 
+#: One server of a DSN: (host, port).
 @dataclass(frozen=True)
 class Settings:
     """Where and how to connect. Built from a DSN by :func:`parse_dsn`.
@@ -102,10 +116,15 @@ class Settings:
     every socket read and write after it, the server's greeting included (defaults:
     :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`; keep ``read_timeout`` above the longest
     call you make, e.g. above the server's innodb_lock_wait_timeout if you raised it).
+
+    ``host`` and ``port`` are the DSN's first server, ``more_hosts`` the others in the DSN's
+    order (:attr:`hosts` is all of them; :meth:`with_hosts` sets them). They are the
+    configuration, so equal DSNs give equal Settings; the server in use is :attr:`in_use`,
+    remembered in ``host_memory`` (shared by copies, never compared).
     """
 
-    host: str = "127.0.0.1"
-    port: int = 3306
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     user: str = "root"
     password: str = field(default="", repr=False)
     database: str = ""
@@ -115,11 +134,52 @@ class Settings:
     tls_verify: bool = True
     read_timeout: float = READ_TIMEOUT
     write_timeout: float = WRITE_TIMEOUT
+    more_hosts: tuple[Host, ...] = ()
+    host_memory: HostMemory = field(default_factory=HostMemory, compare=False, repr=False)
 
-    def connect_kwargs(self, *, database: bool = True, timeouts: bool = True) -> dict[str, Any]:
-        """PyMySQL's keyword arguments. ``timeouts=False``: no read or write bound (DDL)."""
+    @property
+    def hosts(self) -> tuple[Host, ...]:
+        """Every server of the DSN in the DSN's order, ``(host, port)`` first."""
+        return ((self.host, self.port), *self.more_hosts)
+
+    @property
+    def in_use(self) -> Host:
+        """The server new connections try first: the one that answered last, else the first."""
+        return self.host_memory.get(self.hosts) or (self.host, self.port)
+
+    def host_order(self) -> tuple[Host, ...]:
+        """The servers in the order a new connection tries them.
+
+        Sticky: the one that answered last comes first, then the others in the DSN's order.
+        A first server that is down (or blackholed: a whole connect_timeout) thus costs one
+        failed attempt, not one per new connection. Only when the sticky one fails is the
+        list tried from its start again; a server that comes back is not preferred over the
+        one in use while that one answers.
+        """
+        hosts = self.hosts
+        last = self.host_memory.get(hosts)
+        if last is None or last == hosts[0]:
+            return hosts
+        return (last, *(h for h in hosts if h != last))
+
+    def with_hosts(self, hosts: Sequence[Host]) -> Settings:
+        """These settings with other servers (tried in this order), checked (InvalidArgument)."""
+        checked = parse_hosts(",".join(where(str(h), p) for h, p in hosts)) if hosts else ()
+        if not checked:
+            raise InvalidArgument("with_hosts needs at least one (host, port)")
+        (host, port), *more = checked
+        return replace(self, host=host, port=port, more_hosts=tuple(more))
+
+    def connect_kwargs(self, *, database: bool = True, timeouts: bool = True,
+                       server: Host | None = None) -> dict[str, Any]:
+        """PyMySQL's keyword arguments. ``timeouts=False``: no read or write bound (DDL).
+
+        ``server``: which one (default :attr:`in_use`). One plain ``pymysql.connect`` goes to
+        that server only; :func:`connect` and the pool try the whole list.
+        """
+        host, port = server or self.in_use
         kwargs: dict[str, Any] = {
-            "host": self.host, "port": self.port, "user": self.user, "password": self.password,
+            "host": host, "port": port, "user": self.user, "password": self.password,
             "charset": "utf8mb4", "autocommit": True, "connect_timeout": self.connect_timeout,
         }
         if timeouts:
@@ -162,11 +222,15 @@ class Settings:
         if self.write_timeout != WRITE_TIMEOUT:
             options["write_timeout"] = repr(self.write_timeout)
         query = ("?" + urlencode(options)) if options else ""
-        return f"mysql://{auth}@{self.host}:{self.port}/{self.database}{query}"
+        servers = ",".join(where(host, port) for host, port in self.hosts)
+        return f"mysql://{auth}@{servers}/{self.database}{query}"
 
 
 def parse_dsn(dsn: str | None = None) -> Settings:
     """Parse ``mysql://user:password@host:port/database``; default: $PYFSM_DSN.
+
+    Several servers, tried in order (see :meth:`Settings.host_order`):
+    ``mysql://user:password@h1:3306,h2:3306,h3/database`` (see :func:`parse_hosts`).
 
     Options: ``tls=true`` (verify the server against the system CAs), ``tls_ca=/path/ca.pem``,
     ``tls_verify=false`` (encrypt without verifying: only on a network you trust),
@@ -180,12 +244,13 @@ def parse_dsn(dsn: str | None = None) -> Settings:
         raise InvalidArgument("no DSN given and PYFSM_DSN is not set (expected mysql://user:password@host:port/database)")
     try:
         parts = urlsplit(dsn)
-        port = parts.port or 3306
-        host = parts.hostname
-    except ValueError as exc:  # a bad port, an unclosed [IPv6 bracket, ...
+        user, password = parts.username, parts.password
+    except ValueError as exc:  # an unclosed [IPv6 bracket, ...
         raise InvalidArgument(f"bad DSN: {exc}") from None
     if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
         raise InvalidArgument(f"DSN must start with mysql://, got {parts.scheme!r}")
+    # urlsplit reads one host:port only; the list after the userinfo is parsed here
+    (host, port), *more = parse_hosts(parts.netloc.rpartition("@")[2])
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout", "read_timeout", "write_timeout"}
     if unknown:
@@ -205,8 +270,8 @@ def parse_dsn(dsn: str | None = None) -> Settings:
             raise InvalidArgument(f"DSN option {name} must be a number of seconds, got {query[name]!r:.80}") from None
         timeouts[name] = check_timeout(f"DSN option {name}", seconds)
     return Settings(
-        host=host or "127.0.0.1", port=port, user=unquote(parts.username or "root"),
-        password=unquote(parts.password or ""), database=parts.path.lstrip("/"),
+        host=host, port=port, more_hosts=tuple(more), user=unquote(user or "root"),
+        password=unquote(password or ""), database=parts.path.lstrip("/"),
         tls=flags["tls"], tls_ca=query.get("tls_ca"), tls_verify=flags["tls_verify"],
         connect_timeout=timeouts["connect_timeout"], read_timeout=timeouts["read_timeout"],
         write_timeout=timeouts["write_timeout"],
@@ -216,22 +281,82 @@ def parse_dsn(dsn: str | None = None) -> Settings:
 def connect(settings: Settings, *, database: bool = True, timeouts: bool = False) -> pymysql.connections.Connection:
     """One unpooled connection with pyfsm's session settings (for DDL and tools, and leases).
 
-    Without ``timeouts`` it has no read or write bound: DDL (a migration's ALTER TABLE on a
-    big table) takes as long as it takes. Leases ask for the bounds.
+    Goes to the first of the DSN's servers that answers (:func:`open_connection`). Without
+    ``timeouts`` it has no read or write bound: DDL (a migration's ALTER TABLE on a big
+    table) takes as long as it takes. Leases ask for the bounds.
     """
-    try:
-        conn = pymysql.connect(**settings.connect_kwargs(database=database, timeouts=timeouts))
-    except pymysql.err.MySQLError as exc:
-        raise translate(exc) from exc
-    try:
-        with conn.cursor() as cur:
-            for statement in SESSION_SETUP:
-                cur.execute(statement)
-    except pymysql.err.MySQLError as exc:  # the connection died or timed out right after the handshake
-        with suppress(pymysql.err.Error):
-            conn.close()
-        raise translate(exc) from exc
-    return conn
+    attempts = SETUP_DEADLOCK_ATTEMPTS
+    while True:
+        try:
+            return open_connection(settings, database=database, timeouts=timeouts)
+        except pymysql.err.MySQLError as exc:
+            err = translate(exc)
+            attempts -= 1
+            if _setup_deadlock(err) and attempts:
+                _pause(0.01)
+                continue
+            if isinstance(err, DatabaseUnavailable) and len(settings.hosts) > 1:
+                name_servers(err, settings)  # which of the servers were tried, and what each said
+            if err is exc:
+                raise
+            raise err from exc
+
+
+#: How often a new connection is made when its session setup hit a deadlock (see
+#: :func:`_setup_deadlock`).
+SETUP_DEADLOCK_ATTEMPTS = 3
+
+
+def _setup_deadlock(err: BaseException) -> bool:
+    """A deadlock (1213) while a new connection ran its session setup, before any call.
+
+    On a Galera node a new connection served by a cached server thread that a conflicting
+    write set had aborted gets 1213 on its very first statement. Nothing of any call was
+    sent, so it is made again, like any failure before sending.
+    """
+    return isinstance(err, Deadlock) and err.errno == DEADLOCK
+
+
+def open_connection(settings: Settings, *, database: bool = True, timeouts: bool = True) -> Any:
+    """A new connection to the first of ``settings.host_order()`` that accepts it and answers
+    the session setup (SESSION_SETUP, then READY_PROBE); that server is remembered.
+
+    A server is passed over on a transient failure only (:data:`pyfsm.errors.TRANSIENT`:
+    refused, unreachable, lost, timed out, shutting down, a Galera node not ready (1047),
+    too many connections). Any other error (access denied, no such database, a deadlock in
+    the setup) is raised at once: another server of the same cluster would say the same,
+    or the failure is not the server's. When every server failed, the last error is raised
+    with ``pyfsm_tried``, the servers and what each said, in the order tried.
+    """
+    kwargs = settings.connect_kwargs(database=database, timeouts=timeouts)
+    order = settings.host_order()
+    tried: list[tuple[str, str]] = []
+    for n, (host, port) in enumerate(order, 1):
+        try:
+            conn = pymysql.connect(**{**kwargs, "host": host, "port": port})
+            try:
+                with conn.cursor() as cur:
+                    for statement in (*SESSION_SETUP, READY_PROBE):
+                        cur.execute(statement)
+            except BaseException:  # the connection died, timed out or was refused right after the handshake
+                with suppress(Exception):
+                    conn.close()
+                raise
+        except pymysql.err.MySQLError as exc:
+            tried.append((where(host, port), str(exc)))
+            exc.pyfsm_tried = list(tried)  # type: ignore[attr-defined]
+            if not _transient(translate(exc)):
+                raise
+            if n < len(order):
+                continue
+            settings.host_memory.forget(settings.hosts)  # none answered: next time from the first again
+            # raised here, not after the loop: a raise outside this handler (inside DBUtils'
+            # own) would replace the TimeoutError that timed_out() looks for in __context__
+            raise
+        settings.host_memory.remember(settings.hosts, (host, port))
+        conn.pyfsm_used = time.monotonic()
+        return conn
+    raise AssertionError("a DSN names at least one server")
 
 
 def set_timeouts(conn: Any, read: float | None, write: float | None) -> tuple[float | None, float | None]:
@@ -300,6 +425,56 @@ def translate(exc: BaseException, **context: Any) -> BaseException:
     return from_mysql_error(exc, **context) or exc
 
 
+def name_servers(err: DatabaseUnavailable, settings: Settings) -> DatabaseUnavailable:
+    """Say in an outage's message which server is out, and what the driver saw (never an
+    empty message); once. ``err.fields["servers"]``: the servers it is about.
+
+    The server is the failed connection's (:func:`_tag_server`); for a new connection, the
+    ones tried (``pyfsm_tried``, :func:`open_connection`): with several, "none of the MySQL
+    servers h1:p1, h2:p2 answered" and what each said. Otherwise the server in use.
+    errno 0 is PyMySQL finding its socket already closed (a pooled connection the server
+    dropped, which DBUtils could not replace): reported as 2006, server gone away.
+    """
+    if getattr(err, "_named", False):
+        return err
+    seen = str(err) or "the connection was closed"
+    tried: list[tuple[str, str]] = _found(err, "pyfsm_tried") or []
+    if len(tried) > 1:
+        servers = [server for server, _ in tried]
+        said = "; ".join(f"{server}: {text}" for server, text in tried)
+        err.message = f"none of the MySQL servers {', '.join(servers)} answered ({said})"
+        if seen != tried[-1][1]:  # rewritten, e.g. to say what a timeout means for the call
+            err.message += f": {seen}"
+    else:
+        servers = [tried[0][0] if tried else _found(err, "pyfsm_server") or where(*settings.in_use)]
+        err.message = f"the MySQL server at {servers[0]} is unavailable: {seen}"
+    err.args = (err.message,)
+    err.fields["servers"] = servers
+    if err.errno == 0:
+        err.errno = 2006
+    err._named = True  # type: ignore[attr-defined]
+    return err
+
+
+def _tag_server(exc: BaseException, conn: Any) -> None:
+    """Mark a failure with the server of the connection it happened on (for :func:`name_servers`)."""
+    with suppress(Exception):
+        raw = _raw(conn)
+        if not hasattr(exc, "pyfsm_server"):
+            exc.pyfsm_server = where(raw.host, raw.port)  # type: ignore[attr-defined]
+
+
+def _found(exc: BaseException | None, attribute: str) -> Any:
+    """``attribute`` of ``exc`` or of the first exception it was made of that has it."""
+    for _ in range(8):
+        if exc is None:
+            return None
+        if hasattr(exc, attribute):
+            return getattr(exc, attribute)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 #: A connection idle longer than this gets a real ping on checkout: the server may have
 #: closed it (wait_timeout), which the client only learns on its next read.
 IDLE_PING_SECONDS = 10.0
@@ -321,10 +496,10 @@ def _is_alive(conn: Any) -> bool:
     return True
 
 
-def _connect(**kwargs: Any) -> Any:
-    conn = pymysql.connect(**kwargs)
-    conn.pyfsm_used = time.monotonic()
-    return conn
+def _connect(settings: Settings) -> Any:
+    """The pool's creator, also when DBUtils replaces a dead connection: through the DSN's
+    servers, session setup included (so a server that refuses it is passed over)."""
+    return open_connection(settings)
 
 
 def _never_fatal(_error: BaseException) -> bool:
@@ -340,8 +515,7 @@ class Database:
         self.settings = settings
         self._pool = PooledDB(
             creator=_connect, maxconnections=pool_size, maxcached=pool_size, blocking=True,
-            reset=False, ping=(1, _is_alive), isfatal=_never_fatal, setsession=list(SESSION_SETUP),
-            **settings.connect_kwargs(),
+            reset=False, ping=(1, _is_alive), isfatal=_never_fatal, settings=settings,
         )
 
     def close(self) -> None:
@@ -357,6 +531,7 @@ class Database:
         try:
             yield conn
         except BaseException as exc:
+            _tag_server(exc, conn)
             if not keeps_connection(exc):
                 discard(conn)
             raise
@@ -401,7 +576,9 @@ class Database:
                 if timed_out(err):
                     raise self.with_server(_timeout_error(err, sent=False, writes=writes,
                                                           seconds=self.settings.read_timeout)) from failed
-                if _transient(err) and connection_delays:
+                # A deadlock here was met by a new connection's session setup, before the
+                # call was sent (see _setup_deadlock): made again like any call never sent.
+                if (_transient(err) or _setup_deadlock(err)) and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
                 raise self.with_server(err) from failed
@@ -442,22 +619,15 @@ class Database:
                                                           seconds=self.settings.read_timeout)) from None
                 if not (_transient(err) and delays):
                     raise self.with_server(err) from None
+            except Deadlock as err:  # translated by connection(): its session setup's (_setup_deadlock)
+                if not (_setup_deadlock(err) and delays):
+                    raise
             _pause(delays.pop(0))
 
     def with_server(self, err: BaseException) -> BaseException:
-        """An outage says which server is out, and what the driver saw (never an empty message).
-
-        errno 0 is PyMySQL finding its socket already closed (a pooled connection the server
-        dropped, which DBUtils could not replace): reported as 2006, server gone away.
-        """
-        if isinstance(err, DatabaseUnavailable) and not getattr(err, "_named", False):
-            seen = str(err) or "the connection was closed"
-            where = f"{self.settings.host}:{self.settings.port}"
-            err.message = f"the MySQL server at {where} is unavailable: {seen}"
-            err.args = (err.message,)
-            if err.errno == 0:
-                err.errno = 2006
-            err._named = True  # type: ignore[attr-defined]
+        """An outage says which server is out, and what the driver saw (see :func:`name_servers`)."""
+        if isinstance(err, DatabaseUnavailable):
+            name_servers(err, self.settings)
         return err
 
     def _call_once(self, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
@@ -492,6 +662,7 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
     except BaseException as exc:
         if timed_out(exc):  # which bound ran out, for the message (PyMySQL has closed the connection)
             exc.pyfsm_timeout = raw._write_timeout if exc.args and exc.args[0] == 2006 else raw._read_timeout  # type: ignore[attr-defined]
+        _tag_server(exc, raw)
         if not keeps_connection(exc):
             if dedicated and _server_error(exc):
                 _clear_context(raw)

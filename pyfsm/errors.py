@@ -269,6 +269,7 @@ SERVER: dict[int, type[FsmError]] = {
     3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
     4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
     1040: DatabaseUnavailable,  # too many connections
+    1047: DatabaseUnavailable,  # Galera: "WSREP has not yet prepared node for application use" (joining, non-primary)
     1053: DatabaseUnavailable,  # server shutdown in progress
     1927: DatabaseUnavailable,  # MariaDB: connection was killed
     2003: DatabaseUnavailable,  # can't connect
@@ -288,7 +289,7 @@ SERVER: dict[int, type[FsmError]] = {
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1053, 1927, 2003, 2006, 2013, 2055, 4031})
+TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031})
 
 
 def from_mysql_error(
