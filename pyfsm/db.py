@@ -58,6 +58,7 @@ from .errors import (
     FsmError,
     InvalidArgument,
     InvalidEncoding,
+    NotWriterNode,
     TransactionOpen,
     from_mysql_error,
 )
@@ -117,6 +118,9 @@ class Settings:
     :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`; keep ``read_timeout`` above the longest
     call you make, e.g. above the server's innodb_lock_wait_timeout if you raised it).
 
+    ``galera_writes`` (DSN option): ``one`` (the default) connects only to the writer node
+    of a Galera cluster (:func:`refuse_unless_writer`), ``any`` to any node.
+
     ``host`` and ``port`` are the DSN's first server, ``more_hosts`` the others in the DSN's
     order (:attr:`hosts` is all of them; :meth:`with_hosts` sets them). They are the
     configuration, so equal DSNs give equal Settings; the server in use is :attr:`in_use`,
@@ -135,6 +139,7 @@ class Settings:
     read_timeout: float = READ_TIMEOUT
     write_timeout: float = WRITE_TIMEOUT
     more_hosts: tuple[Host, ...] = ()
+    galera_writes: str = "one"
     host_memory: HostMemory = field(default_factory=HostMemory, compare=False, repr=False)
 
     @property
@@ -219,6 +224,8 @@ class Settings:
             options["tls_verify"] = "false"
         if self.read_timeout != READ_TIMEOUT:
             options["read_timeout"] = repr(self.read_timeout)
+        if self.galera_writes != "one":
+            options["galera_writes"] = self.galera_writes
         if self.write_timeout != WRITE_TIMEOUT:
             options["write_timeout"] = repr(self.write_timeout)
         query = ("?" + urlencode(options)) if options else ""
@@ -252,9 +259,13 @@ def parse_dsn(dsn: str | None = None) -> Settings:
     # urlsplit reads one host:port only; the list after the userinfo is parsed here
     (host, port), *more = parse_hosts(parts.netloc.rpartition("@")[2])
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout", "read_timeout", "write_timeout"}
+    unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout", "read_timeout", "write_timeout",
+                            "galera_writes"}
     if unknown:
         raise InvalidArgument(f"unknown DSN options: {sorted(unknown)}")
+    galera_writes = query.get("galera_writes", "one")
+    if galera_writes not in ("one", "any"):
+        raise InvalidArgument(f"DSN option galera_writes must be one or any, got {galera_writes!r:.40}")
     flags = {}
     for name, default in (("tls", "false"), ("tls_verify", "true")):
         value = query.get(name, default).lower()
@@ -274,7 +285,7 @@ def parse_dsn(dsn: str | None = None) -> Settings:
         password=unquote(password or ""), database=parts.path.lstrip("/"),
         tls=flags["tls"], tls_ca=query.get("tls_ca"), tls_verify=flags["tls_verify"],
         connect_timeout=timeouts["connect_timeout"], read_timeout=timeouts["read_timeout"],
-        write_timeout=timeouts["write_timeout"],
+        write_timeout=timeouts["write_timeout"], galera_writes=galera_writes,
     )
 
 
@@ -338,6 +349,7 @@ def open_connection(settings: Settings, *, database: bool = True, timeouts: bool
                 with conn.cursor() as cur:
                     for statement in (*SESSION_SETUP, READY_PROBE):
                         cur.execute(statement)
+                    galera = settings.galera_writes == "one" and refuse_unless_writer(cur)
             except BaseException:  # the connection died, timed out or was refused right after the handshake
                 with suppress(Exception):
                     conn.close()
@@ -355,8 +367,41 @@ def open_connection(settings: Settings, *, database: bool = True, timeouts: bool
             raise
         settings.host_memory.remember(settings.hosts, (host, port))
         conn.pyfsm_used = time.monotonic()
+        if galera:  # checked again on checkout every WRITER_RECHECK_SECONDS (_is_alive)
+            conn.pyfsm_writer_checked = conn.pyfsm_used
         return conn
     raise AssertionError("a DSN names at least one server")
+
+
+def refuse_unless_writer(cur: Any) -> bool:
+    """On a Galera node that is not the cluster's writer node, raise 31025 (NotWriterNode);
+    whether the server is a Galera node (and so its writer).
+
+    pyfsm writes through one node of a Galera cluster at a time (docs/scaling.md: through
+    several at once, locks and workers stalled the cluster). The writer is the node Galera
+    lists first in the current view, ``wsrep_local_index`` 0: every node of the primary
+    component agrees on it, and when the membership changes (a node died or came back)
+    there is a new one. Raised as a driver error, so that a new connection passes over this
+    node to the next of the DSN's servers like over one not ready (1047). Any other server
+    (MySQL, MariaDB without Galera) answers wsrep_on OFF or nothing.
+    """
+    cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+    row = cur.fetchone()
+    if not row or str(row[1]).upper() != "ON":
+        return False
+    if not is_writer(cur):
+        raise pymysql.err.OperationalError(
+            NotWriterNode.errno, "this Galera node is not the cluster's writer node (wsrep_local_index 0): pyfsm "
+                                 "writes through one node at a time; list every node in the DSN, or add "
+                                 "galera_writes=any to write through any")
+    return True
+
+
+def is_writer(cur: Any) -> bool:
+    """Whether this Galera node is its cluster's writer node (wsrep_local_index 0)."""
+    cur.execute("SHOW STATUS LIKE 'wsrep_local_index'")
+    row = cur.fetchone()
+    return row is not None and str(row[1]) == "0"
 
 
 def set_timeouts(conn: Any, read: float | None, write: float | None) -> tuple[float | None, float | None]:
@@ -480,10 +525,29 @@ def _found(exc: BaseException | None, attribute: str) -> Any:
 IDLE_PING_SECONDS = 10.0
 
 
+#: How often a pooled connection to a Galera node checks, on checkout, that its node is still
+#: the writer: the writer changes with the cluster's membership, and a connection left on the
+#: old one would write through a second node (see :func:`refuse_unless_writer`).
+WRITER_RECHECK_SECONDS = 5.0
+
+
 def _is_alive(conn: Any) -> bool:
-    """DBUtils' checkout check: free for busy connections, one ping for idle ones."""
+    """DBUtils' checkout check: free for busy connections, one ping for idle ones; on a
+    Galera node's connection, every few seconds, whether the node is still the writer
+    (a connection on a node that no longer is, is replaced through the DSN's servers)."""
     if not conn.open:
         return False
+    checked = getattr(conn, "pyfsm_writer_checked", None)
+    if checked is not None and time.monotonic() - checked >= WRITER_RECHECK_SECONDS:
+        try:
+            with bounded(conn, conn.connect_timeout or 5.0), conn.cursor() as cur:
+                writer = is_writer(cur)
+        except pymysql.err.MySQLError:
+            return False
+        if not writer:
+            return False
+        conn.pyfsm_writer_checked = conn.pyfsm_used = time.monotonic()
+        return True
     used = getattr(conn, "pyfsm_used", None)
     if used is not None and time.monotonic() - used < IDLE_PING_SECONDS:
         return True

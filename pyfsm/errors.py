@@ -232,6 +232,15 @@ class DatabaseUnavailable(FsmError):
     retryable = True
 
 
+class NotWriterNode(DatabaseUnavailable):
+    """A node of a Galera cluster that is not its writer node was asked to take pyfsm's
+    writes. pyfsm writes through one node at a time: the one Galera lists first in the
+    current view (``wsrep_local_index`` 0); a DSN that lists every node finds it
+    (docs/scaling.md). Retryable: the writer changes when the cluster's membership does."""
+
+    errno = 31025
+
+
 class Deadlock(FsmError):
     """The server aborted the transaction (deadlock or lock wait timeout); retry it."""
 
@@ -247,7 +256,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
-        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding,
+        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
     )
 }
 
@@ -289,7 +298,7 @@ SERVER: dict[int, type[FsmError]] = {
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031})
+TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031, NotWriterNode.errno})
 
 
 def from_mysql_error(

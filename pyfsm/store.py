@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,8 +77,9 @@ class Store:
         if read_dsn is not None:
             if not isinstance(read_dsn, str) or not read_dsn:
                 raise InvalidArgument(f"read_dsn must be a mysql:// DSN, got {read_dsn!r:.80}")
-            self.read_settings = db.parse_dsn(read_dsn).with_timeouts(read_timeout=read_timeout,
-                                                                       write_timeout=write_timeout)
+            # reads may go to any node of a Galera cluster: only writes need its writer node
+            self.read_settings = replace(db.parse_dsn(read_dsn).with_timeouts(
+                read_timeout=read_timeout, write_timeout=write_timeout), galera_writes="any")
             if not self.read_settings.database:
                 raise InvalidArgument("the read DSN names no database: mysql://user:password@host:port/DATABASE")
         self._db = db.Database(self.settings, pool_size=pool_size)
@@ -507,7 +509,8 @@ class Store:
 
 
 def _dsn_hint(settings: db.Settings) -> str:
-    return "$PYFSM_DSN" if not settings.database else f"mysql://...@{settings.host}:{settings.port}/{settings.database}"
+    servers = ",".join(db.where(host, port) for host, port in settings.hosts)
+    return "$PYFSM_DSN" if not settings.database else f"mysql://...@{servers}/{settings.database}"
 
 
 def _machine_name(machine: str | Machine) -> str:

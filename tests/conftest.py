@@ -18,6 +18,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from galera_cluster import galera  # noqa: F401  (the three-node cluster, one per session, for the Galera tests)
 from kafka_broker import kafka  # noqa: F401  (the tansu broker fixture for the relay tests)
 
 from pyfsm import Machine, Store

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pymysql
 import pytest
-from kafka_broker import free_port
 from second_server import INSTALL_DB, MARIADBD, SecondServer
 
 from pyfsm.db import Settings
@@ -32,21 +32,60 @@ NODES = 3
 @dataclass
 class GaleraCluster:
     nodes: list[SecondServer] = field(default_factory=list)
+    gcomm: list[int] = field(default_factory=list)
 
     def database(self, prefix: str = "pyfsm_galera") -> list[Settings]:
-        """A new database, created through the first node; its settings on every node."""
+        """A new database, created through the first node; its settings on every node, each
+        writing through that node alone (``galera_writes=any``: the tests that address one
+        node on purpose; ``writer_list`` gives what applications use)."""
         name = self.nodes[0].create_database(prefix).database
-        return [node.settings.with_database(name) for node in self.nodes]
+        return [replace(node.settings.with_database(name), galera_writes="any") for node in self.nodes]
+
+    def writer_index(self) -> int:
+        """The index of the writer node: the one Galera lists first (wsrep_local_index 0)."""
+        for index, node in enumerate(self.nodes):
+            if node.running and self.status(node, "wsrep_local_index") == "0":
+                return index
+        raise AssertionError("no running node has wsrep_local_index 0")
 
     def status(self, node: SecondServer, name: str) -> str:
-        conn = pymysql.connect(**node.settings.connect_kwargs(database=False))
+        """A status variable of a node; "" while the node does not answer (a joiner may drop
+        connections while its state transfer runs)."""
+        try:
+            conn = pymysql.connect(**node.settings.connect_kwargs(database=False))
+        except pymysql.err.MySQLError:
+            return ""
         try:
             with conn.cursor() as cur:
                 cur.execute("SHOW STATUS LIKE %s", (name,))
                 row = cur.fetchone()
                 return "" if row is None else str(row[1])
+        except pymysql.err.MySQLError:
+            return ""
         finally:
             conn.close()
+
+    def restart(self, index: int, timeout: float = 120.0) -> float:
+        """Start a node that was stopped or killed, as a joiner of the running nodes; the seconds
+        until the cluster is synced again.
+
+        The first node bootstrapped the cluster: it must not do so again (that would start a
+        second cluster), so it rejoins through the others' addresses like any node. It is
+        filled by a state transfer (incremental, or rsync: whose daemon writes as ``nobody``,
+        so its data directory is made nobody's as the joiners' were).
+        """
+        began = time.monotonic()
+        node = self.nodes[index]
+        peers = ",".join(f"127.0.0.1:{p}" for p in self.gcomm)
+        node.options = tuple(f"--wsrep-cluster-address=gcomm://{peers}" if o.startswith("--wsrep-cluster-address=")
+                             else o for o in node.options)
+        nobody = pwd.getpwnam("nobody")
+        for path in (node.datadir, *node.datadir.rglob("*")):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(node.base, 0o755)  # noqa: S103  (nobody must reach the data directory)
+        node.start(timeout=timeout)
+        self.wait_synced(timeout)
+        return time.monotonic() - began
 
     def wait_synced(self, timeout: float = 60.0) -> None:
         """Until every running node says Synced in a cluster of all the running nodes."""
@@ -80,15 +119,34 @@ def _options(index: int, gcomm: list[int], ist: list[int], sst: list[int]) -> tu
     )
 
 
-@pytest.fixture(scope="module")
+def distinct_ports(count: int) -> list[int]:
+    """``count`` free ports of 127.0.0.1, all different: each is held open until all are
+    found (ports found one at a time may repeat, and did: two listeners of a node clashed)."""
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            held.append(sock)
+        return [sock.getsockname()[1] for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+@pytest.fixture(scope="session")
 def galera() -> Iterator[GaleraCluster]:
     if not os.path.isfile(PROVIDER):
         pytest.skip(f"the Galera tests need the Galera library ({PROVIDER}: apt-get install galera-4)")
     if INSTALL_DB is None or MARIADBD is None:
         pytest.skip("the Galera tests need mariadb-install-db and mariadbd on this machine")
-    gcomm, ist, sst = ([free_port() for _ in range(NODES)] for _ in range(3))
-    cluster = GaleraCluster([SecondServer(Path(tempfile.mkdtemp(prefix=f"pyfsm-galera{n}-")),
-                                          _options(n, gcomm, ist, sst)) for n in range(NODES)])
+    ports = distinct_ports(4 * NODES)
+    gcomm, ist, sst, mysql = (ports[k * NODES:(k + 1) * NODES] for k in range(4))
+    nodes = [SecondServer(Path(tempfile.mkdtemp(prefix=f"pyfsm-galera{n}-")), _options(n, gcomm, ist, sst))
+             for n in range(NODES)]
+    for node, port in zip(nodes, mysql, strict=True):
+        node.port = port  # one of the distinct ones, not a port of its own choosing
+    cluster = GaleraCluster(nodes, gcomm)
     nobody = pwd.getpwnam("nobody")
     try:
         for index, node in enumerate(cluster.nodes):

@@ -1,11 +1,14 @@
-"""A MariaDB Galera cluster (issue 16, part 2, first steps): pyfsm migrated and a type defined
-through one node are on every node, object for object, and the other nodes serve it; processes
-sending to the same instances through every node keep every invariant. A certification
-conflict (a transaction that lost to another node's at commit) surfaces as 1213, pyfsm's
-retryable Deadlock, which Store.send retries as it retries deadlocks; one left after the
-retries applied nothing.
+"""A MariaDB Galera cluster (issue 16): pyfsm migrated and a type defined through one node are
+on every node, object for object, and the other nodes serve it; processes sending to the
+same instances through every node keep every invariant. A certification conflict (a
+transaction that lost to another node's at commit) surfaces as 1213, pyfsm's retryable
+Deadlock, which Store.send retries as it retries deadlocks; one left after the retries
+applied nothing.
 
-Not here yet (issue 16): locks, workers and the relay across nodes, and failover."""
+Writes through several nodes are not the supported topology (locks and workers stalled the
+cluster that way: docs/scaling.md); this test shows what happens to transitions if they
+come anyway. The supported one, a writer node at a time and failover to the next, is
+tests/test_galera_failover.py; relays on every node, tests/test_galera_relay.py."""
 
 from __future__ import annotations
 
@@ -13,15 +16,16 @@ import itertools
 import multiprocessing
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 import pymysql
 import pytest
-from galera_cluster import GaleraCluster, galera  # noqa: F401  (the fixture)
+from galera_cluster import GaleraCluster
 from test_kill_rounds import history_rows
 from test_migrations import schema_of
 
-from pyfsm import Deadlock, FsmError, Machine, Store, UnknownInstance
+from pyfsm import Deadlock, FsmError, Machine, NotWriterNode, Store, UnknownInstance
 from pyfsm.db import Settings
 
 pytestmark = pytest.mark.slow
@@ -45,7 +49,7 @@ def eventually(check: Any, timeout: float = 10.0) -> Any:
             time.sleep(0.05)
 
 
-def test_installed_through_one_node_on_every_node(galera: GaleraCluster) -> None:  # noqa: F811
+def test_installed_through_one_node_on_every_node(galera: GaleraCluster) -> None:
     nodes = galera.database()
     with Store(nodes[0].dsn()) as store:
         store.migrate()
@@ -72,6 +76,33 @@ def test_installed_through_one_node_on_every_node(galera: GaleraCluster) -> None
         assert store.send("flip", "k-1", "flip", expected_version=1).to_state == "b"
 
 
+def test_writes_go_through_the_writer_node_only(galera: GaleraCluster) -> None:
+    """By default pyfsm connects only to the writer node of a Galera cluster (wsrep_local_index
+    0): a DSN naming another node alone is refused with NotWriterNode; one naming every node,
+    in any order, lands on the writer; reads through read_dsn may use any node."""
+    nodes = galera.database("pyfsm_galera_writer")
+    writer = galera.writer_index()
+    others = [n for n in range(len(nodes)) if n != writer]
+    one = [replace(s, galera_writes="one") for s in nodes]
+    with Store(one[writer].dsn()) as store:
+        store.migrate()
+        store.define(FLIP)
+        store.create("flip", "w-1")
+    galera.wait_synced()
+    with Store(one[others[0]].dsn()) as store, pytest.raises(NotWriterNode) as refused:
+        store.send("flip", "w-1", "flip")
+    assert refused.value.errno == 31025 and refused.value.retryable
+    listed = one[others[1]].with_hosts([(nodes[n].host, nodes[n].port) for n in (*others, writer)])
+    with Store(listed.dsn(), read_dsn=nodes[others[0]].dsn()) as store:
+        assert store.send("flip", "w-1", "flip").to_state == "b"
+        assert store.settings.in_use == (nodes[writer].host, nodes[writer].port)
+        eventually(lambda: _assert_history(store, 2))  # read through a node that is not the writer
+
+
+def _assert_history(store: Store, rows: int) -> None:
+    assert len(store.history("flip", "w-1")) == rows
+
+
 def sender(dsn: str, seed: int, sends: int, out: Any) -> None:
     """One process: ``sends`` flips of random instances through one node; what happened to each."""
     rng = random.Random(seed)
@@ -88,7 +119,7 @@ def sender(dsn: str, seed: int, sends: int, out: Any) -> None:
     out.put((done, conflicts, other))
 
 
-def test_processes_on_every_node_send_to_the_same_instances(galera: GaleraCluster) -> None:  # noqa: F811
+def test_processes_on_every_node_send_to_the_same_instances(galera: GaleraCluster) -> None:
     """3 nodes x 4 processes flip the same 8 instances: every flip acknowledged is in the
     history once (on every node), each history is a valid chain, and a conflict is a
     retryable Deadlock that applied nothing."""

@@ -9,20 +9,19 @@ but not yet marked may arrive twice."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import time
 from typing import Any
 
-import pymysql
 import pytest
 from conftest import unique
-from galera_cluster import GaleraCluster, galera  # noqa: F401  (the fixture)
+from galera_cluster import GaleraCluster
 from kafka_broker import Broker
 from test_galera import FLIP, INSTANCES, check_chains, sender
-from test_relay import partition_order, relay_process, stop_process, wait_for
+from test_relay import partition_order, query, relay_process, stop_process, wait_for
 
 from pyfsm import Machine, Store
-from pyfsm.db import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +29,7 @@ SPAWN = multiprocessing.get_context("spawn")
 LEASE = 3.0
 
 
-def rows(settings: Settings, sql: str, args: Any = None) -> list[dict[str, Any]]:
-    conn = pymysql.connect(**settings.connect_kwargs(), cursorclass=pymysql.cursors.DictCursor)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, args)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
-
-
-def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kafka: Broker,  # noqa: F811
+def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kafka: Broker,
                                                      tmp_path: Any) -> None:
     nodes = galera.database("pyfsm_galera_relay")
     topic = unique("t.galera")
@@ -58,7 +47,7 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
               for name, settings in zip(names, nodes, strict=True)}
     try:
         def leader() -> str:
-            held = rows(nodes[0], "SELECT holder FROM fsm_relay_leaders WHERE expires_at > UTC_TIMESTAMP(6)")
+            held = query(nodes[0], "SELECT holder FROM fsm_relay_leaders WHERE expires_at > UTC_TIMESTAMP(6)")
             assert held, "no leader yet"
             return str(held[0]["holder"]).split(":")[0]
         first = wait_for(lambda: _or_none(leader), "a relay to lead", timeout=30)
@@ -71,7 +60,7 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
                    for seed, settings in enumerate(s for s in nodes for _ in range(2))]
         for p in senders:
             p.start()
-        wait_for(lambda: rows(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NOT NULL")[0]["n"]
+        wait_for(lambda: query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NOT NULL")[0]["n"]
                  > 100, "the leader to publish")
         killed_at = time.monotonic()
         relays[first].kill()
@@ -83,7 +72,7 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
             p.join(timeout=60)
         assert [other for _, _, other in results if other] == []
         galera.wait_synced()
-        wait_for(lambda: rows(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
+        wait_for(lambda: query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
                  "the new leader to publish everything", timeout=120)
     finally:
         for proc in relays.values():
@@ -99,7 +88,7 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
     for m in sorted(messages, key=lambda m: (m.partition, m.offset)):
         by_partition.setdefault(m.partition, []).append(str((m.headers.get("relay") or b"").decode()))
     for partition, seq in by_partition.items():  # one hand-over: the first leader's messages, then the second's
-        changes = sum(1 for a, b in zip(seq, seq[1:], strict=False) if a != b)
+        changes = sum(1 for a, b in itertools.pairwise(seq) if a != b)
         assert changes <= 1 and seq[0] == first, (partition, changes)
     for name, proc in relays.items():
         if name != first:
