@@ -190,3 +190,63 @@ def check_chains(settings: Settings, machine: Machine) -> dict[str, int]:
         ends[rows[-1]["to_state"]] = ends.get(rows[-1]["to_state"], 0) + 1
     assert counted == ends, "the state counters drifted"
     return {key: len(rows) - 1 for key, rows in by_key.items()}
+
+
+def test_workers_started_on_every_node_write_through_the_writer_and_commit_no_step_twice(
+        galera: GaleraCluster) -> None:
+    """Two worker processes beside each node, each with a DSN naming its own node first (as a
+    deployment that prefers the local node would): all of them write through the writer node
+    (galera_writes=one, the default), and every job moves through its steps once."""
+    from test_galera_failover import JOBS, jobs, worker
+
+    nodes = galera.database("pyfsm_galera_workers")
+    lists = [replace(nodes[n].with_hosts([(s.host, s.port) for s in (*nodes[n:], *nodes[:n])]), galera_writes="one")
+             for n in range(len(nodes))]
+    name = "jobs"
+    with Store(lists[0].dsn()) as store:
+        store.migrate()
+        store.define(jobs(name).machine)
+        for n in range(JOBS):
+            store.create(name, f"j-{n}")
+            store.enqueue(name, f"j-{n}")
+    galera.wait_synced()
+    writer = galera.writer_index()
+    before = [int(galera.status(node, "wsrep_local_commits") or 0) for node in galera.nodes]
+    stop, out = SPAWN.Event(), SPAWN.Queue()
+    procs = [SPAWN.Process(target=worker, args=(dsn.dsn(), name, stop, out)) for dsn in lists for _ in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        eventually(lambda: _assert_done(nodes[0], name), timeout=120)
+    finally:
+        stop.set()
+        reports = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+    errors = [r["error"] for r in reports if r["error"]]
+    assert not errors, "\n".join(errors)
+    galera.wait_synced()
+    for settings in nodes:
+        _assert_done(settings, name)
+        conn = pymysql.connect(**settings.connect_kwargs())
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT instance_id, COUNT(*) AS n "
+                            f"FROM `fsm_{name}_transitions` GROUP BY instance_id) t")
+                assert cur.fetchone() == (JOBS, 3, 3)  # created, one, two: once each
+        finally:
+            conn.close()
+    runs = [r["runs"] for r in reports]
+    assert sum(runs) >= JOBS and sum(1 for r in runs if r) >= 3, runs  # the processes shared the work
+    commits = [int(galera.status(node, "wsrep_local_commits") or 0) - b for node, b in zip(galera.nodes, before,
+                                                                                          strict=True)]
+    # committed on the writer only (a worker commits a round of its batch's steps together)
+    assert commits[writer] > 0 and sum(commits) == commits[writer], commits
+    print(f"galera workers: {JOBS} jobs, runs per process {runs}, transactions committed per node {commits}")
+
+
+def _assert_done(settings: Settings, name: str) -> None:
+    from test_galera_failover import JOBS
+
+    with Store(settings.dsn()) as store:
+        assert store.counts(name) == {"done": JOBS}
