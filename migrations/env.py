@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine
-from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from pyfsm import db
@@ -22,13 +21,15 @@ def _engine():  # type: ignore[no-untyped-def]
     settings = config.attributes.get("pyfsm_settings")
     if settings is None:
         settings = db.parse_dsn(config.get_main_option("sqlalchemy.url") or None)
-    url = URL.create(
-        "mysql+pymysql", username=settings.user, password=settings.password or None,
-        host=settings.host, port=settings.port, database=settings.database,
-    )
-    kwargs = settings.connect_kwargs()
-    connect_args = {k: kwargs[k] for k in ("charset", "connect_timeout", "ssl", "ssl_disabled") if k in kwargs}
-    return create_engine(url, poolclass=NullPool, connect_args=connect_args)
+
+    def connect():  # type: ignore[no-untyped-def]
+        # through the DSN's servers like every pyfsm connection (the first that answers; on
+        # Galera, the writer node), without a read bound: a migration's DDL takes its time
+        conn = db.open_connection(settings, timeouts=False)
+        conn.autocommit(False)  # SQLAlchemy manages the transactions, as PyMySQL's default
+        return conn
+
+    return create_engine("mysql+pymysql://", creator=connect, poolclass=NullPool)
 
 
 if context.is_offline_mode():

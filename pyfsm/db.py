@@ -545,6 +545,9 @@ def _is_alive(conn: Any) -> bool:
         except pymysql.err.MySQLError:
             return False
         if not writer:
+            # closed, not only reported: DBUtils hands out a connection it could not replace
+            # (the reconnect failed) even after this check said no
+            discard(conn)
             return False
         conn.pyfsm_writer_checked = conn.pyfsm_used = time.monotonic()
         return True
@@ -778,9 +781,8 @@ def discard(conn: Any) -> None:
     The pool checks ``open`` on checkout (see :func:`_is_alive`) and reconnects; the socket
     is closed without a goodbye, since the protocol may be out of step.
     """
-    raw = _raw(conn)
-    with suppress(Exception):
-        raw._force_close()
+    with suppress(Exception):  # (also a connection whose pool was closed meanwhile)
+        _raw(conn)._force_close()
 
 
 def encoding_error(exc: UnicodeError) -> InvalidEncoding:

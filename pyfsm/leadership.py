@@ -90,7 +90,9 @@ class Leadership:
         if not force and now - self._renewed < self.lease / 3:
             return self._still_advisory()
         try:
-            row = self._lead(self._conn)
+            # bounded by what is left of the lease: past it, this relay no longer leads anyway
+            with db.bounded(self._conn, max(0.1, self.lease - (now - self._renewed))):
+                row = self._lead(self._conn)
         except (pymysql.err.MySQLError, FsmError) as exc:
             err = self._db.with_server(db.translate(exc))
             log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
@@ -108,7 +110,8 @@ class Leadership:
         if not self._advisory:
             return True
         try:
-            with self._conn.cursor() as cur:
+            with db.bounded(self._conn, max(0.1, self.lease - (time.monotonic() - self._renewed))), \
+                    self._conn.cursor() as cur:
                 cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.name,))
                 row = cur.fetchone()
         except pymysql.err.MySQLError as exc:

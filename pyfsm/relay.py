@@ -242,6 +242,10 @@ class Relay:
         if held:
             self._hold(held)
         sendable = [r for r in rows if not r["blocked"]]
+        # the fetch (and a hold, a topic probe) took time: lead still, with at least two
+        # thirds of the lease left (keep renews past a third), before anything is produced
+        if sendable and not self.leadership.keep():
+            return len(held)
         results = self._produce(sendable) if sendable else {}
         # marked even if leadership was lost meanwhile: the broker did acknowledge these
         return len(held) + self._settle(sendable, results)

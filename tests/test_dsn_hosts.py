@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ from galera_cluster import distinct_ports
 from kafka_broker import free_port
 from second_server import INSTALL_DB, MARIADBD, SecondServer
 
-from pyfsm import DatabaseUnavailable, InvalidArgument, Machine, Store
-from pyfsm.db import Settings, connect, parse_dsn
+from pyfsm import DatabaseUnavailable, FsmError, InvalidArgument, Machine, Store
+from pyfsm.db import Database, Settings, connect, parse_dsn
 from pyfsm.errors import TRANSIENT, from_mysql_error
+from pyfsm.schema import HEAD_REVISION, current_revision, migrate
 
 # -- parsing ------------------------------------------------------------------------------
 
@@ -129,6 +131,21 @@ def test_a_closed_first_port_is_passed_over(dsn: str) -> None:
         assert store.get(machine, key).version == 2
         assert store.settings.in_use == (live.host, live.port)
         assert store.settings.host_order()[0] == (live.host, live.port)  # sticky: the live one first
+
+
+def test_migrations_go_through_the_list(make_database) -> None:  # type: ignore[no-untyped-def]
+    """`pyfsm migrate` (Alembic's connection too) on a fresh database and from an older
+    revision, with the first listed server down."""
+    for revision in ("head", "0011"):
+        settings = make_database("pyfsm_hosts_migrate")
+        listed_settings = parse_dsn(listed(settings.dsn(), [nothing_listens()]))
+        migrate(listed_settings, revision)
+        migrate(listed_settings)
+        conn = connect(listed_settings)
+        try:
+            assert current_revision(conn) == HEAD_REVISION
+        finally:
+            conn.close()
 
 
 def test_a_dead_first_server_costs_one_attempt_not_one_per_connection(
@@ -400,3 +417,34 @@ def test_a_galera_node_not_ready_is_passed_over(dsn: str) -> None:
             conn.close()
     finally:
         node.close()
+
+
+def test_a_pooled_connection_whose_node_is_no_longer_the_writer_is_never_handed_out(dsn: str) -> None:
+    """The checkout re-check (db._is_alive): a connection marked as a Galera node's whose node
+    does not say wsrep_local_index 0 any more (a plain MariaDB never does) is closed, also
+    when no replacement can be made (here: the account is locked meanwhile), where DBUtils
+    would otherwise hand the old connection out again."""
+    settings = parse_dsn(dsn)
+    user = unique("pyfsm_writer")
+    root = pymysql.connect(**settings.connect_kwargs(database=False))
+    try:
+        root.cursor().execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'Pw-writer-1'")
+        root.cursor().execute(f"GRANT SELECT ON `{settings.database}`.* TO '{user}'@'%'")
+        database = Database(replace(settings, user=user, password="Pw-writer-1"), pool_size=1)
+        try:
+            with database.connection() as pooled:
+                raw = pooled._con._con
+                first = fetch(raw, "SELECT CONNECTION_ID() AS id")[0]["id"]
+                raw.pyfsm_writer_checked = time.monotonic() - 60  # as if opened on a writer node long ago
+            root.cursor().execute(f"ALTER USER '{user}'@'%' ACCOUNT LOCK")  # no new connection can be made
+            try:
+                with database.connection() as pooled:
+                    second = fetch(pooled._con._con, "SELECT CONNECTION_ID() AS id")[0]["id"]
+            except (FsmError, pymysql.err.MySQLError):
+                second = None  # refused: fine, as long as the old connection is not used
+            assert second != first and not raw.open
+        finally:
+            database.close()
+    finally:
+        root.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        root.close()

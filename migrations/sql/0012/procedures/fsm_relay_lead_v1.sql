@@ -8,7 +8,8 @@
 --   * another holder's row on this same server while the caller holds the advisory lock
 --     GET_LOCK(p_name) here: that holder lost its connection (MySQL freed its advisory
 --     lock), so the row is taken at once instead of after its expiry (term + 1).
--- Otherwise nothing changes and the result names the leader. Two callers on two servers
+-- A server is told apart by @@hostname:@@port#@@server_id. Otherwise nothing changes and
+-- the result names the leader. Two callers on two servers
 -- racing for a free row: one commits, the other gets a deadlock (1213, a certification
 -- conflict on Galera) or a duplicate-key refusal reported as not leading.
 -- Parameters: p_name (1-64 characters: the relay lock name); p_holder (1-128 characters:
@@ -48,7 +49,7 @@ BEGIN
   IF p_lease_seconds IS NULL OR p_lease_seconds NOT BETWEEN 0.1 AND 3600 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: lease_seconds must be between 0.1 and 3600', MYSQL_ERRNO = 31009;
   END IF;
-  SET v_server = CONCAT(@@hostname, ':', @@port);
+  SET v_server = CONCAT(@@hostname, ':', @@port, '#', @@server_id);
   SET v_advisory = IS_USED_LOCK(p_name) <=> CONNECTION_ID();
   SET v_expires = DATE_ADD(v_now, INTERVAL ROUND(p_lease_seconds * 1000000) MICROSECOND);
   CALL fsm_begin_v1();

@@ -5,8 +5,8 @@
 -- resigns it when it stops (fsm_relay_lead_v1, fsm_relay_resign_v1). A row, unlike
 -- GET_LOCK, is seen by every server of a Galera cluster (or the replicas of a primary),
 -- so relays started on several nodes still have one leader. term grows by one each time
--- the leadership changes hands; server is @@hostname:@@port of the server the leader's
--- connection is on, and connection_id that connection.
+-- the leadership changes hands; server is @@hostname:@@port#@@server_id of the server the
+-- leader's connection is on, and connection_id that connection.
 -- Errors: none of its own.
 -- Example: SELECT name, holder, term, server, since, expires_at FROM fsm_relay_leaders;
 CREATE TABLE IF NOT EXISTS `fsm_relay_leaders` (
