@@ -1,0 +1,104 @@
+"""AsyncStore: the Store for asyncio applications (FastAPI, Starlette, aiohttp).
+
+``await store.send(...)`` runs the Store's own call, unchanged, in a thread of a pool that
+belongs to the AsyncStore, so the event loop never waits on the database: the same
+procedures, the same errors (``pyfsm.errors``), the same retries and timeouts. The thread
+pool is as large as the connection pool, so a call never waits for a thread while a
+connection is free.
+
+**Cancellation.** Cancelling an awaited call (``task.cancel()``, a timeout) cannot take
+back what was already sent: the call goes on in its thread and commits or not, and the
+coroutine raises ``CancelledError`` at once. So after a cancelled ``send`` the transition
+either happened or did not. Send it again with the same ``request_id`` to find out and to
+finish it: the repeat returns the original transition with ``replayed=True`` if it
+happened, and applies it now if it did not. (Without a request id there is no telling.)
+
+Leases (``Store.lock``) hold a connection and a heartbeat thread of their own and are not
+offered here yet; run lock-holding code in a thread (``await store.call(fn)`` runs
+``fn(sync_store)`` in the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from .store import Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_thread(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[AsyncStore, P],
+                                                                        Coroutine[Any, Any, R]]:
+    """The Store method as a coroutine method of AsyncStore that runs it in the pool."""
+
+    @functools.wraps(method)
+    async def call(self: AsyncStore, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._run(functools.partial(method, self.store, *args, **kwargs))
+
+    return call
+
+
+class AsyncStore:
+    """``AsyncStore(dsn, pool_size=8, ...)``: the arguments of :class:`pyfsm.Store`.
+
+    Use ``async with AsyncStore(dsn) as store:`` or ``await store.close()``. ``store.store``
+    is the Store underneath (for what is not offered as a coroutine).
+    """
+
+    def __init__(self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
+                 write_timeout: float | None = None, read_dsn: str | None = None) -> None:
+        self.store = Store(dsn, pool_size=pool_size, read_timeout=read_timeout, write_timeout=write_timeout,
+                           read_dsn=read_dsn)
+        self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="pyfsm-aio")
+
+    async def _run(self, call: Callable[[], R]) -> R:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def call(self, fn: Callable[[Store], R]) -> R:
+        """Run ``fn(store)`` (the blocking Store) in the pool, e.g. code that holds a lease."""
+        return await self._run(functools.partial(fn, self.store))
+
+    async def close(self) -> None:
+        """Wait for the calls under way (cancelled ones too), then close the connections."""
+        await asyncio.get_running_loop().run_in_executor(None, self._close)
+
+    def _close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.store.close()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    migrate = _in_thread(Store.migrate)
+    define = _in_thread(Store.define)
+    sync = _in_thread(Store.sync)
+    definition = _in_thread(Store.definition)
+    create = _in_thread(Store.create)
+    send = _in_thread(Store.send)
+    send_many = _in_thread(Store.send_many)
+    get = _in_thread(Store.get)
+    history = _in_thread(Store.history)
+    in_state = _in_thread(Store.in_state)
+    instances_in_state = _in_thread(Store.instances_in_state)
+    account_history = _in_thread(Store.account_history)
+    counts = _in_thread(Store.counts)
+    state_at = _in_thread(Store.state_at)
+    stats = _in_thread(Store.stats)
+    locks = _in_thread(Store.locks)
+    force_unlock = _in_thread(Store.force_unlock)
+    set_locking = _in_thread(Store.set_locking)
+    pause = _in_thread(Store.pause)
+    resume = _in_thread(Store.resume)
+    retry = _in_thread(Store.retry)
+    enqueue = _in_thread(Store.enqueue)
+    failed = _in_thread(Store.failed)
+    errors = _in_thread(Store.errors)
+    run_info = _in_thread(Store.run_info)
