@@ -40,6 +40,7 @@ import math
 import os
 import random
 import ssl
+import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -737,6 +738,13 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
                 discard(raw)
         if isinstance(exc, UnicodeError):
             raise encoding_error(exc) from exc
+        if isinstance(exc, struct.error):
+            # a reply PyMySQL could not parse (seen from a Galera node whose applier aborted
+            # the call mid-reply): the reply is lost, as with a cut connection (closed above)
+            lost = pymysql.err.OperationalError(2013, f"Lost connection to MySQL server: its reply could not be "
+                                                      f"read ({exc})")
+            _tag_server(lost, raw)
+            raise lost from exc
         raise
     finally:
         cur.close()

@@ -36,6 +36,11 @@ Faults:
   ``stall_reply``
       the query reaches the server and its connection stops forwarding (that connection
       only) until :meth:`unstall`.
+  ``garble_reply``
+      the whole packet reaches the server and, when its reply arrives, the client gets
+      instead the start of a result set whose column packet is cut short (a length that
+      announces 8 bytes, with 4 left), then the connection is cut: a reply the driver
+      cannot parse (MariaDB Galera sent such a reply when its applier aborted a call).
 
   ``and_refuse=True`` (or a number of connections) starts refusing new connections at the
   same moment, inside the proxy's loop, so that no retry slips in before the test says so.
@@ -68,9 +73,12 @@ import pytest
 
 from pyfsm.db import Settings
 
-WHEN = ("before_request", "mid_request", "after_request", "before_reply", "stall_reply")
+WHEN = ("before_request", "mid_request", "after_request", "before_reply", "stall_reply", "garble_reply")
 DIRECTIONS = ("up", "down")
 COM_QUERY = 0x03
+#: A result set's first two packets: "1 column" (sequence 1), then a column descriptor of 5
+#: bytes whose first field's length is 0xFE (8 more bytes follow), with only 4 (sequence 2).
+GARBLED_REPLY = b"\x01\x00\x00\x01\x01" + b"\x05\x00\x00\x02\xfe\x00\x00\x00\x00"
 BUFFER_LIMIT = 1 << 20  # bytes held per direction before the proxy stops reading that side
 CHUNK = 65536
 
@@ -431,6 +439,9 @@ class FaultProxy:
             self._from_client(link, data)
         elif link.cut_on_reply is not None:
             fault, link.cut_on_reply = link.cut_on_reply, None
+            if fault.when == "garble_reply":  # one column announced, its descriptor cut short
+                with contextlib.suppress(OSError):
+                    link.client.send(GARBLED_REPLY)
             fault.fired.set()  # before the cut: the client may look as soon as it sees the cut
             self._cut(link, reset=fault.reset)
         else:
@@ -478,7 +489,7 @@ class FaultProxy:
             link.up += packet
             link.closing = True
             fault.fired.set()
-        elif fault.when == "before_reply":
+        elif fault.when in ("before_reply", "garble_reply"):
             link.up += packet
             link.cut_on_reply = fault  # fired when the reply arrives
         else:  # stall_reply

@@ -1107,3 +1107,25 @@ def test_relay_publishes_every_event_through_database_faults(  # type: ignore[no
     check_invariants(settings, name)
     print(f"\n{len(expected)} events, {len(messages)} messages ({duplicated} duplicates), relay {stats.batches} "
           f"batches, {stats.leader_terms} leader terms; faults {dict(faults)}; connections cut {proxy.dropped}")
+
+
+def test_a_reply_the_driver_cannot_read_is_a_lost_reply(proxy: FaultProxy, settings: Settings, store: Store,
+                                                        order: Machine) -> None:
+    """A reply PyMySQL cannot parse (a column packet cut short, as a Galera node sent once
+    when its applier aborted a call) is DatabaseUnavailable 2013, a lost reply: the
+    connection is closed, a write without request id is not repeated (it did commit), and
+    one with a request id is repeated and answers replayed."""
+    key, other = unique("g"), unique("g")
+    store.create(order, key)
+    store.create(order, other)
+    with Store(proxy.dsn(settings), pool_size=1) as through:
+        through.get(order, key)  # connected and checked before the fault
+        fault = proxy.drop_on_next_query("send_v2", when="garble_reply")
+        with pytest.raises(DatabaseUnavailable) as lost:
+            through.send(order, key, "pay")
+        assert fault.fired.is_set() and lost.value.errno == 2013 and lost.value.retryable
+        assert store.get(order, key).state == "paid"  # the server ran it; only the reply was lost
+        proxy.drop_on_next_query("send_v2", when="garble_reply")
+        again = through.send(order, other, "pay", request_id=f"{other}-pay")
+        assert (again.to_state, again.replayed) == ("paid", True)
+        assert store.get(order, other).version == 2
