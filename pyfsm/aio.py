@@ -13,9 +13,11 @@ either happened or did not. Send it again with the same ``request_id`` to find o
 finish it: the repeat returns the original transition with ``replayed=True`` if it
 happened, and applies it now if it did not. (Without a request id there is no telling.)
 
-Leases (``Store.lock``) hold a connection and a heartbeat thread of their own and are not
-offered here yet; run lock-holding code in a thread (``await store.call(fn)`` runs
-``fn(sync_store)`` in the pool).
+**Leases.** ``await store.lock(...)`` takes the locks in the pool and returns an
+:class:`AsyncLease`: ``async with await store.lock("payout", "p-1") as lease:`` then
+``await lease.send(...)``; leaving the block releases it (in the pool). Its heartbeat is
+the Lease's own thread, so a busy event loop never lets a lease run out. ``await
+store.call(fn)`` runs ``fn(sync_store)`` in the pool, for anything else.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from .locks import Lease
+from .models import TransitionResult
 from .store import Store
 
 P = ParamSpec("P")
@@ -41,6 +45,38 @@ def _in_thread(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatena
         return await self._run(functools.partial(method, self.store, *args, **kwargs))
 
     return call
+
+
+class AsyncLease:
+    """A :class:`pyfsm.Lease` for coroutines: ``send``, ``renew`` and ``release`` run in the
+    AsyncStore's pool; ``lease`` is the Lease itself (``owner``, ``lost``, ...)."""
+
+    def __init__(self, lease: Lease, run: Callable[[Callable[[], Any]], Coroutine[Any, Any, Any]]) -> None:
+        self.lease = lease
+        self._run = run
+
+    @property
+    def lost(self) -> bool:
+        return self.lease.lost
+
+    async def send(self, event: str, **kwargs: Any) -> TransitionResult:
+        """Send ``event`` to the leased instance under this lease (see :meth:`pyfsm.Lease.send`)."""
+        result: TransitionResult = await self._run(functools.partial(self.lease.send, event, **kwargs))
+        return result
+
+    async def renew(self) -> None:
+        await self._run(self.lease.renew)
+
+    async def release(self) -> bool:
+        """Release the locks (never raises, as :meth:`pyfsm.Lease.release`)."""
+        released: bool = await self._run(self.lease.release)
+        return released
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
 
 
 class AsyncStore:
@@ -62,6 +98,29 @@ class AsyncStore:
     async def call(self, fn: Callable[[Store], R]) -> R:
         """Run ``fn(store)`` (the blocking Store) in the pool, e.g. code that holds a lease."""
         return await self._run(functools.partial(fn, self.store))
+
+    async def lock(self, machine: Any, key: str, **kwargs: Any) -> AsyncLease:
+        """Take the instance's locks (the arguments of :meth:`pyfsm.Store.lock`) in the pool.
+
+        Cancelled while the locks are being taken: the lease that arrives is released at once
+        (in the pool), so a cancelled caller never leaves locks held until they expire.
+        """
+        taking = asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(self.store.lock, machine, key, **kwargs))
+        try:
+            lease = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(self._release_unwanted)
+            raise
+        return AsyncLease(lease, self._run)
+
+    def _release_unwanted(self, taking: asyncio.Future[Lease]) -> None:
+        if taking.cancelled() or taking.exception() is not None:
+            return
+        try:
+            self._executor.submit(taking.result().release)
+        except RuntimeError:  # the pool is shut down (closing): release here
+            taking.result().release()
 
     async def close(self) -> None:
         """Wait for the calls under way (cancelled ones too), then close the connections."""

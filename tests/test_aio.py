@@ -109,3 +109,38 @@ def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(dsn: st
         assert sync_store.get(order, happened).version == 2  # applied once
         assert sync_store.get(order, not_yet).version == 2
     assert (again_not_yet.to_state, again_not_yet.replayed) == ("paid", False)  # it had not run
+
+
+def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn: str, store: Store) -> None:
+    from conftest import order_machine
+
+    from pyfsm import LockNotAcquired
+
+    payout = order_machine(uses_global_lock=True)
+    store.define(payout)
+    account = unique("acct")
+    first, second = unique("l"), unique("l")
+    store.create(payout, first, lookup_key=account)
+    store.create(payout, second, lookup_key=account)
+
+    async def main() -> None:
+        async with AsyncStore(dsn, pool_size=4) as astore:
+            async with await astore.lock(payout, first) as lease:
+                assert (await lease.send("pay")).to_state == "paid"
+                with pytest.raises(LockNotAcquired):  # one holder per account
+                    await astore.lock(payout, second, attempts=1)
+                assert not lease.lost
+            assert await astore.locks(lookup_key=account) == []  # released on leaving the block
+            taking = asyncio.ensure_future(astore.lock(payout, second))
+            await asyncio.sleep(0)  # the lock is being taken in the pool
+            taking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await taking
+            await asyncio.sleep(0.5)  # the lease arrives meanwhile, and is released at once
+            deadline = time.monotonic() + 10
+            while await astore.locks(lookup_key=account):  # the lease that arrived was released
+                assert time.monotonic() < deadline, "a cancelled lock left its lease held"
+                await asyncio.sleep(0.05)
+            async with await astore.lock(payout, second) as again:  # free for the next taker
+                assert (await again.send("pay")).to_state == "paid"
+    asyncio.run(main())
