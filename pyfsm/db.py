@@ -297,36 +297,46 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
     ``timeouts`` it has no read or write bound: DDL (a migration's ALTER TABLE on a big
     table) takes as long as it takes. Leases ask for the bounds.
     """
-    attempts = SETUP_DEADLOCK_ATTEMPTS
-    while True:
-        try:
-            return open_connection(settings, database=database, timeouts=timeouts)
-        except pymysql.err.MySQLError as exc:
-            err = translate(exc)
-            attempts -= 1
-            if _setup_deadlock(err) and attempts:
-                _pause(0.01)
-                continue
-            if isinstance(err, DatabaseUnavailable) and len(settings.hosts) > 1:
-                name_servers(err, settings)  # which of the servers were tried, and what each said
-            if err is exc:
-                raise
-            raise err from exc
+    try:
+        return open_connection(settings, database=database, timeouts=timeouts)
+    except pymysql.err.MySQLError as exc:
+        err = translate(exc)
+        if isinstance(err, DatabaseUnavailable) and len(settings.hosts) > 1:
+            name_servers(err, settings)  # which of the servers were tried, and what each said
+        if err is exc:
+            raise
+        raise err from exc
 
 
 #: How often a new connection is made when its session setup hit a deadlock (see
-#: :func:`_setup_deadlock`).
+#: :func:`_connect_to`).
 SETUP_DEADLOCK_ATTEMPTS = 3
 
 
-def _setup_deadlock(err: BaseException) -> bool:
-    """A deadlock (1213) while a new connection ran its session setup, before any call.
+def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[Any, bool]:
+    """A connection to the server ``kwargs`` name, its session set up; and whether it is a
+    Galera node's (checked for being the writer: :func:`refuse_unless_writer`).
 
-    On a Galera node a new connection served by a cached server thread that a conflicting
-    write set had aborted gets 1213 on its very first statement. Nothing of any call was
-    sent, so it is made again, like any failure before sending.
+    A deadlock (1213) in the session setup is met again with a new connection, up to
+    SETUP_DEADLOCK_ATTEMPTS in all: on a Galera node a new connection served by a cached
+    server thread that a conflicting write set had aborted gets 1213 on its very first
+    statement, and nothing of any call has been sent yet.
     """
-    return isinstance(err, Deadlock) and err.errno == DEADLOCK
+    for attempt in range(1, SETUP_DEADLOCK_ATTEMPTS + 1):
+        conn = pymysql.connect(**kwargs)
+        try:
+            with conn.cursor() as cur:
+                for statement in (*SESSION_SETUP, READY_PROBE):
+                    cur.execute(statement)
+                return conn, settings.galera_writes == "one" and refuse_unless_writer(cur)
+        except BaseException as exc:  # the connection died, timed out or was refused right after the handshake
+            with suppress(Exception):
+                conn.close()
+            if not (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == DEADLOCK
+                    and attempt < SETUP_DEADLOCK_ATTEMPTS):
+                raise
+        _pause(0.01)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def open_connection(settings: Settings, *, database: bool = True, timeouts: bool = True) -> Any:
@@ -345,16 +355,7 @@ def open_connection(settings: Settings, *, database: bool = True, timeouts: bool
     tried: list[tuple[str, str]] = []
     for n, (host, port) in enumerate(order, 1):
         try:
-            conn = pymysql.connect(**{**kwargs, "host": host, "port": port})
-            try:
-                with conn.cursor() as cur:
-                    for statement in (*SESSION_SETUP, READY_PROBE):
-                        cur.execute(statement)
-                    galera = settings.galera_writes == "one" and refuse_unless_writer(cur)
-            except BaseException:  # the connection died, timed out or was refused right after the handshake
-                with suppress(Exception):
-                    conn.close()
-                raise
+            conn, galera = _connect_to({**kwargs, "host": host, "port": port}, settings)
         except pymysql.err.MySQLError as exc:
             tried.append((where(host, port), str(exc)))
             exc.pyfsm_tried = list(tried)  # type: ignore[attr-defined]
@@ -644,9 +645,7 @@ class Database:
                 if timed_out(err):
                     raise self.with_server(_timeout_error(err, sent=False, writes=writes,
                                                           seconds=self.settings.read_timeout)) from failed
-                # A deadlock here was met by a new connection's session setup, before the
-                # call was sent (see _setup_deadlock): made again like any call never sent.
-                if (_transient(err) or _setup_deadlock(err)) and connection_delays:
+                if _transient(err) and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
                 raise self.with_server(err) from failed
@@ -687,9 +686,6 @@ class Database:
                                                           seconds=self.settings.read_timeout)) from None
                 if not (_transient(err) and delays):
                     raise self.with_server(err) from None
-            except Deadlock as err:  # translated by connection(): its session setup's (_setup_deadlock)
-                if not (_setup_deadlock(err) and delays):
-                    raise
             _pause(delays.pop(0))
 
     def with_server(self, err: BaseException) -> BaseException:

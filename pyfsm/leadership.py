@@ -77,8 +77,12 @@ class Leadership:
             return self.keep()
         return self._take()
 
-    def keep(self, *, force: bool = False) -> bool:
-        """Still the leader? Renews the row once a third of the lease has passed (or ``force``)."""
+    def keep(self, *, force: bool = False, advisory: bool = True) -> bool:
+        """Still the leader? Renews the row once a third of the lease has passed (or ``force``).
+
+        Between renewals it asks the server whether the connection still holds the advisory
+        lock (one round trip), unless ``advisory`` is False: a caller that asked a moment ago
+        and wants only the lease's time checked (the relay right before producing)."""
         if self._conn is None:
             return False
         now = time.monotonic()
@@ -88,7 +92,7 @@ class Leadership:
             self.resign(broken=True)
             return False
         if not force and now - self._renewed < self.lease / 3:
-            return self._still_advisory()
+            return self._still_advisory() if advisory else True
         try:
             # bounded by what is left of the lease: past it, this relay no longer leads anyway
             with db.bounded(self._conn, max(0.1, self.lease - (now - self._renewed))):

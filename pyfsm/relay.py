@@ -243,8 +243,9 @@ class Relay:
             self._hold(held)
         sendable = [r for r in rows if not r["blocked"]]
         # the fetch (and a hold, a topic probe) took time: lead still, with at least two
-        # thirds of the lease left (keep renews past a third), before anything is produced
-        if sendable and not self.leadership.keep():
+        # thirds of the lease left (keep renews past a third), before anything is produced;
+        # the advisory lock was asked about at the top of this round (_lead)
+        if sendable and not self.leadership.keep(advisory=False):
             return len(held)
         results = self._produce(sendable) if sendable else {}
         # marked even if leadership was lost meanwhile: the broker did acknowledge these
