@@ -215,6 +215,21 @@ class InvalidEncoding(InvalidArgument):
     errno = 31024
 
 
+class NotParked(InvalidArgument):
+    """No parked outbox event has that id (fsm_unpark_v1): it was published, released or
+    skipped already, or never parked. A subclass of InvalidArgument, which 0.3.0 raised."""
+
+    errno = 31026
+
+
+class ParkedBehind(InvalidArgument):
+    """An event may be skipped only when it is the first parked event of its instance; this
+    one waits behind an earlier parked event (fsm_unpark_v1): skip that one first, or release
+    both without skipping. A subclass of InvalidArgument, which 0.3.0 raised."""
+
+    errno = 31027
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -257,6 +272,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
         RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
+        NotParked, ParkedBehind,
     )
 }
 

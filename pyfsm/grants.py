@@ -36,14 +36,18 @@ log = logging.getLogger("pyfsm.grants")
 ROLES = ("app", "reporting", "relay")
 USER = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
-#: The relay's own rights: it reads and marks outbox rows with plain SQL.
+#: The relay's own rights: it reads and marks outbox rows with plain SQL (and releases parked
+#: ones with fsm_unpark_v1, from revision 0013).
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
 #: Granted where the schema has them (the leadership procedures came with revision 0012).
-RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1", "fsm_relay_lead_v1", "fsm_relay_resign_v1")
+RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1", "fsm_relay_lead_v1", "fsm_relay_resign_v1",
+                    "fsm_unpark_v1")
 #: The procedures a reporting account may call: read-only, and nothing in their results that
-#: fsm_v_instances and fsm_v_history do not show (or, for the schema revision, that pyfsm does
-#: not print anyway). Granted where the schema has them.
-REPORTING_PROCEDURES = ("fsm_schema_version_v1", "fsm_instances_in_state_v1", "fsm_account_history_v1")
+#: the reporting views do not show (or, for the schema revision, that pyfsm does not print
+#: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
+#: fsm_v_outbox, which the web console and `pyfsm metrics` read. Granted where the schema has them.
+REPORTING_PROCEDURES = ("fsm_schema_version_v1", "fsm_instances_in_state_v1", "fsm_account_history_v1",
+                        "fsm_stats_v1", "fsm_outbox_lag_v1")
 
 
 @dataclass(frozen=True)

@@ -543,40 +543,16 @@ class Relay:
         with ``skip`` it is given up: marked published without being published, its
         ``last_error`` kept with a ``skipped:`` prefix. Returns how many rows were released.
         """
-        if isinstance(outbox_id, bool) or not isinstance(outbox_id, int) or outbox_id < 1:
+        if isinstance(outbox_id, bool) or not isinstance(outbox_id, int) or not 1 <= outbox_id < 2**64:
             raise InvalidArgument(f"outbox id must be a positive integer, got {outbox_id!r:.40}")
+        if not isinstance(skip, bool):
+            raise InvalidArgument(f"skip must be True or False, got {skip!r:.40}")
         self._check_schema()
-
-        def release(conn: Any) -> int:
-            conn.begin()
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SELECT `machine`, `instance_id` FROM `fsm_outbox` WHERE `id` = %s "
-                                "AND `published_at` IS NULL AND `parked_at` IS NOT NULL FOR UPDATE", (outbox_id,))
-                    found = cur.fetchone()
-                    if found is None:
-                        raise InvalidArgument(f"no parked event with outbox id {outbox_id}")
-                    cur.execute("SELECT MIN(`id`) FROM `fsm_outbox` WHERE `machine` = %s AND `instance_id` = %s "
-                                "AND `published_at` IS NULL AND `parked_at` IS NOT NULL", found)
-                    (first,) = cur.fetchone()
-                    if skip and first != outbox_id:  # it only waits behind that one: never skip it
-                        raise InvalidArgument(f"outbox id {outbox_id} waits behind parked outbox id {first} of its "
-                                              f"instance; skip that one (or release both without --skip)")
-                    released = 0
-                    if skip:
-                        cur.execute("UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6), "
-                                    "`last_error` = LEFT(CONCAT('skipped: ', COALESCE(`last_error`, '')), 1024) "
-                                    "WHERE `id` = %s", (outbox_id,))
-                        released += cur.rowcount
-                    cur.execute("UPDATE `fsm_outbox` SET `parked_at` = NULL WHERE `machine` = %s "
-                                "AND `instance_id` = %s AND `published_at` IS NULL AND `parked_at` IS NOT NULL", found)
-                    released += cur.rowcount
-                conn.commit()
-                return released
-            except BaseException:
-                conn.rollback()
-                raise
-        released = self._db.read(release)
+        # fsm_unpark_v1 (one transaction under the parked rows' locks); a write: a lost reply
+        # is not repeated (the repeat would find nothing parked)
+        rows = self._db.call(db.call_sql("fsm_unpark_v1", 2), (outbox_id, int(skip)), retry_connection=False,
+                             writes=True)
+        released = int(rows[0]["released"])
         log.info("unparked event with outbox id %s%s: %d rows released",
                  outbox_id, " (skipped)" if skip else "", released)
         return released

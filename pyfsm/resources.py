@@ -26,6 +26,9 @@ RESERVED_MACHINE_NAMES = frozenset({
     "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",
     # revision 0004 (fsm_define_v3): tables and views added since, and the reporting views fsm_v_<name>
     "runs", "accounts", "state_counts", "held_locks_v1", "instances", "history", "failed", "funnel", "stuck",
+    # later revisions' tables (0012, 0013); 0013's views fsm_v_runs, fsm_v_errors, fsm_v_outbox and
+    # fsm_v_operator_log are covered by the names above
+    "relay_leaders", "operator_log",
 })
 
 

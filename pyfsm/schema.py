@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -92,6 +92,7 @@ CURRENT_OBJECTS = (
     "tables/fsm_state_counts.sql",
     "tables/fsm_accounts.sql",
     "tables/fsm_relay_leaders.sql",
+    "tables/fsm_operator_log.sql",
     "functions/fsm_valid_name.sql",
     "functions/fsm_is_object.sql",
     "functions/fsm_valid_utf8.sql",
@@ -100,6 +101,10 @@ CURRENT_OBJECTS = (
     "views/fsm_held_locks_v1.sql",
     "views/fsm_v_state_counts.sql",
     "views/fsm_v_definitions.sql",
+    "views/fsm_v_runs.sql",
+    "views/fsm_v_errors.sql",
+    "views/fsm_v_outbox.sql",
+    "views/fsm_v_operator_log.sql",
     # helpers of the procedures below, not for callers (docs/sql-api.md, "Internal")
     "internal/fsm_begin.sql",
     "internal/fsm_check_args.sql",
@@ -146,6 +151,10 @@ CURRENT_OBJECTS = (
     "procedures/fsm_outbox_lag_v1.sql",
     "procedures/fsm_relay_lead_v1.sql",
     "procedures/fsm_relay_resign_v1.sql",
+    "procedures/fsm_unpark_v1.sql",
+    # the web console's audit log
+    "procedures/fsm_operator_action_v1.sql",
+    "procedures/fsm_operator_outcome_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
 )
 
