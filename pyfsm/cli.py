@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .commands import bulk, graph, instances, operations
+from .commands import bulk, graph, instances, operations, web
 from .commands import schema as schema_commands
 from .commands.common import Handler
 from .db import translate
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, bulk, graph, operations):
+    for module in (schema_commands, instances, bulk, graph, operations, web):
         module.register(add)
     return parser
 

@@ -1,0 +1,114 @@
+"""The console's actions: the same Store and Relay calls (and so the same procedures) as the
+CLI, each recorded in fsm_operator_log with the operator's name.
+
+An action runs through the *actions* account (the app role: EXECUTE on the procedures),
+never the reporting account the pages read with. It is recorded before it runs
+(fsm_operator_action_v1, outcome 'requested') and finished after (fsm_operator_outcome_v1,
+'done' or 'refused' with the error's number), so a console that dies in between leaves a
+'requested' row, never nothing. An event sent from the console also carries the operator in
+its history row's metadata (``{"operator": ..., "via": "pyfsm web"}``) and the request id
+``web-<action id>``, so that its history row names the log row and a repeat cannot apply it twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import FsmError, InvalidArgument
+from ..relay import Relay
+from ..store import Store
+
+ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark")
+VIA = "pyfsm web"
+
+
+@dataclass
+class Outcome:
+    action_id: int
+    ok: bool
+    message: str
+    errno: int | None = None
+
+
+def check_operator(name: object) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > 64 or name != name.strip():
+        raise InvalidArgument("operator: give your name (1 to 64 characters, no leading or trailing space)")
+    return name
+
+
+class Actions:
+    """Runs actions as the app account; one Store (and one Relay for unpark) of its own."""
+
+    def __init__(self, dsn: str) -> None:
+        self.store = Store(dsn, pool_size=4)
+        self._relay: Relay | None = None
+        self._dsn = dsn
+
+    def close(self) -> None:
+        self.store.close()
+        if self._relay is not None:
+            self._relay.close()
+
+    def run(self, operator: str, action: str, machine: str | None, key: str | None,
+            detail: dict[str, Any]) -> Outcome:
+        """Record, run and finish one action; a refused action is an Outcome, not an exception
+        (the page shows it), and so is one whose arguments were bad."""
+        check_operator(operator)
+        if action not in ACTIONS:
+            raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r:.40}")
+        action_id = int(self._call("fsm_operator_action_v1",
+                                   (operator, action, machine, key, json.dumps(detail)))["action_id"])
+        try:
+            message = self._perform(action_id, operator, action, machine, key, detail)
+        except FsmError as exc:
+            self._call("fsm_operator_outcome_v1", (action_id, "refused", exc.errno, str(exc)[:512]))
+            return Outcome(action_id, False, str(exc), exc.errno)
+        self._call("fsm_operator_outcome_v1", (action_id, "done", None, message[:512]))
+        return Outcome(action_id, True, message)
+
+    def _call(self, procedure: str, args: tuple[Any, ...]) -> dict[str, Any]:
+        return self.store._call(procedure, args, writes=True)
+
+    def _perform(self, action_id: int, operator: str, action: str, machine: str | None, key: str | None,
+                 detail: dict[str, Any]) -> str:
+        if action == "unpark":
+            outbox_id, skip = detail["outbox_id"], bool(detail.get("skip"))
+            count = self.relay().unpark(outbox_id, skip=skip)
+            return f"{'skipped' if skip else 're-queued'} outbox event {outbox_id}: {count} rows released"
+        if action == "force_unlock":
+            reason = f"{VIA}, {operator}: {detail['reason']}"[:255]
+            released = self.store.force_unlock(detail["lookup_key"], reason=reason, scope=detail.get("scope"))
+            return f"released {len(released)} lock(s) of {detail['lookup_key']}"
+        assert machine is not None and key is not None
+        if action == "send":
+            metadata = {**(detail.get("metadata") or {}), "operator": operator, "via": VIA}
+            result = self.store.send(machine, key, detail["event"], data=detail.get("data"), metadata=metadata,
+                                     request_id=f"web-{action_id}")
+            return f"{detail['event']}: {result.from_state} -> {result.to_state} (version {result.version})"
+        simple: dict[str, Callable[[str, str], dict[str, Any]]] = {
+            "pause": self.store.pause, "resume": self.store.resume, "retry": self.store.retry}
+        row = simple[action](machine, key)
+        pending = " (pauses at the next step boundary)" if row.get("pending") else ""
+        return f"{action}: {machine} {key} is {row['status']} in {row['state']}{pending}"
+
+    def relay(self) -> Relay:
+        if self._relay is None:
+            self._relay = Relay(self._dsn)
+        return self._relay
+
+
+def parse_json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    """An optional JSON object typed into a form."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{what} must be a JSON object ({{...}}), got {type(value).__name__}")
+    return value
+

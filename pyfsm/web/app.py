@@ -1,0 +1,421 @@
+"""`pyfsm web`: the console as a Starlette application (served by uvicorn, see pyfsm.commands.web).
+
+The pages are plain HTML from Jinja2 templates with autoescaping on (history data is user
+data), no JavaScript. Handlers are plain functions: Starlette runs them in its thread pool,
+so the blocking database calls never hold up the event loop. Pages read with the reporting
+account (:mod:`pyfsm.web.reads`); actions run with the app account (:mod:`pyfsm.web.actions`)
+and only when the console was started with ``allow_actions``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import db, diagram
+from ..errors import (
+    AccessDenied,
+    DatabaseUnavailable,
+    FsmError,
+    GraphvizUnavailable,
+    InvalidArgument,
+    UnknownInstance,
+    UnknownMachine,
+)
+from ..resources import check_machine_name
+from ..store import Store
+from . import security
+from .actions import ACTIONS, Actions, check_operator, parse_json_object
+from .reads import STATUSES, Filters, Reads, ago, parse_time
+from .svg import render_svg
+
+OPERATOR_COOKIE = "pyfsm_operator"
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    """``dsn``: the account the pages read with (the reporting role is enough).
+    ``actions_dsn``: the account actions run with (the app role); required with ``allow_actions``.
+    ``token``: required of every request when set (see :mod:`pyfsm.web.security`).
+    ``stuck_after``: seconds a run may stay due before the console calls it stuck."""
+
+    dsn: str | None = None
+    actions_dsn: str | None = None
+    allow_actions: bool = False
+    token: str | None = None
+    stuck_after: float = 300.0
+    pool_size: int = 8
+
+    def __post_init__(self) -> None:
+        if self.allow_actions and not self.actions_dsn:
+            raise InvalidArgument("--allow-actions needs the account actions run with: --actions-dsn "
+                                  "(or $PYFSM_ACTIONS_DSN), an app account (`pyfsm grant --app`)")
+        if self.token is not None and len(self.token) < 16:
+            raise InvalidArgument("--token must have at least 16 characters")
+        if not 1 <= self.stuck_after <= 86400 * 30:
+            raise InvalidArgument("--stuck-after must be from 1 to 2592000 seconds")
+
+
+def create_app(config: ConsoleConfig) -> Starlette:
+    """The console's ASGI application. Its pools are closed when the application shuts down."""
+    database = db.Database(db.parse_dsn(config.dsn), pool_size=config.pool_size)
+    reads = Reads(database)
+    store = Store(config.dsn, pool_size=2)  # the schema check and the metrics' reads
+    actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
+    templates = Environment(loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
+                            autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
+    templates.filters.update(q=lambda v: quote(str(v), safe=""), ago=ago, when=_when, js=_pretty)
+    console = _Console(config, reads, store, actions, templates)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # the pools go with the application
+            database.close()
+            store.close()
+            if actions is not None:
+                actions.close()
+
+    routes = [
+        Route("/", console.index), Route("/m/{machine}", console.machine),
+        Route("/m/{machine}/diagram.svg", console.diagram),
+        Route("/m/{machine}/i/{key:path}", console.instance),
+        Route("/failed", console.failed), Route("/stuck", console.stuck), Route("/queue", console.queue),
+        Route("/locks", console.locks), Route("/outbox", console.outbox), Route("/metrics", console.metrics),
+        Route("/confirm", console.confirm), Route("/action", console.action, methods=["POST"]),
+        Route("/login", console.login, methods=["GET", "POST"]),
+        Mount("/static", StaticFiles(packages=[("pyfsm.web", "static")]), name="static"),
+    ]
+    async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        open_paths = request.url.path == "/login" or request.url.path.startswith("/static/")
+        if not open_paths and not security.authorised(request, config.token):
+            if request.url.path == "/metrics" or request.method != "GET":
+                response: Response = PlainTextResponse("a token is required (Authorization: Bearer ...)", 401)
+            else:
+                response = RedirectResponse("/login?" + urlencode({"next": _local(str(request.url.path))}), 303)
+        else:
+            response = await call_next(request)
+        for name, value in security.HEADERS.items():
+            response.headers.setdefault(name, value)
+        response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+        return response
+
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
+    app.state.console = console
+    return app
+
+
+class _Console:
+    def __init__(self, config: ConsoleConfig, reads: Reads, store: Store, actions: Actions | None,
+                 templates: Environment) -> None:
+        self.config, self.reads, self.store, self.actions, self.templates = config, reads, store, actions, templates
+        self._registry: Any = None
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        csrf = request.cookies.get(security.CSRF_COOKIE) or security.new_csrf_token()
+        html = self.templates.get_template(template).render(
+            request=request, allow_actions=self.actions is not None, csrf=csrf, path=request.url.path, **values)
+        response = HTMLResponse(html, status)
+        if csrf != request.cookies.get(security.CSRF_COOKIE):  # a browser's first page: its CSRF cookie
+            response.set_cookie(security.CSRF_COOKIE, csrf, httponly=True, samesite="strict")
+        return response
+
+    def guarded(self, request: Request, render: Callable[[], Response]) -> Response:
+        """Render, or an error page whose status says what went wrong."""
+        try:
+            return render()
+        except (UnknownMachine, UnknownInstance) as exc:
+            return self.page(request, "error.html", 404, error=exc)
+        except InvalidArgument as exc:
+            return self.page(request, "error.html", 400, error=exc)
+        except AccessDenied as exc:
+            return self.page(request, "error.html", 403, error=exc, hint=(
+                "the console's account may not read this: give it the reporting role (`pyfsm grant --reporting`) "
+                "and run `pyfsm migrate` so that it gets the views of revision 0013"))
+        except DatabaseUnavailable as exc:
+            return self.page(request, "error.html", 503, error=exc)
+        except FsmError as exc:
+            return self.page(request, "error.html", 500, error=exc)
+
+    # -- pages ------------------------------------------------------------------------------
+
+    def index(self, request: Request) -> Response:
+        def render() -> Response:
+            self.store._ensure_schema()  # a schema this pyfsm does not match says so, with the fix
+            return self.page(request, "index.html", machines=self.reads.machines(), lag=self.reads.outbox_lag())
+        return self.guarded(request, render)
+
+    def machine(self, request: Request) -> Response:
+        def render() -> Response:
+            name = check_machine_name(request.path_params["machine"])
+            p = request.query_params
+            key = (p.get("key") or "").strip()
+            if key:
+                return RedirectResponse(f"/m/{name}/i/{quote(key, safe='')}", 303)
+            filters = Filters(
+                state=_name_or_none(p.get("state"), "state"), status=_choice(p.get("status"), STATUSES, "status"),
+                lookup_key=p.get("lookup_key") or None,
+                updated_after=parse_time(p.get("updated_after"), "updated after"),
+                updated_before=parse_time(p.get("updated_before"), "updated before"),
+                before_id=_int_or_none(p.get("before"), "before"))
+            machine = self.reads.machine(name)
+            page = self.reads.instances(name, filters)
+            query = {k: v for k, v in p.items() if v and k != "before"}
+            return self.page(request, "machine.html", name=name, machine=machine,
+                             counts=self.reads.state_counts(name), stats=self.reads.stats(name), filters=filters,
+                             page=page, statuses=STATUSES, query=query,
+                             next_url=None if page.next_before is None else
+                             f"/m/{name}?{urlencode({**query, 'before': page.next_before})}",
+                             mermaid=diagram.mermaid(machine))
+        return self.guarded(request, render)
+
+    def diagram(self, request: Request) -> Response:
+        def render() -> Response:
+            name = check_machine_name(request.path_params["machine"])
+            machine = self.reads.machine(name)
+            try:
+                svg = render_svg(diagram.dot(machine, state_counts=self.reads.state_counts(name)))
+            except GraphvizUnavailable as exc:
+                return PlainTextResponse(str(exc), 404)
+            return Response(svg, media_type="image/svg+xml")
+        return self.guarded(request, render)
+
+    def instance(self, request: Request) -> Response:
+        def render() -> Response:
+            name = check_machine_name(request.path_params["machine"])
+            key = request.path_params["key"]
+            before = _int_or_none(request.query_params.get("history_before"), "history_before")
+            view = self.reads.instance(name, key, history_before=before)
+            if view is None:
+                raise UnknownInstance(f"no {name} instance has the key {key!r:.200}", machine=name, key=key)
+            machine = self.reads.machine(name)
+            view.events = machine.events_from(view.instance["current_state"]) \
+                if view.instance["current_state"] in machine.states else []
+            result = _int_or_none(request.query_params.get("action"), "action")
+            return self.page(request, "instance.html", name=name, key=key, v=view,
+                             result=self.reads.operator_action(result) if result else None)
+        return self.guarded(request, render)
+
+    def failed(self, request: Request) -> Response:
+        def render() -> Response:
+            machines = self.reads.machines()
+            chosen = request.query_params.get("machine")
+            shown = [m for m in machines if chosen in (None, "", m["machine"])]
+            before = _int_or_none(request.query_params.get("before"), "before")
+            pages = [(m, self.reads.failed(m["machine"], before if chosen else None)) for m in shown
+                     if m["failed"] or chosen]
+            return self.page(request, "failed.html", pages=pages, chosen=chosen)
+        return self.guarded(request, render)
+
+    def stuck(self, request: Request) -> Response:
+        def render() -> Response:
+            machines = self.reads.machines()
+            runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines if m["due"]]
+            return self.page(request, "stuck.html", runs=runs, stuck_after=self.config.stuck_after)
+        return self.guarded(request, render)
+
+    def queue(self, request: Request) -> Response:
+        def render() -> Response:
+            machines = self.reads.machines()
+            queues = [(m, self.reads.queue(m["machine"])) for m in machines if m["due"] or m["claimed"]]
+            return self.page(request, "queue.html", machines=machines, queues=queues, claimers=self.reads.claimers())
+        return self.guarded(request, render)
+
+    def locks(self, request: Request) -> Response:
+        return self.guarded(request, lambda: self.page(request, "locks.html", locks=self.reads.locks(),
+                                                        result=self._result(request)))
+
+    def outbox(self, request: Request) -> Response:
+        return self.guarded(request, lambda: self.page(
+            request, "outbox.html", lag=self.reads.outbox_lag(), parked=self.reads.parked(),
+            oldest=self.reads.oldest_unpublished(), result=self._result(request)))
+
+    def metrics(self, request: Request) -> Response:
+        from .. import metrics  # prometheus_client: imported by the route that needs it
+
+        if self._registry is None:
+            self._registry = metrics.database_registry(self.store, stuck_after=self.config.stuck_after)
+        body, content_type = metrics.exposition(self._registry)
+        return Response(body, media_type=content_type)
+
+    def _result(self, request: Request) -> Any:
+        action = _int_or_none(request.query_params.get("action"), "action")
+        return self.reads.operator_action(action) if action else None
+
+    # -- login ------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        target = _local(request.query_params.get("next") or "/")
+        if self.config.token is None:
+            return RedirectResponse(target, 303)
+        if request.method == "POST":
+            form = await request.form()
+            if not security.csrf_ok(request, str(form.get("csrf") or "")):
+                return self.page(request, "login.html", 403, target=target, error="the form expired: try again")
+            if not security.token_matches(str(form.get("token") or ""), self.config.token):
+                return self.page(request, "login.html", 401, target=target, error="wrong token")
+            response = RedirectResponse(target, 303)
+            response.set_cookie(security.SESSION_COOKIE, security.session_value(self.config.token),
+                                httponly=True, samesite="strict")
+            return response
+        return self.page(request, "login.html", target=target, error=None)
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def confirm(self, request: Request) -> Response:
+        """The confirmation page of an action: what it will do, the operator's name, the arguments."""
+        def render() -> Response:
+            if self.actions is None:
+                return self.page(request, "error.html", 403, error=_actions_off())
+            p = request.query_params
+            action = _choice(p.get("action"), ACTIONS, "action")
+            if action is None:
+                raise InvalidArgument("which action? (action=...)")
+            fields = ("machine", "key", "lookup_key", "scope", "outbox_id", "back")
+            target: dict[str, Any] = {k: p.get(k) for k in fields}
+            events: list[str] = []
+            if action == "send":
+                name = check_machine_name(target["machine"])
+                view = self.reads.instance(name, target["key"] or "")
+                if view is None:
+                    raise UnknownInstance(f"no {name} instance has the key {target['key']!r:.200}", machine=name)
+                events = self.reads.machine(name).events_from(view.instance["current_state"])
+            if action == "unpark":
+                found = self.reads.outbox_row(_int(target["outbox_id"], "outbox_id"))
+                target["event"] = found
+            return self.page(request, "confirm.html", action=action, t=target, events=events,
+                             operator=request.cookies.get(OPERATOR_COOKIE, ""))
+        return self.guarded(request, render)
+
+    async def action(self, request: Request) -> Response:
+        form = await request.form()
+        if self.actions is None:
+            return self.page(request, "error.html", 403, error=_actions_off())
+        if not security.csrf_ok(request, str(form.get("csrf") or "")):
+            return self.page(request, "error.html", 403, error=InvalidArgument(
+                "the form's CSRF token does not match this browser's: reload the page and confirm again"))
+        values = {k: str(v) for k, v in form.items()}
+        try:
+            operator = check_operator(values.get("operator", "").strip())
+            action, machine, key, detail, back = _action_arguments(values)
+        except FsmError as exc:
+            return self.page(request, "error.html", 400, error=exc)
+        actions = self.actions
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            outcome = await run_in_threadpool(actions.run, operator, action, machine, key, detail)
+        except FsmError as exc:  # the log itself could not be written: nothing ran
+            return self.page(request, "error.html", 503 if isinstance(exc, DatabaseUnavailable) else 500, error=exc)
+        sep = "&" if "?" in back else "?"
+        response = RedirectResponse(f"{back}{sep}action={outcome.action_id}", 303)
+        response.set_cookie(OPERATOR_COOKIE, quote(operator, safe=""), httponly=True, samesite="strict")
+        return response
+
+
+def _action_arguments(v: dict[str, str]) -> tuple[str, str | None, str | None, dict[str, Any], str]:
+    """Check a confirmed action's form: (action, machine, key, detail for the log, page to return to)."""
+    action = _choice(v.get("action"), ACTIONS, "action")
+    if action is None:
+        raise InvalidArgument("which action? (action=...)")
+    back = _local(v.get("back") or "/")
+    if action == "unpark":
+        return action, None, None, {"outbox_id": _int(v.get("outbox_id"), "outbox_id"),
+                                    "skip": v.get("skip") == "1"}, back
+    if action == "force_unlock":
+        reason = v.get("reason", "").strip()
+        if not reason:
+            raise InvalidArgument("give a reason for releasing the lock (it is recorded in fsm_lock_log)")
+        scope = v.get("scope") or None
+        if scope not in (None, "*"):
+            check_machine_name(scope)
+        return action, v.get("machine") or None, v.get("key") or None, {
+            "lookup_key": v.get("lookup_key", ""), "scope": scope, "reason": reason}, back
+    machine = check_machine_name(v.get("machine"))
+    key = v.get("key") or ""
+    if not key:
+        raise InvalidArgument("which instance? (key=...)")
+    back = f"/m/{machine}/i/{quote(key, safe='')}"
+    if action != "send":
+        return action, machine, key, {}, back
+    event = _name_or_none(v.get("event"), "event")
+    if event is None:
+        raise InvalidArgument("choose the event to send")
+    detail: dict[str, Any] = {"event": event}
+    data = parse_json_object(v.get("data"), "data")
+    metadata = parse_json_object(v.get("metadata"), "metadata")
+    if data is not None:
+        detail["data"] = data
+    if metadata is not None:
+        detail["metadata"] = metadata
+    return action, machine, key, detail, back
+
+
+def _actions_off() -> InvalidArgument:
+    return InvalidArgument("actions are off: start the console with --allow-actions (and --actions-dsn)")
+
+
+def _local(target: str) -> str:
+    """A redirect target on this console only (never //host or a scheme)."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+def _name_or_none(value: str | None, what: str) -> str | None:
+    if not value:
+        return None
+    from ..definition import NAME
+
+    if not NAME.fullmatch(value):
+        raise InvalidArgument(f"{what} must match [a-z][a-z0-9_]*, got {value!r:.40}")
+    return value
+
+
+def _choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:
+    if not value:
+        return None
+    if value not in choices:
+        raise InvalidArgument(f"{what} must be one of {', '.join(choices)}, got {value!r:.40}")
+    return value
+
+
+def _int(value: str | None, what: str) -> int:
+    found = _int_or_none(value, what)
+    if found is None:
+        raise InvalidArgument(f"{what} is required")
+    return found
+
+
+def _int_or_none(value: str | None, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 19:
+        raise InvalidArgument(f"{what} must be a positive integer, got {value!r:.40}")
+    return int(value)
+
+
+def _when(value: Any) -> str:
+    return "" if value is None else str(value)[:23]
+
+
+def _pretty(value: Any) -> str:
+    import json
+
+    return json.dumps(value, indent=1, ensure_ascii=False, sort_keys=True, default=str)

@@ -1,0 +1,292 @@
+"""What the console shows, read through the reporting views (a `pyfsm grant --reporting` account).
+
+Every query reads one machine type's own view (``fsm_v_<machine>``,
+``fsm_v_<machine>_transitions``) or a global view with the machine in its WHERE, through an
+index that serves it: a page costs about the rows it shows, whatever the number of instances.
+Listings are pages by keyset (``id < cursor``, newest first), never OFFSET. A filter that no
+single index serves (updated before/after, state and status together) reads a window of at
+most ``SCAN_WINDOW`` ids per page: the page may come back short, and says which ids it searched
+so that the next page carries on below them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pymysql
+
+from .. import db, reporting
+from ..definition import Machine
+from ..resources import check_machine_name
+
+STATUSES = ("running", "waiting", "paused", "failed", "completed")
+PAGE = 50
+SCAN_WINDOW = 20_000
+HISTORY_PAGE = 100
+Row = dict[str, Any]
+
+
+@dataclass
+class Filters:
+    """The instance listing's filters (each already checked by the caller)."""
+
+    state: str | None = None
+    status: str | None = None
+    lookup_key: str | None = None
+    updated_after: datetime | None = None
+    updated_before: datetime | None = None
+    before_id: int | None = None
+
+    @property
+    def windowed(self) -> bool:
+        """Whether no single index serves the filters (an account's instances are few: its
+        index always does)."""
+        if self.lookup_key is not None:
+            return False
+        return (self.updated_after is not None or self.updated_before is not None
+                or (self.state is not None and self.status is not None))
+
+
+@dataclass
+class Page:
+    rows: list[Row]
+    next_before: int | None  # the cursor of the next page, None on the last
+    searched: tuple[int, int] | None = None  # a windowed page: the ids it searched (low, high)
+
+
+@dataclass
+class InstanceView:
+    instance: Row
+    history: list[Row]
+    history_next: int | None
+    errors: list[Row]
+    run: Row | None
+    locks: list[Row]
+    outbox: list[Row]
+    actions: list[Row]
+    events: list[str] = field(default_factory=list)
+
+
+class Reads:
+    """The console's queries, on a pool of its own (the reporting account's)."""
+
+    def __init__(self, database: db.Database) -> None:
+        self.db = database
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        def run(conn: Any) -> list[Row]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute(sql, tuple(args))
+                found = list(cur.fetchall())
+                while cur.nextset():  # a CALL's status result
+                    pass
+                return found
+        return self.db.read(run)  # a missing view (1146) is UnknownMachine: a type not installed
+
+    # -- machine types ----------------------------------------------------------------------
+
+    def machines(self) -> list[Row]:
+        """Installed types with their counts per state and status (counters, fsm_stats_v1)."""
+        stats = {r["machine"]: r for r in self.rows("CALL fsm_stats_v1()")}
+        counts: dict[str, list[Row]] = {}
+        for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):
+            counts.setdefault(r["machine"], []).append({"state": r["state"], "instances": int(r["instances"])})
+        return [{**s, "states": counts.get(name, [])} for name, s in sorted(stats.items())]
+
+    def machine(self, name: str) -> Machine:
+        def read(conn: Any) -> Machine:
+            return reporting.current_machine(conn, name)
+        return self.db.read(read)
+
+    def state_counts(self, name: str) -> dict[str, int]:
+        return {r["state"]: int(r["instances"]) for r in self.rows(
+            "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))}
+
+    def stats(self, name: str) -> Row | None:
+        return next((r for r in self.rows("CALL fsm_stats_v1()") if r["machine"] == name), None)
+
+    # -- instance listing -------------------------------------------------------------------
+
+    def instances(self, name: str, f: Filters) -> Page:
+        view = f"`fsm_v_{check_machine_name(name)}`"
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("current_state", f.state), ("status", f.status), ("lookup_key", f.lookup_key)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        if f.updated_after is not None:
+            where.append("updated_at >= %s")
+            args.append(f.updated_after)
+        if f.updated_before is not None:
+            where.append("updated_at < %s")
+            args.append(f.updated_before)
+        high = f.before_id
+        low = None
+        if f.windowed:
+            if high is None:  # the newest id, by the primary key: one row
+                top = self.rows(f"SELECT id FROM {view} ORDER BY id DESC LIMIT 1")
+                high = int(top[0]["id"]) + 1 if top else 1
+            low = max(high - SCAN_WINDOW, 1)
+            where.append("id >= %s")
+            args.append(low)
+        if high is not None:
+            where.append("id < %s")
+            args.append(high)
+        sql = (f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since "
+               f"FROM {view}{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}")
+        rows = self.rows(sql, args)
+        if len(rows) > PAGE:
+            return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]), (low, high - 1) if low and high else None)
+        if low is not None and high is not None:
+            return Page(rows, low if low > 1 else None, (low, high - 1))
+        return Page(rows, None)
+
+    # -- one instance -----------------------------------------------------------------------
+
+    def instance(self, name: str, key: str, *, history_before: int | None = None) -> InstanceView | None:
+        name = check_machine_name(name)
+        found = self.rows(f"SELECT * FROM `fsm_v_{name}` WHERE instance_key = %s", (key,))
+        if not found:
+            return None
+        inst = found[0]
+        cursor = "" if history_before is None else " AND sort_key < %s"
+        history = self.rows(
+            f"SELECT transition_id, sort_key, event, from_state, to_state, handler, source, request_id, "
+            f"definition_version, data_before, data_after, metadata, entered_at, left_at, seconds_in_state, is_current "
+            f"FROM `fsm_v_{name}_transitions` WHERE instance_key = %s{cursor} ORDER BY sort_key DESC "
+            f"LIMIT {HISTORY_PAGE + 1}", (key,) if history_before is None else (key, history_before))
+        more = len(history) > HISTORY_PAGE
+        history = history[:HISTORY_PAGE]
+        for h in history:
+            h["diff"] = data_diff(h["data_before"], h["data_after"])
+            h["metadata"] = _json(h["metadata"])
+        errors = self.rows("SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
+                           "created_at FROM fsm_v_errors WHERE machine = %s AND instance_id = %s "
+                           "ORDER BY id DESC LIMIT 20", (name, inst["id"]))
+        runs = self.rows("SELECT due_at, claimed_by, attempt, pause_requested, overdue_seconds, updated_at "
+                         "FROM fsm_v_runs WHERE machine = %s AND instance_id = %s", (name, inst["id"]))
+        locks = self.rows("SELECT kind, scope, lookup_key, instance_key, owner, since, expires_at, advisory_connection "
+                          "FROM fsm_held_locks_v1 WHERE scope IN ('*', %s) AND lookup_key = %s ORDER BY id",
+                          (name, inst["lookup_key"])) if inst["lookup_key"] is not None else []
+        outbox = self.rows("SELECT id, event, topic, sort_key, attempts, last_error, parked_at, occurred_at "
+                           "FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
+                           (name, inst["id"]))
+        actions = self.rows("SELECT id, operator, account, action, detail, requested_at, outcome, errno, message "
+                            "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
+                            "ORDER BY id DESC LIMIT 50",
+                            (name, key))
+        inst["data"] = _json(inst["data"])
+        return InstanceView(inst, history, int(history[-1]["sort_key"]) if more else None, errors,
+                            runs[0] if runs else None, locks, outbox, actions)
+
+    def operator_action(self, action_id: int) -> Row | None:
+        found = self.rows("SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
+                          "FROM fsm_v_operator_log WHERE id = %s", (action_id,))
+        return found[0] if found else None
+
+    # -- operations pages -------------------------------------------------------------------
+
+    def failed(self, name: str, before_id: int | None = None) -> Page:
+        """Failed instances of one type, newest first, each with its last error."""
+        name = check_machine_name(name)
+        cursor = "" if before_id is None else " AND i.id < %s"
+        rows = self.rows(
+            f"SELECT i.id, i.instance_key, i.lookup_key, i.current_state, i.updated_at, "
+            f"e.handler, e.attempt, e.error_type, e.message, e.created_at AS failed_at "
+            f"FROM `fsm_v_{name}` i LEFT JOIN fsm_v_errors e ON e.id = (SELECT MAX(x.id) FROM fsm_v_errors x "
+            f"WHERE x.machine = %s AND x.instance_id = i.id) "
+            f"WHERE i.status = 'failed'{cursor} ORDER BY i.id DESC LIMIT {PAGE + 1}",
+            (name,) if before_id is None else (name, before_id))
+        return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]) if len(rows) > PAGE else None)
+
+    def stuck(self, name: str, stuck_after: float) -> list[Row]:
+        """Runs due for longer than ``stuck_after`` seconds: nobody picks them up, or their
+        claimer died (a claim is a lease: an expired one is due), oldest first."""
+        return self.rows("SELECT r.instance_key, r.due_at, r.claimed_by, r.attempt, r.overdue_seconds, "
+                         "i.current_state, i.status FROM fsm_v_runs r "
+                         f"JOIN `fsm_v_{check_machine_name(name)}` i ON i.id = r.instance_id "
+                         "WHERE r.machine = %s AND r.due_at < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND "
+                         f"ORDER BY r.due_at, r.id LIMIT {PAGE}", (name, int(stuck_after * 1_000_000)))
+
+    def queue(self, name: str) -> list[Row]:
+        """The next runs of one type by due time (claimed ones show their lease's end)."""
+        return self.rows("SELECT instance_key, due_at, claimed_by, attempt, pause_requested, overdue_seconds "
+                         "FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL ORDER BY due_at, id "
+                         f"LIMIT {PAGE}", (check_machine_name(name),))
+
+    def claimers(self) -> list[Row]:
+        """Who holds claims now, through the index on claimed_by."""
+        return self.rows("SELECT claimed_by, machine, COUNT(*) AS runs, MIN(due_at) AS first_lease_end "
+                         "FROM fsm_v_runs WHERE claimed_by IS NOT NULL GROUP BY claimed_by, machine "
+                         "ORDER BY claimed_by, machine LIMIT 200")
+
+    def locks(self) -> list[Row]:
+        return self.rows("SELECT kind, scope, lookup_key, machine, instance_key, owner, since, expires_at, "
+                         "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500")
+
+    def outbox_lag(self) -> Row:
+        return self.rows("CALL fsm_outbox_lag_v1()")[0]
+
+    def parked(self) -> list[Row]:
+        return self.rows("SELECT id, machine, instance_key, event, topic, sort_key, attempts, last_error, parked_at, "
+                         "occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200")
+
+    def oldest_unpublished(self) -> list[Row]:
+        return self.rows("SELECT id, machine, instance_key, event, topic, attempts, occurred_at, age_seconds "
+                         "FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20")
+
+    def outbox_row(self, outbox_id: int) -> Row | None:
+        found = self.rows("SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox "
+                          "WHERE id = %s", (outbox_id,))
+        return found[0] if found else None
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def data_diff(before: Any, after: Any) -> list[tuple[str, str, Any, Any]]:
+    """What a transition changed in the data, top-level key by key: (change, key, old, new),
+    change one of added, removed, changed. A creation (no data before) shows every key added."""
+    old, new = _json(before), _json(after)
+    old = old if isinstance(old, dict) else {}
+    new = new if isinstance(new, dict) else {}
+    out: list[tuple[str, str, Any, Any]] = []
+    for key in sorted(set(old) | set(new)):
+        if key not in old:
+            out.append(("added", key, None, new[key]))
+        elif key not in new:
+            out.append(("removed", key, old[key], None))
+        elif old[key] != new[key]:
+            out.append(("changed", key, old[key], new[key]))
+    return out
+
+
+def parse_time(text: str | None, what: str) -> datetime | None:
+    """A form's time (``YYYY-MM-DDTHH:MM[:SS]``, as <input type=datetime-local> sends it), UTC."""
+    from ..errors import InvalidArgument
+
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.strip().replace(" ", "T")).replace(tzinfo=None)
+    except ValueError:
+        raise InvalidArgument(f"{what} must be a time like 2026-11-25T14:30 (UTC), got {text!r:.40}") from None
+
+
+def ago(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return str(timedelta(seconds=round(float(seconds))))
