@@ -1,7 +1,7 @@
 """AsyncStore (pyfsm.aio) against the real server: the Store's calls as coroutines that never
 block the event loop, the same errors, and cancellation whose outcome a request id tells.
 
-Each test runs its own event loop (asyncio.run): no plugin is needed."""
+The tests are coroutines run by anyio's pytest plugin on asyncio (the backend AsyncStore is for)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,13 @@ from pyfsm import Machine, Store, TransitionNotAllowed, UnknownInstance
 from pyfsm.aio import AsyncStore
 from pyfsm.db import parse_dsn
 
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
 
 def blocker(dsn: str, machine: Machine, key: str) -> Any:
     """A plain connection holding the instance's row lock, so that a transition waits on it."""
@@ -27,7 +34,7 @@ def blocker(dsn: str, machine: Machine, key: str) -> Any:
     return conn
 
 
-def test_the_store_api_as_coroutines_with_the_same_results_and_errors(dsn: str, order: Machine) -> None:
+async def test_the_store_api_as_coroutines_with_the_same_results_and_errors(dsn: str, order: Machine) -> None:
     async def main() -> None:
         async with AsyncStore(dsn, pool_size=4) as store:
             key = unique("a")
@@ -45,10 +52,10 @@ def test_the_store_api_as_coroutines_with_the_same_results_and_errors(dsn: str, 
             many = await asyncio.gather(*(store.create(order, unique("g")) for _ in range(20)))
             assert {r.to_state for r in many} == {"new"}
             assert (await store.call(lambda s: s.get(order, key))).state == "paid"
-    asyncio.run(main())
+    await main()
 
 
-def test_a_call_waiting_on_the_database_does_not_block_the_event_loop(dsn: str, order: Machine) -> None:
+async def test_a_call_waiting_on_the_database_does_not_block_the_event_loop(dsn: str, order: Machine) -> None:
     key = unique("b")
     with Store(dsn) as sync_store:
         sync_store.create(order, key)
@@ -68,14 +75,14 @@ def test_a_call_waiting_on_the_database_does_not_block_the_event_loop(dsn: str, 
             result = await sending
             return max(gaps), result.to_state
     try:
-        longest, state = asyncio.run(main())
+        longest, state = await main()
     finally:
         holder.close()
     assert state == "paid"
     assert longest < 0.1, f"the event loop stalled {longest:.3f} s"
 
 
-def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(dsn: str, order: Machine) -> None:
+async def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(dsn: str, order: Machine) -> None:
     """Cancelled while the server was applying it: it happened, and the repeat says so
     (replayed). Cancelled before it could start (the pool was busy): it did not, and the
     repeat applies it."""
@@ -101,7 +108,7 @@ def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(dsn: st
             return (await store.send(order, happened, "pay", request_id=f"{happened}-pay"),
                     await store.send(order, not_yet, "pay", request_id=f"{not_yet}-pay"))
     try:
-        again_happened, again_not_yet = asyncio.run(main())
+        again_happened, again_not_yet = await main()
     finally:
         holder.close()
     assert (again_happened.to_state, again_happened.replayed) == ("paid", True)
@@ -111,7 +118,7 @@ def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(dsn: st
     assert (again_not_yet.to_state, again_not_yet.replayed) == ("paid", False)  # it had not run
 
 
-def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn: str, store: Store) -> None:
+async def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn: str, store: Store) -> None:
     from conftest import order_machine
 
     from pyfsm import LockNotAcquired
@@ -143,4 +150,4 @@ def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn: str,
                 await asyncio.sleep(0.05)
             async with await astore.lock(payout, second) as again:  # free for the next taker
                 assert (await again.send("pay")).to_state == "paid"
-    asyncio.run(main())
+    await main()
