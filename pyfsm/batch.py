@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from .engine import RunResult, _Run, recover
 from .errors import DatabaseUnavailable, FsmError
 
 if TYPE_CHECKING:
+    from .metrics_worker import WorkerMetrics
     from .process import Process
     from .store import Store
 
@@ -44,10 +46,11 @@ log = logging.getLogger("pyfsm.engine")
 
 
 def run_claimed_batch(store: Store, process: Process, rows: Sequence[Mapping[str, Any]], owner: str,
-                      stop: threading.Event | None = None) -> list[RunResult]:
+                      stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> list[RunResult]:
     """Run the instances the caller has claimed (rows of fsm_claim_v1), side by side; a
-    RunResult for each, in the order of ``rows``."""
-    runs = [_Run(store, process, row, owner, stop) for row in rows]
+    RunResult for each, in the order of ``rows``. ``metrics``: a worker's, to time handlers
+    and commits."""
+    runs = [_Run(store, process, row, owner, stop, metrics) for row in rows]
     results: dict[int, RunResult] = {}
     together = [run for run in runs if run.save_after_step and not run.uses_locks]
     for run in runs:
@@ -115,17 +118,21 @@ def _commit_group(store: Store, process: Process, group: list[tuple[_Run, dict[s
     def one_by_one() -> None:
         for run, request, _item in group:
             try:
-                took(run, run._call(f"fsm_{process.name}_step_v2", run.step_args(**request)))
+                took(run, run.commit_call(run.step_args(**request)))
             except FsmError as exc:
                 results[id(run)] = recover(run, exc)
 
     if len(group) == 1:  # one instance: step_v2, which returns a row and no JSON to parse
         one_by_one()
         return going_on
+    metrics = group[0][0].metrics
     try:
+        started = time.perf_counter()
         rows = store._db.call(db.call_sql(f"fsm_{process.name}_steps_v1", 3),
                               (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
                               retry_connection=False, writes=True, machine=process.name)
+        if metrics is not None:
+            metrics.committed(process.name, time.perf_counter() - started)
         answers = json.loads(rows[0]["results"])
     except DatabaseUnavailable as exc:  # committed or not, nobody knows: each run finds out as run_claimed does
         for run, _request, _item in group:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from .commands import bulk, graph, instances, operations, web
+from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
 from .commands.common import Handler
 from .db import translate
@@ -31,6 +32,7 @@ EPILOG = """examples:
   pyfsm grant --app shop_app --reporting analyst --create
   pyfsm worker myapp.processes:checkout
   pyfsm relay --kafka localhost:9092
+  pyfsm metrics --serve --port 9464
 every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, else 1 and one line on stderr
 (send-many: 1 also when an item was refused, each refusal listed)
 """
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in (schema_commands, instances, bulk, graph, operations, web):
         module.register(add)
+    metrics_commands.register(add)
     return parser
 
 

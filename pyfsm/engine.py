@@ -33,6 +33,7 @@ import json
 import logging
 import random
 import threading
+import time
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from .locks import Lease, new_owner
 from .process import Context, Outcome, Process, copy_data
 
 if TYPE_CHECKING:
+    from .metrics_worker import WorkerMetrics
     from .store import Store
 
 log = logging.getLogger("pyfsm.engine")
@@ -80,8 +82,9 @@ class _Run:
     """One claimed instance being run: the state the loop carries between steps."""
 
     def __init__(self, store: Store, process: Process, row: Mapping[str, Any], owner: str,
-                 stop: threading.Event | None) -> None:
+                 stop: threading.Event | None, metrics: WorkerMetrics | None = None) -> None:
         self.store, self.process, self.owner, self.stop = store, process, owner, stop
+        self.metrics = metrics  # a worker's WorkerMetrics: handler and commit times (None: not timed)
         self.key: str = row["instance_key"]
         self.lookup_key: str | None = row["lookup_key"]
         self.state: str = row["current_state"]
@@ -115,8 +118,16 @@ class _Run:
 
     def commit(self, status: str, *, go_on: bool = False, requeue_seconds: float | None = None) -> bool:
         """Commit the pending steps and what happens next; True if the run goes on."""
-        row = self._call(f"fsm_{self.process.name}_step_v2", self.step_args(status, go_on, requeue_seconds))
-        return self.committed(row)
+        return self.committed(self.commit_call(self.step_args(status, go_on, requeue_seconds)))
+
+    def commit_call(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        """step_v2 with these arguments (timed when the worker keeps metrics)."""
+        if self.metrics is None:
+            return self._call(f"fsm_{self.process.name}_step_v2", args)
+        started = time.perf_counter()
+        row = self._call(f"fsm_{self.process.name}_step_v2", args)
+        self.metrics.committed(self.process.name, time.perf_counter() - started)
+        return row
 
     def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
         """step_v2's arguments for committing the pending steps and what happens next.
@@ -215,7 +226,8 @@ class _Run:
                           data=copy_data(self.data), attempt=self.attempt + 1, version=self.version,
                           step_id=f"{self.process.name}:{self.key}:{self.entered}")
             try:
-                outcome = spec.fn(ctx)
+                outcome = spec.fn(ctx) if self.metrics is None else \
+                    self.metrics.run_handler(self.process.name, self.state, spec.fn, ctx)
                 step = self._checked(ctx, outcome)
             except Exception as exc:
                 # a handler bug or unserializable data fails the same way every time
@@ -284,7 +296,7 @@ _HandlerFailed.__qualname__ = "HandlerFailed"
 
 
 def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: str,
-                stop: threading.Event | None = None) -> RunResult:
+                stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> RunResult:
     """Run one instance the caller has claimed (a row of fsm_claim_v1).
 
     A database error never leaves the claim to run out: a lost claim is someone else's
@@ -292,7 +304,7 @@ def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: s
     hands the run back; anything else (e.g. a lock-using instance without a lookup key)
     is recorded in fsm_errors and fails the step, since running it again cannot help.
     """
-    run = _Run(store, process, row, owner, stop)
+    run = _Run(store, process, row, owner, stop, metrics)
     try:
         return run.run()
     except FsmError as exc:

@@ -31,6 +31,7 @@ from .locks import check_owner, new_owner
 from .process import Process
 
 if TYPE_CHECKING:
+    from .metrics_worker import WorkerMetrics
     from .store import Store
 
 log = logging.getLogger("pyfsm.worker")
@@ -62,12 +63,13 @@ class Worker:
     ``owner``: a name for this worker in ``fsm_runs.claimed_by`` and the logs (1-55 of
     ``[A-Za-z0-9._:-]``); a random suffix is added, since two workers must never share an
     owner token (each gives back the claims its token holds after a lost reply). By default
-    ``host:pid:random``.
+    ``host:pid:random``. ``metrics``: a pyfsm.metrics.WorkerMetrics to count steps, runs and
+    errors and time handlers and commits in (see docs/metrics.md); None keeps none.
     """
 
     def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 10, idle_min: float = 0.02,
                  idle_max: float = 1.0, owner: str | None = None,
-                 on_run: Callable[[Any], None] | None = None) -> None:
+                 on_run: Callable[[Any], None] | None = None, metrics: WorkerMetrics | None = None) -> None:
         self.store = store
         self.processes = list(processes)
         if not self.processes or not all(isinstance(p, Process) for p in self.processes):
@@ -82,6 +84,7 @@ class Worker:
         self.owner = check_owner(f"{owner}:{uuid.uuid4().hex[:8]}") if owner else new_owner()
         self._release_pending: set[str] = set()  # processes whose last claim's reply was lost
         self.on_run = on_run
+        self.metrics = metrics
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._keeper: ClaimKeeper | None = None
@@ -110,7 +113,7 @@ class Worker:
             try:
                 rows = claim(self.store, process, self.owner, limit=self.batch)
             except FsmError as exc:
-                self.stats.errors += 1
+                self._error(process)
                 log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
                 if isinstance(exc, DatabaseUnavailable):
                     # The claim may have committed (or still be running on the server): give back
@@ -122,7 +125,8 @@ class Worker:
             keeper.add(process, [int(row["id"]) for row in rows])
             if len(rows) > 1:  # side by side, each round of steps committed together (pyfsm.batch)
                 try:
-                    self._record(run_claimed_batch(self.store, process, rows, self.owner, self.stop_event))
+                    self._record(process, run_claimed_batch(self.store, process, rows, self.owner, self.stop_event,
+                                                            self.metrics))
                 finally:
                     for row in rows:
                         keeper.discard(process, int(row["id"]))
@@ -165,20 +169,27 @@ class Worker:
 
     def _run(self, process: Process, row: dict[str, Any]) -> None:
         try:
-            result = run_claimed(self.store, process, row, self.owner, self.stop_event)
+            result = run_claimed(self.store, process, row, self.owner, self.stop_event, self.metrics)
         except FsmError as exc:  # the database refused; the claim runs out and another try follows
-            self.stats.errors += 1
+            self._error(process)
             log.warning("pyfsm worker %s: %s %s: %s", self.owner, process.name, row.get("instance_key"), exc)
             return
-        self._record([result])
+        self._record(process, [result])
 
-    def _record(self, results: list[RunResult]) -> None:
+    def _record(self, process: Process, results: list[RunResult]) -> None:
         for result in results:
             self.stats.runs += 1
             self.stats.steps += result.steps
             self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
+            if self.metrics is not None:
+                self.metrics.finished(process.name, result)
             if self.on_run is not None:
                 self.on_run(result)
+
+    def _error(self, process: Process) -> None:
+        self.stats.errors += 1
+        if self.metrics is not None:
+            self.metrics.error(process.name)
 
     def _release_unknown_claims(self, process: Process, keeper: ClaimKeeper) -> bool:
         """The claim's reply was lost, perhaps after it committed: give back what this worker

@@ -9,12 +9,15 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
+from ..errors import InvalidArgument
 from ..locks import HeldLock
 from ..process import Process
 from ..store import Store
 from ..worker import Worker
 from .common import Add, Progress, emit, load, progress_flag, table
+from .metrics import DEFAULT_HOST, import_metrics, port_number
 
 
 def _lock_rows(locks: Sequence[HeldLock]) -> list[dict[str, object]]:
@@ -56,12 +59,33 @@ def _watch_queue(store: Store, machines: set[str], bar: Progress, stop: threadin
         bar.update(bar.total - min(left, bar.total))
 
 
+def _worker_metrics(args: argparse.Namespace) -> tuple[Any, Any]:
+    """With --metrics-port: the worker's WorkerMetrics and the server answering /metrics."""
+    if args.metrics_port is None:
+        if args.metrics_host is not None:
+            raise InvalidArgument("--metrics-host goes with --metrics-port")
+        return None, None
+    metrics = import_metrics()
+    kept = metrics.WorkerMetrics()
+    return kept, metrics.MetricsServer(kept.registry, port=args.metrics_port, host=args.metrics_host or DEFAULT_HOST)
+
+
 def cmd_worker(args: argparse.Namespace) -> None:
     processes = [load(path, Process) for path in args.process]
+    kept, server = _worker_metrics(args)
+    try:
+        _work(args, processes, kept, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server: Any) -> None:
     with Store(args.dsn) as store:
-        worker = Worker(store, processes, batch=args.batch)
+        worker = Worker(store, processes, batch=args.batch, metrics=kept)
         print(f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
-              "(SIGTERM or Ctrl-C to stop)", file=sys.stderr)
+              + ("" if server is None else f"(metrics: http://{server.host}:{server.port}/metrics) ")
+              + "(SIGTERM or Ctrl-C to stop)", file=sys.stderr, flush=True)
         machines = {p.name for p in processes}
         bar, stop = Progress(0, "queue", enabled=args.progress), threading.Event()
         watcher = None
@@ -134,6 +158,11 @@ def register(add: Add) -> None:
     worker.add_argument("--until-idle", type=float, default=None,
                         help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)")
     progress_flag(worker)
+    worker.add_argument("--metrics-port", type=port_number, default=None, metavar="PORT",
+                        help="serve this worker's Prometheus metrics (steps, runs, errors, handler times) on this "
+                             "port, at /metrics (default: none)")
+    worker.add_argument("--metrics-host", default=None,
+                        help=f"with --metrics-port: address to listen on (default {DEFAULT_HOST})")
     demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed)",
                "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
     demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")

@@ -1,0 +1,253 @@
+"""What the database holds, as Prometheus metrics: the collector behind `pyfsm metrics` and
+the console's /metrics.
+
+Everything is read on each scrape, through what a reporting account (`pyfsm grant
+--reporting`) may read, in four round trips on one connection:
+
+1. ``CALL fsm_stats_v1()``: the installed types and their instances by status;
+2. ``CALL fsm_outbox_lag_v1()``: the relay's backlog;
+3. one ``SELECT`` of labelled samples (a ``UNION ALL``): the counters per state
+   (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), and per type the
+   highest history id and the queue (fsm_v_runs);
+4. only when a type has new history: one ``SELECT`` counting its new history rows per event.
+
+Nothing counts instances or history: the counts per state are the triggers' counters, the
+status counts read the (status, id) index of the instances that are not completed, the
+highest history id is one index read (see _max_transition_sql), and the per-event counters
+read only the history rows written since the previous scrape, at most ``max_event_rows``
+per type and scrape (the rest on the next one). The queue's counts read fsm_runs's
+index (machine, due_at, id): as many entries as runs are due.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .errors import InvalidArgument
+from .resources import check_machine_name
+from .store import Store, _check_int
+
+log = logging.getLogger("pyfsm.metrics")
+
+STATUSES = ("running", "waiting", "paused", "failed", "completed")
+
+
+def _max_transition_sql(machine: str) -> str:
+    """The highest history id of a type, through its reporting view.
+
+    ``MAX(transition_id)`` on the view is a scan: the view joins each history row to its
+    instance, and the optimizer reads the instances first (MariaDB 10.11: every instance's
+    status index, then a lookup per instance). STRAIGHT_JOIN keeps the view's own order,
+    history first, so ``ORDER BY ... DESC LIMIT 1`` reads the history's primary key backwards
+    and stops at the first row (one history row, one instance row: EXPLAIN shows
+    ``h index PRIMARY``, ``i eq_ref PRIMARY``). STRAIGHT_JOIN is the same on MySQL 8.
+    """
+    return (f"(SELECT STRAIGHT_JOIN transition_id FROM `fsm_v_{machine}_transitions` "
+            "ORDER BY transition_id DESC LIMIT 1)")
+
+
+def _snapshot_sql(machines: list[str], stuck_after: float) -> str:
+    """One SELECT of rows (what, machine, label, value): a row per sample.
+
+    The queue is read per type, so that each count is a range of the index (machine,
+    due_at, id). A claim is a lease: a run whose claim ran out has a due_at in the past
+    and is due (any worker may claim it), whoever claimed it last; ``claimed`` are the
+    claims still running. UTC_TIMESTAMP(6) is the statement's start throughout.
+    """
+    parts = ["SELECT 'instances' AS what, machine, state AS label, instances AS value FROM fsm_v_state_counts",
+             "SELECT 'locks', '', kind, COUNT(*) FROM fsm_held_locks_v1 GROUP BY kind"]
+    stuck = f"UTC_TIMESTAMP(6) - INTERVAL {int(stuck_after * 1_000_000)} MICROSECOND"
+    for m in machines:  # names checked by the caller: [a-z][a-z0-9_]*
+        runs = f"FROM fsm_v_runs WHERE machine = '{m}' AND due_at"
+        parts += [
+            f"SELECT 'max_transition_id', '{m}', '', {_max_transition_sql(m)}",
+            f"SELECT 'due', '{m}', '', (SELECT COUNT(*) {runs} <= UTC_TIMESTAMP(6))",
+            f"SELECT 'claimed', '{m}', '', (SELECT COUNT(*) {runs} > UTC_TIMESTAMP(6) AND claimed_by IS NOT NULL)",
+            f"SELECT 'stuck', '{m}', '', (SELECT COUNT(*) {runs} < {stuck})",
+            f"SELECT 'oldest_due_seconds', '{m}', '', (SELECT TIMESTAMPDIFF(MICROSECOND, MIN(due_at), "
+            f"UTC_TIMESTAMP(6)) * 0.000001 {runs} <= UTC_TIMESTAMP(6))",
+        ]
+    return "\nUNION ALL ".join(parts)
+
+
+def _events_sql(ranges: dict[str, tuple[int, int]], limit: int) -> str:
+    """Rows (machine, event, n, last_id): per type, the new history rows by event, the
+    ``limit`` lowest ids of (after, upto] (a range of the history's primary key; the join to
+    the instance is one primary-key lookup per row). A creation has no event: ''."""
+    return "\nUNION ALL ".join(
+        f"SELECT '{m}', COALESCE(event, ''), COUNT(*), MAX(transition_id) FROM (SELECT STRAIGHT_JOIN "
+        f"transition_id, event FROM `fsm_v_{m}_transitions` WHERE transition_id > {int(after)} AND transition_id "
+        f"<= {int(upto)} ORDER BY transition_id LIMIT {int(limit)}) t GROUP BY event"
+        for m, (after, upto) in ranges.items())
+
+
+def _rows(cur: Any, sql: str) -> list[tuple[Any, ...]]:
+    """Every row of a statement (a CALL's first result set), every result set drained."""
+    cur.execute(sql)
+    rows = list(cur.fetchall())
+    while cur.nextset():
+        pass
+    return rows
+
+
+def _number(value: Any) -> float:
+    return 0.0 if value is None else float(value) if isinstance(value, (Decimal, int, float)) else float(str(value))
+
+
+def _seconds(what: str, value: object, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= maximum:
+        raise InvalidArgument(f"{what} must be a number of seconds from 0 to {maximum:g}, got {value!r:.80}")
+    return float(value)
+
+
+class DatabaseCollector(Collector):
+    """A prometheus_client collector that reads pyfsm's database on every scrape.
+
+    ``store``: a pyfsm.Store (a reporting account is enough). ``stuck_after``: seconds a run
+    may be overdue before it counts in ``pyfsm_stuck_runs``. ``max_event_rows``: history
+    rows read per type and scrape for ``pyfsm_transitions_by_event_total``. ``settle_seconds``:
+    a history row is counted by event once the collector saw a higher id at least that long
+    ago, so that a transaction still open at a scrape (its row has an id below rows already
+    committed, but is not visible yet) is counted once it commits, not skipped; the
+    per-event counters lag by about one scrape. 0 counts up to the newest row at once.
+
+    A scrape that cannot read the database answers all the same: ``pyfsm_up 0`` and the
+    scrape's duration, and logs why (logger ``pyfsm.metrics``). Scrapes are serialised.
+    """
+
+    def __init__(self, store: Store, *, stuck_after: float = 300.0, max_event_rows: int = 100_000,
+                 settle_seconds: float = 5.0) -> None:
+        self.store = store
+        self.stuck_after = _seconds("stuck_after", stuck_after, 10**8)
+        self.settle_seconds = _seconds("settle_seconds", settle_seconds, 3600)
+        self.max_event_rows = _check_int("max_event_rows", max_event_rows, minimum=1, maximum=10_000_000)
+        self._mutex = threading.Lock()
+        self._cursor: dict[str, int] | None = None  # type -> the highest history id counted by event
+        self._seen: list[tuple[float, dict[str, int]]] = []  # (monotonic time, highest ids then)
+        self._by_event: dict[tuple[str, str], int] = {}
+        #: Why the last scrape could not read the database (None: it could).
+        self.last_error: Exception | None = None
+
+    def describe(self) -> list[Metric]:
+        return []  # registering must not read the database: families are known only when read
+
+    def collect(self) -> Iterator[Metric]:
+        with self._mutex:
+            started = time.perf_counter()
+            try:
+                families = self._read()
+                up, self.last_error = 1.0, None
+            except Exception as exc:  # a scrape answers whatever happens; the reason goes to the log
+                log.warning("pyfsm metrics: reading the database failed: %s: %s", type(exc).__name__, exc)
+                families, up, self.last_error = [], 0.0, exc
+            yield from families
+            yield GaugeMetricFamily("pyfsm_up", "1 if the last scrape read the database, 0 if not (see the log)",
+                                    value=up)
+            yield GaugeMetricFamily("pyfsm_scrape_duration_seconds", "Seconds this scrape took to read the database",
+                                    value=time.perf_counter() - started)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _read(self) -> list[Metric]:
+        self.store._ensure_schema()  # SchemaVersionMismatch names the fix
+        return self.store._db.read(self._read_on)
+
+    def _read_on(self, conn: Any) -> list[Metric]:
+        with conn.cursor() as cur:
+            stats = _rows(cur, "CALL fsm_stats_v1()")
+            lag = _rows(cur, "CALL fsm_outbox_lag_v1()")
+            machines = [check_machine_name(str(row[0])) for row in stats]
+            snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after))
+            highest = {str(m): int(v or 0) for what, m, _label, v in snapshot if what == "max_transition_id"}
+            self._count_events(cur, highest)
+        return self._families(stats, lag[0] if lag else None, snapshot, machines)
+
+    def _count_events(self, cur: Any, highest: dict[str, int]) -> None:
+        """Add the history rows written since the last scrape to the per-event counters."""
+        now = time.monotonic()
+        if self._cursor is None:  # the first scrape: count from here on
+            self._cursor = dict(highest)
+        # up to the highest ids seen settle_seconds ago (or now, with no settling)
+        settled = [seen for seen in self._seen if seen[0] <= now - self.settle_seconds]
+        upto = highest if self.settle_seconds == 0 else settled[-1][1] if settled else {}
+        ranges = {m: (self._cursor.get(m, 0), top) for m, top in upto.items() if top > self._cursor.get(m, 0)}
+        if ranges:
+            moved = dict.fromkeys(ranges, 0)
+            last = {m: after for m, (after, _upto) in ranges.items()}
+            for machine, event, n, last_id in _rows(cur, _events_sql(ranges, self.max_event_rows)):
+                key = (str(machine), str(event))
+                self._by_event[key] = self._by_event.get(key, 0) + int(n)
+                moved[key[0]] += int(n)
+                last[key[0]] = max(last[key[0]], int(last_id))
+            for m, (_after, top) in ranges.items():  # a full page: the rest waits for the next scrape
+                self._cursor[m] = last[m] if moved[m] >= self.max_event_rows else top
+        # keep the newest observation old enough to settle on, and the ones after it
+        self._seen = ([settled[-1]] if settled else []) + [s for s in self._seen if s[0] > now - self.settle_seconds]
+        self._seen.append((now, dict(highest)))
+
+    # -- the families -----------------------------------------------------------------------
+
+    def _families(self, stats: list[tuple[Any, ...]], lag: tuple[Any, ...] | None,
+                  snapshot: list[tuple[Any, ...]], machines: list[str]) -> list[Metric]:
+        per: dict[str, dict[str, float]] = {}
+        instances = GaugeMetricFamily("pyfsm_instances", "Instances in each state (the triggers' counters)",
+                                      labels=["machine", "state"])
+        locks = dict.fromkeys(("global", "local"), 0.0)
+        for what, machine, label, value in snapshot:
+            if what == "instances":
+                instances.add_metric([str(machine), str(label)], _number(value))
+            elif what == "locks":
+                locks[str(label)] = _number(value)
+            else:
+                per.setdefault(str(machine), {})[str(what)] = _number(value)
+
+        by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v1)",
+                                      labels=["machine", "status"])
+        # fsm_stats_v1's columns: machine, current_version, instances, then the statuses
+        for row in stats:
+            for status, value in zip(STATUSES, row[3:8], strict=True):
+                by_status.add_metric([str(row[0]), status], _number(value))
+
+        def per_type(name: str, kind: type, text: str, what: str) -> Metric:
+            family = kind(name, text, labels=["machine"])
+            for m in machines:
+                family.add_metric([m], per.get(m, {}).get(what, 0.0))
+            return family
+
+        by_event = CounterMetricFamily(
+            "pyfsm_transitions_by_event", "History rows by event since this exporter started (creations: event '')",
+            labels=["machine", "event"])
+        for (machine, event), n in sorted(self._by_event.items()):
+            by_event.add_metric([machine, event], n)
+        held = GaugeMetricFamily("pyfsm_locks_held", "Locks held now, global and local (fsm_held_locks_v1)",
+                                 labels=["kind"])
+        for kind, count in sorted(locks.items()):
+            held.add_metric([kind], count)
+        unpublished, parked, _oldest_id, _occurred, age = lag or (0, 0, None, None, None)
+        return [
+            instances, by_status,
+            per_type("pyfsm_transitions", CounterMetricFamily,
+                     "Highest history id of the type: rate() is transitions per second (ids may skip on rollbacks)",
+                     "max_transition_id"),
+            by_event,
+            per_type("pyfsm_queue_due", GaugeMetricFamily, "Runs due now (an expired claim is due)", "due"),
+            per_type("pyfsm_queue_claimed", GaugeMetricFamily, "Runs a worker's claim holds now", "claimed"),
+            per_type("pyfsm_queue_oldest_due_seconds", GaugeMetricFamily,
+                     "Seconds the longest-due run has been due (0: none due)", "oldest_due_seconds"),
+            per_type("pyfsm_stuck_runs", GaugeMetricFamily,
+                     f"Runs due for more than {self.stuck_after:g} s: no worker picks them up", "stuck"),
+            GaugeMetricFamily("pyfsm_outbox_unpublished", "Outbox events Kafka has not acknowledged (parked included)",
+                              value=_number(unpublished)),
+            GaugeMetricFamily("pyfsm_outbox_parked", "Outbox events the relay set aside", value=_number(parked)),
+            GaugeMetricFamily("pyfsm_outbox_lag_seconds", "Age of the oldest unpublished outbox event (0: none)",
+                              value=_number(age)),
+            held,
+        ]

@@ -1,0 +1,67 @@
+"""A worker's own metrics: what it ran and how long its handlers and commits took.
+
+Kept in the worker's process (``Worker(metrics=WorkerMetrics())``, `pyfsm worker
+--metrics-port`), in a registry of its own: nothing here reads the database. Every label is
+bounded by the definitions: the machine type, the state a handler ran in, a run's status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+if TYPE_CHECKING:
+    from .engine import RunResult
+
+T = TypeVar("T")
+
+#: Handlers call the outside world: from a millisecond to a minute.
+HANDLER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: A step's commit is a round trip and a durable commit: about a millisecond when all is well.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class WorkerMetrics:
+    """Counters and histograms a Worker updates as it runs (``registry``: where they live;
+    a new CollectorRegistry by default, never prometheus_client's global one)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True) if registry is None else registry
+        self.steps = Counter("pyfsm_worker_steps", "Steps (handler transitions) this worker committed",
+                             ["machine"], registry=self.registry)
+        self.runs = Counter("pyfsm_worker_runs", "Runs this worker finished, by the status they left the instance in",
+                            ["machine", "status"], registry=self.registry)
+        self.errors = Counter("pyfsm_worker_errors", "Database errors this worker met claiming or running",
+                              ["machine"], registry=self.registry)
+        self.handler_seconds = Histogram("pyfsm_handler_seconds", "Seconds a handler took, by the state it ran in",
+                                         ["machine", "state"], buckets=HANDLER_BUCKETS, registry=self.registry)
+        self.handler_exceptions = Counter("pyfsm_handler_exceptions", "Handlers that raised, by the state they ran in",
+                                          ["machine", "state"], registry=self.registry)
+        self.commit_seconds = Histogram("pyfsm_worker_step_commit_seconds",
+                                        "Seconds the call committing a step (or a round of steps) took",
+                                        ["machine"], buckets=COMMIT_BUCKETS, registry=self.registry)
+
+    def run_handler(self, machine: str, state: str, handler: Callable[[Any], T], ctx: Any) -> T:
+        """Call ``handler(ctx)``, timing it; a handler that raises is counted and re-raised."""
+        started = time.perf_counter()
+        try:
+            return handler(ctx)
+        except BaseException:
+            self.handler_exceptions.labels(machine, state).inc()
+            raise
+        finally:
+            self.handler_seconds.labels(machine, state).observe(time.perf_counter() - started)
+
+    def committed(self, machine: str, seconds: float) -> None:
+        self.commit_seconds.labels(machine).observe(seconds)
+
+    def finished(self, machine: str, result: RunResult) -> None:
+        self.runs.labels(machine, result.status).inc()
+        if result.steps:
+            self.steps.labels(machine).inc(result.steps)
+
+    def error(self, machine: str) -> None:
+        self.errors.labels(machine).inc()
