@@ -38,8 +38,8 @@ every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, el
 """
 
 
-#: Commands that only talk to a person: the demo narrates what it does.
-TEXT_ONLY = frozenset({"demo"})
+#: Commands that only talk to a person: the demo narrates what it does, the console serves pages.
+TEXT_ONLY = frozenset({"demo", "web"})
 
 
 class _Parser(argparse.ArgumentParser):
