@@ -383,6 +383,9 @@ BAD_INPUT = (
     ("CALL fsm_relay_lead_v1('pyfsm_relay_b', 'b:relay', 0)", 31009),
     ("CALL fsm_relay_resign_v1('pyfsm_relay_b', NULL)", 31009),
     ("CALL fsm_schema_version_v1(1)", WRONG_ARGUMENT_COUNT),
+    ("CALL fsm_unpark_v1(NULL, 0)", 31009),
+    ("CALL fsm_operator_action_v1('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
+    ("CALL fsm_operator_outcome_v1(1, 'maybe', NULL, NULL)", 31009),
 )
 
 
