@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test demo bench instructions lint docs
+.PHONY: help venv system test demo bench instructions lint docs
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
+
+system: ## install the Debian packages the tests use (as root): chromium (browser tests), graphviz (diagrams), galera-4 and rsync (Galera tests)
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz galera-4 rsync
 
 test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker)
 	$(VENV)/bin/ruff check pyfsm migrations tests bench
