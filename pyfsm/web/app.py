@@ -132,7 +132,8 @@ class _Console:
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         csrf = request.cookies.get(security.CSRF_COOKIE) or security.new_csrf_token()
         html = self.templates.get_template(template).render(
-            request=request, allow_actions=self.actions is not None, csrf=csrf, path=request.url.path, **values)
+            request=request, allow_actions=self.actions is not None, csrf=csrf, path=request.url.path,
+            stats_age=self.reads.stats_max_age, **values)
         response = HTMLResponse(html, status)
         if csrf != request.cookies.get(security.CSRF_COOKIE):  # a browser's first page: its CSRF cookie
             response.set_cookie(security.CSRF_COOKIE, csrf, httponly=True, samesite="strict")
@@ -228,7 +229,8 @@ class _Console:
     def stuck(self, request: Request) -> Response:
         def render() -> Response:
             machines = self.reads.machines()
-            runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines if m["due"]]
+            # every type: a dead worker's overdue run counts as claimed in the stats, not as due
+            runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines]
             return self.page(request, "stuck.html", runs=runs, stuck_after=self.config.stuck_after)
         return self.guarded(request, render)
 
