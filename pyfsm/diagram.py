@@ -244,26 +244,15 @@ def dot(
 # --- rendering ------------------------------------------------------------------------------
 
 
-def render_file(
-    dot_source: str,
-    output: Path,
-    *,
-    fmt: str | None = None,
-    dot_binary: str = "dot",
-    timeout: float = RENDER_TIMEOUT,
-) -> None:
-    """Draw ``dot_source`` into ``output`` (SVG or PNG) with Graphviz's ``dot``.
+def render(dot_source: str, fmt: str, *, dot_binary: str = "dot", timeout: float = RENDER_TIMEOUT) -> bytes:
+    """``dot_source`` drawn by Graphviz's ``dot`` as ``fmt`` (svg or png): the image's bytes.
 
-    ``fmt`` defaults to the suffix of ``output`` (.svg or .png); other formats raise
-    InvalidArgument. A missing ``dot`` program, a non-zero exit or a run longer than
-    ``timeout`` seconds raise :class:`GraphvizUnavailable`. The file is written only when
-    ``dot`` succeeds, so a failure leaves no half-written image behind.
+    Other formats raise InvalidArgument; a missing ``dot`` program, a non-zero exit or a run
+    longer than ``timeout`` seconds raise :class:`GraphvizUnavailable`.
     """
-    output = Path(output)
-    kind = (fmt if fmt is not None else output.suffix.removeprefix(".")).lower()
+    kind = fmt.lower()
     if kind not in RENDER_FORMATS:
-        given = f"format {fmt!r:.40}" if fmt is not None else f"file name {str(output)!r:.80}"
-        raise InvalidArgument(f"diagram images are svg or png files, got {given}", field="fmt")
+        raise InvalidArgument(f"diagram images are svg or png files, got format {fmt!r:.40}", field="fmt")
     try:
         # The argument list is fixed except for the program, which is the caller's choice;
         # no shell is involved.
@@ -285,7 +274,31 @@ def render_file(
         errors = done.stderr.decode("utf-8", "replace").strip().splitlines()
         detail = errors[-1] if errors else "no error message"
         raise GraphvizUnavailable(f"{dot_binary!r} failed with exit status {done.returncode}: {detail}")
+    return bytes(done.stdout)
+
+
+def render_file(
+    dot_source: str,
+    output: Path,
+    *,
+    fmt: str | None = None,
+    dot_binary: str = "dot",
+    timeout: float = RENDER_TIMEOUT,
+) -> None:
+    """Draw ``dot_source`` into ``output`` (SVG or PNG) with Graphviz's ``dot``.
+
+    ``fmt`` defaults to the suffix of ``output`` (.svg or .png); other formats raise
+    InvalidArgument. A missing ``dot`` program, a non-zero exit or a run longer than
+    ``timeout`` seconds raise :class:`GraphvizUnavailable`. The file is written only when
+    ``dot`` succeeds, so a failure leaves no half-written image behind.
+    """
+    output = Path(output)
+    kind = (fmt if fmt is not None else output.suffix.removeprefix(".")).lower()
+    if kind not in RENDER_FORMATS:
+        given = f"format {fmt!r:.40}" if fmt is not None else f"file name {str(output)!r:.80}"
+        raise InvalidArgument(f"diagram images are svg or png files, got {given}", field="fmt")
+    image = render(dot_source, kind, dot_binary=dot_binary, timeout=timeout)
     try:
-        output.write_bytes(done.stdout)
+        output.write_bytes(image)
     except OSError as exc:
         raise InvalidArgument(f"cannot write {output}: {exc.strerror or exc}", field="output") from exc

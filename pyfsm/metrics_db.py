@@ -32,12 +32,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .errors import InvalidArgument
+from .models import STATUSES
 from .resources import check_machine_name
 from .store import Store, _check_int
 
 log = logging.getLogger("pyfsm.metrics")
 
-STATUSES = ("running", "waiting", "paused", "failed", "completed")
 
 
 def _max_transition_sql(machine: str) -> str:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+#: Every status an instance can have, in the order pages and metrics list them.
+STATUSES = ("running", "waiting", "paused", "failed", "completed")
+
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.replace(tzinfo=UTC)

@@ -8,12 +8,14 @@ With neither, the run stops with a message saying what to set.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import itertools
 import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pymysql
@@ -23,6 +25,7 @@ from kafka_broker import kafka  # noqa: F401  (the tansu broker fixture for the 
 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
+from pyfsm.grants import Account, grant
 
 HELP = (
     "pyfsm's tests need a MySQL 8 or MariaDB 10.6+ server. Set PYFSM_TEST_DSN, e.g.\n"
@@ -171,3 +174,26 @@ def order(store: Store) -> Machine:
     machine = order_machine()
     store.define(machine)
     return machine
+
+
+@contextlib.contextmanager
+def granted_accounts(server: Settings, settings: Settings, roles: Sequence[str],
+                     prefix: str) -> Iterator[dict[str, Settings]]:
+    """Accounts ``<prefix><role[:3]>_<tag>@%`` granted their roles on ``settings``' database by
+    `pyfsm grant` (with a password each); the settings of each, by role. Dropped afterwards."""
+    password, tag = "Pw-" + uuid.uuid4().hex, uuid.uuid4().hex[:8]
+    made = {role: Account.parse(f"{prefix}{role[:3]}_{tag}@%", role) for role in roles}
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        grant(conn, list(made.values()), passwords={f"{a.user}@{a.host}": password for a in made.values()})
+    finally:
+        conn.close()
+    try:
+        yield {role: replace(settings, user=a.user, password=password) for role, a in made.items()}
+    finally:
+        conn = admin(server)
+        try:
+            for account in made.values():
+                conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
+        finally:
+            conn.close()

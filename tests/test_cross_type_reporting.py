@@ -12,19 +12,16 @@ Speed is measured in bench/bench_reporting.py, not here.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, errno_of, fetch
+from conftest import errno_of, fetch, granted_accounts
 
 from pyfsm import InvalidArgument, InvalidEncoding, Machine, Store, cli
 from pyfsm.db import Settings
-from pyfsm.grants import Account, grant
 
 IN_STATE = "CALL fsm_instances_in_state_v1(%s, %s, %s, %s)"
 HISTORY = "CALL fsm_account_history_v1(%s, %s, %s, %s, %s, %s)"
@@ -403,21 +400,8 @@ def test_cli_in_state_and_account(data: dict[str, Any], dba: Any, capsys: pytest
 @pytest.fixture
 def accounts(server: Settings, data: dict[str, Any]) -> Iterator[dict[str, Settings]]:
     """A reporting and an app account granted on the module's database (dropped afterwards)."""
-    settings, password = data["settings"], "Pw-" + uuid.uuid4().hex
-    tag = uuid.uuid4().hex[:8]
-    made = {role: Account.parse(f"pyfsm_x{role[:3]}_{tag}@%", role) for role in ("reporting", "app")}
-    conn = pymysql.connect(**settings.connect_kwargs())
-    try:
-        grant(conn, list(made.values()), passwords={f"{a.user}@{a.host}": password for a in made.values()})
-    finally:
-        conn.close()
-    yield {role: replace(settings, user=a.user, password=password) for role, a in made.items()}
-    conn = admin(server)
-    try:
-        for account in made.values():
-            conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
-    finally:
-        conn.close()
+    with granted_accounts(server, data["settings"], ("reporting", "app"), "pyfsm_x") as made:
+        yield made
 
 
 def test_reporting_and_app_accounts_may_call_both(accounts: dict[str, Settings], dba: Any) -> None:

@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, order_machine
+from conftest import admin, granted_accounts, order_machine
 from engine_fixtures import checkout
 
 from pyfsm import AccessDenied, Relay, Store, Worker
 from pyfsm.db import Settings
 from pyfsm.grants import REPORTING_PROCEDURES, Account, exists, grant, recorded
-
-PASSWORD = "Pw-" + uuid.uuid4().hex
 
 
 @pytest.fixture
@@ -28,20 +24,8 @@ def accounts(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # ty
         store.migrate()
         store.define(order_machine("order"))
         store.create("order", "o-1", lookup_key="acct-1")
-    tag = uuid.uuid4().hex[:8]
-    made = {role: Account.parse(f"pyfsm_{role}_{tag}@%", role) for role in ("app", "reporting", "relay")}
-    conn = pymysql.connect(**settings.connect_kwargs())
-    try:
-        grant(conn, list(made.values()), passwords={f"{a.user}@{a.host}": PASSWORD for a in made.values()})
-    finally:
-        conn.close()
-    yield {"settings": settings, **{role: replace(settings, user=a.user, password=PASSWORD) for role, a in made.items()}}
-    conn = admin(server)
-    try:
-        for account in made.values():
-            conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
-    finally:
-        conn.close()
+    with granted_accounts(server, settings, ("app", "reporting", "relay"), "pyfsm_") as made:
+        yield {"settings": settings, **made}
 
 
 def errno_of(settings: Settings, sql: str) -> int | None:

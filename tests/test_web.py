@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, fetch, order_machine
+from conftest import fetch, granted_accounts, order_machine
 from engine_fixtures import checkout
 from starlette.testclient import TestClient
 
@@ -21,11 +20,9 @@ from pyfsm import Context, Outcome, Store, Worker
 from pyfsm.cli import main
 from pyfsm.db import Settings
 from pyfsm.errors import InvalidArgument, NotParked, ParkedBehind
-from pyfsm.grants import Account, grant
 from pyfsm.web import ConsoleConfig, create_app
 from pyfsm.web.reads import PAGE, SCAN_WINDOW
 
-PASSWORD = "Pw-" + uuid.uuid4().hex
 HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=alert(1)>"
 
 
@@ -53,21 +50,8 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
         process.start(store, "f-1")
         Worker(store, [process], idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
         assert store.get("flow", "f-1").status == "failed"
-    tag = uuid.uuid4().hex[:8]
-    made = {role: Account.parse(f"pyfsm_w{role[:3]}_{tag}@%", role) for role in ("app", "reporting")}
-    conn = pymysql.connect(**settings.connect_kwargs())
-    try:
-        grant(conn, list(made.values()), passwords={f"{a.user}@{a.host}": PASSWORD for a in made.values()})
-    finally:
-        conn.close()
-    yield {"root": settings, "process": process,
-           **{role: replace(settings, user=a.user, password=PASSWORD).dsn() for role, a in made.items()}}
-    conn = admin(server)
-    try:
-        for account in made.values():
-            conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
-    finally:
-        conn.close()
+    with granted_accounts(server, settings, ("app", "reporting"), "pyfsm_w") as made:
+        yield {"root": settings, "process": process, **{role: a.dsn() for role, a in made.items()}}
 
 
 def client(site: dict[str, Any], **config: Any) -> TestClient:

@@ -22,21 +22,19 @@ import shutil
 import urllib.parse
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, fetch, order_machine
+from conftest import fetch, granted_accounts, order_machine
 from console_server import Console, consoles, http
 
 from pyfsm import Lease, Machine, Process, Store
 from pyfsm.db import Settings
-from pyfsm.grants import Account, grant
 from pyfsm.web.reads import PAGE
 
-PASSWORD = "Pw-" + uuid.uuid4().hex
 TOKEN = "tok-" + uuid.uuid4().hex
 HOSTILE_SCRIPT = "<script>window.__pwned=1</script>"
 HOSTILE_IMG = "<img src=x onerror=alert(document.domain)>"
@@ -167,27 +165,15 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
                         "WHERE id = %s", (error, outbox_id))
             parked[key] = int(outbox_id)
         conn.commit()
-
-        tag = uuid.uuid4().hex[:8]
-        accounts = {role: Account.parse(f"pyfsm_web_{role[:3]}_{tag}@%", role) for role in ("app", "reporting")}
-        grant(conn, list(accounts.values()), passwords={f"{a.user}@{a.host}": PASSWORD for a in accounts.values()})
     finally:
         conn.close()
-    reporting = replace(settings, user=accounts["reporting"].user, password=PASSWORD).dsn()
-    app = replace(settings, user=accounts["app"].user, password=PASSWORD).dsn()
-    world = World(settings, reporting, app, leases, parked, keys)
     try:
-        yield world
+        with granted_accounts(server, settings, ("app", "reporting"), "pyfsm_web_") as accounts:
+            yield World(settings, accounts["reporting"].dsn(), accounts["app"].dsn(), leases, parked, keys)
     finally:
         for lease in leases:
             lease.release()
         store.close()
-        conn = admin(server)
-        try:
-            for account in accounts.values():
-                conn.cursor().execute(f"DROP USER IF EXISTS {account.sql}")
-        finally:
-            conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -36,12 +37,12 @@ from ..errors import (
     UnknownInstance,
     UnknownMachine,
 )
+from ..models import STATUSES
 from ..resources import check_machine_name
-from ..store import Store
+from ..store import Store, _check_name
 from . import security
 from .actions import ACTIONS, Actions, check_operator, parse_json_object
-from .reads import STATUSES, Filters, Reads, ago, parse_time
-from .svg import render_svg
+from .reads import Filters, Reads, ago, parse_time
 
 OPERATOR_COOKIE = "pyfsm_operator"
 
@@ -193,7 +194,8 @@ class _Console:
             name = check_machine_name(request.path_params["machine"])
             machine = self.reads.machine(name)
             try:
-                svg = render_svg(diagram.dot(machine, state_counts=self.reads.state_counts(name)))
+                # served as an image, which a browser never lets run script
+                svg = diagram.render(diagram.dot(machine, state_counts=self.reads.state_counts(name)), "svg")
             except GraphvizUnavailable as exc:
                 return PlainTextResponse(str(exc), 404)
             return Response(svg, media_type="image/svg+xml")
@@ -296,10 +298,10 @@ class _Console:
             events: list[str] = []
             if action == "send":
                 name = check_machine_name(target["machine"])
-                view = self.reads.instance(name, target["key"] or "")
-                if view is None:
+                state = self.reads.current_state(name, target["key"] or "")
+                if state is None:
                     raise UnknownInstance(f"no {name} instance has the key {target['key']!r:.200}", machine=name)
-                events = self.reads.machine(name).events_from(view.instance["current_state"])
+                events = self.reads.machine(name).events_from(state)
             if action == "unpark":
                 found = self.reads.outbox_row(_int(target["outbox_id"], "outbox_id"))
                 target["event"] = found
@@ -320,11 +322,8 @@ class _Console:
             action, machine, key, detail, back = _action_arguments(values)
         except FsmError as exc:
             return self.page(request, "error.html", 400, error=exc)
-        actions = self.actions
-        from starlette.concurrency import run_in_threadpool
-
         try:
-            outcome = await run_in_threadpool(actions.run, operator, action, machine, key, detail)
+            outcome = await run_in_threadpool(self.actions.run, operator, action, machine, key, detail)
         except FsmError as exc:  # the log itself could not be written: nothing ran
             return self.page(request, "error.html", 503 if isinstance(exc, DatabaseUnavailable) else 500, error=exc)
         sep = "&" if "?" in back else "?"
@@ -381,13 +380,7 @@ def _local(target: str) -> str:
 
 
 def _name_or_none(value: str | None, what: str) -> str | None:
-    if not value:
-        return None
-    from ..definition import NAME
-
-    if not NAME.fullmatch(value):
-        raise InvalidArgument(f"{what} must match [a-z][a-z0-9_]*, got {value!r:.40}")
-    return value
+    return _check_name(what, value) if value else None
 
 
 def _choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:

@@ -25,7 +25,6 @@ from .. import db, reporting
 from ..definition import Machine
 from ..resources import check_machine_name
 
-STATUSES = ("running", "waiting", "paused", "failed", "completed")
 PAGE = 50
 SCAN_WINDOW = 20_000
 HISTORY_PAGE = 100
@@ -87,14 +86,16 @@ class Reads:
     # -- plumbing ---------------------------------------------------------------------------
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """A SELECT's rows; a missing view (1146) is UnknownMachine: a type not installed."""
         def run(conn: Any) -> list[Row]:
             with conn.cursor(pymysql.cursors.DictCursor) as cur:
                 cur.execute(sql, tuple(args))
-                found = list(cur.fetchall())
-                while cur.nextset():  # a CALL's status result
-                    pass
-                return found
-        return self.db.read(run)  # a missing view (1146) is UnknownMachine: a type not installed
+                return list(cur.fetchall())
+        return self.db.read(run)
+
+    def call(self, procedure: str) -> list[Row]:
+        """The rows of a reading procedure without arguments (its result sets drained by Database.call)."""
+        return self.db.call(db.call_sql(procedure, 0), (), retry_connection=True, writes=False)
 
     # -- machine types ----------------------------------------------------------------------
 
@@ -108,7 +109,7 @@ class Reads:
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        rows = self.rows("CALL fsm_stats_v1()")
+        rows = self.call("fsm_stats_v1")
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
         return rows
@@ -132,6 +133,12 @@ class Reads:
 
     def stats(self, name: str) -> Row | None:
         return next((r for r in self.stats_rows() if r["machine"] == name), None)
+
+    def current_state(self, name: str, key: str) -> str | None:
+        """The instance's state (None: no such instance), by its unique key."""
+        found = self.rows(f"SELECT current_state FROM `fsm_v_{check_machine_name(name)}` WHERE instance_key = %s",
+                          (key,))
+        return found[0]["current_state"] if found else None
 
     # -- instance listing -------------------------------------------------------------------
 
@@ -254,7 +261,7 @@ class Reads:
                          "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500")
 
     def outbox_lag(self) -> Row:
-        return self.rows("CALL fsm_outbox_lag_v1()")[0]
+        return self.call("fsm_outbox_lag_v1")[0]
 
     def parked(self) -> list[Row]:
         return self.rows("SELECT id, machine, instance_key, event, topic, sort_key, attempts, last_error, parked_at, "
