@@ -21,6 +21,9 @@ MACHINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
+#: The database refuses the same ones (sql/functions/fsm_reserved_name.sql, called by
+#: fsm_define_v4; tests/test_reserved_names.py keeps the two equal): a revision that adds a
+#: table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
     "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",

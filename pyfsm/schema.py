@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0013"
+HEAD_REVISION = "0014"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -94,6 +94,7 @@ CURRENT_OBJECTS = (
     "tables/fsm_relay_leaders.sql",
     "tables/fsm_operator_log.sql",
     "functions/fsm_valid_name.sql",
+    "functions/fsm_reserved_name.sql",
     "functions/fsm_is_object.sql",
     "functions/fsm_valid_utf8.sql",
     "functions/fsm_instances_in_state_sql.sql",

@@ -223,3 +223,50 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
             cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
 
 
+
+
+def replace_procedures(conn: Any, names: Iterable[str], revisions: str) -> None:
+    """Drop and create again each procedure ``names`` from ``migrations/sql/<revisions>/procedures``,
+    giving back the grants accounts (and roles) held on it.
+
+    MySQL has no CREATE OR REPLACE PROCEDURE, and DROP PROCEDURE revokes every grant on the
+    routine: those found in mysql.procs_priv (where the migrating account may read it) are
+    given again right after; the accounts `pyfsm grant` recorded get theirs from migrate as
+    always. Between the drop and the create a call fails with 1305. (Revision 0011 carries
+    its own copy of this, as it landed.)
+    """
+    for name in names:
+        with conn.cursor() as cur:
+            grants = _grants_on(cur, name)
+            cur.execute(f"DROP PROCEDURE IF EXISTS `{name}`")
+        apply_files(conn, [f"procedures/{name}.sql"], revisions=revisions)
+        with conn.cursor() as cur:
+            for statement, args in grants:
+                cur.execute(statement, args)
+
+
+def _grants_on(cur: Any, procedure: str) -> list[tuple[str, tuple[str, ...]]]:
+    """GRANT statements that give back what accounts and roles hold on ``procedure`` now
+    ([] for an account that may not read mysql.procs_priv)."""
+    try:
+        cur.execute("SELECT DATABASE()")
+        (database,) = cur.fetchone()
+        cur.execute("SELECT User, Host, Proc_priv FROM mysql.procs_priv WHERE Db = %s AND Routine_name = %s "
+                    "AND Routine_type = 'PROCEDURE'", (database, procedure))
+        rows = cur.fetchall()
+    except pymysql.err.MySQLError as exc:
+        if exc.args and exc.args[0] in (1142, 1044, 1146):  # no right to read it (or no such table)
+            return []
+        raise
+    statements: list[tuple[str, tuple[str, ...]]] = []
+    for user, host, privileges in rows:
+        granted = {p.strip().lower() for p in str(privileges).split(",") if p.strip()}
+        names = [p for p in ("execute", "alter routine") if p in granted]
+        if not names:
+            continue
+        to = "%s" if host == "" else "%s@%s"  # a MariaDB role has no host
+        statements.append((
+            f"GRANT {', '.join(n.upper() for n in names)} ON PROCEDURE `{database}`.`{procedure}` TO {to}"
+            + (" WITH GRANT OPTION" if "grant" in granted else ""),
+            (user,) if host == "" else (user, host)))
+    return statements

@@ -21,7 +21,7 @@
 -- procedure): run `pyfsm sync` or Store.define() afterwards; tables_ready says whether
 -- they exist.
 -- The body runs in three blocks, in this order: the JSON types of the names, the reserved
--- machine names, then validation and storage in one transaction.
+-- machine names (fsm_reserved_name_v1), then validation and storage in one transaction.
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
@@ -88,8 +88,7 @@ BEGIN
   -- machine names reserved for pyfsm's tables and views
   BEGIN
     DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-    IF p_machine IN ('runs', 'accounts', 'state_counts', 'held_locks_v1',
-                     'instances', 'history', 'failed', 'funnel', 'stuck') THEN
+    IF fsm_reserved_name_v1(p_machine) THEN
       SET v_msg = LEFT(CONCAT('fsm: machine name ', p_machine, ' is reserved'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
     END IF;
@@ -122,12 +121,6 @@ BEGIN
     END;
     IF NOT fsm_valid_name_v1(p_machine, 48) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: machine name must match [a-z][a-z0-9_]* and have at most 48 characters', MYSQL_ERRNO = 31009;
-    END IF;
-    IF p_machine IN ('machines', 'definitions', 'states', 'rules', 'outbox', 'locks', 'lock_log',
-                     'queue', 'workers', 'relay', 'archive', 'settings', 'errors', 'schema', 'alembic_version')
-       OR p_machine LIKE 'v\_%' OR p_machine LIKE '%\_transitions' THEN
-      SET v_msg = LEFT(CONCAT('fsm: machine name ', COALESCE(p_machine, 'NULL'), ' is reserved'), 128);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
     END IF;
     IF NOT fsm_is_object_v1(p_definition) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid definition: not a JSON object', MYSQL_ERRNO = 31001;
