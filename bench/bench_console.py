@@ -33,7 +33,7 @@ time is what the TestClient call took (in process: no network, no HTTP parsing b
 Then, to say where a page's time goes, one more request of each page runs with every
 statement recorded (pymysql's Cursor.execute, wrapped in this process only), and each
 statement is run again on a connection of its own: its time, the rows the server read (the
-session's Handler_read% counters), and its EXPLAIN (for ``CALL fsm_stats_v1()``, the
+session's Handler_read% counters), and its EXPLAIN (for ``CALL fsm_stats_v2()``, the
 statement it prepares for the big type).
 
 The INSERT+COMMIT ceiling (bench_transitions.measure, 1 client) is measured at the start and
@@ -510,8 +510,8 @@ def measure_pages(settings: Settings, todo: list[Page], reps: int) -> None:
 
 
 def inner_statement(sql: str) -> str | None:
-    """What a CALL runs, to EXPLAIN: the big type's part of fsm_stats_v1 (fsm_outbox_lag_v1's is one range)."""
-    if "fsm_stats_v1" in sql:
+    """What a CALL runs, to EXPLAIN: the big type's part of fsm_stats_v2 (fsm_outbox_lag_v1's is one range)."""
+    if "fsm_stats_v2" in sql:
         return (f"SELECT SUM(status = 'running'), SUM(status = 'waiting'), SUM(status = 'paused'), "
                 f"SUM(status = 'failed') FROM `fsm_{NAME}` WHERE status IN ('running', 'waiting', 'paused', 'failed')")
     if "fsm_outbox_lag_v1" in sql:
@@ -594,7 +594,7 @@ def report(todo: list[Page], diagnoses: dict[str, list[Diagnosis]], ceilings: li
     lines += ["", "Missed: " + (", ".join(f"`{p.label}`" for p in missed) if missed else "none") + ".", "",
               "Where the time goes: the slowest statement of one recorded request of each page, run again on a "
               "connection of its own (ms as the console ran it / again; rows read: the session's Handler_read%; "
-              "EXPLAIN `table:key/type`; for `CALL fsm_stats_v1()` the big type's status count it prepares).", "",
+              "EXPLAIN `table:key/type`; for `CALL fsm_stats_v2()` the big type's status count it prepares).", "",
               "| page | DB ms of the request | slowest statement | ms (console / again) | rows read | EXPLAIN |",
               "|---|---:|---|---:|---:|---|"]
     for p in todo:

@@ -112,10 +112,10 @@ def measure(settings: Settings, scrapes: int) -> list[tuple[str, list[float], st
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         with conn.cursor() as cur:
-            machines = [str(r[0]) for r in _rows(cur, "CALL fsm_stats_v1()")]
+            machines = [str(r[0]) for r in _rows(cur, "CALL fsm_stats_v2()")]
             top_order = top["order"]
             for label, statement in (
-                    ("CALL fsm_stats_v1() (status counts read the (status, id) index)", "CALL fsm_stats_v1()"),
+                    ("CALL fsm_stats_v2() (status counts read the (status, id) index)", "CALL fsm_stats_v2()"),
                     ("CALL fsm_outbox_lag_v1()", "CALL fsm_outbox_lag_v1()"),
                     ("SELECT of the counters, locks, highest ids and queue", _snapshot_sql(machines, 300.0)),
                     ("SELECT by event, 15,000 new rows", _events_sql({"order": (top_order - 15_000, top_order)},

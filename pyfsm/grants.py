@@ -47,7 +47,7 @@ RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1", "fsm_relay_lea
 #: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
 #: fsm_v_outbox, which the web console and `pyfsm metrics` read. Granted where the schema has them.
 REPORTING_PROCEDURES = ("fsm_schema_version_v1", "fsm_instances_in_state_v1", "fsm_account_history_v1",
-                        "fsm_stats_v1", "fsm_outbox_lag_v1")
+                        "fsm_stats_v2", "fsm_stats_v1", "fsm_outbox_lag_v1")
 
 
 @dataclass(frozen=True)

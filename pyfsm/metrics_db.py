@@ -4,7 +4,7 @@ the console's /metrics.
 Everything is read on each scrape, through what a reporting account (`pyfsm grant
 --reporting`) may read, in four round trips on one connection:
 
-1. ``CALL fsm_stats_v1()``: the installed types and their instances by status;
+1. ``CALL fsm_stats_v2()``: the installed types and their instances by status;
 2. ``CALL fsm_outbox_lag_v1()``: the relay's backlog;
 3. one ``SELECT`` of labelled samples (a ``UNION ALL``): the counters per state
    (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), and per type the
@@ -162,7 +162,7 @@ class DatabaseCollector(Collector):
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:
-            stats = _rows(cur, "CALL fsm_stats_v1()")
+            stats = _rows(cur, "CALL fsm_stats_v2()")
             lag = _rows(cur, "CALL fsm_outbox_lag_v1()")
             machines = [check_machine_name(str(row[0])) for row in stats]
             snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after))
@@ -209,9 +209,9 @@ class DatabaseCollector(Collector):
             else:
                 per.setdefault(str(machine), {})[str(what)] = _number(value)
 
-        by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v1)",
+        by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)",
                                       labels=["machine", "status"])
-        # fsm_stats_v1's columns: machine, current_version, instances, then the statuses
+        # fsm_stats_v2's columns: machine, current_version, instances, then the statuses
         for row in stats:
             for status, value in zip(STATUSES, row[3:8], strict=True):
                 by_status.add_metric([str(row[0]), status], _number(value))

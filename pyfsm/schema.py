@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0014"
+HEAD_REVISION = "0015"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -71,6 +71,7 @@ DEPRECATED = (
     Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
     Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
     Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
 )
 DEPRECATED_FILES = tuple(d.frozen for d in DEPRECATED if "<machine>" not in d.name)
 DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.name)
@@ -146,7 +147,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_run_info_v1.sql",
     # reporting and the relay
     "procedures/fsm_state_at_v1.sql",
-    "procedures/fsm_stats_v1.sql",
+    "procedures/fsm_stats_v2.sql",
     "procedures/fsm_instances_in_state_v1.sql",
     "procedures/fsm_account_history_v1.sql",
     "procedures/fsm_outbox_lag_v1.sql",

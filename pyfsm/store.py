@@ -463,8 +463,8 @@ class Store:
 
     def stats(self) -> list[dict[str, Any]]:
         """One dict per installed machine type: instances, running, waiting, paused, failed,
-        completed, due and claimed runs, unpublished outbox events (fsm_stats_v1)."""
-        return self._stale_rows("fsm_stats_v1", ())
+        completed, due and claimed runs, unpublished outbox events (fsm_stats_v2)."""
+        return self._stale_rows("fsm_stats_v2", ())
 
     # -- plumbing -------------------------------------------------------------------------
 

@@ -92,11 +92,14 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
         store.create("job", f"j-{n}", data={"fail": n < 2})
         store.enqueue("job", f"j-{n}")
     Worker(store, [process], idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
-    for n in range(5, 8):
+    for n in range(5, 9):
         store.create("job", f"j-{n}")
         store.enqueue("job", f"j-{n}")
     sql(settings, "UPDATE fsm_runs SET due_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR "
                   "WHERE machine = 'job' AND instance_key = 'j-5'")
+    # j-8: claimed by a worker that died; its claim ran out 90 minutes ago
+    sql(settings, "UPDATE fsm_runs SET claimed_by = 'dead-worker:1', due_at = UTC_TIMESTAMP(6) - INTERVAL 90 MINUTE "
+                  "WHERE machine = 'job' AND instance_key = 'j-8'")
     [claimed] = claim(store, process, "metrics-test:1", key="j-6")
     store.create("feed", "f-1", lookup_key="acct-1")
     store.create("feed", "f-2", lookup_key="acct-2")
@@ -124,10 +127,20 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
         unpublished = cur.fetchone()[0]
     conn.close()
     assert value(got, "pyfsm_transitions_total", machine="order") >= 13  # 7 creations, 6 events
-    # the queue: j-5 overdue for 2 h, j-7 due now, j-6 claimed
-    assert value(got, "pyfsm_queue_due", machine="job") == 2
+    # the queue: j-5 overdue for 2 h, j-8's claim ran out 90 min ago, j-7 due now, j-6 claimed
+    assert value(got, "pyfsm_queue_due", machine="job") == 3
     assert value(got, "pyfsm_queue_claimed", machine="job") == 1
-    assert value(got, "pyfsm_stuck_runs", machine="job") == 1
+    assert value(got, "pyfsm_stuck_runs", machine="job") == 2
+    # Store.stats() (fsm_stats_v2) counts the queue as the metrics do; the deprecated
+    # fsm_stats_v1 counted the claim that ran out as claimed, not due
+    [job] = [row for row in store.stats() if row["machine"] == "job"]
+    assert (job["due"], job["claimed"]) == (3, 1)
+    conn = pymysql.connect(**settings.connect_kwargs())
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute("CALL fsm_stats_v1()")
+        [old] = [row for row in cur.fetchall() if row["machine"] == "job"]
+    conn.close()
+    assert (old["due"], old["claimed"]) == (2, 2)
     assert 7200 <= value(got, "pyfsm_queue_oldest_due_seconds", machine="job") < 7300
     assert value(got, "pyfsm_queue_due", machine="order") == 0  # the store's own types are in no queue
     assert value(got, "pyfsm_outbox_unpublished") == unpublished == 2
@@ -139,7 +152,7 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
     after = scrape(database_registry(store, stuck_after=3600))  # the lease is released
     assert value(after, "pyfsm_locks_held", kind="global") == 0
     less = scrape(database_registry(store, stuck_after=0))  # every due run is stuck now
-    assert value(less, "pyfsm_stuck_runs", machine="job") == 2
+    assert value(less, "pyfsm_stuck_runs", machine="job") == 3  # j-5, j-7, j-8
 
 
 def test_per_event_counters_count_exactly_the_transitions_between_scrapes(fresh) -> None:  # type: ignore[no-untyped-def]

@@ -318,12 +318,12 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
     lag = q(dba, "CALL fsm_outbox_lag_v1()")[0]
     pending = q(dba, "SELECT COUNT(*) AS n, MIN(id) AS oldest FROM fsm_outbox WHERE published_at IS NULL")[0]
     assert (lag["unpublished"], lag["oldest_id"], lag["parked"]) == (pending["n"], pending["oldest"], 0)
-    [stats] = [r for r in q(dba, "CALL fsm_stats_v1()") if r["machine"] == "ticket"]  # desk has no tables: not listed
+    [stats] = [r for r in q(dba, "CALL fsm_stats_v2()") if r["machine"] == "ticket"]  # desk has no tables: not listed
     status = {r["status"]: r["n"] for r in q(dba, "SELECT status, COUNT(*) AS n FROM fsm_ticket GROUP BY status")}
     assert stats["instances"] == sum(status.values()) and stats["completed"] == status.get("completed", 0)
     assert all(stats[s] == status.get(s, 0) for s in ("running", "waiting", "paused", "failed"))
-    runs = q(dba, "SELECT SUM(claimed_by IS NULL AND due_at <= UTC_TIMESTAMP(6)) AS due, SUM(claimed_by IS NOT NULL) "
-                  "AS claimed FROM fsm_runs WHERE machine = 'ticket'")[0]
+    runs = q(dba, "SELECT SUM(due_at <= UTC_TIMESTAMP(6)) AS due, SUM(claimed_by IS NOT NULL AND due_at > "
+                  "UTC_TIMESTAMP(6)) AS claimed FROM fsm_runs WHERE machine = 'ticket'")[0]
     assert (stats["due"], stats["claimed"]) == (int(runs["due"] or 0), int(runs["claimed"] or 0))
     assert stats["unpublished"] == q(dba, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = 'ticket' "
                                           "AND published_at IS NULL")[0]["n"]
@@ -379,6 +379,7 @@ BAD_INPUT = (
     ("CALL fsm_instances_in_state_v1('open', 'ticket', NULL, 10)", 31009),
     ("CALL fsm_account_history_v1('cust-b', 1, NULL, NULL, NULL, 0)", 31009),
     ("CALL fsm_stats_v1(1)", WRONG_ARGUMENT_COUNT),
+    ("CALL fsm_stats_v2(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_outbox_lag_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_relay_lead_v1('pyfsm_relay_b', 'b:relay', 0)", 31009),
     ("CALL fsm_relay_resign_v1('pyfsm_relay_b', NULL)", 31009),

@@ -231,7 +231,7 @@ class _Console:
     def stuck(self, request: Request) -> Response:
         def render() -> Response:
             machines = self.reads.machines()
-            # every type: a dead worker's overdue run counts as claimed in the stats, not as due
+            # every type, not only those the stats show runs due for: the stats may be 5 s old
             runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines]
             return self.page(request, "stuck.html", runs=runs, stuck_after=self.config.stuck_after)
         return self.guarded(request, render)

@@ -28,7 +28,7 @@ from ..resources import check_machine_name
 PAGE = 50
 SCAN_WINDOW = 20_000
 HISTORY_PAGE = 100
-#: How old the status counts (fsm_stats_v1) a page shows may be, in seconds.
+#: How old the status counts (fsm_stats_v2) a page shows may be, in seconds.
 STATS_MAX_AGE = 5.0
 Row = dict[str, Any]
 
@@ -100,7 +100,7 @@ class Reads:
     # -- machine types ----------------------------------------------------------------------
 
     def stats_rows(self) -> list[Row]:
-        """``CALL fsm_stats_v1()``, at most ``stats_max_age`` seconds old.
+        """``CALL fsm_stats_v2()``, at most ``stats_max_age`` seconds old.
 
         Its status counts read the status index of every unfinished instance (about 45 ms at
         150,000 of them, bench/bench_console.py): one call serves every page for a few seconds
@@ -109,13 +109,13 @@ class Reads:
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        rows = self.call("fsm_stats_v1")
+        rows = self.call("fsm_stats_v2")
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
         return rows
 
     def machines(self) -> list[Row]:
-        """Installed types with their counts per state (the counters) and per status (fsm_stats_v1)."""
+        """Installed types with their counts per state (the counters) and per status (fsm_stats_v2)."""
         stats = {r["machine"]: r for r in self.stats_rows()}
         counts: dict[str, list[Row]] = {}
         for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):

@@ -1,17 +1,21 @@
--- fsm_stats_v1: one line per installed machine type: instances, status, queue, outbox.
+-- fsm_stats_v2: one line per installed machine type: instances, status, queue, outbox.
 --
 -- instances is the sum of fsm_state_counts; running/waiting/paused/failed are counted
 -- through each type's (status, id) index (completed = instances - the others, not read);
--- due/claimed come from the engine's queue fsm_runs; unpublished / oldest_unpublished_at
--- from the relay's outbox. Cheap enough to poll for dashboards: it reads no history and no
--- completed instance.
+-- due/claimed come from the engine's queue fsm_runs through its (machine, due_at, id) index;
+-- unpublished / oldest_unpublished_at from the relay's outbox. Cheap enough to poll for
+-- dashboards: it reads no history and no completed instance.
+-- A claim is a lease: a claimed run's due_at is when the claim runs out. So due counts every
+-- run whose due_at has passed, claims that ran out included (a dead worker's: any worker may
+-- take it), and claimed only the claims still running. fsm_stats_v1 counted a claim that ran
+-- out as claimed and not due; pyfsm's metrics and web console count as this one does.
 -- Parameters: none.
 -- Result: rows (machine, current_version, instances, running, waiting, paused, failed,
 --   completed, due, claimed, unpublished, oldest_unpublished_at), ordered by machine; none
 --   when no type is installed.
 -- Errors: none of its own.
--- Example: CALL fsm_stats_v1();
-CREATE PROCEDURE `fsm_stats_v1`()
+-- Example: CALL fsm_stats_v2();
+CREATE PROCEDURE `fsm_stats_v2`()
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_done TINYINT DEFAULT 0;
@@ -34,9 +38,9 @@ BEGIN
       's.running, s.waiting, s.paused, s.failed, ',
       '(SELECT CAST(COALESCE(SUM(instances), 0) AS SIGNED) FROM fsm_state_counts WHERE machine = m.machine)',
       ' - s.running - s.waiting - s.paused - s.failed AS completed, ',
-      '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.claimed_by IS NULL ',
-      'AND r.due_at <= UTC_TIMESTAMP(6)) AS due, ',
-      '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.claimed_by IS NOT NULL) AS claimed, ',
+      '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.due_at <= UTC_TIMESTAMP(6)) AS due, ',
+      '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.due_at > UTC_TIMESTAMP(6) ',
+      'AND r.claimed_by IS NOT NULL) AS claimed, ',
       '(SELECT COUNT(*) FROM fsm_outbox o WHERE o.published_at IS NULL AND o.machine = m.machine) AS unpublished, ',
       '(SELECT MIN(o.occurred_at) FROM fsm_outbox o WHERE o.published_at IS NULL AND o.machine = m.machine) ',
       'AS oldest_unpublished_at ',
