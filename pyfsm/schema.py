@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 VERSION_TABLE = "fsm_alembic_version"
 
 

@@ -301,10 +301,11 @@ def check(text: str, path: str, known: Known) -> list[str]:
 
 
 def installed_objects(conn: Any, sample_type: str) -> frozenset[str]:
-    """Tables, views, routines and triggers of the connection's database, the sample type's
-    written with <type>."""
+    """Tables, views, routines, triggers and indexes (what EXPLAIN names) of the connection's
+    database, the sample type's written with <type>."""
     with conn.cursor() as cur:
         cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
                     "UNION SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()")
+                    "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                    "UNION SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE()")
         return frozenset(generic(row[0], sample_type) for row in cur.fetchall())

@@ -302,3 +302,37 @@ def test_lease_connections_are_reused_only_after_a_clean_release(store: Store) -
     third, lease = connection_of_next_lease()
     assert third != second
     lease.release()
+
+
+def test_the_locks_held_are_found_without_reading_every_account(make_database) -> None:  # type: ignore[no-untyped-def]
+    """fsm_locks keeps a row per account that ever took a lock; fsm_held_locks_v1 (the metrics,
+    the console) reads the index fsm_locks_held, not every row (revision 0016)."""
+    settings = make_database()
+    with Store(settings.dsn()) as store:
+        store.migrate()
+        name = define(store, uses_global_lock=True)
+        keys = [new_order(store, name, f"acct-{n}") for n in range(3)]
+        conn = pymysql.connect(**settings.connect_kwargs())
+        try:
+            with conn.cursor() as cur:  # 5,000 accounts whose locks were released, one that expired
+                cur.executemany(
+                    "INSERT INTO fsm_locks (scope, lookup_key, machine, instance_id, instance_key, owner, locked_at, "
+                    "unlocked_at, expires_at, advisory_name) VALUES ('*', %s, %s, 1, 'k', 'old', "
+                    "UTC_TIMESTAMP(6) - INTERVAL 1 DAY, %s, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 'fsm_lock_x')",
+                    [(f"old-{n}", name, None if n == 0 else "2020-01-01") for n in range(5000)])
+            conn.commit()
+            held = [store.lock(name, key, heartbeat=False) for key in keys[:2]]
+            released = store.lock(name, keys[2], heartbeat=False)
+            released.release()
+            with conn.cursor() as cur:
+                cur.execute("FLUSH STATUS")
+                cur.execute("SELECT lookup_key, owner FROM fsm_held_locks_v1 ORDER BY lookup_key")
+                rows = cur.fetchall()
+                cur.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+                reads = {k: int(v) for k, v in cur.fetchall()}
+            assert rows == (("acct-0", held[0].owner), ("acct-1", held[1].owner))
+            assert sum(reads.values()) < 100, reads  # 5,003 rows without the index
+            for lease in held:
+                lease.release()
+        finally:
+            conn.close()

@@ -7,6 +7,9 @@
 -- fsm_force_unlock_v2; a released row is kept and reused by the next acquisition.
 -- advisory_name is the GET_LOCK name taken beside the row; connection_id is the connection
 -- that took it (see the view fsm_held_locks_v1 for whether it still holds it).
+-- The index fsm_locks_held (unlocked_at, expires_at) finds the locks held now without
+-- reading the rows of every account that ever took one (fsm_held_locks_v1, the metrics' and
+-- the web console's locks): one range, unlocked_at IS NULL AND expires_at > now.
 -- Errors: none of its own.
 -- Example: SELECT scope, lookup_key, owner, locked_at, expires_at FROM fsm_locks WHERE unlocked_at IS NULL AND expires_at > UTC_TIMESTAMP(6);
 CREATE TABLE IF NOT EXISTS `fsm_locks` (
@@ -24,5 +27,6 @@ CREATE TABLE IF NOT EXISTS `fsm_locks` (
   `connection_id` BIGINT UNSIGNED NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `fsm_locks_scope_key` (`scope`, `lookup_key`),
-  KEY `fsm_locks_owner` (`owner`)
+  KEY `fsm_locks_owner` (`owner`),
+  KEY `fsm_locks_held` (`unlocked_at`, `expires_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
