@@ -157,8 +157,9 @@ class DatabaseCollector(Collector):
     # -- reading --------------------------------------------------------------------------
 
     def _read(self) -> list[Metric]:
-        self.store._ensure_schema()  # SchemaVersionMismatch names the fix
-        return self.store._db.read(self._read_on)
+        # a Store with read_dsn is read on its replica: every number here may lag a little
+        # (SchemaVersionMismatch names the fix when the schema is not this pyfsm's)
+        return self.store._stale_db().read(self._read_on)
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:

@@ -479,6 +479,15 @@ class Store:
         """Every row of a read that may lag the primary: on the replica when there is one."""
         if self._replica is None:
             return self._rows(procedure, args, **context)
+        return self._stale_db().call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,
+                                     **context)
+
+    def _stale_db(self) -> db.Database:
+        """Where reads that may lag the primary go: the replica, once it is known to have this
+        pyfsm's schema (SchemaVersionMismatch otherwise), or the primary when there is none."""
+        if self._replica is None:
+            self._ensure_schema()
+            return self._db
         if not self._replica_schema_ok:
             with self._lock:  # the replica must have caught up with the primary's migration
                 found = self._replica.read(schema.current_revision)
@@ -489,8 +498,7 @@ class Store:
                         f"this pyfsm needs {schema.HEAD_REVISION}: migrate the primary and let the replica catch up",
                         found=found, expected=schema.HEAD_REVISION)
                 self._replica_schema_ok = True
-        return self._replica.call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,
-                                  **context)
+        return self._replica
 
     def _call(
         self, procedure: str, args: tuple[Any, ...], *, read: bool = False, writes: bool = False,

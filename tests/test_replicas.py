@@ -38,15 +38,18 @@ def pair_db(replica_pair: ReplicaPair) -> Iterator[dict[str, Any]]:  # noqa: F81
         for n in range(4):
             store.send("order", f"o-{n}", "pay")
         store.send("order", "o-0", "ship")
-    user = f"app_{primary.database[-8:]}"
+    user, reader = f"app_{primary.database[-8:]}", f"rep_{primary.database[-8:]}"
     conn = pymysql.connect(**{**primary.connect_kwargs(), "autocommit": True})
     try:
-        grant(conn, [Account.parse(f"{user}@127.0.0.1", "app")], passwords={f"{user}@127.0.0.1": PASSWORD})
+        grant(conn, [Account.parse(f"{user}@127.0.0.1", "app"), Account.parse(f"{reader}@127.0.0.1", "reporting")],
+              passwords={f"{user}@127.0.0.1": PASSWORD, f"{reader}@127.0.0.1": PASSWORD})
     finally:
         conn.close()
     replica_pair.caught_up()
     yield {"pair": replica_pair, "primary": replace(primary, user=user, password=PASSWORD),
-           "replica": replace(replica, user=user, password=PASSWORD), "machine": machine}
+           "replica": replace(replica, user=user, password=PASSWORD), "machine": machine,
+           "primary_reporting": replace(primary, user=reader, password=PASSWORD),
+           "replica_reporting": replace(replica, user=reader, password=PASSWORD)}
 
 
 def reads(store: Store) -> dict[str, Any]:
@@ -117,6 +120,14 @@ def test_stale_reads_come_from_the_replica_and_everything_else_from_the_primary(
     fresh = pyfsm("counts", "order", "--dsn", primary.dsn(), "--json")
     assert stale.returncode == fresh.returncode == 0, stale.stderr + fresh.stderr
     assert json.loads(stale.stdout)["paid"] + 1 == json.loads(fresh.stdout)["paid"]
+    # the metrics (a reporting account's) read the replica too when given one
+    def paid(*read_dsn: str) -> float:
+        result = pyfsm("metrics", "--dsn", pair_db["primary_reporting"].dsn(), *read_dsn, "--json")
+        assert result.returncode == 0, result.stderr
+        [value] = [s["value"] for f in json.loads(result.stdout) if f["name"] == "pyfsm_instances"
+                   for s in f["samples"] if s["labels"] == {"machine": "order", "state": "paid"}]
+        return float(value)
+    assert paid("--read-dsn", pair_db["replica_reporting"].dsn()) + 1 == paid() == json.loads(fresh.stdout)["paid"]
 
 
 def test_a_replica_behind_the_primarys_migration_is_refused_with_the_fix(replica_pair: ReplicaPair) -> None:  # noqa: F811
