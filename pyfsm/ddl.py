@@ -12,7 +12,7 @@ import pymysql
 from . import db
 from .resources import render
 
-_ALREADY_EXISTS = {1050, 1060, 1304, 1359}  # table, column, routine, trigger already exists
+_ALREADY_EXISTS = {1050, 1060, 1061, 1304, 1359}  # table, column, index, routine, trigger already exists
 
 
 def execute_ddl(conn: Any, statements: Iterable[str]) -> None:

@@ -31,10 +31,12 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 9464
 
 
-def database_registry(store: Store, *, stuck_after: float = 300.0, settle_seconds: float = 5.0) -> CollectorRegistry:
+def database_registry(store: Store, *, stuck_after: float = 300.0, settle_seconds: float = 5.0,
+                      read_replica: bool = False) -> CollectorRegistry:
     """A registry holding one :class:`DatabaseCollector` of ``store`` (what /metrics serves)."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds))
+    registry.register(DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds,
+                                        read_replica=read_replica))
     return registry
 
 

@@ -118,14 +118,20 @@ class DatabaseCollector(Collector):
     ago, so that a transaction still open at a scrape (its row has an id below rows already
     committed, but is not visible yet) is counted once it commits, not skipped; the
     per-event counters lag by about one scrape. 0 counts up to the newest row at once.
+    ``read_replica``: read the store's read replica (``Store(read_dsn=...)``) instead of the
+    primary; every number then lags by the replica's delay, and those counted against the
+    clock (stuck runs, the oldest due, locks held) see lease ends the primary has moved since.
 
     A scrape that cannot read the database answers all the same: ``pyfsm_up 0`` and the
     scrape's duration, and logs why (logger ``pyfsm.metrics``). Scrapes are serialised.
     """
 
     def __init__(self, store: Store, *, stuck_after: float = 300.0, max_event_rows: int = 100_000,
-                 settle_seconds: float = 5.0) -> None:
+                 settle_seconds: float = 5.0, read_replica: bool = False) -> None:
         self.store = store
+        if read_replica and store.read_settings is None:
+            raise InvalidArgument("read_replica=True needs a Store with read_dsn")
+        self.read_replica = read_replica
         self.stuck_after = _seconds("stuck_after", stuck_after, 10**8)
         self.settle_seconds = _seconds("settle_seconds", settle_seconds, 3600)
         self.max_event_rows = _check_int("max_event_rows", max_event_rows, minimum=1, maximum=10_000_000)
@@ -157,9 +163,13 @@ class DatabaseCollector(Collector):
     # -- reading --------------------------------------------------------------------------
 
     def _read(self) -> list[Metric]:
-        # a Store with read_dsn is read on its replica: every number here may lag a little
+        # on a replica every number lags, and those counted against the clock (stuck runs, the
+        # oldest due, locks held) read old lease ends as expired: only when asked for
         # (SchemaVersionMismatch names the fix when the schema is not this pyfsm's)
-        return self.store._stale_db().read(self._read_on)
+        if self.read_replica:
+            return self.store._stale_db().read(self._read_on)
+        self.store._ensure_schema()
+        return self.store._db.read(self._read_on)
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:

@@ -23,7 +23,7 @@ import pytest
 from conftest import admin, order_machine
 from prometheus_client.parser import text_string_to_metric_families
 
-from pyfsm import Machine, Process, Store, Worker
+from pyfsm import InvalidArgument, Machine, Process, Store, Worker
 from pyfsm.db import Settings, parse_dsn
 from pyfsm.engine import claim
 from pyfsm.grants import Account, grant
@@ -384,3 +384,9 @@ def test_a_worker_process_serves_its_step_counts(fresh) -> None:  # type: ignore
     assert value(got, "pyfsm_worker_runs_total", machine="cli_checkout", status="completed") == 9
     assert value(got, "pyfsm_handler_seconds_count", machine="cli_checkout", state="charge") == 9
     assert value(got, "pyfsm_worker_step_commit_seconds_count", machine="cli_checkout") >= 3
+
+
+def test_reading_a_replica_needs_a_store_with_one(fresh) -> None:  # type: ignore[no-untyped-def]
+    _settings, store = fresh
+    with pytest.raises(InvalidArgument, match="read_dsn"):
+        DatabaseCollector(store, read_replica=True)

@@ -835,3 +835,25 @@ def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_da
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
     finally:
         raw.close()
+
+
+def test_0016_finds_its_index_built_by_an_interrupted_run(make_database) -> None:  # type: ignore[no-untyped-def]
+    """An ALTER that built fsm_locks_held before the revision was recorded (a lost connection):
+    running the migration again goes on instead of failing with 1061."""
+    from conftest import fetch
+
+    from pyfsm import schema
+    from pyfsm.resources import read_frozen
+
+    settings = make_database()
+    schema.migrate(settings, revision="0015")
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        conn.cursor().execute(read_frozen("changes/fsm_locks_held.sql", revisions="0016"))
+        schema.migrate(settings)
+        assert schema.current_revision(conn) == HEAD_REVISION
+        assert fetch(conn, "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() "
+                           "AND table_name = 'fsm_locks' AND index_name = 'fsm_locks_held' ORDER BY seq_in_index") \
+            == [{"column_name": "unlocked_at"}, {"column_name": "expires_at"}]
+    finally:
+        conn.close()

@@ -5,6 +5,9 @@ of the tests' own (tests/replica_pair.py), the replica read_only."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -120,14 +123,19 @@ def test_stale_reads_come_from_the_replica_and_everything_else_from_the_primary(
     fresh = pyfsm("counts", "order", "--dsn", primary.dsn(), "--json")
     assert stale.returncode == fresh.returncode == 0, stale.stderr + fresh.stderr
     assert json.loads(stale.stdout)["paid"] + 1 == json.loads(fresh.stdout)["paid"]
-    # the metrics (a reporting account's) read the replica too when given one
-    def paid(*read_dsn: str) -> float:
-        result = pyfsm("metrics", "--dsn", pair_db["primary_reporting"].dsn(), *read_dsn, "--json")
+    # the metrics (a reporting account's) read the replica when told with --read-dsn, and
+    # only then: $PYFSM_READ_DSN leaves them on the primary
+    def paid(*read_dsn: str, env: dict[str, str] | None = None) -> float:
+        result = subprocess.run([sys.executable, "-m", "pyfsm", "metrics", "--dsn", pair_db["primary_reporting"].dsn(),
+                                 *read_dsn, "--json"], capture_output=True, text=True, timeout=120,
+                                env={k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"} | (env or {}))
         assert result.returncode == 0, result.stderr
         [value] = [s["value"] for f in json.loads(result.stdout) if f["name"] == "pyfsm_instances"
                    for s in f["samples"] if s["labels"] == {"machine": "order", "state": "paid"}]
         return float(value)
-    assert paid("--read-dsn", pair_db["replica_reporting"].dsn()) + 1 == paid() == json.loads(fresh.stdout)["paid"]
+    on_primary = json.loads(fresh.stdout)["paid"]
+    assert paid("--read-dsn", pair_db["replica_reporting"].dsn()) + 1 == paid() == on_primary
+    assert paid(env={"PYFSM_READ_DSN": pair_db["replica_reporting"].dsn()}) == on_primary
 
 
 def test_a_replica_behind_the_primarys_migration_is_refused_with_the_fix(replica_pair: ReplicaPair) -> None:  # noqa: F811

@@ -8,7 +8,11 @@ fsm_locks keeps one row per lock scope and account that ever took a lock, so
 fsm_held_locks_v1, which `pyfsm metrics` and the web console read, scanned all of them:
 about 0.5 s at a million accounts. The index fsm_locks_held (unlocked_at, expires_at) makes
 it one range over the locks held. Built online (ALGORITHM=INPLACE, LOCK=NONE): lock calls go
-on meanwhile; it takes about as long as reading the table once.
+on meanwhile; it takes about as long as reading the table once. Before it starts, the ALTER
+needs the table's metadata lock, which a long transaction that read fsm_locks (a transition
+of a type with locks does) holds, and every later transition would queue behind the waiting
+ALTER: it waits 2 s at a time and tries again (pyfsm.ddl.ddl_waiting_briefly). Run again
+after an interruption, it finds the index built (1061) and goes on.
 
 SQL frozen in migrations/sql/0016. Never edit a revision once it has landed: add the next
 number instead.
@@ -16,7 +20,8 @@ number instead.
 
 from alembic import op
 
-from pyfsm.upgrades import apply_files
+from pyfsm.ddl import ddl_waiting_briefly
+from pyfsm.resources import read_frozen
 
 revision = "0016"
 down_revision = "0015"
@@ -25,7 +30,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_files(op.get_bind().connection.dbapi_connection, ["changes/fsm_locks_held.sql"], revisions="0016")
+    ddl_waiting_briefly(op.get_bind().connection.dbapi_connection,
+                        [read_frozen("changes/fsm_locks_held.sql", revisions="0016")])
 
 
 def downgrade() -> None:

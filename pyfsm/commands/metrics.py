@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..store import Store
-from .common import Add, add_read_dsn, emit, read_dsn
+from .common import Add, emit
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9464  # pyfsm.metrics.DEFAULT_PORT, without importing prometheus_client for --help
@@ -70,8 +70,9 @@ def cmd_metrics(args: argparse.Namespace) -> None:
     if args.serve and args.json:
         raise InvalidArgument("--json prints one scrape; --serve answers every scrape in Prometheus' text format")
     log = logging.getLogger("pyfsm.metrics")
-    with Store(args.dsn, pool_size=2, read_dsn=read_dsn(args)) as store:
-        collector = metrics.DatabaseCollector(store, stuck_after=args.stuck_after)
+    with Store(args.dsn, pool_size=2, read_dsn=args.read_dsn) as store:
+        collector = metrics.DatabaseCollector(store, stuck_after=args.stuck_after,
+                                              read_replica=args.read_dsn is not None)
         registry = metrics.CollectorRegistry(auto_describe=True)
         registry.register(collector)
         if args.serve:
@@ -110,4 +111,6 @@ def register(add: Add) -> None:
                                                 "0.0.0.0 for every interface)")
     p.add_argument("--stuck-after", type=seconds, default=300.0, metavar="SECONDS",
                    help="a run due for longer than this counts as stuck (default 300)")
-    add_read_dsn(p)
+    # not $PYFSM_READ_DSN: scrapes move to a replica only when asked for here
+    p.add_argument("--read-dsn", default=None,
+                   help="scrape a read replica instead of the primary (numbers lag by the replica's delay)")
