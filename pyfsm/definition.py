@@ -1,7 +1,7 @@
 """Machine definitions: plain declarative objects, validated without a database.
 
 A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
-``fsm_define_v4`` stores; the database validates it again, so definitions written by DBAs
+``fsm_define_v5`` stores; the database validates it again, so definitions written by DBAs
 in SQL get the same checks.
 """
 
@@ -207,7 +207,7 @@ class Machine:
         return [event for (source, event) in self._rules if source == state]
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as the JSON object ``fsm_define_v4`` takes."""
+        """The definition as the JSON object ``fsm_define_v5`` takes."""
         return {
             "states": list(self.states),
             "start": list(self.start),

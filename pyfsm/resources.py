@@ -21,9 +21,9 @@ MACHINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
-#: The database refuses the same ones (sql/functions/fsm_reserved_name.sql, called by
-#: fsm_define_v4; tests/test_reserved_names.py keeps the two equal): a revision that adds a
-#: table adds its name to both.
+#: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name.sql,
+#: called by fsm_define_v5; tests/test_reserved_names.py keeps the lists equal): a revision
+#: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
     "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",
@@ -33,6 +33,12 @@ RESERVED_MACHINE_NAMES = frozenset({
     # fsm_v_operator_log are covered by the names above
     "relay_leaders", "operator_log",
 })
+
+#: Names a new type may not take because one of its procedures would have a global
+#: procedure's name (fsm_<account>_history_v1 is fsm_account_history_v1). Unlike the names
+#: above, a type defined before one was reserved keeps working under it (only its history
+#: procedure was never created): fsm_define_v5 refuses these for new types only.
+RESERVED_FOR_NEW_TYPES = frozenset({"account"})
 
 
 def _folder(name: str) -> Path:

@@ -23,7 +23,7 @@ from . import db
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from .errors import SchemaVersionMismatch
 from .grants import grant_recorded
-from .resources import check_machine_name, migrations_dir, read_frozen, read_sql, render
+from .resources import FIRST_REVISIONS, check_machine_name, migrations_dir, read_frozen, read_sql, render
 
 # The landed revisions 0001 to 0010 import these from here, where they lived when they landed.
 from .upgrades import (  # noqa: F401
@@ -48,8 +48,8 @@ class Deprecated:
 
     Until the release ``removed_in`` it stays in every database, fresh or upgraded, so that
     its callers work the same everywhere while they move: a fresh install creates it from the
-    file frozen in migrations/sql (``frozen``: a path there, or a per-type template name),
-    never from sql/, and `pyfsm check` lists it. The first migration of ``removed_in`` drops
+    file frozen in migrations/sql (``frozen``: a path in the tree of ``revisions``, or a
+    per-type template name), never from sql/, and `pyfsm check` lists it. The first migration of ``removed_in`` drops
     it and the entry goes. ``name`` names per-type procedures with ``<machine>``.
     """
 
@@ -58,14 +58,16 @@ class Deprecated:
     deprecated_in: str
     removed_in: str
     frozen: str
+    revisions: str = FIRST_REVISIONS
 
 
 #: The deprecated public procedures, in creation order. tests/test_migrations.py checks that
 #: none outlives its removal release.
 DEPRECATED = (
-    Deprecated("fsm_define_v1", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
-    Deprecated("fsm_define_v2", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
-    Deprecated("fsm_define_v3", "fsm_define_v4", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_define_v1", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
+    Deprecated("fsm_define_v2", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
+    Deprecated("fsm_define_v3", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_define_v4", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
@@ -73,7 +75,8 @@ DEPRECATED = (
     Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
 )
-DEPRECATED_FILES = tuple(d.frozen for d in DEPRECATED if "<machine>" not in d.name)
+#: (path, revisions) of each global one's frozen file, for read_frozen.
+DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
 DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.name)
 
 
@@ -117,7 +120,7 @@ CURRENT_OBJECTS = (
     "internal/fsm_mark_released.sql",
     "internal/fsm_mark_unlocked.sql",
     # definitions and instances
-    "procedures/fsm_define_v4.sql",
+    "procedures/fsm_define_v5.sql",
     "procedures/fsm_definition_v1.sql",
     "procedures/fsm_create_v1.sql",
     "procedures/fsm_send_v2.sql",
@@ -203,7 +206,8 @@ CURRENT_TRIGGERS = {
 def install_current(conn: Any) -> None:
     """Create the current global schema from sql/, and the DEPRECATED procedures from their
     frozen files (a fresh install; the tests compare it with a database built by the migrations)."""
-    execute_ddl(conn, [read_sql(name) for name in CURRENT_OBJECTS] + [read_frozen(name) for name in DEPRECATED_FILES])
+    execute_ddl(conn, [read_sql(name) for name in CURRENT_OBJECTS]
+                + [read_frozen(name, revisions) for name, revisions in DEPRECATED_FILES])
 
 
 def install_machine_objects(conn: Any, machine: str) -> None:

@@ -127,7 +127,7 @@ class Store:
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
         self._ensure_schema()
-        row = self._call("fsm_define_v4", (machine.name, machine.to_json()), machine=machine.name)
+        row = self._call("fsm_define_v5", (machine.name, machine.to_json()), machine=machine.name)
         if not row["tables_ready"] or self._objects_outdated(machine.name):
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
@@ -150,7 +150,7 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v4``: MySQL cannot
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v5``: MySQL cannot
         create triggers from a procedure.
         """
         name = check_machine_name(machine)

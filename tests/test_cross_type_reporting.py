@@ -66,7 +66,7 @@ def data(make_database) -> dict[str, Any]:  # type: ignore[no-untyped-def]
                 store.send("order", f"o-{n}", "pay")
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
-        fetch(conn, "CALL fsm_define_v4('later', %s)", (LATER,))
+        fetch(conn, "CALL fsm_define_v5('later', %s)", (LATER,))
         # ties: the server's clock stands still for this session (SET timestamp moves UTC_TIMESTAMP too)
         fetch(conn, "SET timestamp = %s", (TIE.replace(tzinfo=UTC).timestamp(),))
         for machine in ("order", "abx", "ab_x"):

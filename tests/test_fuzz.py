@@ -103,7 +103,7 @@ SEEDED = {"k1": "acct-1", "k2": "acct-1", "k3": "acct-2", "k4": None, "x`; DROP 
           "ключ 🙂": "acct-2"}
 KEYS = (*SEEDED, "nobody")
 LOOKUPS = ("acct-1", "acct-2", "acct-'3")
-#: A machine defined through fsm_define_v4 only (never synced): the target of definition fuzzing.
+#: A machine defined through fsm_define_v5 only (never synced): the target of definition fuzzing.
 DEF = "fzdef"
 #: Server errors a hostile argument may legitimately get: each is mapped in pyfsm.errors.SERVER.
 SERVER_ERRORS = frozenset({1264, 1292, 1366, 1406, 3140, 4025})
@@ -405,7 +405,7 @@ def test_store_methods_refuse_hostile_arguments(env: Env, method: str, data: st.
        lease=st.one_of(st.just(60), numbers))
 def test_machine_definitions_python_accepts_sql_accepts(env: Env, doc: dict[str, Any], name: Any, lease: Any) -> None:
     """Machine(...) from a broken document's fields: InvalidDefinition, or a Machine whose JSON
-    fsm_define_v4 stores as it is."""
+    fsm_define_v5 stores as it is."""
     edges = doc.get("transitions")  # a dict becomes a tuple; anything else (junk included) goes as it is
     if isinstance(edges, list):
         edges = [(e.get("event"), e.get("from"), e.get("to")) if isinstance(e, dict) else e for e in edges]
@@ -415,26 +415,26 @@ def test_machine_definitions_python_accepts_sql_accepts(env: Env, doc: dict[str,
     except InvalidDefinition:
         outcome("refused by Machine")
         return
-    _, errno = sql_call(env, "CALL fsm_define_v4(%s, %s)", (DEF, machine.to_json()))
-    assert errno is None, f"Python accepted {machine.to_dict()}, fsm_define_v4 refused it with {errno}"
+    _, errno = sql_call(env, "CALL fsm_define_v5(%s, %s)", (DEF, machine.to_json()))
+    assert errno is None, f"Python accepted {machine.to_dict()}, fsm_define_v5 refused it with {errno}"
 
 
 @fuzz(150)
 @given(doc=fs.documents())
 def test_what_sql_stores_pyfsm_can_read_back(env: Env, doc: dict[str, Any]) -> None:
-    """The same JSON to fsm_define_v4 and to the definition-file reader, which `pyfsm graph`
+    """The same JSON to fsm_define_v5 and to the definition-file reader, which `pyfsm graph`
     reads stored bodies with: what SQL stores, pyfsm must be able to read back."""
     try:
         [parsed] = parse_machines(json.dumps({"name": DEF, **doc}), fmt="json")
     except InvalidDefinition:
         parsed = None
-    _, errno = sql_call(env, "CALL fsm_define_v4(%s, %s)", (DEF, json.dumps(doc)))
+    _, errno = sql_call(env, "CALL fsm_define_v5(%s, %s)", (DEF, json.dumps(doc)))
     assert errno in (None, 31001), errno
     if errno is None:
-        assert parsed is not None, f"fsm_define_v4 stored {doc}, which the definition-file reader refuses"
+        assert parsed is not None, f"fsm_define_v5 stored {doc}, which the definition-file reader refuses"
         assert current_machine(env.raw, DEF).to_dict() == parsed.to_dict()
     if parsed is not None:
-        assert sql_call(env, "CALL fsm_define_v4(%s, %s)", (DEF, parsed.to_json()))[1] is None
+        assert sql_call(env, "CALL fsm_define_v5(%s, %s)", (DEF, parsed.to_json()))[1] is None
 
 
 yaml_soup = st.text(alphabet="{}[]:,-&*!|>'\"%@`#? \n\tab1.\\~=<", max_size=60)
@@ -529,7 +529,7 @@ PROCEDURES = {
     "fsm_history_v1": ("machine", "key"),
     "fsm_in_state_v1": ("machine", "state", "after_id", "limit"),
     "fsm_counts_v2": ("machine",),
-    "fsm_define_v4": ("machine", "definition"),
+    "fsm_define_v5": ("machine", "definition"),
     "fsm_lock_v1": ("machine", "key", "owner", "lease"),
     "fsm_force_unlock_v2": ("scope", "lookup_required", "reason"),
     "fsm_pause_v1": ("machine", "key"),
@@ -547,7 +547,7 @@ def test_procedures_refuse_hostile_arguments(env: Env, procedure: str, data: st.
     kinds = PROCEDURES[procedure]
     values, _ = data.draw(fs.mixed([PARAMS[k][0] for k in kinds], [PARAMS[k][1] for k in kinds], most=3))
     args = tuple(values)
-    if procedure == "fsm_define_v4" and args[0] == M:
+    if procedure == "fsm_define_v5" and args[0] == M:
         args = (DEF, args[1])  # fz keeps its one definition: the invariants check against it
     _, errno = sql_call(env, f"CALL `{procedure}`({', '.join(['%s'] * len(args))})", args)
     if errno is not None:
@@ -819,7 +819,7 @@ def test_raw_update_event_with_a_trailing_space(env: Env) -> None:
 def test_sql_define_refuses_non_string_names(env: Env) -> None:
     body = '{"states": ["new", "done"], "start": ["new"], "transitions": [{"event": true, "from": ["new"], "to": "done"}]}'
     with pytest.raises(pymysql.err.MySQLError) as info:
-        env.rows("CALL fsm_define_v4('fzliteral', %s)", (body,))
+        env.rows("CALL fsm_define_v5('fzliteral', %s)", (body,))
     assert info.value.args[0] == 31001
 
 

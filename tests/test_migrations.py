@@ -313,8 +313,8 @@ def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
     for entry in DEPRECATED:
         assert release < tuple(int(p) for p in entry.removed_in.split(".")[:2]), entry
         assert entry.deprecated_in <= entry.removed_in, entry
-    for name in DEPRECATED_FILES:
-        assert read_frozen(name).startswith("-- fsm_"), name
+    for name, revisions in DEPRECATED_FILES:
+        assert read_frozen(name, revisions).startswith("-- fsm_"), name
     for name in DEPRECATED_TEMPLATES:
         assert read_frozen(f"templates/{name}.sql").startswith("-- fsm_"), name
 

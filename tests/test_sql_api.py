@@ -330,7 +330,8 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
 
 
 BAD_INPUT = (
-    ("CALL fsm_define_v4('ticket', '{\"states\": [\"open\"], \"start\": [null], \"transitions\": []}')", 31001),
+    ("CALL fsm_define_v5('ticket', '{\"states\": [\"open\"], \"start\": [null], \"transitions\": []}')", 31001),
+    ("CALL fsm_define_v4('operator_log', '{\"states\": [\"open\"], \"start\": [\"x\"], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v3('ticket', '{\"states\": [\"open\"], \"start\": [\"nope\"], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v2('Bad Name', '{}')", 31009),
     ("CALL fsm_define_v1('ticket', '[1]')", 31001),

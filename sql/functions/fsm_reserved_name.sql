@@ -1,11 +1,14 @@
--- fsm_reserved_name_v1: is p_machine a machine name pyfsm keeps for its own objects?
+-- fsm_reserved_name_v1: may a new machine type not take this name, which pyfsm keeps for its own objects?
 --
--- A type's table is fsm_<machine> and its reporting view fsm_v_<machine>, so a name that
--- would give one of pyfsm's own tables or views (fsm_locks, fsm_operator_log, ...), now or in
--- a planned release, is refused; so are names starting with v_ (the reporting views) and
--- ending in _transitions (a type's history table). The list equals the Python one,
--- pyfsm.resources.RESERVED_MACHINE_NAMES (tests/test_reserved_names.py): a revision that adds
--- a table adds its name to both. Binary collation: 'Locks' is not reserved, it is invalid.
+-- A type's table is fsm_<machine>, its reporting view fsm_v_<machine> and its procedures
+-- fsm_<machine>_<operation>_vN, so a name is reserved when one of those would be one of
+-- pyfsm's own objects (fsm_locks, fsm_operator_log; account: fsm_account_history_v1), now or
+-- in a planned release; so are names starting with v_ (the reporting views) and ending in
+-- _transitions (a type's history table). fsm_define_v5 refuses them for a new type. The list
+-- is pyfsm.resources.RESERVED_MACHINE_NAMES with RESERVED_FOR_NEW_TYPES
+-- (tests/test_reserved_names.py keeps them equal); a revision that adds an object whose name a
+-- type could spell adds the name to both. Binary collation: 'Locks' is not reserved, it is
+-- invalid. Internal: fsm_define_v5's helper.
 -- Parameters: p_machine (text, may be NULL).
 -- Returns: 1 or 0 (0 for NULL).
 -- Errors: none.
@@ -17,6 +20,6 @@ RETURN COALESCE(
                 'queue', 'workers', 'relay', 'archive', 'settings', 'errors', 'schema',
                 'alembic_version', 'runs', 'accounts', 'state_counts', 'held_locks_v1',
                 'instances', 'history', 'failed', 'funnel', 'stuck', 'relay_leaders',
-                'operator_log')
+                'operator_log', 'account')
   OR p_machine LIKE 'v\_%'
   OR p_machine LIKE '%\_transitions', 0)

@@ -1,4 +1,4 @@
--- fsm_define_v4: store a machine definition; a changed one becomes a new version.
+-- fsm_define_v5: store a machine definition; a changed one becomes a new version.
 --
 -- The definition is a JSON object:
 --   {"states": ["new", "paid", "shipped"],          -- at least one; order matters
@@ -13,21 +13,27 @@
 -- Kafka events carry the instance's data. Unknown option names are refused.
 -- Names are JSON strings (not true, null or numbers) matching [a-z][a-z0-9_]* (states and
 -- events at most 64 characters), everywhere they appear ("open " is not "open"); "from" is
--- a list. Machine names that would collide with pyfsm's own tables and views are reserved.
+-- a list. A new machine type may not take a name pyfsm reserves for its own objects, as
+-- fsm_reserved_name_v1 lists them: names of its tables and views (fsm_<name>, fsm_v_<name>),
+-- v_* and *_transitions, and names whose per-type procedures would be global ones (account:
+-- fsm_account_history_v1). Later revisions extend that list as they add objects; a type
+-- defined before a name was reserved keeps it (and gets new versions).
 -- The machine is deterministic: at most one transition per (from state, event).
 -- Storing a definition equal to the current version changes nothing (changed = 0).
 -- Instances keep the version they were created under. A new machine also needs its tables
 -- and triggers, which only a client can create (MySQL cannot create triggers from a
 -- procedure): run `pyfsm sync` or Store.define() afterwards; tables_ready says whether
 -- they exist.
--- The body runs in three blocks, in this order: the JSON types of the names, the reserved
--- machine names (fsm_reserved_name_v1), then validation and storage in one transaction.
+-- The body runs in two blocks, in this order: the JSON types of the names, then validation
+-- (the machine name, then whether it is reserved, then the definition) and storage in one
+-- transaction. Differs from fsm_define_v4 only in the names it reserves (v4: a fixed list
+-- without relay_leaders, operator_log and account).
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
 --   reserved machine name; 31016 called inside an open transaction.
--- Example: CALL fsm_define_v4('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}]}');
-CREATE PROCEDURE `fsm_define_v4`(
+-- Example: CALL fsm_define_v5('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}]}');
+CREATE PROCEDURE `fsm_define_v5`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_definition LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -85,14 +91,6 @@ BEGIN
     END IF;
     END IF;
   END;
-  -- machine names reserved for pyfsm's tables and views
-  BEGIN
-    DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-    IF fsm_reserved_name_v1(p_machine) THEN
-      SET v_msg = LEFT(CONCAT('fsm: machine name ', p_machine, ' is reserved'), 128);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
-    END IF;
-  END;
   -- validate the definition and store it
   BEGIN
     DECLARE v_started TINYINT DEFAULT 0;
@@ -121,6 +119,10 @@ BEGIN
     END;
     IF NOT fsm_valid_name_v1(p_machine, 48) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: machine name must match [a-z][a-z0-9_]* and have at most 48 characters', MYSQL_ERRNO = 31009;
+    END IF;
+    IF fsm_reserved_name_v1(p_machine) AND NOT EXISTS (SELECT 1 FROM fsm_machines WHERE machine = p_machine) THEN
+      SET v_msg = LEFT(CONCAT('fsm: machine name ', p_machine, ' is reserved'), 128);
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31009;
     END IF;
     IF NOT fsm_is_object_v1(p_definition) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid definition: not a JSON object', MYSQL_ERRNO = 31001;
