@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,11 @@ from test_cli_commands import in_process
 
 
 def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command line in a subprocess; a replica set in the caller's environment must not
+    move its reads (the tests name --read-dsn when they mean it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"}
     return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent)
+                          cwd=Path(__file__).resolve().parent, env=env)
 
 
 def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-untyped-def]
