@@ -4,10 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test demo bench instructions lint docs
+.PHONY: help venv system test demo bench bench-ops instructions lint docs
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 venv: $(VENV)/.installed ## create .venv and install pyfsm with its test, lint and docs tools
 
@@ -28,8 +28,13 @@ test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker
 demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306/pyfsm_demo)
 	$(VENV)/bin/pyfsm demo $(if $(PYFSM_DSN),--dsn $(PYFSM_DSN),--dsn mysql://root@127.0.0.1:3306/pyfsm_demo)
 
-bench: venv ## run every benchmark in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
+bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
 	$(PY) bench/run_all.py --write BENCHMARKS.md $(BENCH_ARGS)
+
+bench-ops: venv ## the operators' benchmarks: every web console page and a metrics scrape on the 1M/10M reporting data set (built if missing), the held-locks index at 1M accounts; updates BENCHMARKS.md
+	$(PY) bench/bench_console.py --write BENCHMARKS.md
+	$(PY) bench/bench_metrics.py --write BENCHMARKS.md
+	$(PY) bench/bench_held_locks.py --write BENCHMARKS.md
 
 instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition (needs valgrind; about 6 minutes; prints a table)
 	$(PY) bench/bench_instructions.py
