@@ -33,7 +33,9 @@ BEGIN
   IF p_detail IS NULL OR NOT fsm_is_object_v1(p_detail) OR CHAR_LENGTH(p_detail) > 65535 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: detail must be a JSON object of at most 65535 characters', MYSQL_ERRNO = 31009;
   END IF;
-  INSERT INTO fsm_operator_log (operator, account, action, machine, instance_key, detail, requested_at, outcome)
-  VALUES (p_operator, USER(), p_action, p_machine, p_key, p_detail, UTC_TIMESTAMP(6), 'requested');
+  -- LEFT: MariaDB's user names may be longer than MySQL's 32 characters the column is sized for
+  INSERT INTO fsm_operator_log (`operator`, `account`, `action`, `machine`, `instance_key`, `detail`, `requested_at`,
+                                `outcome`)
+  VALUES (p_operator, LEFT(USER(), 288), p_action, p_machine, p_key, p_detail, UTC_TIMESTAMP(6), 'requested');
   SELECT LAST_INSERT_ID() AS action_id;
 END

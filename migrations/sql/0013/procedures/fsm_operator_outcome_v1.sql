@@ -21,8 +21,9 @@ BEGIN
   IF p_message IS NOT NULL AND CHAR_LENGTH(p_message) > 512 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: message must have at most 512 characters', MYSQL_ERRNO = 31009;
   END IF;
-  UPDATE fsm_operator_log SET outcome = p_outcome, errno = p_errno, message = p_message, finished_at = UTC_TIMESTAMP(6)
-   WHERE id = p_action_id AND outcome = 'requested';
+  UPDATE fsm_operator_log SET `outcome` = p_outcome, `errno` = p_errno, `message` = p_message,
+         `finished_at` = UTC_TIMESTAMP(6)
+   WHERE `id` = p_action_id AND `outcome` = 'requested';
   IF ROW_COUNT() <> 1 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: no operator action with that id waits for its outcome', MYSQL_ERRNO = 31009;
   END IF;

@@ -184,14 +184,7 @@ BEGIN
     IF JSON_UNQUOTE(JSON_EXTRACT(p_definition, '$.options.uses_global_lock')) = 'true' THEN SET v_global = 1; END IF;
     IF JSON_UNQUOTE(JSON_EXTRACT(p_definition, '$.options.uses_local_lock')) = 'true' THEN SET v_local = 1; END IF;
 
-    BEGIN
-      -- Inside a caller's open transaction SET TRANSACTION fails (1568); say so, and leave
-      -- the caller's transaction alone (the handler below rolls back only what we started).
-      DECLARE EXIT HANDLER FOR 1568
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-    END;
-    START TRANSACTION;
+    CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
     SET v_started = 1;
     INSERT INTO fsm_machines (machine, current_version, objects_version, created_at, updated_at)
     VALUES (p_machine, 0, NULL, v_now, v_now) ON DUPLICATE KEY UPDATE machine = machine;
