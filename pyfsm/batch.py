@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -126,13 +125,13 @@ def _commit_group(store: Store, process: Process, group: list[tuple[_Run, dict[s
         one_by_one()
         return going_on
     metrics = group[0][0].metrics
-    try:
-        started = time.perf_counter()
-        rows = store._db.call(db.call_sql(f"fsm_{process.name}_steps_v1", 3),
+
+    def call() -> list[dict[str, Any]]:
+        return store._db.call(db.call_sql(f"fsm_{process.name}_steps_v1", 3),
                               (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
                               retry_connection=False, writes=True, machine=process.name)
-        if metrics is not None:
-            metrics.committed(process.name, time.perf_counter() - started)
+    try:
+        rows = call() if metrics is None else metrics.time_commit(process.name, call)
         answers = json.loads(rows[0]["results"])
     except DatabaseUnavailable as exc:  # committed or not, nobody knows: each run finds out as run_claimed does
         for run, _request, _item in group:

@@ -603,6 +603,8 @@ class Database:
             _tag_server(exc, conn)
             if not keeps_connection(exc):
                 discard(conn)
+            if isinstance(exc, struct.error):
+                raise _lost_reply(exc, conn) from exc
             raise
         finally:
             conn.close()
@@ -735,12 +737,7 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
         if isinstance(exc, UnicodeError):
             raise encoding_error(exc) from exc
         if isinstance(exc, struct.error):
-            # a reply PyMySQL could not parse (seen from a Galera node whose applier aborted
-            # the call mid-reply): the reply is lost, as with a cut connection (closed above)
-            lost = pymysql.err.OperationalError(2013, f"Lost connection to MySQL server: its reply could not be "
-                                                      f"read ({exc})")
-            _tag_server(lost, raw)
-            raise lost from exc
+            raise _lost_reply(exc, raw) from exc
         raise
     finally:
         cur.close()
@@ -752,6 +749,14 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
 CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source",
                      "@fsm_count_later", "@fsm_guard")
 CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
+
+
+def _lost_reply(exc: struct.error, conn: Any) -> pymysql.err.OperationalError:
+    """A reply PyMySQL could not parse (seen from a Galera node whose applier aborted the call
+    mid-reply) is lost, as with a cut connection (the caller has closed it): 2013, retried as one."""
+    lost = pymysql.err.OperationalError(2013, f"Lost connection to MySQL server: its reply could not be read ({exc})")
+    _tag_server(lost, conn)
+    return lost
 
 
 def keeps_connection(exc: BaseException) -> bool:

@@ -33,7 +33,6 @@ import json
 import logging
 import random
 import threading
-import time
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -122,12 +121,9 @@ class _Run:
 
     def commit_call(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """step_v2 with these arguments (timed when the worker keeps metrics)."""
-        if self.metrics is None:
+        def call() -> dict[str, Any]:
             return self._call(f"fsm_{self.process.name}_step_v2", args)
-        started = time.perf_counter()
-        row = self._call(f"fsm_{self.process.name}_step_v2", args)
-        self.metrics.committed(self.process.name, time.perf_counter() - started)
-        return row
+        return call() if self.metrics is None else self.metrics.time_commit(self.process.name, call)
 
     def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
         """step_v2's arguments for committing the pending steps and what happens next.

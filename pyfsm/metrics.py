@@ -26,6 +26,8 @@ from .metrics_worker import WorkerMetrics
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from prometheus_client.registry import Collector
+
     from .store import Store
 
 DEFAULT_PORT = 9464
@@ -34,9 +36,14 @@ DEFAULT_PORT = 9464
 def database_registry(store: Store, *, stuck_after: float = 300.0, settle_seconds: float = 5.0,
                       read_replica: bool = False) -> CollectorRegistry:
     """A registry holding one :class:`DatabaseCollector` of ``store`` (what /metrics serves)."""
+    return registry_of(DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds,
+                                         read_replica=read_replica))
+
+
+def registry_of(collector: Collector) -> CollectorRegistry:
+    """A registry of pyfsm's own holding ``collector`` (never prometheus_client's global one)."""
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds,
-                                        read_replica=read_replica))
+    registry.register(collector)
     return registry
 
 
@@ -76,4 +83,5 @@ class MetricsServer:
             self._thread.join(5)
 
 
-__all__ = ["DEFAULT_PORT", "DatabaseCollector", "MetricsServer", "WorkerMetrics", "database_registry", "exposition"]
+__all__ = ["DEFAULT_PORT", "DatabaseCollector", "MetricsServer", "WorkerMetrics", "database_registry", "exposition",
+           "registry_of"]

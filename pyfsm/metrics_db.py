@@ -58,9 +58,10 @@ def _snapshot_sql(machines: list[str], stuck_after: float) -> str:
     """One SELECT of rows (what, machine, label, value): a row per sample.
 
     The queue is read per type, so that each count is a range of the index (machine,
-    due_at, id). A claim is a lease: a run whose claim ran out has a due_at in the past
-    and is due (any worker may claim it), whoever claimed it last; ``claimed`` are the
-    claims still running. UTC_TIMESTAMP(6) is the statement's start throughout.
+    due_at, id). Due and claimed runs come from fsm_stats_v2, read just before; stuck and
+    the oldest due are counted here the same way (a claim is a lease: a run whose claim ran
+    out has a due_at in the past and is due). UTC_TIMESTAMP(6) is the statement's start
+    throughout.
     """
     parts = ["SELECT 'instances' AS what, machine, state AS label, instances AS value FROM fsm_v_state_counts",
              "SELECT 'locks', '', kind, COUNT(*) FROM fsm_held_locks_v1 GROUP BY kind"]
@@ -69,8 +70,6 @@ def _snapshot_sql(machines: list[str], stuck_after: float) -> str:
         runs = f"FROM fsm_v_runs WHERE machine = '{m}' AND due_at"
         parts += [
             f"SELECT 'max_transition_id', '{m}', '', {_max_transition_sql(m)}",
-            f"SELECT 'due', '{m}', '', (SELECT COUNT(*) {runs} <= UTC_TIMESTAMP(6))",
-            f"SELECT 'claimed', '{m}', '', (SELECT COUNT(*) {runs} > UTC_TIMESTAMP(6) AND claimed_by IS NOT NULL)",
             f"SELECT 'stuck', '{m}', '', (SELECT COUNT(*) {runs} < {stuck})",
             f"SELECT 'oldest_due_seconds', '{m}', '', (SELECT TIMESTAMPDIFF(MICROSECOND, MIN(due_at), "
             f"UTC_TIMESTAMP(6)) * 0.000001 {runs} <= UTC_TIMESTAMP(6))",
@@ -166,10 +165,8 @@ class DatabaseCollector(Collector):
         # on a replica every number lags, and those counted against the clock (stuck runs, the
         # oldest due, locks held) read old lease ends as expired: only when asked for
         # (SchemaVersionMismatch names the fix when the schema is not this pyfsm's)
-        if self.read_replica:
-            return self.store._stale_db().read(self._read_on)
-        self.store._ensure_schema()
-        return self.store._db.read(self._read_on)
+        database = self.store._stale_db() if self.read_replica else self.store._primary_db()
+        return database.read(self._read_on)
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:
@@ -222,10 +219,11 @@ class DatabaseCollector(Collector):
 
         by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)",
                                       labels=["machine", "status"])
-        # fsm_stats_v2's columns: machine, current_version, instances, then the statuses
+        # fsm_stats_v2's columns: machine, current_version, instances, the statuses, due, claimed, ...
         for row in stats:
             for status, value in zip(STATUSES, row[3:8], strict=True):
                 by_status.add_metric([str(row[0]), status], _number(value))
+            per.setdefault(str(row[0]), {}).update(due=_number(row[8]), claimed=_number(row[9]))
 
         def per_type(name: str, kind: type, text: str, what: str) -> Metric:
             family = kind(name, text, labels=["machine"])

@@ -46,17 +46,17 @@ class WorkerMetrics:
 
     def run_handler(self, machine: str, state: str, handler: Callable[[Any], T], ctx: Any) -> T:
         """Call ``handler(ctx)``, timing it; a handler that raises is counted and re-raised."""
-        started = time.perf_counter()
-        try:
+        with self.handler_seconds.labels(machine, state).time(), \
+                self.handler_exceptions.labels(machine, state).count_exceptions(BaseException):
             return handler(ctx)
-        except BaseException:
-            self.handler_exceptions.labels(machine, state).inc()
-            raise
-        finally:
-            self.handler_seconds.labels(machine, state).observe(time.perf_counter() - started)
 
-    def committed(self, machine: str, seconds: float) -> None:
-        self.commit_seconds.labels(machine).observe(seconds)
+    def time_commit(self, machine: str, commit: Callable[[], T]) -> T:
+        """``commit()``, the call committing a step or a round of steps; its time is recorded
+        when it succeeds (a failed one is counted by :meth:`error`, not timed)."""
+        started = time.perf_counter()
+        result = commit()
+        self.commit_seconds.labels(machine).observe(time.perf_counter() - started)
+        return result
 
     def finished(self, machine: str, result: RunResult) -> None:
         self.runs.labels(machine, result.status).inc()

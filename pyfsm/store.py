@@ -477,17 +477,19 @@ class Store:
 
     def _stale_rows(self, procedure: str, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
         """Every row of a read that may lag the primary: on the replica when there is one."""
-        if self._replica is None:
-            return self._rows(procedure, args, **context)
         return self._stale_db().call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,
                                      **context)
+
+    def _primary_db(self) -> db.Database:
+        """The primary's pool, once it is known to have this pyfsm's schema."""
+        self._ensure_schema()
+        return self._db
 
     def _stale_db(self) -> db.Database:
         """Where reads that may lag the primary go: the replica, once it is known to have this
         pyfsm's schema (SchemaVersionMismatch otherwise), or the primary when there is none."""
         if self._replica is None:
-            self._ensure_schema()
-            return self._db
+            return self._primary_db()
         if not self._replica_schema_ok:
             with self._lock:  # the replica must have caught up with the primary's migration
                 found = self._replica.read(schema.current_revision)

@@ -149,3 +149,24 @@ def env_password(variable: str | None) -> str | None:
     if not value:
         raise InvalidArgument(f"--password-env names {variable}, which is not set or empty")
     return value
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port (0: any free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
+    return port
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 10**8:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"seconds must be from 0 to 100000000, got {text}")
+    return value

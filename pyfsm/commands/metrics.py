@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..store import Store
-from .common import Add, emit
+from .common import Add, emit, port_number, seconds
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9464  # pyfsm.metrics.DEFAULT_PORT, without importing prometheus_client for --help
@@ -24,27 +24,6 @@ def import_metrics() -> Any:
     except ImportError as exc:
         raise InvalidArgument(f"metrics need prometheus_client: pip install 'pyfsm[metrics]' ({exc})") from None
     return metrics
-
-
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port (0: any free one)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
-    return port
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 10**8:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"seconds must be from 0 to 100000000, got {text}")
-    return value
 
 
 def wait_for_signal() -> None:
@@ -73,8 +52,7 @@ def cmd_metrics(args: argparse.Namespace) -> None:
     with Store(args.dsn, pool_size=2, read_dsn=args.read_dsn) as store:
         collector = metrics.DatabaseCollector(store, stuck_after=args.stuck_after,
                                               read_replica=args.read_dsn is not None)
-        registry = metrics.CollectorRegistry(auto_describe=True)
-        registry.register(collector)
+        registry = metrics.registry_of(collector)
         if args.serve:
             logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                                 format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -82,10 +60,8 @@ def cmd_metrics(args: argparse.Namespace) -> None:
                                            host=args.host or DEFAULT_HOST)
             print(f"pyfsm metrics: serving http://{server.host}:{server.port}/metrics (SIGTERM or Ctrl-C to stop)",
                   file=sys.stderr, flush=True)
-            try:
+            with server:
                 wait_for_signal()
-            finally:
-                server.close()
             return
         # one scrape: the reason a read failed is the command's one-line error, not a log line
         log.addHandler(logging.NullHandler())

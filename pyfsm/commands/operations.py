@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -16,8 +17,8 @@ from ..locks import HeldLock
 from ..process import Process
 from ..store import Store
 from ..worker import Worker
-from .common import Add, Progress, emit, load, progress_flag, table
-from .metrics import DEFAULT_HOST, import_metrics, port_number
+from .common import Add, Progress, emit, load, port_number, progress_flag, table
+from .metrics import DEFAULT_HOST, import_metrics
 
 
 def _lock_rows(locks: Sequence[HeldLock]) -> list[dict[str, object]]:
@@ -73,11 +74,8 @@ def _worker_metrics(args: argparse.Namespace) -> tuple[Any, Any]:
 def cmd_worker(args: argparse.Namespace) -> None:
     processes = [load(path, Process) for path in args.process]
     kept, server = _worker_metrics(args)
-    try:
+    with server or contextlib.nullcontext():
         _work(args, processes, kept, server)
-    finally:
-        if server is not None:
-            server.close()
 
 
 def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server: Any) -> None:
