@@ -106,7 +106,7 @@ def parse_json_object(text: str | None, what: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json can parse
         raise InvalidArgument(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidArgument(f"{what} must be a JSON object ({{...}}), got {type(value).__name__}")

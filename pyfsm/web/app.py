@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import db, diagram
+from .. import diagram
 from ..errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -73,9 +73,8 @@ class ConsoleConfig:
 
 def create_app(config: ConsoleConfig) -> Starlette:
     """The console's ASGI application. Its pools are closed when the application shuts down."""
-    database = db.Database(db.parse_dsn(config.dsn), pool_size=config.pool_size)
-    reads = Reads(database)
-    store = Store(config.dsn, pool_size=2)  # the schema check and the metrics' reads
+    store = Store(config.dsn, pool_size=config.pool_size)  # the pages', the schema check's and the metrics' reads
+    reads = Reads(store._db)
     actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
     templates = Environment(loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
                             autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
@@ -87,7 +86,6 @@ def create_app(config: ConsoleConfig) -> Starlette:
         try:
             yield
         finally:  # the pools go with the application
-            database.close()
             store.close()
             if actions is not None:
                 actions.close()
@@ -118,7 +116,6 @@ def create_app(config: ConsoleConfig) -> Starlette:
         return response
 
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)])
-    app.state.console = console
     return app
 
 
@@ -133,7 +130,7 @@ class _Console:
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         csrf = request.cookies.get(security.CSRF_COOKIE) or security.new_csrf_token()
         html = self.templates.get_template(template).render(
-            request=request, allow_actions=self.actions is not None, csrf=csrf, path=request.url.path,
+            allow_actions=self.actions is not None, csrf=csrf, path=request.url.path,
             stats_age=self.reads.stats_max_age, **values)
         response = HTMLResponse(html, status)
         if csrf != request.cookies.get(security.CSRF_COOKIE):  # a browser's first page: its CSRF cookie
@@ -212,14 +209,12 @@ class _Console:
             machine = self.reads.machine(name)
             view.events = machine.events_from(view.instance["current_state"]) \
                 if view.instance["current_state"] in machine.states else []
-            result = _int_or_none(request.query_params.get("action"), "action")
-            return self.page(request, "instance.html", name=name, key=key, v=view,
-                             result=self.reads.operator_action(result) if result else None)
+            return self.page(request, "instance.html", name=name, key=key, v=view, result=self._result(request))
         return self.guarded(request, render)
 
     def failed(self, request: Request) -> Response:
         def render() -> Response:
-            machines = self.reads.machines()
+            machines = self.reads.stats_rows()
             chosen = request.query_params.get("machine")
             shown = [m for m in machines if chosen in (None, "", m["machine"])]
             before = _int_or_none(request.query_params.get("before"), "before")
@@ -230,7 +225,7 @@ class _Console:
 
     def stuck(self, request: Request) -> Response:
         def render() -> Response:
-            machines = self.reads.machines()
+            machines = self.reads.stats_rows()
             # every type, not only those the stats show runs due for: the stats may be 5 s old
             runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines]
             return self.page(request, "stuck.html", runs=runs, stuck_after=self.config.stuck_after)
@@ -238,7 +233,7 @@ class _Console:
 
     def queue(self, request: Request) -> Response:
         def render() -> Response:
-            machines = self.reads.machines()
+            machines = self.reads.stats_rows()
             queues = [(m, self.reads.queue(m["machine"])) for m in machines if m["due"] or m["claimed"]]
             return self.page(request, "queue.html", machines=machines, queues=queues, claimers=self.reads.claimers())
         return self.guarded(request, render)

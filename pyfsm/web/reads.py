@@ -75,7 +75,7 @@ class InstanceView:
 
 
 class Reads:
-    """The console's queries, on a pool of its own (the reporting account's)."""
+    """The console's queries, on the reporting account's pool."""
 
     def __init__(self, database: db.Database, *, stats_max_age: float = STATS_MAX_AGE) -> None:
         self.db = database
@@ -128,8 +128,7 @@ class Reads:
         return self.db.read(read)
 
     def state_counts(self, name: str) -> dict[str, int]:
-        return {r["state"]: int(r["instances"]) for r in self.rows(
-            "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))}
+        return self.db.read(lambda conn: reporting.state_counts(conn, name))
 
     def stats(self, name: str) -> Row | None:
         return next((r for r in self.stats_rows() if r["machine"] == name), None)
@@ -171,10 +170,11 @@ class Reads:
         sql = (f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since "
                f"FROM {view}{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}")
         rows = self.rows(sql, args)
+        searched = (low, high - 1) if low is not None and high is not None else None
         if len(rows) > PAGE:
-            return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]), (low, high - 1) if low and high else None)
-        if low is not None and high is not None:
-            return Page(rows, low if low > 1 else None, (low, high - 1))
+            return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]), searched)
+        if searched is not None:
+            return Page(rows, searched[0] if searched[0] > 1 else None, searched)
         return Page(rows, None)
 
     # -- one instance -----------------------------------------------------------------------
