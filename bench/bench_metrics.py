@@ -175,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse_dsn(args.dsn).with_database(args.database)
     admin = pymysql.connect(**settings.connect_kwargs(database=False))
     with admin.cursor() as cur:
-        cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit, @@innodb_buffer_pool_size")
-        server = dict(zip(("version", "flush", "pool"), map(str, cur.fetchone()), strict=True))
-        server["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        server = bt.server_info(cur)
         cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s "
                     "AND table_name = 'bench_meta'", (args.database,))
         present = cur.fetchone()[0] == 1

@@ -571,6 +571,14 @@ def write_results(path: Path, text: str, marks: tuple[str, str] = (MARK_START, M
         path.write_text(old.rstrip("\n") + "\n\n" + block + "\n")
 
 
+def server_info(cur: Any) -> dict[str, str]:
+    """What the server says about itself (version, durability, buffer pool) and the load now."""
+    cur.execute("SELECT @@version, @@innodb_flush_log_at_trx_commit, @@innodb_buffer_pool_size")
+    info = dict(zip(("version", "flush", "pool"), map(str, cur.fetchone()), strict=True))
+    info["load"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return info
+
+
 @contextmanager
 def migrated_database(dsn: str) -> Iterator[tuple[Settings, dict[str, str]]]:
     """A fresh database ``pyfsm_bench_<random>`` with pyfsm migrated and the ceiling's table,
