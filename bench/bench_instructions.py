@@ -62,6 +62,7 @@ import design_floor as floor
 
 from pyfsm import Machine, Store, db, schema
 from pyfsm.db import Settings
+from pyfsm.ddl import object_name
 from pyfsm.resources import render
 
 NEXT = {"a": "go", "b": "back"}
@@ -181,8 +182,8 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(render(bu, "nocount")))
     floor.replace_transition_trigger(raw, "unchecked", floor.unchecked_trigger(render(bu, "unchecked")))
     floor.install_floor(raw, "floor")
-    cur.execute("DROP TRIGGER fsm_nohist_hbi_v2")
-    cur.execute("DROP TRIGGER fsm_nohist_hbu_v4")
+    for family in ("trigger_hbi", "trigger_hbu"):
+        cur.execute(f"DROP TRIGGER `{object_name(schema.current_template(family), 'nohist')}`")
     for table in ("same", "trig"):
         for k in range(8):
             cur.execute(f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "

@@ -35,6 +35,9 @@ Why each reference exists:
   triggers are put back to those of revision 0009 (``_bu_v6``, ``_hbu_v3``), so that what
   revision 0010's leaner triggers save shows in one run (bench_instructions.py counts it
   without the noise).
+* ``pyfsm, 0016 history triggers``: the same with the history triggers of revisions 0010 to
+  0016 (``_hbi_v2``, ``_hbu_v4``), so that what revision 0017's stricter guard costs shows
+  in one run.
 * ``trigger design floor``: the least a transition can cost in pyfsm's design (design_floor.py:
   the current trigger without any check, counter, outbox or request id, under a procedure of
   five statements), one CALL per transition on a type of its own. Not something to run: it
@@ -86,9 +89,11 @@ from pyfsm.resources import render
 
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1",
-              "pyfsm, 0009 triggers", "pyfsm send_many", "pyfsm, trigger without checks", "trigger design floor")
+              "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm send_many",
+              "pyfsm, trigger without checks", "trigger design floor")
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
-               "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1, "pyfsm send_many": 1 / BULK,
+               "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1,
+               "pyfsm, 0016 history triggers": 1, "pyfsm send_many": 1 / BULK,
                "pyfsm, trigger without checks": 1, "trigger design floor": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
@@ -101,7 +106,12 @@ MACHINE_FLOOR = Machine(name="bench_floor", states=MACHINE.states, start=MACHINE
                         transitions=[("go", "a", "b"), ("back", "b", "a")])
 MACHINE_UNCHECKED = Machine(name="bench_unchecked", states=MACHINE.states, start=MACHINE.start,
                             transitions=[("go", "a", "b"), ("back", "b", "a")])
-TRIGGERS_0009 = [("trigger_bu_v7", "trigger_bu_v6"), ("trigger_hbu_v4", "trigger_hbu_v3")]
+TRIGGERS_0009 = [("trigger_bu_v7", "trigger_bu_v6"), ("trigger_hbi_v3", "trigger_hbi_v2"),
+                 ("trigger_hbu_v5", "trigger_hbu_v3")]
+#: The same definition with the history triggers of revisions 0010 to 0016 (hbi_v2, hbu_v4).
+MACHINE_0016 = Machine(name="bench_0016", states=MACHINE.states, start=MACHINE.start,
+                       transitions=[("go", "a", "b"), ("back", "b", "a")])
+TRIGGERS_0016 = [("trigger_hbi_v3", "trigger_hbi_v2"), ("trigger_hbu_v5", "trigger_hbu_v4")]
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
     """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -373,17 +383,19 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
            "pyfsm": pyfsm_client,
            "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1"),
            "pyfsm, 0009 triggers": functools.partial(pyfsm_client, machine=MACHINE_0009.name),
+           "pyfsm, 0016 history triggers": functools.partial(pyfsm_client, machine=MACHINE_0016.name),
            "pyfsm send_many": send_many_client, "trigger design floor": floor_client,
            "pyfsm, trigger without checks": functools.partial(pyfsm_client, machine=MACHINE_UNCHECKED.name)}
 
 
-def define_with_0009_triggers(store: Store) -> None:
-    """Define MACHINE_0009 and put its triggers back to those of revision 0009."""
-    store.define(MACHINE_0009)
+def define_with_older_triggers(store: Store, machine: Machine, swaps: list[tuple[str, str]],
+                               objects_version: str) -> None:
+    """Define ``machine`` and put its triggers back to those of an older revision."""
+    store.define(machine)
     conn = db.connect(store.settings)
     try:
-        schema.replace_machine_triggers(conn, MACHINE_0009.name, TRIGGERS_0009, "v8",
-                                        also_lock=(f"fsm_{MACHINE_0009.name}_transitions",))
+        schema.replace_machine_triggers(conn, machine.name, swaps, objects_version,
+                                        also_lock=(f"fsm_{machine.name}_transitions",))
     finally:
         conn.close()
 
@@ -630,7 +642,8 @@ def main(argv: list[str] | None = None) -> int:
         with Store(settings.dsn(), pool_size=1) as store:
             store.migrate()
             store.define(MACHINE)
-            define_with_0009_triggers(store)
+            define_with_older_triggers(store, MACHINE_0009, TRIGGERS_0009, "v8")
+            define_with_older_triggers(store, MACHINE_0016, TRIGGERS_0016, "v9")
             store.define(MACHINE_FLOOR)
             store.define(MACHINE_UNCHECKED)
             conn = db.connect(settings)

@@ -88,10 +88,24 @@ def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
     ``template``: a current file, by its path under ``sql/`` (``machine/triggers/...sql``), or
-    a template of revisions 0001 to 0010 by its name (``trigger_bu_v6``, frozen in
-    ``migrations/sql/0001-0010/templates``; the landed migrations and the upgrade of types an
-    older pyfsm installed use those). The machine name is validated first: it is the only
+    a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
+    or a later revision's ``templates/``: template_revisions; the landed migrations and the
+    upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only
     thing ever spliced into SQL text.
     """
-    text = read_sql(template) if "/" in template else read_frozen(f"templates/{template}.sql")
+    if "/" in template:
+        text = read_sql(template)
+    else:
+        text = read_frozen(f"templates/{template}.sql", template_revisions(template))
     return text.replace(PLACEHOLDER, check_machine_name(machine))
+
+
+@cache
+def template_revisions(template: str) -> str:
+    """The folder of migrations/sql that holds a frozen per-type template: revisions 0001 to
+    0010 share one tree; a later revision that adds a version (``trigger_hbu_v5``, 0017) keeps
+    it in its own folder's ``templates/``. A versioned name is frozen exactly once."""
+    found = sorted(p.parent.parent.name for p in (migrations_dir() / "sql").glob(f"*/templates/{template}.sql"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"per-type template {template!r} is frozen in {len(found)} revision folders, not one")
+    return found[0]

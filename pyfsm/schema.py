@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0016"
+HEAD_REVISION = "0017"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -189,7 +189,7 @@ MACHINE_OBJECTS = (
     "machine/views/history.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v9"
+MACHINE_OBJECTS_VERSION = "v10"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 CURRENT_TRIGGERS = {

@@ -17,8 +17,9 @@ from .ddl import execute_ddl, machine_triggers, object_name
 from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
 from .views import refresh_views
 
-#: Every per-type object set revisions 0001 to 0010 installed: templates frozen in
-#: migrations/sql/0001-0010/templates, rendered for each machine in this order.
+#: Every per-type object set a revision installed: templates frozen in
+#: migrations/sql/0001-0010/templates (and a later revision's templates/), rendered for each
+#: machine in this order.
 #: fsm_machines.objects_version records which set a machine has. The tests install types
 #: as an older pyfsm did from these; the current set is schema.MACHINE_OBJECTS.
 MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
@@ -81,6 +82,10 @@ MACHINE_TEMPLATE_SETS["v8"] = tuple(
 # on one comparison (trigger_hbu_v4).
 _V9 = {"trigger_bu_v6": "trigger_bu_v7", "trigger_hbu_v3": "trigger_hbu_v4"}
 MACHINE_TEMPLATE_SETS["v9"] = tuple(_V9.get(name, name) for name in MACHINE_TEMPLATE_SETS["v8"])
+# v10 (revision 0017): the history triggers refuse a change when a NULL stands on either side
+# of the guard's comparison (trigger_hbu_v5, trigger_hbi_v3; frozen in migrations/sql/0017).
+_V10 = {"trigger_hbi_v2": "trigger_hbi_v3", "trigger_hbu_v4": "trigger_hbu_v5"}
+MACHINE_TEMPLATE_SETS["v10"] = tuple(_V10.get(name, name) for name in MACHINE_TEMPLATE_SETS["v9"])
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

@@ -290,12 +290,12 @@ def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> 
 
 
 def test_every_older_object_set_is_frozen() -> None:
-    from pyfsm.resources import read_frozen
+    from pyfsm.resources import read_frozen, template_revisions
     from pyfsm.schema import MACHINE_OBJECTS, MACHINE_OBJECTS_VERSION, MACHINE_TEMPLATE_SETS
 
     for names in MACHINE_TEMPLATE_SETS.values():
         for name in names:
-            assert read_frozen(f"templates/{name}.sql").startswith("--"), name
+            assert read_frozen(f"templates/{name}.sql", template_revisions(name)).startswith("--"), name
     assert list(MACHINE_TEMPLATE_SETS)[-1] == MACHINE_OBJECTS_VERSION
     # the current set is the last frozen one, without what is deprecated, with left_at in the table
     assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 2  # send_v1, history_left_at
@@ -510,7 +510,7 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v9"  # 0007 to 0010
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v10"  # 0007 to 0017
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -557,7 +557,7 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v9"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v10"}
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
@@ -596,8 +596,8 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
                               "ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == [
             "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v7",
-            "fsm_order_hbd_v1", "fsm_order_hbi_v2", "fsm_order_hbu_v4"]  # and 0010's swaps
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
+            "fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]  # and 0010's and 0017's swaps
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
         assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
             [{"ok": 1, "bad": 0}]
         with Store(settings.dsn()) as store:
@@ -645,7 +645,7 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]  # 0010 too
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]  # 0010, 0017 too
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
             raw, "SELECT routine_name, security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
@@ -661,8 +661,9 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
 
 def test_0010_swaps_the_transition_and_history_update_triggers(make_database) -> None:  # type: ignore[no-untyped-def]
     """A type installed at 0009 (object set v8) gets bu_v7 and hbu_v4 in place of bu_v6 and
-    hbu_v3, is marked v9, keeps its instances, history and counters, and its history still
-    refuses every change pyfsm does not make, with or without a guard left behind."""
+    hbu_v3, is marked v9 (then v10 and hbu_v5 by 0017), keeps its instances, history and
+    counters, and its history still refuses every change pyfsm does not make, with or without
+    a guard left behind."""
     from conftest import errno_of, fetch, order_machine
 
     from pyfsm import schema
@@ -677,8 +678,8 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
     try:
         triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_manipulation = 'UPDATE' ORDER BY trigger_name")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7", "fsm_order_hbu_v4"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7", "fsm_order_hbu_v5"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
             assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
@@ -801,7 +802,7 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
     try:
         triggers = {t["trigger_name"] for t in fetch(raw, "SELECT trigger_name FROM information_schema.triggers "
                                                           "WHERE trigger_schema = DATABASE()")}
-        assert {"app_audit", "fsm_order_bu_v7", "fsm_order_hbu_v4"} <= triggers and "fsm_order_bu_v6" not in triggers
+        assert {"app_audit", "fsm_order_bu_v7", "fsm_order_hbu_v5"} <= triggers and "fsm_order_bu_v6" not in triggers
         assert fetch(raw, "SELECT * FROM audit") == [{"instance_key": "o-1", "state": "paid"}]
     finally:
         raw.close()
@@ -832,7 +833,45 @@ def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_da
         with Store(settings.dsn()) as store:
             store.define(machine)  # the same definition: only the objects are brought up to date
             assert store.send("order", "o-1", "pay").to_state == "paid"
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v9"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+    finally:
+        raw.close()
+
+
+def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_database) -> None:  # type: ignore[no-untyped-def]
+    """A type installed at 0016 (object set v9) lets `SET most_recent = NULL` through with no
+    guard (hbu_v4); after 0017 it has hbi_v3 and hbu_v5, is marked v10, keeps its history and
+    counters, refuses every change of every column of its history, and still transitions."""
+    from conftest import errno_of, fetch, order_machine
+    from history_guard import refused_updates
+
+    from pyfsm import schema
+
+    settings = make_database()
+    schema.migrate(settings, revision="0016")
+    install_type_as_of(settings, order_machine("order"), "v9",
+                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
+                       "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    raw = pymysql.connect(**settings.connect_kwargs())
+    try:
+        ids = {r["instance_key"]: r["id"] for r in fetch(raw, "SELECT id, instance_key FROM fsm_order")}
+        flip = "UPDATE fsm_order_transitions SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1"
+        raw.autocommit(False)
+        assert errno_of(raw, flip, (ids["o-1"],)) is None  # the defect 0017 mends: accepted by hbu_v4
+        raw.rollback()
+        raw.autocommit(True)
+        schema.migrate(settings)
+        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                              "AND event_object_table = 'fsm_order_transitions' ORDER BY trigger_name")
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+        assert errno_of(raw, flip, (ids["o-1"],)) == 31012
+        assert refused_updates(raw, "order", ids["o-1"], ids["o-2"]) == []
+        with Store(settings.dsn()) as store:
+            assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
+            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
+                [(None, None, False), ("pay", "r-1", False), ("ship", "r-2", True)]
+            assert store.counts("order") == {"paid": 1, "shipped": 1}
     finally:
         raw.close()
 

@@ -102,6 +102,38 @@ def test_history_cannot_be_updated_or_deleted(store: Store, order: Machine, raw:
     assert len(history(raw, order.name, "h1")) == 2
 
 
+def test_no_column_of_a_history_row_changes_without_pyfsm(store: Store, order: Machine, raw: Any) -> None:
+    """Every column of the latest and of an older history row, changed by a raw UPDATE with no
+    guard, with a guard left behind by an earlier transition and with another instance's: each
+    refused with 31012, nothing changed. (hbu_v4 let `SET most_recent = NULL WHERE most_recent =
+    1` through with no guard: NULL <=> NULL.) Transitions still flip the flag afterwards."""
+    from history_guard import refused_updates
+
+    store.send(order, "g1", "pay")
+    store.send(order, "g1", "ship")
+    other = store.send(order, "g2", "pay")
+    mine = store.get(order, "g1")
+    assert refused_updates(raw, order.name, mine.id, other.instance_id) == []
+    assert store.send(order, "g1", "deliver").sort_key == 4
+    assert [(h["sort_key"], h["most_recent"]) for h in history(raw, order.name, "g1")] == \
+        [(1, None), (2, None), (3, None), (4, 1)]
+
+
+def test_history_rows_with_nulls_cannot_be_forged(store: Store, order: Machine, raw: Any) -> None:
+    """With no guard, a row whose created_at or instance_id is NULL when the trigger runs is
+    refused too (hbi_v2 compared NULL <=> NULL): under a non-strict sql_mode a multi-row INSERT
+    would store it with a zero date."""
+    table = f"fsm_{order.name}_transitions"
+    inst = store.send(order, "n1", "pay")
+    run(raw, "SET SESSION sql_mode = ''")
+    for instance_id, created_at in ((inst.instance_id, "NULL"), ("NULL", "NOW()"), ("NULL", "NULL")):
+        rows = ", ".join(f"({instance_id}, {9 + n}, 'x', '{{}}', '{{}}', 1, 'x', {created_at})" for n in range(2))
+        assert errno_of(raw, f"INSERT INTO `{table}` (instance_id, sort_key, to_state, data_after, metadata, "
+                             f"definition_version, source, created_at) VALUES {rows}") == 31012, (instance_id, created_at)
+    assert len(run(raw, f"SELECT id FROM `{table}` WHERE sort_key >= 9")) == 0
+    assert store.send(order, "n1", "ship").sort_key == 3
+
+
 def test_topic_writes_outbox_rows_and_no_topic_writes_none(store: Store, raw: Any) -> None:
     with_topic = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
                          topic="pyfsm.events")
