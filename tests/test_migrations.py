@@ -861,9 +861,10 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
         raw.rollback()
         raw.autocommit(True)
         schema.migrate(settings)
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_object_table = 'fsm_order_transitions' ORDER BY trigger_name")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]
+        triggers = fetch(raw, "SELECT trigger_name AS name FROM information_schema.triggers "
+                              "WHERE trigger_schema = DATABASE() AND event_object_table = 'fsm_order_transitions' "
+                              "ORDER BY trigger_name")
+        assert [t["name"] for t in triggers] == ["fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
         assert errno_of(raw, flip, (ids["o-1"],)) == 31012
         assert refused_updates(raw, "order", ids["o-1"], ids["o-2"]) == []
