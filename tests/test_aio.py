@@ -34,6 +34,18 @@ def blocker(dsn: str, machine: Machine, key: str) -> Any:
     return conn
 
 
+def waiting_on(dsn: str, key: str) -> bool:
+    """Whether a statement on the instance ``key`` runs on the server (a send waiting for its row lock)."""
+    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id <> CONNECTION_ID() "
+                        "AND command = 'Query' AND info LIKE %s", (f"%'{key}'%",))
+            return bool(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
 async def test_the_store_api_as_coroutines_with_the_same_results_and_errors(dsn: str, order: Machine) -> None:
     async def main() -> None:
         async with AsyncStore(dsn, pool_size=4) as store:
@@ -95,7 +107,10 @@ async def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(d
     async def main() -> tuple[Any, Any]:
         async with AsyncStore(dsn, pool_size=1) as store:  # one thread: the second call queues
             first = asyncio.ensure_future(store.send(order, happened, "pay", request_id=f"{happened}-pay"))
-            await asyncio.sleep(0.2)  # the send is on the server, waiting for the row lock
+            deadline = time.monotonic() + 20
+            while not waiting_on(dsn, happened):  # the send is on the server, waiting for the row lock
+                assert time.monotonic() < deadline and not first.done(), f"the send never waited for the row: {first}"
+                await asyncio.sleep(0.02)
             second = asyncio.ensure_future(store.send(order, not_yet, "pay", request_id=f"{not_yet}-pay"))
             await asyncio.sleep(0.05)
             first.cancel()

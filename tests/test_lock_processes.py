@@ -60,14 +60,18 @@ def hammer(dsn: str, targets: list[tuple[str, str, str]], worker: int, rounds: i
         out.put(report)
 
 
-def hold(dsn: str, machine: str, key: str, seconds: float, lease_seconds: float | None, ready: Any, out: Any) -> None:
-    """Take a lock, say so, hold it ``seconds`` (or until killed), release it."""
+def hold(dsn: str, machine: str, key: str, seconds: float, lease_seconds: float | None, ready: Any, out: Any,
+         release: Any = None) -> None:
+    """Take a lock, say so, hold it ``seconds`` (or until ``release`` is set, or until killed), release it."""
     store = Store(dsn, pool_size=2)
     try:
         with store.lock(machine, key, lease_seconds=lease_seconds, attempts=1) as lease:
             out.put(("held", machine, key, lease.owner, time.monotonic_ns()))
             ready.set()
-            time.sleep(seconds)
+            if release is None:
+                time.sleep(seconds)
+            else:
+                release.wait(seconds)
             out.put(("leaving", machine, key, lease.owner, time.monotonic_ns()))
     except LockNotAcquired as exc:
         out.put(("refused", machine, key, str(exc), time.monotonic_ns()))
@@ -143,8 +147,9 @@ def test_local_locks_let_other_types_of_the_account_run_in_parallel(store: Store
     store.create(p.name, p2, lookup_key=account)
     store.create(q.name, q1, lookup_key=account)
     out = SPAWN.Queue()
-    first_ready = SPAWN.Event()
-    first = SPAWN.Process(target=hold, args=(dsn, p.name, p1, 2.0, None, first_ready, out))
+    first_ready, release_first = SPAWN.Event(), SPAWN.Event()
+    # p1 holds until the others are done, however long starting their processes takes
+    first = SPAWN.Process(target=hold, args=(dsn, p.name, p1, TIMEOUT, None, first_ready, out, release_first))
     first.start()
     assert first_ready.wait(60)
     others, readies = [], []  # keep the events alive until the children have them
@@ -153,7 +158,11 @@ def test_local_locks_let_other_types_of_the_account_run_in_parallel(store: Store
         proc = SPAWN.Process(target=hold, args=(dsn, machine, key, 0.2, None, readies[-1], out))
         proc.start()
         others.append(proc)
-    events = collect(out, 6 - 1)  # first: held + leaving; q1: held + leaving; p2: refused
+    try:
+        events = collect(out, 4)  # first: held; q1: held + leaving; p2: refused
+    finally:
+        release_first.set()
+    events += collect(out, 1)  # first: leaving
     for proc in [first, *others]:
         proc.join(timeout=30)
     by_key = defaultdict(list)

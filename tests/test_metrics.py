@@ -371,7 +371,16 @@ def test_a_worker_process_serves_its_step_counts(fresh) -> None:  # type: ignore
         while store.counts("cli_checkout") != {"done": 9}:
             assert time.monotonic() < deadline, store.counts("cli_checkout")
             time.sleep(0.05)
-        got = parse(get(url)[0])
+        # the worker counts a run after its step is committed: wait until the last one is counted
+        runs = ("pyfsm_worker_runs_total", frozenset({("machine", "cli_checkout"), ("status", "completed")}))
+        steps_total = ("pyfsm_worker_steps_total", frozenset({("machine", "cli_checkout")}))
+        deadline = time.monotonic() + 30
+        while True:
+            got = parse(get(url)[0])
+            if got.get(runs, 0) >= 9 and got.get(steps_total, 0) >= 27:
+                break
+            assert time.monotonic() < deadline, f"the worker counted {got.get(runs)} runs, {got.get(steps_total)} steps"
+            time.sleep(0.05)
     finally:
         assert stop(proc) == 0
     conn = pymysql.connect(**parse_dsn(settings.dsn()).connect_kwargs())
