@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test demo bench bench-ops instructions lint docs
+.PHONY: help venv system test demo bench bench-ops instructions lint docs mysql mysql-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -20,13 +20,19 @@ $(VENV)/.installed: pyproject.toml
 system: ## install the Debian packages the tests use (as root): chromium (browser tests), graphviz (diagrams), galera-4 and rsync (Galera tests)
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz galera-4 rsync
 
+mysql: ## start a private MySQL 9.7 (Debian sid, cached in ~/.cache/pyfsm-mysql) on 127.0.0.1:3307; prints its DSN (for PYFSM_TEST_DSN)
+	scripts/mysql-server start
+
+mysql-stop: ## stop the MySQL server `make mysql` started
+	scripts/mysql-server stop
+
 test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker)
 	$(VENV)/bin/ruff check pyfsm migrations tests bench
 	$(VENV)/bin/mypy pyfsm
 	$(PY) -m pytest
 
-demo: venv ## run the order demo (PYFSM_DSN, default mysql://root@127.0.0.1:3306/pyfsm_demo)
-	$(VENV)/bin/pyfsm demo $(if $(PYFSM_DSN),--dsn $(PYFSM_DSN),--dsn mysql://root@127.0.0.1:3306/pyfsm_demo)
+demo: venv ## run the order demo in $PYFSM_DSN's database (default mysql://root@127.0.0.1:3306/pyfsm_demo)
+	$(VENV)/bin/pyfsm demo
 
 bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
 	$(PY) bench/run_all.py --write BENCHMARKS.md $(BENCH_ARGS)

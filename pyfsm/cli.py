@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from .commands import bulk, graph, instances, operations, web
 from .commands import metrics as metrics_commands
@@ -76,10 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """A warning as one line on stderr, as errors are: pyfsm's own (an unreachable state) say
+    everything in their message; another's is named by its category. No file, no source line."""
+    del filename, lineno, line
+    own = category.__module__.split(".")[0] == "pyfsm"
+    text = _one_line(message) if own else f"{category.__name__}: {_one_line(message)}"
+    print(f"pyfsm: warning: {text}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        with warnings.catch_warnings():  # restores the warnings machinery on the way out
+            if not os.environ.get("PYFSM_DEBUG"):
+                warnings.showwarning = _show_warning
+            args.func(args)
         return int(getattr(args, "exit_code", 0))
     except FsmError as exc:
         print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {_one_line(exc)}", file=sys.stderr)

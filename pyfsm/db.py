@@ -32,13 +32,19 @@ Pool settings that matter for correctness:
   (text that is not UTF-8, an interrupt) leaves the protocol out of step, and after a
   deadlock inside a trigger the server may end the CALL without running the procedure's
   handler, leaving its ``@fsm_*`` transition context set on the session.
+* A refused login (LoginFailed, 1045) and a database the server does not have
+  (UnknownDatabase, 1049) are the DSN's errors, not outages: never retried, never passed
+  over to the next server, and raised without the driver's traceback (their message names
+  the server, what it said and what to fix). :func:`create_database` creates a missing one.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
+import re
 import ssl
 import struct
 import time
@@ -54,18 +60,22 @@ from pymysql.constants import SERVER_STATUS
 
 from .errors import (
     TRANSIENT,
+    AccessDenied,
     DatabaseUnavailable,
     Deadlock,
     FsmError,
     InvalidArgument,
     InvalidEncoding,
+    LoginFailed,
     NotWriterNode,
     TransactionOpen,
+    UnknownDatabase,
     from_mysql_error,
 )
 from .hosts import DEFAULT_HOST, DEFAULT_PORT, Host, HostMemory, parse_hosts, where
 
 DEADLOCK = 1213
+log = logging.getLogger("pyfsm.db")
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -305,7 +315,7 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
             name_servers(err, settings)  # which of the servers were tried, and what each said
         if err is exc:
             raise
-        raise err from exc
+        raise err from _cause(err, exc)
 
 
 #: How often a new connection is made when its session setup hit a deadlock (see
@@ -345,10 +355,11 @@ def open_connection(settings: Settings, *, database: bool = True, timeouts: bool
 
     A server is passed over on a transient failure only (:data:`pyfsm.errors.TRANSIENT`:
     refused, unreachable, lost, timed out, shutting down, a Galera node not ready (1047),
-    too many connections). Any other error (access denied, no such database, a deadlock in
-    the setup) is raised at once: another server of the same cluster would say the same,
-    or the failure is not the server's. When every server failed, the last error is raised
-    with ``pyfsm_tried``, the servers and what each said, in the order tried.
+    too many connections). Any other error (a refused login, LoginFailed; no such database,
+    UnknownDatabase; a deadlock in the setup) is raised at once: another server of the same
+    cluster would say the same, or the failure is not the server's. When every server
+    failed, the last error is raised with ``pyfsm_tried``, the servers and what each said,
+    in the order tried (a refusal also carries it: its message names the server that refused).
     """
     kwargs = settings.connect_kwargs(database=database, timeouts=timeouts)
     order = settings.host_order()
@@ -466,10 +477,125 @@ def _timeout_error(err: BaseException, *, sent: bool, writes: bool, seconds: flo
 
 
 def translate(exc: BaseException, **context: Any) -> BaseException:
-    """The pyfsm error for a driver error, or the driver error itself if it has no pyfsm meaning."""
+    """The pyfsm error for a driver error, or the driver error itself if it has no pyfsm meaning.
+
+    A refused login or an unknown database says where, and what to fix (:func:`_say_what_to_fix`).
+    """
     if isinstance(exc, FsmError):
         return exc
-    return from_mysql_error(exc, **context) or exc
+    err = from_mysql_error(exc, **context)
+    if err is None:
+        return exc
+    if isinstance(err, LoginFailed | UnknownDatabase):
+        _say_what_to_fix(err, exc)
+    return err
+
+
+def _say_what_to_fix(err: LoginFailed | UnknownDatabase, exc: BaseException) -> None:
+    """The message of a refusal of the DSN itself: the server that refused (the last one
+    tried, :func:`open_connection`; the connection's, :func:`_tag_server`), what it said, and
+    what to change. The server's text is kept whole; nothing is read from it."""
+    tried: list[tuple[str, str]] = _found(exc, "pyfsm_tried") or []
+    server = tried[-1][0] if tried else _found(exc, "pyfsm_server")
+    at = f" at {server}" if server else ""
+    said = err.message
+    if isinstance(err, LoginFailed):
+        err.message = (f"the MySQL server{at} refused the login ({said}): check the user name and password in the "
+                       "DSN (--dsn or $PYFSM_DSN), and that this account may connect from this host")
+    else:
+        err.message = (f"the MySQL server{at} has no such database ({said}): check the database name in the DSN "
+                       "(--dsn or $PYFSM_DSN), or create it: `pyfsm migrate` (or Store.migrate()) creates a "
+                       "missing database when its account may")
+    err.args = (err.message,)
+    if server:
+        err.fields["servers"] = [server]
+
+
+def _cause(err: BaseException, exc: BaseException) -> BaseException | None:
+    """What ``err`` is raised from: the driver's error, except under a refusal of the DSN
+    (LoginFailed, UnknownDatabase), whose message says it all; there the driver's traceback
+    is left out of what is printed (it stays in ``__context__``)."""
+    return None if isinstance(err, LoginFailed | UnknownDatabase) else exc
+
+
+#: The character set and collation of a database pyfsm creates: those of its tables and
+#: routines (text compared byte for byte), and so of any parameter that names none.
+DATABASE_CHARSET = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+#: The database names pyfsm creates: nothing that could end the quoted identifier.
+DATABASE_NAME = re.compile(r"[A-Za-z0-9_$-]{1,64}")
+
+
+def create_database_sql(name: str) -> str:
+    """The statement that creates database ``name`` as pyfsm wants it (InvalidArgument for a
+    name pyfsm does not create: see :data:`DATABASE_NAME`)."""
+    if not isinstance(name, str) or not DATABASE_NAME.fullmatch(name):
+        raise InvalidArgument(f"pyfsm creates a database only under a name of 1 to 64 letters, digits, _, $ and -, "
+                              f"got {name!r:.80}: create it yourself (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)")
+    return f"CREATE DATABASE IF NOT EXISTS `{name}` {DATABASE_CHARSET}"
+
+
+def create_database(settings: Settings) -> bool:
+    """Create the DSN's database if it does not exist (``CREATE DATABASE IF NOT EXISTS``,
+    utf8mb4 / utf8mb4_bin); whether this call created it (False: it existed, or another
+    process created it first). Logged on ``pyfsm.db``.
+
+    An account that may not create it gets one AccessDenied (1044 or the server's number)
+    naming the statement to run as one that may.
+    """
+    statement = create_database_sql(settings.database)
+    conn = connect(settings, database=False, timeouts=True)
+    try:
+        with conn.cursor() as cur:
+            try:
+                cur.execute(statement)
+            except pymysql.err.MySQLError as exc:
+                err = translate(exc)
+                if not isinstance(err, AccessDenied):
+                    raise
+                raise AccessDenied(
+                    f"database `{settings.database}` does not exist and the account {settings.user!r} may not "
+                    f"create it ({err}). As an account that may, run: {statement}; then migrate again",
+                    errno=err.errno) from None
+            cur.execute("SHOW WARNINGS")  # 1007: it exists (another process created it meanwhile)
+            created = not any(row[1] == 1007 for row in cur.fetchall())
+    finally:
+        conn.close()
+    if created:
+        log.info("pyfsm: created database `%s` (%s) on %s", settings.database, DATABASE_CHARSET,
+                 where(*settings.in_use))
+    return created
+
+
+def connect_creating(settings: Settings) -> tuple[pymysql.connections.Connection, bool]:
+    """:func:`connect` (unbounded, for DDL), creating the DSN's database first when the server
+    has none of that name (:func:`create_database`); and whether it was created.
+
+    What migrations use. An account that may not create the database, or that has no right
+    on it at all (1044 at connect), gets one AccessDenied naming the statements to run.
+    """
+    try:
+        return connect(settings), False
+    except UnknownDatabase:
+        pass  # created below, outside the handler: a failure there is not shown as one during this
+    except AccessDenied as err:
+        if err.errno != 1044:
+            raise
+        raise refused_database(err, settings) from None
+    created = create_database(settings)
+    return connect(settings), created
+
+
+def refused_database(err: AccessDenied, settings: Settings) -> AccessDenied:
+    """An AccessDenied at connect (1044: the account has no right at all on the DSN's
+    database, which may also not exist; the server does not say which), saying what to do."""
+    try:
+        create = f"{create_database_sql(settings.database)}; (if it is missing) and "
+    except InvalidArgument:
+        create = ""
+    return AccessDenied(
+        f"{err}: the account {settings.user!r} has no right on database `{settings.database}`, or it does not "
+        f"exist. As an account that may, run: {create}GRANT ALL ON `{settings.database}`.* TO the account; "
+        "then migrate again", errno=err.errno)
 
 
 def name_servers(err: DatabaseUnavailable, settings: Settings) -> DatabaseUnavailable:
@@ -596,7 +722,8 @@ class Database:
         try:
             conn = self._pool.connection()
         except pymysql.err.MySQLError as exc:
-            raise translate(exc) from exc
+            err = translate(exc)
+            raise err from _cause(err, exc)
         try:
             yield conn
         except BaseException as exc:
@@ -650,7 +777,7 @@ class Database:
                 if _transient(err) and connection_delays:
                     _pause(connection_delays.pop(0))
                     continue
-                raise self.with_server(err) from failed
+                raise self.with_server(err) from _cause(err, failed)
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
                 if timed_out(exc):
@@ -664,7 +791,7 @@ class Database:
                 if isinstance(err, Deadlock) and err.errno == DEADLOCK and deadlock_delays:
                     time.sleep(deadlock_delays.pop(0) * random.uniform(0, 1))
                     continue
-                raise self.with_server(err) from exc
+                raise self.with_server(err) from _cause(err, exc)
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` on a raw pooled connection, retrying a transient connection failure."""
@@ -681,7 +808,7 @@ class Database:
                     seconds = getattr(exc, "pyfsm_timeout", self.settings.read_timeout)
                     raise self.with_server(_timeout_error(err, sent=True, writes=False, seconds=seconds)) from exc
                 if not (_transient(err) and delays):
-                    raise self.with_server(err) from exc
+                    raise self.with_server(err) from _cause(err, exc)
             except DatabaseUnavailable as err:
                 if timed_out(err):
                     raise self.with_server(_timeout_error(err, sent=False, writes=False,

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
@@ -22,7 +25,17 @@ TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 class UnreachableStateWarning(UserWarning):
-    """A state cannot be reached from any start state."""
+    """A state cannot be reached from any start state.
+
+    Its message is one self-contained line (the machine, the states, where the definition
+    came from when it is a file), and it is reported at the first caller outside pyfsm.
+    `pyfsm install` prints it as ``pyfsm: warning: ...``.
+    """
+
+
+#: Where the definition being built comes from (definition_file sets it while it builds one):
+#: a warning about the definition names it.
+_SOURCE: ContextVar[str | None] = ContextVar("pyfsm_definition_source", default=None)
 
 
 @dataclass(frozen=True)
@@ -169,12 +182,17 @@ class Machine:
                     raise self._fail(f"event {edge.event!r} from {source!r} is defined twice",
                                      field="transitions", event=edge.event, state=source)
                 rules[(source, edge.event)] = edge.target
-        unreachable = set(self.states) - self._reachable(rules)
+        reached = self._reachable(rules)
+        unreachable = [state for state in self.states if state not in reached]
         if unreachable:
+            origin = _SOURCE.get()
+            one = len(unreachable) == 1
             warnings.warn(
-                f"machine {self.name!r}: unreachable states {sorted(unreachable)}",
-                UnreachableStateWarning, stacklevel=4,
-            )
+                f"{origin + ': ' if origin else ''}machine {self.name!r}: {'state' if one else 'states'} "
+                f"{', '.join(repr(s) for s in unreachable)} cannot be reached from "
+                f"{'its start state' if len(self.start) == 1 else 'any of its start states'} "
+                f"{', '.join(repr(s) for s in self.start)}: no instance will ever enter {'it' if one else 'them'}",
+                UnreachableStateWarning, stacklevel=_caller_level())
         return rules
 
     def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
@@ -225,6 +243,16 @@ class Machine:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def _caller_level() -> int:
+    """The stacklevel that makes the warnings.warn of the function calling this report the
+    warning at the first frame outside pyfsm: the user's code, not pyfsm's file and line."""
+    frame: FrameType | None = sys._getframe(1)  # the function that calls warnings.warn: level 1
+    level = 1
+    while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "pyfsm":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _listed(value: object) -> tuple[Any, ...] | None:

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .definition import NAME, Machine
+from .definition import _SOURCE, NAME, Machine
 from .errors import InvalidArgument, InvalidDefinition
 
 #: The largest definition file read, in bytes: far above any real machine, small enough that
@@ -451,12 +451,15 @@ class _Reader:
                 if option in options and not isinstance(options[option], bool):
                     raise self.fail(f"{at('options')}.{option}",
                                     f"must be true or false, got {_describe(options[option])}")
+        named = _SOURCE.set(self.source)  # a warning (an unreachable state) names the file
         try:
             return Machine(name=name, states=states, start=start, final=final, topic=topic,
                            transitions=[(event, list(sources), target) for event, sources, target, _ in edges],
                            **options)
         except InvalidDefinition as exc:
             raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
+        finally:
+            _SOURCE.reset(named)
 
     def transition(self, value: Any, path: str) -> tuple[str, tuple[str, ...], str, bool]:
         """(event, sources, target, whether ``from`` was written as a list)."""

@@ -1,8 +1,9 @@
 """The README's demo: an order machine driven end to end.
 
-Creates the database if needed, migrates, defines an order machine, creates a few hundred
-orders and moves each along a random but allowed path, then prints the counts per state
-and one order's history, including a rejected move the database refused. Then the
+Works in the database of ``--dsn``, else $PYFSM_DSN, else DEFAULT_DSN. Migrates (which
+creates the database if needed), defines an order machine, creates a few hundred orders
+and moves each along a random but allowed path, then prints the counts per state and one
+order's history, including a rejected move the database refused. Then the
 handler engine (pyfsm/demo_process.py). When a Kafka broker answers (``--kafka``,
 $PYFSM_KAFKA, else localhost:9092), a relay publishes the outbox and the demo prints the
 events it read back for one order.
@@ -13,18 +14,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import threading
 import time
 from typing import Any
 
-import pymysql
-
-from . import db
+from . import db, schema
 from .definition import Machine
-from .errors import InvalidArgument, TransitionNotAllowed
+from .errors import TransitionNotAllowed
+from .hosts import where
 from .store import Store
 
+#: The demo's database when neither --dsn nor $PYFSM_DSN names one.
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/pyfsm_demo"
 DEFAULT_KAFKA = "localhost:9092"
 TOPIC = "pyfsm.demo.orders"
@@ -52,29 +52,19 @@ PATHS = [
 ]
 
 
-#: Database names the demo creates: nothing that could end the quoted identifier.
-DATABASE_NAME = re.compile(r"[A-Za-z0-9_$]{1,64}")
-
-
-def _ensure_database(settings: db.Settings) -> None:
-    if not DATABASE_NAME.fullmatch(settings.database or ""):
-        raise InvalidArgument(f"the demo creates its database: give it a name of 1-64 characters of [A-Za-z0-9_$], "
-                              f"got {settings.database!r:.80}")
-    conn = pymysql.connect(**settings.connect_kwargs(database=False))
-    try:
-        conn.cursor().execute(
-            f"CREATE DATABASE IF NOT EXISTS `{settings.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    finally:
-        conn.close()
+def demo_dsn(dsn: str | None = None) -> str:
+    """The DSN the demo works in: ``dsn`` (--dsn), else $PYFSM_DSN, else :data:`DEFAULT_DSN`."""
+    return dsn or os.environ.get("PYFSM_DSN") or DEFAULT_DSN
 
 
 def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7,
         kafka: str | None = None) -> None:
-    settings = db.parse_dsn(dsn or DEFAULT_DSN)
-    _ensure_database(settings)
+    settings = db.parse_dsn(demo_dsn(dsn))
     rng = random.Random(seed)
-    with Store(settings.dsn()) as store:
-        store.migrate()
+    with Store(settings.dsn()) as store:  # (refuses a DSN without a database)
+        print(f"demo database: `{settings.database}` at {where(*settings.in_use)}")
+        if schema.migrate(store.settings):  # as store.migrate(), which creates a missing database too
+            print(f"created database `{settings.database}` ({db.DATABASE_CHARSET})")
         defined = store.define(ORDER)
         print(f"machine order: definition version {defined.version} ({'new' if defined.changed else 'unchanged'})")
         run_id = time.strftime("%H%M%S")

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import db
 from .errors import (
+    AccessDenied,
     ClaimLost,
     Conflict,
     DatabaseUnavailable,
@@ -50,6 +51,7 @@ from .errors import (
     LockHeld,
     LockLost,
     LockNotAcquired,
+    UnknownMachine,
 )
 from .jsondata import dump_object
 from .locks import Lease, new_owner
@@ -165,9 +167,14 @@ class _Run:
             self.process.name, self.key, self.owner, self.committed_version, spec_name, attempt,
             f"{type(exc).__module__}.{type(exc).__qualname__}"[-255:], str(exc)[:1000], text[-4000:],
             retry_in, None if retry_in is not None else failure_event))
-        self.error = f"{type(exc).__name__}: {exc}"
         self.state, self.status, self.version = row["state"], row["status"], int(row["version"])
         self.committed_version = self.version
+        if isinstance(exc, _HandlerFailed):  # ctx.fail(): on purpose, never retried
+            self.error = f"failed by its handler: {exc}"
+            log.warning("pyfsm: %s %s: handler %s failed the instance on purpose (ctx.fail; not retried): %s -> %s",
+                        self.process.name, self.key, spec_name, exc, row["outcome"])
+            return
+        self.error = f"{type(exc).__name__}: {exc}"
         log.warning("pyfsm: %s %s: %s failed (attempt %d of %d): %s -> %s", self.process.name, self.key, spec_name,
                     attempt, limit, self.error, row["outcome"])
 
@@ -263,7 +270,12 @@ class _Run:
             raise _HandlerBug(f"ctx.data must stay a dict, got {type(ctx.data).__name__}")
         dump_object("data", ctx.data)  # InvalidData for what JSON cannot hold, non-string keys too
         if outcome is not None and outcome.kind == "fire":
-            if self.process.machine.target(self.state, outcome.event or "") is None:
+            machine = self.process.machine
+            if machine.target(self.state, outcome.event or "") is None:
+                events = list(dict.fromkeys(t.event for t in machine.edges))
+                if outcome.event not in events:
+                    raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}: machine type "
+                                      f"{machine.name!r} has no such event; its events: {', '.join(events)}")
                 raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}")
             return outcome.event
         return None
@@ -397,8 +409,11 @@ class ClaimKeeper:
 def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
           key: str | None = None) -> list[dict[str, Any]]:
     store._ensure_schema()
-    return store._db.call(db.call_sql("fsm_claim_v1", 5), (process.name, owner, limit, process.claim_seconds, key),
-                          retry_connection=False, writes=True, machine=process.name, key=key)
+    try:
+        return store._db.call(db.call_sql("fsm_claim_v1", 5), (process.name, owner, limit, process.claim_seconds, key),
+                              retry_connection=False, writes=True, machine=process.name, key=key)
+    except (UnknownMachine, AccessDenied) as exc:  # a type not defined: say which ones are
+        raise store._explained(exc) from exc.__cause__
 
 
 def release_claims(store: Store, process: Process, owner: str, keep: Iterable[int] = ()) -> int:

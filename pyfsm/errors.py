@@ -230,6 +230,15 @@ class ParkedBehind(InvalidArgument):
     errno = 31027
 
 
+class UnknownEvent(TransitionNotAllowed):
+    """The machine type has no event of that name (a misspelling, say): raised by Python in
+    place of the server's TransitionNotAllowed, whose message would name only the instance's
+    state; ``fields["events"]`` lists the type's events. A subclass of TransitionNotAllowed,
+    which pyfsm raised before, so ``except TransitionNotAllowed`` still catches it."""
+
+    errno = 31028
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -256,6 +265,26 @@ class NotWriterNode(DatabaseUnavailable):
     errno = 31025
 
 
+class LoginFailed(FsmError):
+    """The server refused the DSN's account: a wrong user name or password, or no such account
+    for the host the client connects from (errno is the server's: 1045, or 1698 for an
+    account that logs in without a password only over the server's socket).
+
+    Not retryable, and not a DatabaseUnavailable (which 0.3.0 raised): the server answered,
+    and will refuse the same login again until the DSN or the account is fixed."""
+
+    errno = 1045
+
+
+class UnknownDatabase(FsmError):
+    """The DSN names a database the server does not have (1049). ``pyfsm migrate`` (or
+    Store.migrate()) creates it when the account may.
+
+    Not retryable, and not a DatabaseUnavailable (which 0.3.0 raised): the server answered."""
+
+    errno = 1049
+
+
 class Deadlock(FsmError):
     """The server aborted the transaction (deadlock or lock wait timeout); retry it."""
 
@@ -272,7 +301,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
         RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
-        NotParked, ParkedBehind,
+        NotParked, ParkedBehind, UnknownEvent,
     )
 }
 
@@ -302,8 +331,9 @@ SERVER: dict[int, type[FsmError]] = {
     2013: DatabaseUnavailable,  # lost connection during query
     2055: DatabaseUnavailable,  # lost connection (system error)
     0: DatabaseUnavailable,  # PyMySQL InterfaceError on a closed connection
-    1045: DatabaseUnavailable,  # access denied
-    1049: DatabaseUnavailable,  # unknown database
+    1045: LoginFailed,  # access denied for user (wrong user or password)
+    1698: LoginFailed,  # access denied for user, no password (an account that logs in by socket only)
+    1049: UnknownDatabase,  # unknown database
     1317: DatabaseUnavailable,  # query execution was interrupted (KILL QUERY)
     4031: DatabaseUnavailable,  # MySQL 8.0.24+: the server closed an idle connection
     1142: AccessDenied,  # command denied on a table (SELECT, UPDATE, CREATE, TRIGGER, ...)

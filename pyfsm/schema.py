@@ -317,17 +317,21 @@ def alembic_config(settings: db.Settings) -> Any:
     return cfg
 
 
-def migrate(settings: db.Settings, revision: str = "head") -> None:
-    """Bring the database's pyfsm schema up to ``revision`` (default: the newest).
+def migrate(settings: db.Settings, revision: str = "head") -> bool:
+    """Bring the database's pyfsm schema up to ``revision`` (default: the newest); whether
+    the database itself had to be created.
 
-    Serialised with GET_LOCK so that several processes starting at once migrate once.
+    A database the server does not have is created first (utf8mb4 / utf8mb4_bin, logged on
+    ``pyfsm.db``) when the account may; otherwise AccessDenied names the statement to run
+    (:func:`pyfsm.db.connect_creating`). Serialised with GET_LOCK so that several processes
+    starting at once migrate once.
     """
     # imported here: SQLAlchemy and Alembic take a third of a second to import, which every
     # CLI command and every worker process would pay for without migrating
     from alembic import command
     from sqlalchemy.exc import DBAPIError
 
-    conn = db.connect(settings)
+    conn, created = db.connect_creating(settings)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT GET_LOCK('pyfsm_migrate', 60)")
@@ -348,6 +352,7 @@ def migrate(settings: db.Settings, revision: str = "head") -> None:
                 cur.execute("SELECT RELEASE_LOCK('pyfsm_migrate')")
     finally:
         conn.close()
+    return created
 
 
 #: The comment the version table carries while a fresh install runs: an empty version table

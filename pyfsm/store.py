@@ -24,6 +24,8 @@ from .errors import (
     InvalidEncoding,
     SchemaVersionMismatch,
     TransitionNotAllowed,
+    UnknownEvent,
+    UnknownMachine,
 )
 from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
@@ -104,7 +106,12 @@ class Store:
         self.close()
 
     def migrate(self) -> None:
-        """Install or upgrade pyfsm's schema (the same as `pyfsm migrate`)."""
+        """Install or upgrade pyfsm's schema (the same as `pyfsm migrate`).
+
+        Creates the DSN's database first when the server has none of that name and the
+        account may (utf8mb4 / utf8mb4_bin; logged at INFO on ``pyfsm.db``); an account
+        that may not gets AccessDenied naming the ``CREATE DATABASE`` statement to run.
+        """
         schema.migrate(self.settings)
         self._schema_ok = False
 
@@ -231,14 +238,18 @@ class Store:
         try:
             if lease is not None:
                 self._ensure_schema()
-                row = lease.call(db.call_sql(f"fsm_{name}_send_v2", len(args)), args, writes=True,
-                                 machine=name, key=key, event=event)[0]
+                try:
+                    row = lease.call(db.call_sql(f"fsm_{name}_send_v2", len(args)), args, writes=True,
+                                     machine=name, key=key, event=event)[0]
+                except (UnknownMachine, AccessDenied) as exc:
+                    raise self._explained(exc, f"fsm_{name}_send_v2") from exc.__cause__
             else:
                 row = self._call(f"fsm_{name}_send_v2", args, writes=True, retry_connection=request_id is not None,
                                  machine=name, key=key, event=event)
         except TransitionNotAllowed as exc:
-            exc.state = self._state_or_none(name, key)
-            raise
+            instance = self._instance_or_none(name, key)
+            exc.state = None if instance is None else instance.state
+            raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
         return TransitionResult.from_send_row(row, key, event)
 
     def send_many(self, machine: str | Machine, items: Iterable[Any], *,
@@ -276,7 +287,15 @@ class Store:
                 "lookup_key": _check_text(f"{where}: lookup_key", item.get("lookup_key"), 191),
             }
         checked = bulk.check_items(items, check)
-        return bulk.send_many(self, name, checked, chunk_size) if checked else []
+        if not checked:
+            return []
+        try:
+            outcomes = bulk.send_many(self, name, checked, chunk_size)
+        except (UnknownMachine, AccessDenied) as exc:
+            raise self._explained(exc, f"fsm_{name}_send_many_v1") from exc.__cause__
+        events = _Events(self, name)  # read only for a refused event
+        return [self._event_checked(o, events, find_instance=True) if type(o) is TransitionNotAllowed else o
+                for o in outcomes]
 
     # -- locks ----------------------------------------------------------------------------
 
@@ -296,8 +315,11 @@ class Store:
         if not isinstance(heartbeat, bool):
             raise InvalidArgument(f"heartbeat must be True or False, got {heartbeat!r:.80}")
         self._ensure_schema()
-        return acquire(self, name, _check_key("key", key), owner=owner, lease_seconds=lease_seconds,
-                       attempts=attempts, backoff=backoff, heartbeat=heartbeat)
+        try:
+            return acquire(self, name, _check_key("key", key), owner=owner, lease_seconds=lease_seconds,
+                           attempts=attempts, backoff=backoff, heartbeat=heartbeat)
+        except (UnknownMachine, AccessDenied) as exc:
+            raise self._explained(exc) from exc.__cause__
 
     def locks(self, *, lookup_key: str | None = None) -> list[HeldLock]:
         """Every lock held now (fsm_held_locks_v1), oldest first; optionally of one lookup key."""
@@ -472,13 +494,19 @@ class Store:
               **context: Any) -> list[dict[str, Any]]:
         """Every row of a CALL; a read retries a lost connection, a write does not."""
         self._ensure_schema()
-        return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=not writes, writes=writes,
-                             **context)
+        try:
+            return self._db.call(db.call_sql(procedure, len(args)), args, retry_connection=not writes,
+                                 writes=writes, **context)
+        except (UnknownMachine, AccessDenied) as exc:
+            raise self._explained(exc, procedure) from exc.__cause__
 
     def _stale_rows(self, procedure: str, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
         """Every row of a read that may lag the primary: on the replica when there is one."""
-        return self._stale_db().call(db.call_sql(procedure, len(args)), args, retry_connection=True, writes=False,
-                                     **context)
+        try:
+            return self._stale_db().call(db.call_sql(procedure, len(args)), args, retry_connection=True,
+                                         writes=False, **context)
+        except (UnknownMachine, AccessDenied) as exc:
+            raise self._explained(exc, procedure) from exc.__cause__
 
     def _primary_db(self) -> db.Database:
         """The primary's pool, once it is known to have this pyfsm's schema."""
@@ -507,15 +535,132 @@ class Store:
         retry_connection: bool = False, **context: Any,
     ) -> dict[str, Any]:
         self._ensure_schema()
-        rows = self._db.call(db.call_sql(procedure, len(args)), args,
-                             retry_connection=read or retry_connection, writes=writes, **context)
+        try:
+            rows = self._db.call(db.call_sql(procedure, len(args)), args,
+                                 retry_connection=read or retry_connection, writes=writes, **context)
+        except (UnknownMachine, AccessDenied) as exc:
+            raise self._explained(exc, procedure) from exc.__cause__
         return rows[0]
 
-    def _state_or_none(self, machine: str, key: str) -> str | None:
+    def _instance_or_none(self, machine: str, key: str) -> Instance | None:
         try:
-            return self.get(machine, key).state
+            return self.get(machine, key)
         except FsmError:  # the state is a courtesy on an error path; never mask the real error
             return None
+
+    # -- clearer errors, read only when a call has failed -----------------------------------
+
+    def _explained(self, err: FsmError, procedure: str | None = None) -> FsmError:
+        """``err``, or, when no machine type of its name is defined at all, UnknownMachine
+        (31002) naming the installed types instead. The server's answers cannot tell a
+        misspelt type from one whose objects are missing or older than this pyfsm, which
+        `pyfsm sync` fixes (and ``err`` says so): 1305 (no such procedure), 31002 (from the
+        generic procedures), and, for an account with EXECUTE rights only, 1370 on a
+        per-type ``procedure`` (EXECUTE denied: it has no right on a routine that does not
+        exist). Read only after a call failed; a failure to read keeps ``err``."""
+        name = err.machine
+        if name is None or "installed" in err.fields:
+            return err
+        per_type = procedure is not None and procedure.startswith(f"fsm_{name}_") \
+            and procedure[len(name) + 5:] in PER_TYPE_PROCEDURES
+        if isinstance(err, AccessDenied) and (err.errno != 1370 or not per_type):
+            return err  # e.g. an app account may not call fsm_define_v5: that stays AccessDenied
+        try:
+            defined, installed = self._types(name)
+        except FsmError:
+            return err
+        context: dict[str, Any] = {"key": err.key, "event": err.event, "state": err.state}
+        if not defined:
+            return unknown_type(name, installed, **context)
+        if isinstance(err, AccessDenied) and name not in installed:  # what 1305 says to the owner
+            return UnknownMachine(f"machine type {name!r} is defined but not installed: run `pyfsm sync {name}` "
+                                  "(or Store.sync) as the owner of pyfsm's schema", machine=name,
+                                  installed=installed, **context)
+        return err
+
+    def _types(self, name: str) -> tuple[bool, list[str]]:
+        """Whether a machine type ``name`` is defined, and the installed types. The owner and
+        reporting accounts read fsm_v_definitions; an app account (EXECUTE only) asks
+        fsm_definition_v1, and fsm_stats_v2 for the installed types."""
+        def read(conn: Any) -> Any:
+            with conn.cursor() as cur:
+                cur.execute(TYPES_SQL)
+                return cur.fetchall()
+        try:
+            rows = self._db.read(read)
+        except AccessDenied:
+            try:
+                self._db.call(db.call_sql("fsm_definition_v1", 2), (name, None), retry_connection=True, writes=False)
+                defined = True
+            except UnknownMachine:
+                defined = False
+            stats = self._db.call(db.call_sql("fsm_stats_v2", 0), (), retry_connection=True, writes=False)
+            return defined, [str(r["machine"]) for r in stats]
+        return any(machine == name for machine, _installed in rows), [str(m) for m, installed in rows if installed]
+
+    def _event_checked(self, err: TransitionNotAllowed, events: _Events, instance: Instance | None = None, *,
+                       find_instance: bool = False) -> TransitionNotAllowed:
+        """``err``, or UnknownEvent when the definition the instance follows has no event
+        ``err.event`` at all (the current definition when there is no instance). Read only
+        after the server refused an event; a failure to read keeps ``err``. ``events``: the
+        definitions read so far, shared by the refusals of one send_many. ``find_instance``:
+        read the instance when the current definition lacks the event and is not the first
+        version (an older instance may follow another)."""
+        event = err.event
+        if err.machine != events.machine or event is None:
+            return err
+        known = events.of(None if instance is None else instance.definition_version)
+        if find_instance and known is not None and event not in known and events.current_version != 1:
+            instance = self._instance_or_none(events.machine, err.key) if err.key is not None else None
+            if instance is not None:
+                known = events.of(instance.definition_version)
+        if known is None or event in known:
+            return err
+        older = instance is not None and instance.definition_version != events.current_version
+        which = f" (version {instance.definition_version}, which {err.key} follows)" if older and instance else ""
+        better = UnknownEvent(
+            f"machine type {events.machine!r}{which} has no event {event!r}; its events: {', '.join(known) or 'none'}",
+            machine=events.machine, key=err.key, event=event, state=err.state, events=known)
+        better.__cause__ = err.__cause__
+        return better
+
+
+class _Events:
+    """A machine type's events per definition version, read on an error path only (through
+    fsm_definition_v1, which an app account may call) and kept for the one call."""
+
+    def __init__(self, store: Store, machine: str) -> None:
+        self.store, self.machine = store, machine
+        self.current_version: int | None = None
+        self._by_version: dict[int | None, list[str] | None] = {}
+
+    def of(self, version: int | None) -> list[str] | None:
+        """The events of ``version`` (None: the current one) in definition order; None if unreadable."""
+        if version not in self._by_version:
+            try:
+                found = self.store.definition(self.machine, version)
+                transitions = found["definition"].get("transitions", [])
+                self._by_version[version] = list(dict.fromkeys(str(t["event"]) for t in transitions))
+                if found["is_current"]:
+                    self.current_version = int(found["version"])
+            except (FsmError, KeyError, TypeError, AttributeError, ValueError):
+                self._by_version[version] = None
+        return self._by_version[version]
+
+
+#: The per-type procedures the Store calls, fsm_<type>_...: an account with EXECUTE rights only
+#: is denied one that does not exist (1370), as it is denied any routine it has no right on.
+PER_TYPE_PROCEDURES = frozenset({"create_v1", "send_v2", "send_many_v1", "get_v1", "history_v1", "in_state_v1"})
+
+#: The defined machine types and whether their objects are installed, for UnknownMachine's message.
+TYPES_SQL = "SELECT machine, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"
+
+
+def unknown_type(name: str, installed: Iterable[str], **context: Any) -> UnknownMachine:
+    """UnknownMachine (31002) for a machine type that is not defined, naming the installed ones."""
+    listed = sorted(installed)
+    return UnknownMachine(f"no machine type {name!r}; installed: {', '.join(listed) or 'none'}",
+                          machine=name, installed=listed, **context)
 
 
 def _dsn_hint(settings: db.Settings) -> str:

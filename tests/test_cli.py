@@ -66,6 +66,49 @@ def test_errors_are_one_line_with_a_nonzero_exit() -> None:
         assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("pyfsm: "), result.stderr
 
 
+def test_migrate_creates_a_missing_database_and_says_so(make_database, server) -> None:  # type: ignore[no-untyped-def]
+    from test_store import missing_database
+
+    settings = missing_database(make_database, server)
+    created = pyfsm("migrate", "--dsn", settings.dsn())
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.splitlines()[0] == (f"created database `{settings.database}` "
+                                              "(CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)")
+    again = pyfsm("migrate", "--dsn", settings.dsn(), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["database_created"] is False
+    assert pyfsm("check", "--dsn", settings.dsn()).returncode == 0
+
+
+def test_refusals_of_the_dsn_are_one_line_saying_what_to_fix(make_database, server, dsn: str) -> None:  # type: ignore[no-untyped-def]
+    """A wrong password, an unknown database, and a migration whose account may not create
+    the database: exit 1, one `pyfsm:` line naming the class, its number and the fix."""
+    from dataclasses import replace
+
+    from conftest import granted_accounts
+    from test_store import missing_database
+
+    from pyfsm.db import parse_dsn
+
+    def refused(*args: str) -> str:
+        result = pyfsm(*args)
+        assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert not result.stdout and result.stderr.startswith("pyfsm: "), result.stderr
+        return result.stderr
+
+    missing = missing_database(make_database, server)
+    unknown = refused("check", "--dsn", missing.dsn())
+    assert unknown.startswith("pyfsm: UnknownDatabase (1049): ") and "`pyfsm migrate`" in unknown
+    with granted_accounts(server, parse_dsn(dsn), ["app"], "pyfsm_clipw") as accounts:
+        app = accounts["app"]
+        login = refused("counts", "--dsn", replace(app, password="not-" + app.password).dsn(), "order")
+        assert login.startswith("pyfsm: LoginFailed (1045): the MySQL server at ")
+        assert "check the user name and password" in login
+        denied = refused("migrate", "--dsn", replace(app, database=missing.database).dsn())
+        assert denied.startswith("pyfsm: AccessDenied (1044): ")
+        assert (f"CREATE DATABASE IF NOT EXISTS `{missing.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+                in denied)
+
+
 def test_help_shows_an_example() -> None:
     for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock", "worker", "pause", "resume",
                     "retry", "failed"):

@@ -86,7 +86,7 @@ def test_usage_errors_and_odd_input_stay_one_line(make_database) -> None:  # typ
 
 def test_instance_commands_from_a_yaml_definition(make_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     dsn = make_database("pyfsm_cli").dsn()
-    assert ok("migrate", "--dsn", dsn) == {"revision": schema.HEAD_REVISION}
+    assert ok("migrate", "--dsn", dsn) == {"revision": schema.HEAD_REVISION, "database_created": False}
     [installed] = ok("install", "--dsn", dsn, str(EXAMPLE))
     assert installed == {"machine": "order", "version": 1, "changed": True, "source": str(EXAMPLE)}
     assert ok("install", "--dsn", dsn, str(EXAMPLE))[0]["changed"] is False

@@ -203,11 +203,20 @@ def test_yaml_aliases_and_comments_are_plain_data() -> None:
     assert machine.target("new", "pay") == "paid"
 
 
-def test_unreachable_state_is_a_warning_not_an_error() -> None:
-    text = yaml_with("states: [new, paid, shipped, cancelled]", "states: [new, paid, shipped, cancelled, limbo]")
+def test_unreachable_state_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    text = yaml_with("states: [new, paid, shipped, cancelled]", "states: [new, paid, shipped, cancelled, limbo, void]")
     with pytest.warns(UnreachableStateWarning, match="limbo"):
         [machine] = parse_machines(text, fmt="yaml")
     assert "limbo" in machine.states
+    path = tmp_path / "order.yaml"
+    path.write_text(text)
+    with pytest.warns(UnreachableStateWarning) as caught:
+        load_machines(path)
+    [warning] = caught.list
+    # one line naming the file, reported at the caller's line (here), not at pyfsm's file and source line
+    assert str(warning.message) == (f"{path}: machine 'order': states 'limbo', 'void' cannot be reached from its "
+                                    "start state 'new': no instance will ever enter them")
+    assert warning.filename == __file__
 
 
 def test_a_file_without_warnings_gives_none() -> None:

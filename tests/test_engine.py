@@ -229,7 +229,8 @@ def test_bad_handler_results_are_refused_before_anything_is_written(store: Store
     other.register("a", lambda ctx: ctx.fire("nope"), name="wrong_event")
     store.define(other.machine)
     assert other.start(store, "bad-2").status == "failed"
-    assert "not allowed" in store.errors(other.name, "bad-2")[0]["message"]
+    assert store.errors(other.name, "bad-2")[0]["message"] == (
+        f"event 'nope' is not allowed from 'a': machine type {other.name!r} has no such event; its events: next, back")
 
 
 def test_waiting_for_an_external_event(store: Store) -> None:
@@ -512,3 +513,20 @@ def test_second_review_regressions_hand_back_and_commit_time_failures(store: Sto
     [error] = store.errors(older, "old-1")
     assert error["error_type"] == "pyfsm.errors.TransitionNotAllowed" and error["outcome"] == "failed"
     assert store.run_info(older, "old-1") is None
+
+
+def test_ctx_fail_is_logged_as_a_deliberate_failure_not_a_retry(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    """ctx.fail(reason) fails the instance at once: the log says so with the handler's
+    reason, and never suggests attempts that will not happen or names a private class."""
+    process = Process.linear(unique("declined"), ["charge", "ship"], max_attempts=3)
+    process.register("charge", lambda ctx: ctx.fail("card declined"), name="charge_card")
+    store.define(process.machine)
+    with caplog.at_level("WARNING", logger="pyfsm.engine"):
+        result = process.start(store, "d-1")
+    assert (result.state, result.status, result.error) == ("charge", "failed", "failed by its handler: card declined")
+    [record] = [r for r in caplog.records if r.name == "pyfsm.engine"]
+    assert record.getMessage() == (f"pyfsm: {process.name} d-1: handler charge_card failed the instance on purpose "
+                                   "(ctx.fail; not retried): card declined -> failed")
+    assert "attempt" not in record.getMessage() and "HandlerFailed" not in caplog.text
+    [error] = store.errors(process.name, "d-1")
+    assert (error["attempt"], error["outcome"], error["message"]) == (1, "failed", "card declined")

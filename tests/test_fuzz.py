@@ -887,14 +887,20 @@ def test_send_refuses_a_lease_that_is_not_one(env: Env) -> None:
         env.store.send(M, "k1", "pay", lease="my-lease")  # type: ignore[arg-type]
 
 
-def test_demo_database_name_is_not_sql(env: Env) -> None:
-    from pyfsm import demo
+def test_created_database_name_is_not_sql(env: Env) -> None:
+    """The database migrate (and so the demo) creates when missing: its name is never SQL."""
+    from pyfsm import db, schema
 
     name = f"pyfsm_fuzz_inj_{uuid.uuid4().hex[:8]}"
     hostile = dataclasses.replace(env.settings, database=f"{name}` CHARACTER SET latin1 -- ")
     try:
         with pytest.raises(InvalidArgument):
-            demo._ensure_database(hostile)
+            db.create_database(hostile)
+        with pytest.raises((InvalidArgument, pymysql.err.MySQLError)) as refused:
+            schema.migrate(hostile)
+        if isinstance(refused.value, pymysql.err.MySQLError):  # MariaDB refuses such a name at connect
+            assert refused.value.args[0] == 1102  # incorrect database name (not 1049: nothing to create)
+        assert not env.rows(f"SELECT 1 FROM information_schema.schemata WHERE schema_name LIKE '{name}%'")
     finally:
         env.rows(f"DROP DATABASE IF EXISTS `{name}`")  # what the injected statement created
 

@@ -159,3 +159,90 @@ def test_schema_mismatch_is_refused_with_the_fix(make_database) -> None:  # type
     with Store(empty.dsn()) as store, pytest.raises(SchemaVersionMismatch) as info:
         store.get("order", "x")
     assert "pyfsm migrate" in str(info.value) and info.value.errno == 31015
+
+
+def missing_database(make_database, server):  # type: ignore[no-untyped-def]
+    """Settings naming a database the server does not have (dropped at the session's end if
+    a test created it)."""
+    from conftest import admin
+
+    settings = make_database("pyfsm_nodb")
+    conn = admin(server)
+    try:
+        conn.cursor().execute(f"DROP DATABASE `{settings.database}`")
+    finally:
+        conn.close()
+    return settings
+
+
+def _schema_of(server, name: str) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+    from conftest import admin
+
+    conn = admin(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
+                        "WHERE schema_name = %s", (name,))
+            row = cur.fetchone()
+            return None if row is None else (row[0], row[1])
+    finally:
+        conn.close()
+
+
+def test_migrate_creates_a_missing_database_and_says_so(make_database, server, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The README's example on a fresh server: Store.migrate() creates the DSN's database as
+    pyfsm's tables expect it (utf8mb4_bin) and logs it; later migrations create nothing."""
+    import logging
+
+    from pyfsm import schema
+
+    settings = missing_database(make_database, server)
+    with Store(settings.dsn()) as fresh:
+        with caplog.at_level(logging.INFO, logger="pyfsm.db"):
+            fresh.migrate()
+        assert [r.getMessage() for r in caplog.records if r.name == "pyfsm.db"] == [
+            f"pyfsm: created database `{settings.database}` (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) on "
+            f"{settings.host}:{settings.port}"]
+        assert _schema_of(server, settings.database) == ("utf8mb4", "utf8mb4_bin")
+        machine = order_machine()
+        fresh.define(machine)
+        assert fresh.create(machine, "k-1").to_state == "new"
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pyfsm.db"):
+            fresh.migrate()
+        assert not [r for r in caplog.records if r.name == "pyfsm.db"]
+    assert schema.migrate(settings) is False
+
+
+def test_migrate_without_the_right_to_create_the_database(make_database, server, dsn: str) -> None:  # type: ignore[no-untyped-def]
+    """A least-privilege account meets one AccessDenied naming the statement to run, whether
+    it has some right on the missing database's name (1049, then 1044 for CREATE) or none
+    (1044 at connect); no traceback of the driver is chained to it."""
+    from dataclasses import replace
+
+    from conftest import admin, granted_accounts
+
+    from pyfsm import AccessDenied
+    from pyfsm.db import parse_dsn
+
+    settings = missing_database(make_database, server)
+    create = (f"CREATE DATABASE IF NOT EXISTS `{settings.database}` CHARACTER SET utf8mb4 "
+              "COLLATE utf8mb4_bin")
+    with granted_accounts(server, parse_dsn(dsn), ["app"], "pyfsm_nodb") as accounts:
+        app = replace(accounts["app"], database=settings.database)
+        with Store(app.dsn()) as store, pytest.raises(AccessDenied) as none:
+            store.migrate()
+        assert none.value.errno == 1044 and create in str(none.value) and "GRANT ALL ON" in str(none.value)
+        assert none.value.__cause__ is None and none.value.__suppress_context__
+        conn = admin(server)
+        try:  # a right on the name, not the right to create it: the server now says 1049 to the login
+            conn.cursor().execute(f"GRANT SELECT ON `{settings.database}`.* TO `{app.user}`@'%'")
+        finally:
+            conn.close()
+        with Store(app.dsn()) as store, pytest.raises(AccessDenied) as some:
+            store.migrate()
+        message = str(some.value)
+        assert some.value.errno == 1044 and create in message and "may not create it" in message
+        assert some.value.__cause__ is None and some.value.__suppress_context__
+        assert len(message.splitlines()) == 1
+    assert _schema_of(server, settings.database) is None

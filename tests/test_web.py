@@ -6,6 +6,9 @@ The browser suite (tests/test_web_browser.py) drives the same pages in Chromium.
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -139,7 +142,8 @@ def test_filters_without_an_index_read_a_bounded_window(site) -> None:  # type: 
     ("/m/order?updated_after=yesterday", 400, "must be a time like"),
     ("/m/order?before=-5", 400, "positive integer"),
     ("/m/Order", 400, "machine name"),
-    ("/m/nosuchtype", 404, "UnknownMachine"),
+    ("/m/nosuchtype", 404, "no machine type 'nosuchtype'; installed: flow, order"),
+    ("/m/nosuchtype/i/k-1", 404, "no machine type 'nosuchtype'; installed: flow, order"),
     ("/m/order/i/no-such-key", 404, "UnknownInstance"),
     ("/confirm?action=send&machine=order&key=o-001", 403, "actions are off"),
 ])
@@ -294,6 +298,20 @@ def test_a_token_guards_every_page(site) -> None:  # type: ignore[no-untyped-def
         away = c.post("/login?next=//evil.example/", data={"csrf": c.cookies.get("pyfsm_csrf"), "token": token},
                       follow_redirects=False)
         assert away.headers["location"] == "/"
+
+
+def test_a_port_in_use_is_one_line_and_exit_1_before_anything_says_serving(site) -> None:  # type: ignore[no-untyped-def]
+    """docs/cli.md: an error is one line on stderr and exit 1; the console binds its port
+    before it says where it serves (uvicorn alone printed its own error and exited 3)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "pyfsm", "web", "--dsn", site["reporting"], "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(f"pyfsm: InvalidArgument (31009): cannot serve the console on 127.0.0.1:{port}: ")
+    assert len(result.stderr.splitlines()) == 1 and "http://" not in result.stderr, result.stderr
 
 
 def test_configuration_is_checked_before_serving(site, capsys) -> None:  # type: ignore[no-untyped-def]

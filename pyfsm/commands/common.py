@@ -96,10 +96,16 @@ def json_object(what: str, text: str | None) -> dict[str, Any] | None:
 
 
 def load(path: str, *kinds: type) -> Any:
-    """The object at ``module.path:attribute``, which must be one of ``kinds``."""
+    """The object at ``module.path:attribute``, which must be one of ``kinds``.
+
+    The current directory is searched first, as uvicorn, gunicorn and celery do (and
+    ``python -m``): ``pyfsm worker myapp.processes:checkout`` run where ``myapp`` is needs no
+    PYTHONPATH.
+    """
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise InvalidArgument(f"expected module.path:attribute, got {path!r}")
+    _search_current_directory()
     try:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -108,6 +114,16 @@ def load(path: str, *kinds: type) -> Any:
         names = " or ".join(f"pyfsm.{k.__name__}" for k in kinds)
         raise InvalidArgument(f"{path} is a {type(obj).__name__}, not a {names}")
     return obj
+
+
+def _search_current_directory() -> None:
+    """Put the current directory first on sys.path, unless it is there already."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # removed since: nothing to import from
+        return
+    if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
+        sys.path.insert(0, cwd)
 
 
 class Progress:

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
+
+import pymysql
 
 from .. import db, diagram, reporting
+from ..definition import Machine
 from ..definition_file import load_machines
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, UnknownMachine
+from ..store import TYPES_SQL, unknown_type
 from .common import Add, add_read_dsn, emit, read_dsn
 
 TEXT_SUFFIXES = {".mmd": "mermaid", ".md": "mermaid", ".dot": "dot", ".gv": "dot"}
@@ -37,7 +42,7 @@ def cmd_graph(args: argparse.Namespace) -> None:
     else:
         conn = db.connect(db.parse_dsn(read_dsn(args) or args.dsn), timeouts=True)  # reads only: a replica will do
         try:
-            machine = reporting.current_machine(conn, args.machine)
+            machine = _current_machine(conn, args.machine)
             if args.counts:
                 state_counts = reporting.state_counts(conn, machine.name)
                 state_counts = {s: n for s, n in state_counts.items() if s in machine.states}
@@ -60,6 +65,20 @@ def cmd_graph(args: argparse.Namespace) -> None:
         except OSError as exc:
             raise InvalidArgument(f"cannot write {output}: {exc.strerror}") from None
     emit(args, {"machine": machine.name, "format": fmt, "written": str(output)}, f"wrote {output}")
+
+
+def _current_machine(conn: Any, name: str) -> Machine:
+    """The type's current definition; UnknownMachine naming the installed types if there is none."""
+    try:
+        return reporting.current_machine(conn, name)
+    except UnknownMachine as exc:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(TYPES_SQL)
+                rows = cur.fetchall()
+        except pymysql.err.MySQLError:
+            raise exc from None
+        raise unknown_type(name, [str(m) for m, installed in rows if installed]) from None
 
 
 def register(add: Add) -> None:

@@ -161,7 +161,8 @@ def register(add: Add) -> None:
                              "port, at /metrics (default: none)")
     worker.add_argument("--metrics-host", default=None,
                         help=f"with --metrics-port: address to listen on (default {DEFAULT_HOST})")
-    demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed)",
+    demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed; without --dsn "
+               "and $PYFSM_DSN, in mysql://root@127.0.0.1:3306/pyfsm_demo)",
                "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
     demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
     demo.add_argument("--workers", type=int, default=3, help="worker processes for the queued orders (default 3)")

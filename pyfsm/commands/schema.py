@@ -19,8 +19,11 @@ DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def cmd_migrate(args: argparse.Namespace) -> None:
-    schema.migrate(db.parse_dsn(args.dsn))
-    emit(args, {"revision": schema.HEAD_REVISION}, f"pyfsm schema is at {schema.HEAD_REVISION}")
+    settings = db.parse_dsn(args.dsn)
+    created = schema.migrate(settings)  # creates the database first if the server has none of that name
+    lines = [f"created database `{settings.database}` ({db.DATABASE_CHARSET})"] if created else []
+    emit(args, {"revision": schema.HEAD_REVISION, "database_created": created},
+         [*lines, f"pyfsm schema is at {schema.HEAD_REVISION}"])
 
 
 def cmd_check(args: argparse.Namespace) -> None:
@@ -110,7 +113,8 @@ def cmd_grant(args: argparse.Namespace) -> None:
 
 
 def register(add: Add) -> None:
-    add("migrate", cmd_migrate, "install or upgrade pyfsm's schema", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
+    add("migrate", cmd_migrate, "install or upgrade pyfsm's schema (creates the DSN's database if the server has "
+        "none of that name)", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
     add("check", cmd_check, "check that the schema matches this pyfsm, and list deprecated procedures still "
         "installed", "pyfsm check")
     for name, text in (("install", "store machine definitions (YAML/JSON files or Python objects) and create their "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 
 from ..errors import InvalidArgument
@@ -29,9 +30,31 @@ def cmd_web(args: argparse.Namespace) -> None:
         dsn=args.dsn, actions_dsn=args.actions_dsn or os.environ.get("PYFSM_ACTIONS_DSN") or None,
         allow_actions=args.allow_actions, token=token, stuck_after=args.stuck_after)
     app = create_app(config)
+    sock = listen(args.host, args.port)  # before saying so: a port in use is one line, exit 1
     mode = "actions on" if args.allow_actions else "read-only"
     print(f"pyfsm web: http://{args.host}:{args.port}/ ({mode}; Ctrl-C to stop)", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    try:
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port (as uvicorn would open it), or InvalidArgument saying why not
+    (the address is in use, or not this host's)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise InvalidArgument(f"cannot serve the console on {host}:{port}: {exc.strerror or exc}",
+                              os_errno=exc.errno) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def register(add: Add) -> None:

@@ -141,7 +141,10 @@ class _Console:
         """Render, or an error page whose status says what went wrong."""
         try:
             return render()
-        except (UnknownMachine, UnknownInstance) as exc:
+        except UnknownMachine as exc:  # a misspelt type: the page names the installed ones
+            explained = self.reads.explained(exc, request.path_params.get("machine"))
+            return self.page(request, "error.html", 404, error=explained)
+        except UnknownInstance as exc:
             return self.page(request, "error.html", 404, error=exc)
         except InvalidArgument as exc:
             return self.page(request, "error.html", 400, error=exc)
@@ -203,10 +206,10 @@ class _Console:
             name = check_machine_name(request.path_params["machine"])
             key = request.path_params["key"]
             before = _int_or_none(request.query_params.get("history_before"), "history_before")
+            machine = self.reads.machine(name)  # first: a type that is not defined is UnknownMachine
             view = self.reads.instance(name, key, history_before=before)
             if view is None:
                 raise UnknownInstance(f"no {name} instance has the key {key!r:.200}", machine=name, key=key)
-            machine = self.reads.machine(name)
             view.events = machine.events_from(view.instance["current_state"]) \
                 if view.instance["current_state"] in machine.states else []
             return self.page(request, "instance.html", name=name, key=key, v=view, result=self._result(request))

@@ -22,8 +22,10 @@ from typing import Any
 import pymysql
 
 from .. import db, reporting
-from ..definition import Machine
+from ..definition import NAME, Machine
+from ..errors import FsmError, UnknownMachine
 from ..resources import check_machine_name
+from ..store import TYPES_SQL, unknown_type
 
 PAGE = 50
 SCAN_WINDOW = 20_000
@@ -121,6 +123,19 @@ class Reads:
         for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):
             counts.setdefault(r["machine"], []).append({"state": r["state"], "instances": int(r["instances"])})
         return [{**s, "states": counts.get(name, [])} for name, s in sorted(stats.items())]
+
+    def explained(self, err: UnknownMachine, name: str | None) -> UnknownMachine:
+        """``err``, or, when no machine type ``name`` is defined, UnknownMachine naming the
+        installed types (as the Store says it); ``err`` if that cannot be read."""
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            return err
+        try:
+            rows = self.rows(TYPES_SQL)
+        except FsmError:
+            return err
+        if any(r["machine"] == name for r in rows):
+            return err
+        return unknown_type(name, [str(r["machine"]) for r in rows if r["installed"]])
 
     def machine(self, name: str) -> Machine:
         def read(conn: Any) -> Machine:
