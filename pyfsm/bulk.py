@@ -1,4 +1,4 @@
-"""Many transitions per call: Store.send_many over ``fsm_<type>_send_many_v1``.
+"""Many transitions per call: Store.send_many over ``fsm_<type>_send_many_v2``.
 
 Items are checked in Python first (the same checks as :meth:`Store.send`), so malformed
 input raises before anything is sent. They then go to the server in chunks: one CALL, one
@@ -93,7 +93,7 @@ def send_many(store: Store, machine: str, items: list[dict[str, Any]], chunk_siz
     with ``fields["outcomes"]``: the outcomes of the chunks committed before it.
     """
     outcomes: list[Outcome] = []
-    sql = db.call_sql(f"fsm_{machine}_send_many_v1", 1)
+    sql = db.call_sql(f"fsm_{machine}_send_many_v2", 1)
     store._ensure_schema()
     for count, text in chunks(items, chunk_size):
         batch = items[len(outcomes):len(outcomes) + count]
@@ -107,6 +107,6 @@ def send_many(store: Store, machine: str, items: list[dict[str, Any]], chunk_siz
             err.fields["outcomes"] = list(outcomes)
             raise
         if len(rows) != len(batch):
-            raise FsmError(f"send_many_v1 returned {len(rows)} rows for {len(batch)} items", machine=machine)
+            raise FsmError(f"send_many_v2 returned {len(rows)} rows for {len(batch)} items", machine=machine)
         outcomes += [outcome(row, item, machine) for row, item in zip(rows, batch, strict=True)]
     return outcomes

@@ -129,8 +129,9 @@ class Settings:
     :data:`READ_TIMEOUT`, :data:`WRITE_TIMEOUT`; keep ``read_timeout`` above the longest
     call you make, e.g. above the server's innodb_lock_wait_timeout if you raised it).
 
-    ``galera_writes`` (DSN option): ``one`` (the default) connects only to the writer node
-    of a Galera cluster (:func:`refuse_unless_writer`), ``any`` to any node.
+    ``galera_writes`` (DSN option): ``one`` (the default) connects only to the writer: a
+    Galera cluster's writer node, or a Group Replication group's primary
+    (:func:`refuse_unless_writer`); ``any`` turns the check off.
 
     ``host`` and ``port`` are the DSN's first server, ``more_hosts`` the others in the DSN's
     order (:attr:`hosts` is all of them; :meth:`with_hosts` sets them). They are the
@@ -386,32 +387,89 @@ def open_connection(settings: Settings, *, database: bool = True, timeouts: bool
     raise AssertionError("a DSN names at least one server")
 
 
-def refuse_unless_writer(cur: Any) -> bool:
-    """On a Galera node that is not the cluster's writer node, raise 31025 (NotWriterNode);
-    whether the server is a Galera node (and so its writer).
+#: Run on a new connection to a server whose greeting does not say MariaDB (MySQL and its
+#: builds): whether it is a Galera node (wsrep_on) or configured as a Group Replication member
+#: (group_replication_group_name, set only where the plugin is loaded), and super_read_only;
+#: any account may run it. MariaDB is asked ``SHOW VARIABLES LIKE 'wsrep_on'`` alone (a
+#: cheaper scan there; MariaDB has no Group Replication).
+MYSQL_CLUSTER_VARIABLES = ("SHOW VARIABLES WHERE Variable_name IN "
+                           "('wsrep_on', 'super_read_only', 'group_replication_group_name')")
+#: Whether a Group Replication member is its group's writable primary: super_read_only (ON on
+#: secondaries, on a new primary until it applied its backlog, on a member that left the
+#: group), whether its own row says ONLINE and PRIMARY, and how many of the members it sees
+#: are ONLINE (a primary cut off from the majority of its group cannot commit).
+GROUP_PRIMARY_SQL = (
+    "SELECT @@GLOBAL.super_read_only, "
+    "COALESCE(MAX(MEMBER_ID = @@GLOBAL.server_uuid AND MEMBER_STATE = 'ONLINE' AND MEMBER_ROLE = 'PRIMARY'), 0), "
+    "COALESCE(SUM(MEMBER_STATE = 'ONLINE'), 0), COUNT(*) FROM performance_schema.replication_group_members"
+)
+#: SELECT denied on a table: an account that may not read performance_schema.
+_TABLE_ACCESS_DENIED = 1142
 
-    pyfsm writes through one node of a Galera cluster at a time (docs/scaling.md: through
-    several at once, locks and workers stalled the cluster). The writer is the node Galera
-    lists first in the current view, ``wsrep_local_index`` 0: every node of the primary
-    component agrees on it, and when the membership changes (a node died or came back)
-    there is a new one. Raised as a driver error, so that a new connection passes over this
-    node to the next of the DSN's servers like over one not ready (1047). Any other server
-    (MySQL, MariaDB without Galera) answers wsrep_on OFF or nothing.
+
+def refuse_unless_writer(cur: Any) -> bool:
+    """On a member of a cluster that is not the member pyfsm writes through, raise 31025
+    (NotWriterNode); whether the server is a member of a cluster (and so its writer).
+
+    pyfsm writes through one server of a cluster at a time (docs/scaling.md). It knows two:
+
+    * **Galera** (``wsrep_on`` ON): the writer is the node Galera lists first in the current
+      view, ``wsrep_local_index`` 0 (through several nodes at once, locks and workers
+      stalled the cluster). Every node of the primary component agrees on it, and when the
+      membership changes (a node died or came back) there is a new one.
+    * **MySQL Group Replication** (InnoDB Cluster; ``group_replication_group_name`` set): the
+      writer is the group's primary, the member whose row of
+      performance_schema.replication_group_members says ONLINE and PRIMARY, that sees a
+      majority of its group ONLINE, and whose super_read_only is OFF (:data:`GROUP_PRIMARY_SQL`).
+      A secondary, a member recovering or in error, and one configured for a group but not
+      in it are passed over; a member with super_read_only ON is, without a second query. An
+      account that may not read performance_schema (1142) is judged by super_read_only alone.
+
+    Raised as a driver error, so that a new connection passes over this server to the next
+    of the DSN's servers like over one not ready (1047). One query on any other server
+    (MySQL and MariaDB without either answer wsrep_on OFF or nothing, and no group name); a
+    second on a Galera node or a Group Replication member with super_read_only OFF. Which
+    kind the server is stays on the connection (``pyfsm_cluster``) for :func:`is_writer`.
     """
-    cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
-    row = cur.fetchone()
-    if not row or str(row[1]).upper() != "ON":
-        return False
-    if not is_writer(cur):
-        raise pymysql.err.OperationalError(
-            NotWriterNode.errno, "this Galera node is not the cluster's writer node (wsrep_local_index 0): pyfsm "
-                                 "writes through one node at a time; list every node in the DSN, or add "
-                                 "galera_writes=any to write through any")
-    return True
+    conn = cur.connection
+    if "mariadb" in str(getattr(conn, "server_version", "") or "").lower():
+        cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+    else:
+        cur.execute(MYSQL_CLUSTER_VARIABLES)
+    variables = {str(name).lower(): str(value or "") for name, value in cur.fetchall()}
+    if variables.get("wsrep_on", "").upper() == "ON":
+        conn.pyfsm_cluster = "galera"
+        if not is_writer(cur):
+            raise pymysql.err.OperationalError(
+                NotWriterNode.errno, "this Galera node is not the cluster's writer node (wsrep_local_index 0): "
+                                     "pyfsm writes through one node at a time; list every node in the DSN, or add "
+                                     "galera_writes=any to write through any")
+        return True
+    if variables.get("group_replication_group_name"):
+        conn.pyfsm_cluster = "group"
+        if variables.get("super_read_only", "").upper() == "ON" or not is_writer(cur):
+            raise pymysql.err.OperationalError(
+                NotWriterNode.errno, "this MySQL Group Replication member is not its group's primary (ONLINE, "
+                                     "PRIMARY, super_read_only OFF): pyfsm writes through the primary; list every "
+                                     "member in the DSN, or connect through MySQL Router's read-write port")
+        return True
+    return False
 
 
 def is_writer(cur: Any) -> bool:
-    """Whether this Galera node is its cluster's writer node (wsrep_local_index 0)."""
+    """Whether this server is still the writer of its cluster (see :func:`refuse_unless_writer`):
+    a Galera node's ``wsrep_local_index`` 0, or a Group Replication member's being its group's
+    primary. A connection not marked by refuse_unless_writer is taken for a Galera node's."""
+    if getattr(cur.connection, "pyfsm_cluster", "galera") == "group":
+        try:
+            cur.execute(GROUP_PRIMARY_SQL)
+        except pymysql.err.MySQLError as exc:
+            if not exc.args or exc.args[0] != _TABLE_ACCESS_DENIED:
+                raise
+            cur.execute("SELECT @@GLOBAL.super_read_only")  # the account may not read performance_schema
+            return not int(cur.fetchone()[0] or 0)
+        read_only, primary, online, members = (int(v or 0) for v in cur.fetchone())
+        return not read_only and primary == 1 and 2 * online > members
     cur.execute("SHOW STATUS LIKE 'wsrep_local_index'")
     row = cur.fetchone()
     return row is not None and str(row[1]) == "0"
@@ -653,16 +711,18 @@ def _found(exc: BaseException | None, attribute: str) -> Any:
 IDLE_PING_SECONDS = 10.0
 
 
-#: How often a pooled connection to a Galera node checks, on checkout, that its node is still
-#: the writer: the writer changes with the cluster's membership, and a connection left on the
-#: old one would write through a second node (see :func:`refuse_unless_writer`).
+#: How often a pooled connection to a member of a cluster (a Galera node, a Group Replication
+#: member) checks, on checkout, that its server is still the writer: the writer changes with
+#: the cluster's membership (a new primary), and a connection left on the old one would write
+#: through a second server, or (Group Replication) be refused by it (see :func:`refuse_unless_writer`).
 WRITER_RECHECK_SECONDS = 5.0
 
 
 def _is_alive(conn: Any) -> bool:
     """DBUtils' checkout check: free for busy connections, one ping for idle ones; on a
-    Galera node's connection, every few seconds, whether the node is still the writer
-    (a connection on a node that no longer is, is replaced through the DSN's servers)."""
+    connection to a member of a cluster (Galera, Group Replication), every few seconds,
+    whether the server is still the writer (a connection on one that no longer is, is
+    replaced through the DSN's servers)."""
     if not conn.open:
         return False
     checked = getattr(conn, "pyfsm_writer_checked", None)

@@ -257,10 +257,16 @@ class DatabaseUnavailable(FsmError):
 
 
 class NotWriterNode(DatabaseUnavailable):
-    """A node of a Galera cluster that is not its writer node was asked to take pyfsm's
-    writes. pyfsm writes through one node at a time: the one Galera lists first in the
-    current view (``wsrep_local_index`` 0); a DSN that lists every node finds it
-    (docs/scaling.md). Retryable: the writer changes when the cluster's membership does."""
+    """A server that is not its cluster's writer was asked to take pyfsm's writes.
+
+    pyfsm writes through one server of a cluster at a time: of a Galera cluster, the node
+    Galera lists first in the current view (``wsrep_local_index`` 0); of a MySQL Group
+    Replication group (InnoDB Cluster), the primary. A new connection passes over any other
+    member to the next server of the DSN, so a DSN that lists every member finds the writer
+    (docs/scaling.md); one naming only other members gets this error (errno 31025). A write
+    the server itself refused because it is read-only (a secondary's super_read_only, a
+    replica's read_only) has the server's number (1290, 1836, 4049). Retryable: the writer
+    changes when the cluster's membership does (a new primary is elected)."""
 
     errno = 31025
 
@@ -321,6 +327,8 @@ SERVER: dict[int, type[FsmError]] = {
     1366: InvalidArgument,  # incorrect integer/decimal value for a parameter
     1265: InvalidArgument,  # data truncated: text with a numeric prefix for a numeric parameter
     3140: InvalidData,  # MySQL: invalid JSON text for a JSON column
+    3144: InvalidData,  # MySQL: a JSON value from a binary string (bytes sent where JSON text is wanted)
+    3157: InvalidData,  # MySQL: JSON nested deeper than 100 levels
     4025: InvalidData,  # MariaDB: CHECK constraint (JSON_VALID) failed
     1040: DatabaseUnavailable,  # too many connections
     1047: DatabaseUnavailable,  # Galera: "WSREP has not yet prepared node for application use" (joining, non-primary)
@@ -341,10 +349,33 @@ SERVER: dict[int, type[FsmError]] = {
     1370: AccessDenied,  # EXECUTE (or ALTER ROUTINE) denied on a routine
     1044: AccessDenied,  # access denied to the database
     1227: AccessDenied,  # needs a global privilege (SUPER, ...)
+    # MySQL Group Replication (InnoDB Cluster) and read-only servers. NotWriterNode: the
+    # statement was refused before it ran. DatabaseUnavailable: the member could not run or
+    # commit it; after 3100 the group may have committed what the member rolled back, so, as
+    # after a lost reply, only reads and writes with a request id are repeated. The repeat
+    # runs on a new connection, which passes over a member that is not the primary.
+    1290: NotWriterNode,  # --super-read-only / --read-only: a GR secondary, a demoted primary, a replica
+    1836: NotWriterNode,  # running in read-only mode
+    4049: NotWriterNode,  # MySQL: "cannot be performed on a Group Replication secondary member"
+    3032: DatabaseUnavailable,  # MySQL: server in offline mode (a GR member that left its group, exit_state_action)
+    3100: DatabaseUnavailable,  # MySQL: replication hook 'before_commit' failed (GR member not ONLINE, leaving
+    #                             the group, or cut off from its majority): the transaction was rolled back
+    3101: Deadlock,  # MySQL: GR rolled the transaction back at commit (lost certification to another member's)
+    3781: DatabaseUnavailable,  # MySQL: a statement held while a new GR primary applied its backlog timed out
+    3782: DatabaseUnavailable,  # MySQL: a held statement aborted during an election (GR stopping, thread killed)
+    3783: DatabaseUnavailable,  # MySQL: a held statement was aborted: the member went into ERROR during an election
+    3796: DatabaseUnavailable,  # MySQL: group_replication_consistency not usable in the member's state (not ONLINE)
+    3797: DatabaseUnavailable,  # MySQL: waiting for the group's commits (consistency BEFORE) failed: member leaving
+    3798: DatabaseUnavailable,  # MySQL: waiting for transactions with consistency AFTER failed: member leaving
+    3799: DatabaseUnavailable,  # MySQL: GR is stopping, new transactions are not allowed
+    4094: DatabaseUnavailable,  # MySQL: statements blocked while group_replication_set_as_primary() changes the primary
+    6141: DatabaseUnavailable,  # MySQL 9: GR connection handoff busy ("retry the connection")
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031, NotWriterNode.errno})
+TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031, NotWriterNode.errno,
+                       # MySQL Group Replication and read-only servers (see SERVER)
+                       1290, 1836, 4049, 3032, 3100, 3781, 3782, 3783, 3796, 3797, 3798, 3799, 4094, 6141})
 
 
 def from_mysql_error(

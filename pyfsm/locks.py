@@ -2,7 +2,7 @@
 
 A :class:`Lease` comes from :meth:`pyfsm.Store.lock`. It keeps a connection of its own for
 its whole life, outside the Store's pool (so leases never starve it, and a connection that
-holds locks and ``@fsm_lock_owner`` is never handed to anyone else): ``fsm_lock_v1`` took
+holds locks and ``@fsm_lock_owner`` is never handed to anyone else): ``fsm_lock_v2`` took
 the advisory locks (GET_LOCK) on that connection and set ``@fsm_lock_owner`` there, so
 transitions sent through the lease pass the trigger's lock check, and MySQL frees the
 advisory locks at once if the process dies or the connection is closed. A lease that is
@@ -16,7 +16,7 @@ without a renewal the lease is lost, whatever the connection is doing, and stays
 renewal that gets no answer gives up in time to try again before the expiry (its reads
 and writes are bounded by the time left); a connection that died or timed out is replaced
 by a new one on which the renewal proves the locks are still this owner's, then
-``fsm_lock_v1`` binds them to it (advisory locks, ``@fsm_lock_owner``).
+``fsm_lock_v2`` binds them to it (advisory locks, ``@fsm_lock_owner``).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ RENEWAL_BOUND = 1.0
 RENEWAL_BOUND_MAX = 30.0
 
 RENEW_SQL = db.call_sql("fsm_renew_lock_v1", 2)
-LOCK_SQL = db.call_sql("fsm_lock_v1", 4)
+LOCK_SQL = db.call_sql("fsm_lock_v2", 4)
 UNLOCK_SQL = db.call_sql("fsm_unlock_v1", 1)
 
 
@@ -246,7 +246,7 @@ class Lease:
         """Replace a dead connection; for held locks, only while they are still this owner's.
 
         On the new connection a renewal first proves the lock rows are still held (it extends
-        only rows of this owner that have not expired), then fsm_lock_v1 binds them to it: the
+        only rows of this owner that have not expired), then fsm_lock_v2 binds them to it: the
         advisory locks, ``@fsm_lock_owner``, the rows' connection_id.
         """
         settings = self._store.settings

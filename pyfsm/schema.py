@@ -38,7 +38,7 @@ from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_v
 
 #: The Alembic revision this version of the library needs. tests/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0017"
+HEAD_REVISION = "0018"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -74,6 +74,8 @@ DEPRECATED = (
     Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
     Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
+    Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
+    Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -130,7 +132,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_counts_v2.sql",
     # locks
     "procedures/fsm_set_locking_v1.sql",
-    "procedures/fsm_lock_v1.sql",
+    "procedures/fsm_lock_v2.sql",
     "procedures/fsm_renew_lock_v1.sql",
     "procedures/fsm_unlock_v1.sql",
     "procedures/fsm_force_unlock_v2.sql",
@@ -181,7 +183,7 @@ MACHINE_OBJECTS = (
     "machine/procedures/counts_v1.sql",
     "machine/procedures/send_v2.sql",
     "machine/internal/apply_send.sql",
-    "machine/procedures/send_many_v1.sql",
+    "machine/procedures/send_many_v2.sql",
     "machine/procedures/step_v2.sql",
     "machine/internal/apply_step.sql",
     "machine/procedures/steps_v1.sql",
@@ -189,7 +191,7 @@ MACHINE_OBJECTS = (
     "machine/views/history.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v10"
+MACHINE_OBJECTS_VERSION = "v11"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 CURRENT_TRIGGERS = {

@@ -292,7 +292,7 @@ class Store:
         try:
             outcomes = bulk.send_many(self, name, checked, chunk_size)
         except (UnknownMachine, AccessDenied) as exc:
-            raise self._explained(exc, f"fsm_{name}_send_many_v1") from exc.__cause__
+            raise self._explained(exc, f"fsm_{name}_send_many_v2") from exc.__cause__
         events = _Events(self, name)  # read only for a refused event
         return [self._event_checked(o, events, find_instance=True) if type(o) is TransitionNotAllowed else o
                 for o in outcomes]
@@ -650,7 +650,7 @@ class _Events:
 
 #: The per-type procedures the Store calls, fsm_<type>_...: an account with EXECUTE rights only
 #: is denied one that does not exist (1370), as it is denied any routine it has no right on.
-PER_TYPE_PROCEDURES = frozenset({"create_v1", "send_v2", "send_many_v1", "get_v1", "history_v1", "in_state_v1"})
+PER_TYPE_PROCEDURES = frozenset({"create_v1", "send_v2", "send_many_v2", "get_v1", "history_v1", "in_state_v1"})
 
 #: The defined machine types and whether their objects are installed, for UnknownMachine's message.
 TYPES_SQL = "SELECT machine, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"

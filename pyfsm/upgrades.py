@@ -86,6 +86,11 @@ MACHINE_TEMPLATE_SETS["v9"] = tuple(_V9.get(name, name) for name in MACHINE_TEMP
 # of the guard's comparison (trigger_hbu_v5, trigger_hbi_v3; frozen in migrations/sql/0017).
 _V10 = {"trigger_hbi_v2": "trigger_hbi_v3", "trigger_hbu_v4": "trigger_hbu_v5"}
 MACHINE_TEMPLATE_SETS["v10"] = tuple(_V10.get(name, name) for name in MACHINE_TEMPLATE_SETS["v9"])
+# v11 (revision 0018): send_many_v2 beside send_many_v1, sorting items of any size on MySQL
+# (frozen in migrations/sql/0018).
+MACHINE_TEMPLATE_SETS["v11"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v10"]
+    for new in ((name, "send_many_v2") if name == "send_many_v1" else (name,)))
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

@@ -10,6 +10,7 @@ where the Galera library (Debian: galera-4) is not installed; .ci/run installs i
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import socket
@@ -23,7 +24,7 @@ import pymysql
 import pytest
 from second_server import INSTALL_DB, MARIADBD, SecondServer
 
-from pyfsm.db import Settings
+from pyfsm.db import Settings, parse_dsn
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 NODES = 3
@@ -119,6 +120,25 @@ def _options(index: int, gcomm: list[int], ist: list[int], sst: list[int]) -> tu
     )
 
 
+@functools.cache
+def shared_server_flavour() -> str | None:
+    """"mariadb" or "mysql": the server $PYFSM_TEST_DSN names (the suite's pass); None without
+    that variable or when the server does not answer."""
+    dsn = os.environ.get("PYFSM_TEST_DSN")
+    if not dsn:
+        return None
+    try:
+        conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs(database=False))
+    except pymysql.err.MySQLError:
+        return None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT VERSION()")
+            return "mariadb" if "mariadb" in str(cur.fetchone()[0]).lower() else "mysql"
+    finally:
+        conn.close()
+
+
 def distinct_ports(count: int) -> list[int]:
     """``count`` free ports of 127.0.0.1, all different: each is held open until all are
     found (ports found one at a time may repeat, and did: two listeners of a node clashed)."""
@@ -136,6 +156,9 @@ def distinct_ports(count: int) -> list[int]:
 
 @pytest.fixture(scope="session")
 def galera() -> Iterator[GaleraCluster]:
+    if shared_server_flavour() == "mysql":
+        pytest.skip("Galera is MariaDB's: the Galera tests run in the MariaDB pass (PYFSM_TEST_DSN a MariaDB "
+                    "server), not where PYFSM_TEST_DSN is MySQL")
     if not os.path.isfile(PROVIDER):
         pytest.skip(f"the Galera tests need the Galera library ({PROVIDER}: apt-get install galera-4)")
     if INSTALL_DB is None or MARIADBD is None:

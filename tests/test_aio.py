@@ -34,13 +34,18 @@ def blocker(dsn: str, machine: Machine, key: str) -> Any:
     return conn
 
 
-def waiting_on(dsn: str, key: str) -> bool:
-    """Whether a statement on the instance ``key`` runs on the server (a send waiting for its row lock)."""
+def waiting_on(dsn: str, machine: Machine, key: str) -> bool:
+    """Whether a statement on the instance ``key`` runs on the server (a send waiting for its
+    row lock). The process list shows the procedure's statement that runs: MariaDB with the
+    key in it (NAME_CONST), MySQL with the parameter's name instead, so there it is the row
+    lock's SELECT ... FOR UPDATE on the type's table. (Not information_schema.INNODB_TRX: InnoDB
+    refreshes it only when it was not read for 0.1 s, and this is polled faster.)"""
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id <> CONNECTION_ID() "
-                        "AND command = 'Query' AND info LIKE %s", (f"%'{key}'%",))
+                        "AND db = DATABASE() AND command = 'Query' AND (info LIKE %s OR info LIKE %s)",
+                        (f"%'{key}'%", f"%`fsm_{machine.name}` WHERE instance_key = %FOR UPDATE%"))
             return bool(cur.fetchone()[0])
     finally:
         conn.close()
@@ -108,7 +113,7 @@ async def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(d
         async with AsyncStore(dsn, pool_size=1) as store:  # one thread: the second call queues
             first = asyncio.ensure_future(store.send(order, happened, "pay", request_id=f"{happened}-pay"))
             deadline = time.monotonic() + 20
-            while not waiting_on(dsn, happened):  # the send is on the server, waiting for the row lock
+            while not waiting_on(dsn, order, happened):  # the send is on the server, waiting for the row lock
                 assert time.monotonic() < deadline and not first.done(), f"the send never waited for the row: {first}"
                 await asyncio.sleep(0.02)
             second = asyncio.ensure_future(store.send(order, not_yet, "pay", request_id=f"{not_yet}-pay"))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, unique
+from conftest import explain, fetch, unique
 from engine_fixtures import checkout
 
 from pyfsm import (
@@ -297,12 +297,9 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
     finally:
         holder.rollback()
         holder.close()
-    with pymysql.connect(**parse_dsn(dsn).connect_kwargs()) as conn, conn.cursor() as cur:
-        cur.execute("EXPLAIN SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
-                    "ORDER BY due_at, id LIMIT 5", (process.name,))
-        plan = cur.fetchone()
-        names = [d[0] for d in cur.description]
-    row = dict(zip(names, plan, strict=True))
+    with pymysql.connect(**parse_dsn(dsn).connect_kwargs()) as conn:
+        [row] = explain(conn, "SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
+                              "ORDER BY due_at, id LIMIT 5", (process.name,))
     assert row["key"] == "fsm_runs_claim" and "filesort" not in (row["Extra"] or "")
 
 
@@ -363,7 +360,7 @@ def test_procedures_refuse_an_open_transaction_and_leave_it_alone(store: Store, 
             cur.execute("CREATE TEMPORARY TABLE mine (x INT)")
             cur.execute("INSERT INTO mine VALUES (1)")  # the caller's open transaction
             for sql in ("CALL fsm_pause_v1(%s, 't-1')", "CALL fsm_enqueue_v1(%s, 't-1', NULL, NULL)",
-                        "CALL fsm_claim_v1(%s, 'o:1', 1, 60, 't-1')", "CALL fsm_lock_v1(%s, 't-1', 'o:1', 30)"):
+                        "CALL fsm_claim_v1(%s, 'o:1', 1, 60, 't-1')", "CALL fsm_lock_v2(%s, 't-1', 'o:1', 30)"):
                 with pytest.raises(pymysql.err.OperationalError) as caught:
                     cur.execute(sql, (process.name,))
                 assert caught.value.args[0] == 31016, sql

@@ -106,7 +106,11 @@ LOOKUPS = ("acct-1", "acct-2", "acct-'3")
 #: A machine defined through fsm_define_v5 only (never synced): the target of definition fuzzing.
 DEF = "fzdef"
 #: Server errors a hostile argument may legitimately get: each is mapped in pyfsm.errors.SERVER.
-SERVER_ERRORS = frozenset({1264, 1292, 1366, 1406, 3140, 4025})
+SERVER_ERRORS = frozenset({1264, 1292, 1366, 1406, 3140, 4025,
+                           # MySQL's own refusals of a JSON argument, before pyfsm's checks see it: JSON
+                           # nested deeper than 100 levels (MariaDB: pyfsm's 31001/31008), and bytes (a
+                           # binary string) where a JSON value is needed
+                           3157, 3144})
 #: Unmapped server errors already reported; see the xfail tests at the end.
 KNOWN_UNMAPPED = frozenset({1265})  # test_data_truncated_is_a_pyfsm_error
 TRANSITION_CONTEXT = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source", "@fsm_guard")
@@ -530,7 +534,7 @@ PROCEDURES = {
     "fsm_in_state_v1": ("machine", "state", "after_id", "limit"),
     "fsm_counts_v2": ("machine",),
     "fsm_define_v5": ("machine", "definition"),
-    "fsm_lock_v1": ("machine", "key", "owner", "lease"),
+    "fsm_lock_v2": ("machine", "key", "owner", "lease"),
     "fsm_force_unlock_v2": ("scope", "lookup_required", "reason"),
     "fsm_pause_v1": ("machine", "key"),
     "fsm_state_at_v1": ("machine", "key", "moment"),
@@ -552,7 +556,7 @@ def test_procedures_refuse_hostile_arguments(env: Env, procedure: str, data: st.
     _, errno = sql_call(env, f"CALL `{procedure}`({', '.join(['%s'] * len(args))})", args)
     if errno is not None:
         return
-    if procedure == "fsm_lock_v1":  # give it back (and any lock of that owner a lease that ran out left behind)
+    if procedure == "fsm_lock_v2":  # give it back (and any lock of that owner a lease that ran out left behind)
         env.rows("CALL fsm_unlock_v1(%s)", (args[2],))
     elif procedure == "fsm_pause_v1":
         env.rows("CALL fsm_resume_v1(%s, %s)", args)

@@ -176,6 +176,10 @@ def test_the_writer_node_killed_under_load(galera: GaleraCluster, kafka: Broker,
             p.start()
         wait_for(lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") > JOBS + 60,
                  "the workers to be under way", timeout=60)
+        # the lock holders too: 13 moves under a lock (6 creations before them) leave at least
+        # 10 whole holds in their reports even if each of the 3 loses its last one to the kill
+        wait_for(lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{locked.name}_transitions`") >= 6 + 13,
+                 "the lock holders to be under way", timeout=60)
         victim = galera.writer_index()
         galera.nodes[victim].kill()  # SIGKILL: the node every process writes through
         time.sleep(RUN_AFTER_KILL)

@@ -196,7 +196,7 @@ def test_a_holder_killed_with_sigkill(store: Store, dsn: str) -> None:
         deadline = time.monotonic() + 10
         while True:  # the server notices the dead connection and frees its advisory lock
             with conn.cursor() as cur:
-                cur.execute("SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA1(%s)))", (account,))
+                cur.execute("SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA2(%s, 224)))", (account,))
                 if cur.fetchone()[0] is None:
                     break
             assert time.monotonic() < deadline, "the advisory lock outlived its connection by 10 s"

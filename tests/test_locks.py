@@ -103,7 +103,7 @@ def test_both_locks_are_taken_in_order_and_a_failure_leaves_none(store: Store, r
             store.lock(both, e2, attempts=1)  # takes the global lock, then fails on the local one
         # ... and gave the global lock back: neither the row nor the advisory lock is left
         assert [h.kind for h in store.locks(lookup_key=account)] == ["local"]
-        assert fetch(raw, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA1(%s))) AS c", (account,)) == [{"c": None}]
+        assert fetch(raw, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA2(%s, 224))) AS c", (account,)) == [{"c": None}]
     with store.lock(both, e2) as lease:
         assert (lease.global_lock, lease.local_lock) == (True, True)
         assert sorted(h.kind for h in store.locks(lookup_key=account)) == ["global", "local"]
@@ -172,20 +172,20 @@ def test_sql_api_lock_send_unlock(store: Store, dsn: str, raw) -> None:  # type:
     key = new_order(store, machine, account)
     other = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
-        row = fetch(raw, "CALL fsm_lock_v1(%s, %s, 'dba:1', 30)", (machine, key))[0]
+        row = fetch(raw, "CALL fsm_lock_v2(%s, %s, 'dba:1', 30)", (machine, key))[0]
         assert (row["owner"], row["global_lock"], row["local_lock"]) == ("dba:1", 1, 0)
         assert errno_of(other, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
                         (key,)) == 31018
-        assert errno_of(other, "CALL fsm_lock_v1(%s, %s, 'dba:2', 30)", (machine, key)) == 31014
+        assert errno_of(other, "CALL fsm_lock_v2(%s, %s, 'dba:2', 30)", (machine, key)) == 31014
         assert errno_of(other, "CALL fsm_unlock_v1('dba:1')") is None  # not its connection: rows only
-        assert errno_of(raw, "CALL fsm_lock_v1(%s, %s, 'dba:1', 30)", (machine, key)) is None  # re-take, same owner
+        assert errno_of(raw, "CALL fsm_lock_v2(%s, %s, 'dba:1', 30)", (machine, key)) is None  # re-take, same owner
         assert fetch(raw, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
                      (key,))[0]["to_state"] == "paid"
         assert fetch(raw, "CALL fsm_renew_lock_v1('dba:1', 60)")[0]["renewed"] == 1
         assert fetch(raw, "CALL fsm_unlock_v1('dba:1')") == [{"released": 1}]
         assert fetch(raw, "SELECT @fsm_lock_owner AS o") == [{"o": None}]
         assert errno_of(raw, "CALL fsm_renew_lock_v1('dba:1', 60)") == 31019
-        assert fetch(other, "CALL fsm_lock_v1(%s, %s, 'dba:2', 30)", (machine, key))[0]["owner"] == "dba:2"
+        assert fetch(other, "CALL fsm_lock_v2(%s, %s, 'dba:2', 30)", (machine, key))[0]["owner"] == "dba:2"
         assert fetch(other, "CALL fsm_unlock_v1('dba:2')") == [{"released": 1}]
     finally:
         other.close()
@@ -203,13 +203,13 @@ def test_bad_lock_input_is_refused_and_changes_nothing(store: Store, raw) -> Non
         store.lock(machine, "no-such-key")
     with pytest.raises(InvalidArgument, match="lookup_key"):
         store.lock(machine, orphan)
-    assert errno_of(raw, "CALL fsm_lock_v1(%s, %s, 'bad owner!', 30)", (machine, key)) == 31009
-    assert errno_of(raw, "CALL fsm_lock_v1('x`; DROP TABLE t; --', 'k', 'o', 30)") == 31009
-    assert errno_of(raw, "CALL fsm_lock_v1(%s, %s, 'o', 0.01)", (machine, key)) == 31009
+    assert errno_of(raw, "CALL fsm_lock_v2(%s, %s, 'bad owner!', 30)", (machine, key)) == 31009
+    assert errno_of(raw, "CALL fsm_lock_v2('x`; DROP TABLE t; --', 'k', 'o', 30)") == 31009
+    assert errno_of(raw, "CALL fsm_lock_v2(%s, %s, 'o', 0.01)", (machine, key)) == 31009
     assert errno_of(raw, "CALL fsm_force_unlock_v1('*', %s, NULL)", (account,)) == 31009
     assert errno_of(raw, "CALL fsm_set_locking_v1(%s, %s, 2, NULL)", (machine, key)) == 31009
     assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_locks WHERE lookup_key = %s", (account,)) == [{"n": 0}]
-    assert fetch(raw, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA1(%s))) AS c", (account,)) == [{"c": None}]
+    assert fetch(raw, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA2(%s, 224))) AS c", (account,)) == [{"c": None}]
 
 
 def test_a_type_without_locks_gets_an_empty_lease(store: Store) -> None:
@@ -265,7 +265,7 @@ def test_review_regressions_takeover_lease_gc_and_small_pools(store: Store, dsn:
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:  # ... its connection was closed, so its advisory lock is free at once
         deadline = time.monotonic() + 5
-        while fetch(conn, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA1(%s))) AS c", (account,))[0]["c"] is not None:
+        while fetch(conn, "SELECT IS_USED_LOCK(CONCAT('fsm:g:', SHA2(%s, 224))) AS c", (account,))[0]["c"] is not None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:

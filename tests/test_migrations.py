@@ -14,6 +14,7 @@ from pyfsm.schema import (
     CURRENT_OBJECTS,
     DEPENDENT_VIEWS,
     HEAD_REVISION,
+    MACHINE_OBJECTS_VERSION,
     UNION_VIEWS,
     current_revision,
     known_revisions,
@@ -101,8 +102,12 @@ def schema_of(conn: Any, database: str) -> dict[str, Any]:
                    "collation_name, extra FROM information_schema.columns WHERE table_schema = %s",
         "indexes": "SELECT table_name, index_name, seq_in_index, column_name, non_unique "
                    "FROM information_schema.statistics WHERE table_schema = %s",
-        "checks": "SELECT table_name, constraint_name, check_clause "
-                  "FROM information_schema.check_constraints WHERE constraint_schema = %s",
+        # check_constraints has no table_name on MySQL (a MariaDB extension), and MariaDB's check
+        # names repeat across tables (a JSON column's check is named after the column): the
+        # natural join matches on every column the two views share, which is exact on both
+        "checks": "SELECT table_name, constraint_name, check_clause FROM information_schema.table_constraints "
+                  "NATURAL JOIN information_schema.check_constraints WHERE constraint_schema = %s "
+                  "AND constraint_type = 'CHECK'",
         "routines": "SELECT routine_name, routine_type, routine_definition, sql_mode, security_type, sql_data_access "
                     "FROM information_schema.routines WHERE routine_schema = %s",
         "triggers": "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement, "
@@ -298,7 +303,7 @@ def test_every_older_object_set_is_frozen() -> None:
             assert read_frozen(f"templates/{name}.sql", template_revisions(name)).startswith("--"), name
     assert list(MACHINE_TEMPLATE_SETS)[-1] == MACHINE_OBJECTS_VERSION
     # the current set is the last frozen one, without what is deprecated, with left_at in the table
-    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 2  # send_v1, history_left_at
+    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 3  # send_v1, send_many_v1, history_left_at
 
 
 def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
@@ -413,7 +418,7 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1",
                                                         "fsm_order_bu_v7"]
@@ -453,7 +458,7 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
     schema.migrate(settings, revision="0005")
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v4"]
         # the padded state v3 stored was trimmed before the swap, as no transition
@@ -507,10 +512,10 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v10"  # 0007 to 0017
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == MACHINE_OBJECTS_VERSION  # 0007 to the head
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
             assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
@@ -557,9 +562,9 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {"v10"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {MACHINE_OBJECTS_VERSION}
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
-            raw, "SELECT routine_name, security_type FROM information_schema.routines "
+            raw, "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
         assert routines == {"fsm_lin_step_v2": "DEFINER", "fsm_lin_apply_step_v1": "INVOKER",
                             "fsm_lin_steps_v1": "DEFINER"}
@@ -592,12 +597,12 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == [
             "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v7",
             "fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]  # and 0010's and 0017's swaps
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
             [{"ok": 1, "bad": 0}]
         with Store(settings.dsn()) as store:
@@ -645,12 +650,14 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]  # 0010, 0017 too
+        # 0010 and later revisions too
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         routines = {r["routine_name"]: r["security_type"] for r in fetch(
-            raw, "SELECT routine_name, security_type FROM information_schema.routines "
+            raw, "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
         assert routines == {"fsm_order_send_v1": "DEFINER", "fsm_order_send_v2": "DEFINER",
-                            "fsm_order_apply_send_v1": "INVOKER", "fsm_order_send_many_v1": "DEFINER"}
+                            "fsm_order_apply_send_v1": "INVOKER", "fsm_order_send_many_v1": "DEFINER",
+                            "fsm_order_send_many_v2": "DEFINER"}  # 0018's
         with Store(settings.dsn()) as store:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
             assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == \
@@ -676,10 +683,10 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
                               "AND event_manipulation = 'UPDATE' ORDER BY trigger_name")
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v7", "fsm_order_hbu_v5"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
             assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
@@ -800,7 +807,7 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
         store.send("order", "o-1", "pay")
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = {t["trigger_name"] for t in fetch(raw, "SELECT trigger_name FROM information_schema.triggers "
+        triggers = {t["trigger_name"] for t in fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers "
                                                           "WHERE trigger_schema = DATABASE()")}
         assert {"app_audit", "fsm_order_bu_v7", "fsm_order_hbu_v5"} <= triggers and "fsm_order_bu_v6" not in triggers
         assert fetch(raw, "SELECT * FROM audit") == [{"instance_key": "o-1", "state": "paid"}]
@@ -833,7 +840,7 @@ def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_da
         with Store(settings.dsn()) as store:
             store.define(machine)  # the same definition: only the objects are brought up to date
             assert store.send("order", "o-1", "pay").to_state == "paid"
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
     finally:
         raw.close()
 
@@ -865,7 +872,7 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
                               "WHERE trigger_schema = DATABASE() AND event_object_table = 'fsm_order_transitions' "
                               "ORDER BY trigger_name")
         assert [t["name"] for t in triggers] == ["fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": "v10"}]
+        assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         assert errno_of(raw, flip, (ids["o-1"],)) == 31012
         assert refused_updates(raw, "order", ids["o-1"], ids["o-2"]) == []
         with Store(settings.dsn()) as store:
@@ -892,7 +899,7 @@ def test_0016_finds_its_index_built_by_an_interrupted_run(make_database) -> None
         conn.cursor().execute(read_frozen("changes/fsm_locks_held.sql", revisions="0016"))
         schema.migrate(settings)
         assert schema.current_revision(conn) == HEAD_REVISION
-        assert fetch(conn, "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() "
+        assert fetch(conn, "SELECT column_name AS column_name FROM information_schema.statistics WHERE table_schema = DATABASE() "
                            "AND table_name = 'fsm_locks' AND index_name = 'fsm_locks_held' ORDER BY seq_in_index") \
             == [{"column_name": "unlocked_at"}, {"column_name": "expires_at"}]
     finally:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
+from conftest import explain, unique
 from kafka_broker import Broker, Received
 
 from pyfsm import InvalidArgument, Lag, Machine, Relay, Store
@@ -631,11 +631,8 @@ def test_lag_reads_only_the_unpublished_rows(fresh) -> None:  # type: ignore[no-
     settings, _store = fresh
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
-        with conn.cursor() as cur:
-            cur.execute("EXPLAIN SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox "
-                        "WHERE published_at IS NULL")
-            names = [d[0] for d in cur.description]
-            plan = dict(zip(names, cur.fetchone(), strict=True))
+        [plan] = explain(conn, "SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox "
+                               "WHERE published_at IS NULL")
     finally:
         conn.close()
     assert plan["key"] == "fsm_outbox_pending" and "Using index" in (plan["Extra"] or "")

@@ -36,7 +36,7 @@ def test_the_tables_name_every_public_procedure_once(raw: Any, order: Machine) -
 
     # what a fresh install has: the public procedures are SQL SECURITY DEFINER, the helpers INVOKER
     public = {r["routine_name"] for r in fetch(
-        raw, "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+        raw, "SELECT routine_name AS routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
              "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER'")}
     machines = [r["machine"] for r in fetch(raw, "SELECT machine FROM fsm_machines")]  # other tests' types too
     mine = {n for n in public if n.startswith(f"fsm_{order.name}_")}

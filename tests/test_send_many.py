@@ -1,4 +1,4 @@
-"""Many transitions per call (issue 15's bulk path): Store.send_many, fsm_<type>_send_many_v1
+"""Many transitions per call (issue 15's bulk path): Store.send_many, fsm_<type>_send_many_v2
 and `pyfsm send-many`. Each item is checked, recorded and refused alone; nothing is
 half-applied; concurrent single sends on the same instances keep every invariant."""
 
@@ -126,7 +126,7 @@ def test_the_procedure_reports_a_row_per_item_for_a_dba(store: Store, order: Mac
     store.create(order, "d-1")
     items = [{"key": "d-1", "event": "pay"}, 7, {"key": "d-2"}, {"key": "d-1", "event": "ship", "request_id": 5},
              {"key": "d-3", "event": "pay", "expected_version": "one"}, {"key": "d-1", "event": "ship"}]
-    rows = fetch(raw, f"CALL `fsm_{order.name}_send_many_v1`(%s)", (json.dumps(items),))
+    rows = fetch(raw, f"CALL `fsm_{order.name}_send_many_v2`(%s)", (json.dumps(items),))
     assert [(r["item"], r["instance_key"], r["to_state"], r["errno"]) for r in rows] == [
         (1, "d-1", "paid", None), (2, None, None, 31009), (3, "d-2", None, 31009), (4, "d-1", None, 31009),
         (5, "d-3", None, 31009), (6, "d-1", "shipped", None)]

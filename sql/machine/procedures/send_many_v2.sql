@@ -1,4 +1,4 @@
--- fsm___M___send_many_v1: send many events to instances of __M__ in one call and one transaction.
+-- fsm___M___send_many_v2: send many events to instances of __M__ in one call and one transaction.
 --
 -- The bulk form of fsm___M___send_v2 (for a DBA moving many instances, and pyfsm's
 -- Store.send_many): one call, one transaction and one commit for up to 1000 items, which is
@@ -17,6 +17,11 @@
 -- fsm___M___apply_send_v1): a single send too locks its instance row before counter rows,
 -- and concurrent calls hold the counter rows only from that statement to the commit. The
 -- result keeps the order given.
+-- v2 (revision 0018) does what v1 did, and sorts items of any size on MySQL: the items are
+-- sorted with their text, and MySQL's filesort refuses (1038, out of sort memory) a row
+-- larger than its sort buffer (256 KiB by default), so an item of 400 kB failed the whole
+-- call there. The session's sort_buffer_size is raised for the cursor's sort to hold the
+-- whole call (it is allocated as the sort needs it) and set back right after.
 -- Parameters: p_items: a JSON array of 1 to 1000 objects {"key": k, "event": e, "data":
 --   {...}, "metadata": {...}, "expected_version": n, "request_id": r, "handler": h,
 --   "lookup_key": l}, each as send_v2's arguments (only key and event are required).
@@ -26,8 +31,8 @@
 --   errno and message (the others NULL).
 -- Errors: 31009 p_items is not a JSON array of 1 to 1000 objects; 31016 inside an open
 --   transaction; 1213 and 1205, the call rolled back as a whole.
--- Example: CALL `fsm___M___send_many_v1`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "metadata": {"by": "dba"}}]');
-CREATE PROCEDURE `fsm___M___send_many_v1`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
+-- Example: CALL `fsm___M___send_many_v2`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "metadata": {"by": "dba"}}]');
+CREATE PROCEDURE `fsm___M___send_many_v2`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started, v_done TINYINT DEFAULT 0;
@@ -40,6 +45,7 @@ BEGIN
   DECLARE v_created, v_replayed TINYINT;
   DECLARE v_errno INT;
   DECLARE v_error TEXT CHARACTER SET utf8mb4;
+  DECLARE v_sort_buffer BIGINT UNSIGNED DEFAULT @@SESSION.sort_buffer_size;
   -- the items in the order of their instances' ids (the order of the history's unique keys
   -- too, so calls take those locks in one order), then new keys in key order; the items of
   -- one key keep the order given
@@ -51,6 +57,7 @@ BEGIN
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    SET SESSION sort_buffer_size = v_sort_buffer;
     IF v_started THEN
       ROLLBACK;
     END IF;
@@ -67,7 +74,10 @@ BEGIN
   CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
   SET v_out = '', v_counts = '';
+  -- the cursor is sorted and materialised when it is opened: room for the whole call there
+  SET SESSION sort_buffer_size = CAST(GREATEST(v_sort_buffer, 2 * LENGTH(p_items) + 1048576) AS UNSIGNED);
   OPEN v_items;
+  SET SESSION sort_buffer_size = v_sort_buffer;
   items: LOOP
     SET v_done = 0;
     FETCH v_items INTO v_pos, v_item;  -- the item itself: no parse of the whole array per item

@@ -1,4 +1,4 @@
--- fsm_lock_v1: take the locks an instance's type uses (global, then local), for one owner.
+-- fsm_lock_v2: take the locks an instance's type uses (global, then local), for one owner.
 --
 -- For each lock the instance uses (uses_global_lock: scope '*' for its lookup_key across
 -- all types; uses_local_lock: scope = its type), always global first so that two callers
@@ -13,6 +13,12 @@
 -- the connection's @fsm_lock_owner is set, so that transitions sent on this connection
 -- pass the transition trigger's lock check; fsm_unlock_v1 releases and clears it. The
 -- instance's unlocked_at is set to the expiry (renewals extend only the lock rows).
+-- v2 (revision 0018) does what v1 did with advisory lock names MySQL 9.6+ can compute:
+-- v1 hashed them with SHA1, which MySQL 9.6 moved out of the server (into a component not
+-- installed by default), so every lock failed there. SHA2(..., 224) is built into MySQL 8.0
+-- to 9.x and MariaDB; 'fsm:g:' or 'fsm:l:' and its 56 hex digits stay within MySQL's 64
+-- characters for a lock name. The names differ from v1's: a holder through v1 and a taker
+-- through v2 do not meet on the advisory lock, but the lock row decides, as always.
 -- Parameters: p_machine, p_key (the instance); p_owner (1-64 of [A-Za-z0-9._:-], unique per
 --   holder, e.g. a UUID); p_lease_seconds (0.1 to 86400; NULL: the definition's
 --   lock_lease_seconds).
@@ -22,8 +28,8 @@
 -- Errors: 31002 unknown machine; 31003 unknown instance; 31009 invalid argument, or the
 --   instance has no lookup_key; 31014 a lock is held by another owner (the message names
 --   it) or is being taken right now; 31016 called inside an open transaction.
--- Example: CALL fsm_lock_v1('order', 'k-1', 'worker-7:5f0c', NULL);
-CREATE PROCEDURE `fsm_lock_v1`(
+-- Example: CALL fsm_lock_v2('order', 'k-1', 'worker-7:5f0c', NULL);
+CREATE PROCEDURE `fsm_lock_v2`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -52,10 +58,10 @@ BEGIN
     END IF;
     -- give back only the advisory locks this call took
     IF v_got_g THEN
-      DO RELEASE_LOCK(CONCAT('fsm:g:', SHA1(v_lookup)));
+      DO RELEASE_LOCK(CONCAT('fsm:g:', SHA2(v_lookup, 224)));
     END IF;
     IF v_got_l THEN
-      DO RELEASE_LOCK(CONCAT('fsm:l:', SHA1(CONCAT(p_machine, ':', v_lookup))));
+      DO RELEASE_LOCK(CONCAT('fsm:l:', SHA2(CONCAT(p_machine, ':', v_lookup), 224)));
     END IF;
     RESIGNAL;
   END;
@@ -98,7 +104,7 @@ BEGIN
     SET v_want = IF(v_i = 0, v_global, v_local);
     IF v_want THEN
       SET v_scope = IF(v_i = 0, '*', p_machine);
-      SET v_name = IF(v_i = 0, CONCAT('fsm:g:', SHA1(v_lookup)), CONCAT('fsm:l:', SHA1(CONCAT(p_machine, ':', v_lookup))));
+      SET v_name = IF(v_i = 0, CONCAT('fsm:g:', SHA2(v_lookup, 224)), CONCAT('fsm:l:', SHA2(CONCAT(p_machine, ':', v_lookup), 224)));
       IF NOT (IS_USED_LOCK(v_name) <=> CONNECTION_ID()) THEN  -- not twice: GET_LOCK counts re-entries
         IF GET_LOCK(v_name, 0) = 1 THEN
           IF v_i = 0 THEN SET v_got_g = 1; ELSE SET v_got_l = 1; END IF;
