@@ -2,12 +2,20 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# The server the benchmarks run against (`make bench BENCH_DSN=mysql://root@127.0.0.1:3307/test`:
+# the private MySQL of `make mysql`). Only a run on the default server updates BENCHMARKS.md
+# unless BENCH_WRITE names the file; bench-servers measures BENCH_DSN beside BENCH_MYSQL_DSN.
+BENCH_DEFAULT_DSN := mysql://root@127.0.0.1:3306/test
+BENCH_DSN       ?= $(BENCH_DEFAULT_DSN)
+BENCH_MYSQL_DSN ?= mysql://root@127.0.0.1:3307/test
+BENCH_WRITE     ?= $(if $(filter $(BENCH_DEFAULT_DSN),$(BENCH_DSN)),BENCHMARKS.md,)
+BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test demo bench bench-ops instructions lint docs mysql mysql-stop
+.PHONY: help venv system test demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 venv: $(VENV)/.installed ## create .venv and install pyfsm with its test, lint and docs tools
 
@@ -34,13 +42,16 @@ test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker
 demo: venv ## run the order demo in $PYFSM_DSN's database (default mysql://root@127.0.0.1:3306/pyfsm_demo)
 	$(VENV)/bin/pyfsm demo
 
-bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; updates BENCHMARKS.md (BENCH_ARGS=--quick: short, writes nothing)
-	$(PY) bench/run_all.py --write BENCHMARKS.md $(BENCH_ARGS)
+bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; on BENCH_DSN (default MariaDB's 3306; BENCH_DSN=mysql://root@127.0.0.1:3307/test for `make mysql`'s), updates BENCHMARKS.md on the default server only (BENCH_ARGS=--quick: short, writes nothing)
+	$(PY) bench/run_all.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG) $(BENCH_ARGS)
 
-bench-ops: venv ## the operators' benchmarks: every web console page and a metrics scrape on the 1M/10M reporting data set (built if missing), the held-locks index at 1M accounts; updates BENCHMARKS.md
-	$(PY) bench/bench_console.py --write BENCHMARKS.md
-	$(PY) bench/bench_metrics.py --write BENCHMARKS.md
-	$(PY) bench/bench_held_locks.py --write BENCHMARKS.md
+bench-ops: venv ## the operators' benchmarks: every web console page and a metrics scrape on the 1M/10M reporting data set (built if missing), the held-locks index at 1M accounts; on BENCH_DSN, updates BENCHMARKS.md on the default server only
+	$(PY) bench/bench_console.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG)
+	$(PY) bench/bench_metrics.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG)
+	$(PY) bench/bench_held_locks.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG)
+
+bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB) and BENCH_MYSQL_DSN (MySQL 9.7, `make mysql`) back to back, twice, each beside its own ceiling; updates BENCHMARKS.md's servers section (about 25 minutes)
+	$(PY) bench/bench_servers.py --runs 2 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' --write BENCHMARKS.md
 
 instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition (needs valgrind; about 6 minutes; prints a table)
 	$(PY) bench/bench_instructions.py

@@ -27,8 +27,10 @@ def _current(family: str) -> str:
 
 
 #: (current trigger, the one revision 0003 had): the current ones keep the counters and left_at
+#: and the history triggers of that revision too: the current ones (0017) accept only the guard's
+#: '<id>/<created_at>' form, which the v2 triggers (guard = the instance id) do not set
 V2 = [(_current("trigger_ai"), "trigger_ai_v2"), (_current("trigger_bu"), "trigger_bu_v2"),
-      (_current("trigger_hbu"), "trigger_hbu_v1")]
+      (_current("trigger_hbi"), "trigger_hbi_v1"), (_current("trigger_hbu"), "trigger_hbu_v1")]
 MARKS = ("<!-- bench-counters:start -->", "<!-- bench-counters:end -->")
 
 

@@ -23,13 +23,23 @@ Why each reference exists:
   ``fsm_rules``), one CALL per transition, and nothing else: no trigger, no argument checks,
   no state counters, no outbox or lock check. The least one CALL per transition costs here,
   whatever a library puts around it.
+* ``raw UPDATE``: what an analyst's or a legacy writer's UPDATE does, over a plain PyMySQL
+  connection with autocommit: ``UPDATE fsm_bench SET current_state = %s WHERE instance_key
+  = %s``, one round trip, no session variable; the trigger infers the event (only one leads
+  to the new state) and records the transition (history, counters) as for any other.
+* ``direct CALL``: a DBA's ``CALL fsm_bench_send_v2(key, event, NULL, ...)`` over a plain
+  PyMySQL connection (autocommit, no Store, no session settings), reading its one-row
+  result: what ``Store.send()`` costs without the library around the CALL.
+* ``ceiling, sql_log_bin=0`` and ``direct CALL, sql_log_bin=0``: the same with the session
+  kept out of the binary log, measured only on a server with ``log_bin`` on (MySQL's
+  default): what the binary log's write and fsync at each commit cost, in one run.
 * ``pyfsm``: ``Store.send()`` (its own Store, pool_size=1, per process) on a two-state
   machine with a cycle (a -go-> b -back-> a), one CALL per transition (``fsm_bench_send_v2``).
 * ``pyfsm, send_v1``: the same through ``fsm_bench_send_v1``, the procedure ``Store.send()``
   called before revision 0006 (the trigger is the current one either way), so that the
   procedure's share shows in one run.
 * ``pyfsm send_many``: ``Store.send_many()`` with 100 transitions per call (one CALL of
-  ``fsm_bench_send_many_v1``, one transaction) over 100 instances of the client's own; tx/s
+  ``fsm_bench_send_many_v2``, one transaction) over 100 instances of the client's own; tx/s
   counts transitions, latency is per call of 100.
 * ``pyfsm, 0009 triggers``: ``Store.send()`` on a second type of the same definition whose
   triggers are put back to those of revision 0009 (``_bu_v6``, ``_hbu_v3``), so that what
@@ -88,10 +98,13 @@ from pyfsm.db import Settings, parse_dsn
 from pyfsm.resources import render
 
 BULK = 100  # items per send_many call
-APPROACHES = ("ceiling", "hand-written", "hand-written, same row", "bare CALL", "pyfsm", "pyfsm, send_v1",
+APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",
+              "raw UPDATE", "direct CALL", "direct CALL, sql_log_bin=0", "pyfsm", "pyfsm, send_v1",
               "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm send_many",
               "pyfsm, trigger without checks", "trigger design floor")
+NO_BINLOG = ", sql_log_bin=0"  # approaches measured only where the server has binary logging on
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
+               "raw UPDATE": 1, "direct CALL": 1, "ceiling, sql_log_bin=0": 2, "direct CALL, sql_log_bin=0": 1,
                "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1,
                "pyfsm, 0016 history triggers": 1, "pyfsm send_many": 1 / BULK,
                "pyfsm, trigger without checks": 1, "trigger design floor": 1}
@@ -235,9 +248,16 @@ def store_questions(store: Store) -> int:
             cur.close()
 
 
-def ceiling_client(job: Job, keys: list[str]) -> Client:
+def no_binlog(cur: Any) -> None:
+    """Keep this session's transactions out of the binary log (no binlog write or fsync at commit)."""
+    cur.execute("SET SESSION sql_log_bin = 0")
+
+
+def ceiling_client(job: Job, keys: list[str], *, binlog: bool = True) -> Client:
     conn = raw_connect(job.settings, autocommit=False)
     cur = conn.cursor()
+    if not binlog:
+        no_binlog(cur)
 
     def step(i: int) -> None:  # 2 round trips: INSERT, COMMIT
         cur.execute("INSERT INTO bench_ceiling (client, n, created_at) VALUES (%s, %s, UTC_TIMESTAMP(6))",
@@ -316,6 +336,52 @@ def bare_client(job: Job, keys: list[str]) -> Client:
     return step, lambda: session_questions(cur)
 
 
+def plain_connect(settings: Settings) -> pymysql.connections.Connection:
+    """A plain PyMySQL connection as a DBA's or another program's: autocommit, no session settings."""
+    return pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
+
+
+def created(settings: Settings, keys: list[str], machine: str = MACHINE.name) -> dict[str, str]:
+    """Create ``keys`` with a Store (not measured); their states."""
+    with Store(settings.dsn(), pool_size=1) as store:
+        return {key: store.create(machine, key).to_state for key in keys}
+
+
+def raw_update_client(job: Job, keys: list[str]) -> Client:
+    """One autocommitted UPDATE of current_state per transition; the trigger infers the event."""
+    states = created(job.settings, keys)
+    conn = plain_connect(job.settings)
+    cur = conn.cursor()
+    table = f"fsm_{MACHINE.name}"
+
+    def step(i: int) -> None:  # 1 round trip: UPDATE fsm_bench SET current_state = ... WHERE instance_key = ...
+        key = keys[i % len(keys)]
+        to_state = NEXT[states[key]][1]
+        if cur.execute(f"UPDATE `{table}` SET current_state = %s WHERE instance_key = %s", (to_state, key)) != 1:
+            raise RuntimeError(f"UPDATE of {key} changed no row")
+        states[key] = to_state
+    return step, lambda: session_questions(cur)
+
+
+def direct_call_client(job: Job, keys: list[str], *, binlog: bool = True) -> Client:
+    """One CALL of fsm_bench_send_v2 per transition over a plain connection (no Store)."""
+    states = created(job.settings, keys)
+    conn = plain_connect(job.settings)
+    cur = conn.cursor()
+    if not binlog:
+        no_binlog(cur)
+    call = f"CALL `fsm_{MACHINE.name}_send_v2`(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
+
+    def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v2(...)
+        key = keys[i % len(keys)]
+        cur.execute(call, (key, NEXT[states[key]][0]))
+        row = cur.fetchone()
+        while cur.nextset():
+            pass
+        states[key] = row[3]
+    return step, lambda: session_questions(cur)
+
+
 def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, machine: str = MACHINE.name) -> Client:
     """Store.send() (fsm_bench_send_v2); with ``procedure``, the same call through that procedure
     instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run;
@@ -365,7 +431,7 @@ def send_many_client(job: Job, keys: list[str]) -> Client:
         retry(functools.partial(store.send, MACHINE.name, key, "go", request_id=f"setup-{key}"), attempts=20)
     states = dict.fromkeys(many, "b")
 
-    def step(i: int) -> int:  # 1 round trip for BULK transitions: CALL fsm_bench_send_many_v1(...)
+    def step(i: int) -> int:  # 1 round trip for BULK transitions: CALL fsm_bench_send_many_v2(...)
         outcomes = store.send_many(MACHINE.name, [(k, NEXT[states[k]][0]) for k in many], chunk_size=BULK)
         bad = [o for o in outcomes if not isinstance(o, TransitionResult)]
         for k, o in zip(many, outcomes, strict=True):
@@ -380,6 +446,9 @@ def send_many_client(job: Job, keys: list[str]) -> Client:
 
 CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_row=False),
            "hand-written, same row": hand_written("same", full_row=True), "bare CALL": bare_client,
+           "raw UPDATE": raw_update_client, "direct CALL": direct_call_client,
+           "ceiling, sql_log_bin=0": functools.partial(ceiling_client, binlog=False),
+           "direct CALL, sql_log_bin=0": functools.partial(direct_call_client, binlog=False),
            "pyfsm": pyfsm_client,
            "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1"),
            "pyfsm, 0009 triggers": functools.partial(pyfsm_client, machine=MACHINE_0009.name),
@@ -452,9 +521,13 @@ def server_pid(settings: Settings) -> int | None:
     try:
         pid = int(Path(pid_file).read_text().split()[0])
         name = Path(f"/proc/{pid}/comm").read_text().strip()
+        # scripts/mysql-server runs mysqld through its unpacked loader (comm "ld-linux-x86-64"):
+        # then the server binary is one of the first words of the command line
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:4]
     except (OSError, ValueError, IndexError):
         return None
-    return pid if name in ("mariadbd", "mysqld") else None
+    servers = ("mariadbd", "mysqld")
+    return pid if name in servers or any(Path(w.decode(errors="replace")).name in servers for w in words) else None
 
 
 def server_cpu_seconds(pid: int | None) -> float | None:
@@ -659,6 +732,8 @@ def main(argv: list[str] | None = None) -> int:
             for approach in APPROACHES:
                 if args.only and approach != "ceiling" and approach not in [a.strip() for a in args.only.split(";")]:
                     continue
+                if approach.endswith(NO_BINLOG) and server["log_bin"] in ("0", "OFF"):
+                    continue  # no binary log on this server: the same as without the suffix
                 print(f"measuring {approach} with {clients} client(s)...", file=sys.stderr, flush=True)
                 results.append(measure(approach, clients, settings, args.seconds, pid))
     finally:
