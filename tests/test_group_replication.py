@@ -27,7 +27,7 @@ import pymysql
 import pytest
 from conftest import granted_accounts
 from group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
-from test_galera import FLIP, INSTANCES, check_chains
+from test_galera import FLIP, INSTANCES, check_chains, eventually  # a secondary applies a commit right after it
 from test_relay import query, wait_for
 
 from pyfsm import FsmError, NotWriterNode, Store, UnknownInstance
@@ -36,18 +36,6 @@ from pyfsm.db import Database, Settings
 pytestmark = pytest.mark.slow
 
 SPAWN = multiprocessing.get_context("spawn")
-
-
-def eventually(check: Any, timeout: float = 10.0) -> Any:
-    """A secondary applies the group's transactions right after the primary's commit, not with it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def test_installed_through_the_primary_on_every_member(group_replication: GroupReplication) -> None:
