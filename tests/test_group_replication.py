@@ -28,6 +28,7 @@ import pytest
 from conftest import granted_accounts
 from group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
 from test_galera import FLIP, INSTANCES, check_chains, eventually  # a secondary applies a commit right after it
+from test_migrations import schema_of
 from test_relay import query, wait_for
 
 from pyfsm import FsmError, NotWriterNode, Store, UnknownInstance
@@ -51,7 +52,8 @@ def test_installed_through_the_primary_on_every_member(group_replication: GroupR
     for member, settings in zip(group.members, databases, strict=True):
         conn = pymysql.connect(**member.settings.connect_kwargs(database=False))
         try:
-            schemas.append(schema_of_member(conn, settings.database))
+            schemas.append(schema_of(conn, settings.database))
+            assert schemas[-1]["tables"] and schemas[-1]["routines"] and schemas[-1]["triggers"], schemas[-1]
         finally:
             conn.close()
     assert all(s == schemas[0] for s in schemas[1:]), "every member holds the same objects"
@@ -70,36 +72,6 @@ def test_installed_through_the_primary_on_every_member(group_replication: GroupR
                 except UnknownInstance as exc:
                     raise AssertionError("not applied yet") from exc
             eventually(applied)
-
-
-def schema_of_member(conn: Any, database: str) -> dict[str, Any]:
-    """The objects of a database as a member holds them, comparable across members: tables,
-    columns in order, indexes, checks, routines and triggers by body, views by definition
-    (tests/test_migrations.schema_of reads MariaDB's information_schema.check_constraints,
-    whose table_name column MySQL's lacks)."""
-    queries = {
-        "tables": "SELECT table_name, table_type, engine, table_collation, create_options "
-                  "FROM information_schema.tables WHERE table_schema = %s",
-        "columns": "SELECT table_name, column_name, ordinal_position, column_type, is_nullable, column_default, "
-                   "collation_name, extra FROM information_schema.columns WHERE table_schema = %s",
-        "indexes": "SELECT table_name, index_name, seq_in_index, column_name, non_unique "
-                   "FROM information_schema.statistics WHERE table_schema = %s",
-        "checks": "SELECT constraint_name, check_clause FROM information_schema.check_constraints "
-                  "WHERE constraint_schema = %s",
-        "routines": "SELECT routine_name, routine_type, routine_definition, sql_mode, security_type "
-                    "FROM information_schema.routines WHERE routine_schema = %s",
-        "triggers": "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement, "
-                    "action_order, sql_mode FROM information_schema.triggers WHERE trigger_schema = %s",
-        "views": "SELECT table_name, view_definition, security_type FROM information_schema.views "
-                 "WHERE table_schema = %s",
-    }
-    out = {}
-    with conn.cursor() as cur:
-        for label, sql in queries.items():
-            cur.execute(sql, (database,))
-            out[label] = sorted(tuple(str(v).replace(f"`{database}`.", "") for v in row) for row in cur.fetchall())
-    assert out["tables"] and out["routines"] and out["triggers"], out
-    return out
 
 
 def test_writes_go_through_the_primary_only(group_replication: GroupReplication) -> None:
