@@ -18,7 +18,8 @@ from pathlib import Path
 
 import bench_transitions as bt
 
-from pyfsm import Store, db, schema
+from pyfsm import Store, db
+from pyfsm.schema import install as schema
 
 
 def _current(family: str) -> str:

@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
 from pyfsm import Context, Outcome, Process, Store
-from pyfsm.batch import run_claimed_batch
 from pyfsm.db import Settings
-from pyfsm.engine import claim, run_claimed
+from pyfsm.engine.batch import run_claimed_batch
+from pyfsm.engine.runner import claim, run_claimed
 from pyfsm.locks import new_owner
 
 MARK = ("<!-- bench-engine:start -->", "<!-- bench-engine:end -->")

@@ -27,8 +27,9 @@ import pymysql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
-from pyfsm import Machine, Store, schema
+from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
+from pyfsm.schema import install as schema
 
 MARK = ("<!-- bench-install:start -->", "<!-- bench-install:end -->")
 ORDER_STATES = ["new", "paid", "packed", "shipped", "delivered", "cancelled"]

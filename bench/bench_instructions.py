@@ -60,10 +60,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 import design_floor as floor
 
-from pyfsm import Machine, Store, db, schema
+from pyfsm import Machine, Store, db
 from pyfsm.db import Settings
-from pyfsm.ddl import object_name
-from pyfsm.resources import render
+from pyfsm.schema import install as schema
+from pyfsm.schema.ddl import object_name
+from pyfsm.schema.resources import render
 
 NEXT = {"a": "go", "b": "back"}
 FLIP = {"a": "b", "b": "a"}

@@ -34,8 +34,8 @@ import pymysql
 
 from pyfsm import Store
 from pyfsm.db import Settings, parse_dsn
-from pyfsm.metrics import DatabaseCollector
-from pyfsm.metrics_db import _events_sql, _rows, _snapshot_sql
+from pyfsm.metrics.database import _events_sql, _rows, _snapshot_sql
+from pyfsm.metrics.server import DatabaseCollector
 
 MARK = ("<!-- bench-metrics:start -->", "<!-- bench-metrics:end -->")
 SECTION = "## Metrics: what a scrape costs"

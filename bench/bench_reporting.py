@@ -74,8 +74,9 @@ import pymysql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 
-from pyfsm import Machine, Store, schema
+from pyfsm import Machine, Store
 from pyfsm.db import Settings, connect, parse_dsn
+from pyfsm.schema import install as schema
 
 MARK = ("<!-- bench-reporting:start -->", "<!-- bench-reporting:end -->")
 SECTION = "## Reporting at scale"

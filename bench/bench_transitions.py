@@ -93,9 +93,10 @@ from typing import Any
 import design_floor
 import pymysql
 
-from pyfsm import Machine, Store, TransitionResult, db, retry, schema
+from pyfsm import Machine, Store, TransitionResult, db, retry
 from pyfsm.db import Settings, parse_dsn
-from pyfsm.resources import render
+from pyfsm.schema import install as schema
+from pyfsm.schema.resources import render
 
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",

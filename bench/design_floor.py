@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyfsm import schema
-from pyfsm.ddl import object_name
-from pyfsm.resources import render
+from pyfsm.schema import install as schema
+from pyfsm.schema.ddl import object_name
+from pyfsm.schema.resources import render
 
 
 def cut(text: str, start: str, end: str) -> str:

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from pyfsm import db
-from pyfsm.schema import VERSION_TABLE
+from pyfsm.schema.install import VERSION_TABLE
 
 config = context.config
 

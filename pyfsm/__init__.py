@@ -1,7 +1,9 @@
 """pyfsm: persistent finite state machines whose rules MySQL itself enforces."""
 
 from .definition import Machine, Transition, UnreachableStateWarning, transition
-from .engine import RunResult
+from .engine.process import Context, Outcome, Process
+from .engine.runner import RunResult
+from .engine.worker import Worker, WorkerStats
 from .errors import (
     AccessDenied,
     AmbiguousTransition,
@@ -40,13 +42,28 @@ from .errors import (
 )
 from .locks import HeldLock, Lease
 from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult
-from .process import Context, Outcome, Process
-from .relay import Lag, Relay
 from .retry import retry
 from .store import Store
-from .worker import Worker, WorkerStats
 
 __version__ = "0.3.0"
+
+#: Names whose modules load an optional dependency (confluent_kafka): imported on first use,
+#: so ``import pyfsm`` needs only PyMySQL and DBUtils.
+_LAZY = {"Relay": "pyfsm.relay", "Lag": "pyfsm.relay"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pyfsm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 __all__ = [
     "AccessDenied", "AccountHistoryEntry", "AmbiguousTransition", "ClaimLost", "Conflict", "Context",

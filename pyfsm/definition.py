@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
-from .resources import check_machine_name
+from .schema.resources import check_machine_name
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")

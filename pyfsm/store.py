@@ -15,7 +15,8 @@ from typing import Any
 
 import pymysql
 
-from . import bulk, db, schema
+from . import bulk, db
+from .db.jsondata import dump_object
 from .definition import NAME, Machine
 from .errors import (
     AccessDenied,
@@ -27,10 +28,10 @@ from .errors import (
     UnknownEvent,
     UnknownMachine,
 )
-from .jsondata import dump_object
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult, _utc
-from .resources import check_machine_name
+from .schema import install as schema
+from .schema.resources import check_machine_name
 
 MAX_DATA_BYTES = 1024 * 1024
 MAX_METADATA_BYTES = 64 * 1024

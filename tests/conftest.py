@@ -25,7 +25,7 @@ from kafka_broker import kafka  # noqa: F401  (the tansu broker fixture for the 
 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
-from pyfsm.grants import Account, grant
+from pyfsm.schema.grants import Account, grant
 
 HELP = (
     "pyfsm's tests need a MySQL 8 or MariaDB 10.6+ server. Set PYFSM_TEST_DSN, e.g.\n"

@@ -17,9 +17,9 @@ import pytest
 from conftest import unique
 
 from pyfsm import Context, InvalidArgument, InvalidData, InvalidDefinition, Machine, Outcome, Process, Store
+from pyfsm.db.jsondata import dump_object
 from pyfsm.definition import Transition
-from pyfsm.grants import Account
-from pyfsm.jsondata import dump_object
+from pyfsm.schema.grants import Account
 
 pytestmark = pytest.mark.filterwarnings("ignore::pyfsm.UnreachableStateWarning")
 

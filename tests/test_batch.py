@@ -14,8 +14,8 @@ import pymysql
 from conftest import fetch, unique
 
 from pyfsm import ClaimLost, Context, Outcome, Process, Store, Worker
-from pyfsm.batch import run_claimed_batch
-from pyfsm.engine import ClaimKeeper, claim
+from pyfsm.engine.batch import run_claimed_batch
+from pyfsm.engine.runner import ClaimKeeper, claim
 from pyfsm.locks import new_owner
 
 KEYS = ("ok-1", "ok-2", "boom", "wait", "pause", "asked-to-pause", "ok-3")
@@ -216,16 +216,16 @@ def test_steps_v1_applies_each_item_or_refuses_it_alone(store: Store) -> None:
 def test_a_round_of_large_data_is_split_into_several_calls(store: Store, monkeypatch: Any) -> None:
     """Steps carrying 300 KB of data each: a round of 6 is more than one call may carry
     (MAX_CALL_BYTES), so it is committed in several, and every step lands once."""
-    import pyfsm.batch
+    import pyfsm.engine.batch as batch_module
 
     calls: list[int] = []
-    commit_group = pyfsm.batch._commit_group
+    commit_group = batch_module._commit_group
 
     def counting(store_: Store, process_: Process, group: list[Any], *args: Any) -> list[Any]:
         calls.append(len(group))
         return commit_group(store_, process_, group, *args)
 
-    monkeypatch.setattr(pyfsm.batch, "_commit_group", counting)
+    monkeypatch.setattr(batch_module, "_commit_group", counting)
     process = Process.linear(unique("big"), ["one", "two"])
 
     def fill(ctx: Context) -> Outcome:

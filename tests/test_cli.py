@@ -38,7 +38,7 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
     from conftest import order_machine
     from test_migrations import install_type_as_of
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     upgraded = make_database("pyfsm_cli")
     schema.migrate(upgraded, revision="0010")

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from conftest import admin
 
-from pyfsm import Store, schema
+from pyfsm import Store
 from pyfsm.cli import TEXT_ONLY, build_parser, main
+from pyfsm.schema import install as schema
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order.yaml"
 
@@ -133,7 +134,7 @@ def test_instance_commands_from_a_yaml_definition(make_database, tmp_path: Path)
 
 def test_graph_mermaid_dot_counts_and_path(make_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from pyfsm.definition_file import load_machines
-    from pyfsm.diagram import edges
+    from pyfsm.reporting.diagram import edges
 
     dsn = make_database("pyfsm_cli").dsn()
     ok("migrate", "--dsn", dsn)

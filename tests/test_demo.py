@@ -57,7 +57,7 @@ def test_demo_works_in_the_database_of_PYFSM_DSN(make_database, server) -> None:
     from test_store import missing_database
 
     from pyfsm.db import parse_dsn
-    from pyfsm.demo import DEFAULT_DSN
+    from pyfsm.demo.run import DEFAULT_DSN
 
     settings = missing_database(make_database, server)
     default = parse_dsn(DEFAULT_DSN).database

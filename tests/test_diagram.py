@@ -17,7 +17,7 @@ import pytest
 
 from pyfsm import FsmError, InvalidArgument, Machine
 from pyfsm.definition_file import load_machines
-from pyfsm.diagram import GraphvizUnavailable, _dot_string, dot, edges, mermaid, render_file
+from pyfsm.reporting.diagram import GraphvizUnavailable, _dot_string, dot, edges, mermaid, render_file
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order.yaml"
 

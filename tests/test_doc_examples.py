@@ -115,7 +115,7 @@ def test_the_sql_tour_runs_as_one_script(make_database) -> None:  # type: ignore
 
 def test_the_diagram_is_what_pyfsm_graph_draws() -> None:
     from pyfsm.definition_file import load_machines
-    from pyfsm.diagram import mermaid
+    from pyfsm.reporting.diagram import mermaid
 
     [diagram] = [d for page in nav_pages() for d in re.findall(r"```mermaid\n(.*?)```", page.read_text(), re.S)]
     [machine] = load_machines(ROOT / "examples" / "order.yaml")

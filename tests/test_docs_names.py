@@ -10,8 +10,9 @@ import pymysql
 import pytest
 from docs_names import DEPRECATED_PAGE, Known, check, installed_objects, known_commands, known_errors
 
-from pyfsm import Machine, Store, schema
+from pyfsm import Machine, Store
 from pyfsm.cli import build_parser
+from pyfsm.schema import install as schema
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]

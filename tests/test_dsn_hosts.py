@@ -28,7 +28,7 @@ from second_server import INSTALL_DB, MARIADBD, SecondServer
 from pyfsm import DatabaseUnavailable, FsmError, InvalidArgument, Machine, Store
 from pyfsm.db import Database, Settings, connect, parse_dsn
 from pyfsm.errors import TRANSIENT, from_mysql_error
-from pyfsm.schema import HEAD_REVISION, current_revision, migrate
+from pyfsm.schema.install import HEAD_REVISION, current_revision, migrate
 
 # -- parsing ------------------------------------------------------------------------------
 

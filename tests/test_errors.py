@@ -8,7 +8,7 @@ import pytest
 
 import pyfsm
 from pyfsm.errors import SERVER, SIGNALLED, FsmError, from_mysql_error
-from pyfsm.resources import sql_dir
+from pyfsm.schema.resources import sql_dir
 
 
 def test_every_signalled_number_maps_to_a_class() -> None:

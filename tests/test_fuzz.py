@@ -69,8 +69,8 @@ from pyfsm import FsmError, InvalidArgument, InvalidData, InvalidDefinition, Mac
 from pyfsm.db import Settings, parse_dsn
 from pyfsm.definition_file import dump_machines, parse_machines
 from pyfsm.errors import from_mysql_error
-from pyfsm.grants import Account
-from pyfsm.reporting import current_machine
+from pyfsm.reporting.reads import current_machine
+from pyfsm.schema.grants import Account
 
 SCALE = float(os.environ.get("PYFSM_FUZZ_SCALE", "1"))
 #: PYFSM_FUZZ_RANDOM=1: new examples on every run (to explore; CI keeps the fixed ones).
@@ -893,7 +893,8 @@ def test_send_refuses_a_lease_that_is_not_one(env: Env) -> None:
 
 def test_created_database_name_is_not_sql(env: Env) -> None:
     """The database migrate (and so the demo) creates when missing: its name is never SQL."""
-    from pyfsm import db, schema
+    from pyfsm import db
+    from pyfsm.schema import install as schema
 
     name = f"pyfsm_fuzz_inj_{uuid.uuid4().hex[:8]}"
     hostile = dataclasses.replace(env.settings, database=f"{name}` CHARACTER SET latin1 -- ")

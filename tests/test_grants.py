@@ -13,7 +13,7 @@ from engine_fixtures import checkout
 
 from pyfsm import AccessDenied, Relay, Store, Worker
 from pyfsm.db import Settings
-from pyfsm.grants import REPORTING_PROCEDURES, Account, exists, grant, recorded
+from pyfsm.schema.grants import REPORTING_PROCEDURES, Account, exists, grant, recorded
 
 
 @pytest.fixture

@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 from conftest import errno_of, fetch, is_mariadb
 
-from pyfsm import InvalidArgument, InvalidData, InvalidEncoding, Machine, Store, schema
-from pyfsm.ddl import execute_ddl, object_name
+from pyfsm import InvalidArgument, InvalidData, InvalidEncoding, Machine, Store
 from pyfsm.errors import error_for
-from pyfsm.resources import render
+from pyfsm.schema import install as schema
+from pyfsm.schema.ddl import execute_ddl, object_name
+from pyfsm.schema.resources import render
 
 SURROGATE = b"\xed\xa0\x80"  # U+D800 encoded in UTF-8: not UTF-8, yet MariaDB's utf8mb4 takes it
 HANGUL = "\ud55c"  # 한, ED 95 9C: valid UTF-8 that starts with the same byte ED

@@ -25,9 +25,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pyfsm import InvalidArgument, Machine, Process, Store, Worker
 from pyfsm.db import Settings, parse_dsn
-from pyfsm.engine import claim
-from pyfsm.grants import Account, grant
-from pyfsm.metrics import DatabaseCollector, MetricsServer, WorkerMetrics, database_registry, exposition
+from pyfsm.engine.runner import claim
+from pyfsm.metrics.server import DatabaseCollector, MetricsServer, WorkerMetrics, database_registry, exposition
+from pyfsm.schema.grants import Account, grant
 
 TESTS = Path(__file__).resolve().parent
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -9,8 +9,7 @@ import pymysql
 import pytest
 
 from pyfsm import SchemaVersionMismatch, Store, UnknownMachine
-from pyfsm.resources import migrations_dir, sql_dir
-from pyfsm.schema import (
+from pyfsm.schema.install import (
     CURRENT_OBJECTS,
     DEPENDENT_VIEWS,
     HEAD_REVISION,
@@ -19,6 +18,7 @@ from pyfsm.schema import (
     current_revision,
     known_revisions,
 )
+from pyfsm.schema.resources import migrations_dir, sql_dir
 
 
 def test_revisions_are_numbered_without_gaps_and_chained() -> None:
@@ -38,7 +38,7 @@ def test_revisions_are_numbered_without_gaps_and_chained() -> None:
 def test_every_sql_file_is_current_and_installed() -> None:
     """sql/ holds the current schema only: every file there is created by a fresh install
     (globally or per type), and every file a fresh install names is there."""
-    from pyfsm.schema import MACHINE_OBJECTS
+    from pyfsm.schema.install import MACHINE_OBJECTS
 
     installed = set(CURRENT_OBJECTS) | set(MACHINE_OBJECTS) | set(UNION_VIEWS) | set(DEPENDENT_VIEWS)
     on_disk = {p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql")}
@@ -51,7 +51,7 @@ def test_every_frozen_file_is_applied_by_a_revision() -> None:
     """migrations/sql holds what the revisions apply, as they landed: the shared tree of 0001
     to 0010 (files named in their code, templates in the object sets they installed), then a
     folder per revision with exactly the files that revision names."""
-    from pyfsm.schema import MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.install import MACHINE_TEMPLATE_SETS
 
     frozen = migrations_dir() / "sql"
     versions = {f.name[:4]: f.read_text() for f in (migrations_dir() / "versions").glob("[0-9]*.py")}
@@ -171,8 +171,8 @@ DEFINED_AT = (("0001", "v1", "fsm_define_v1"), ("0002", "v2", "fsm_define_v2"), 
 def define_as_of(conn: Any, machine: Any, objects_version: str, define: str) -> None:
     """Define a type as an older pyfsm did (its define procedure, then its per-type templates),
     create two instances and move one."""
-    from pyfsm import schema
-    from pyfsm.resources import render
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     definition = machine.to_json()
     if define == "fsm_define_v1":  # 0.1's definitions had no lock lease or event_data options
@@ -196,8 +196,9 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
     install creates them from their frozen files until their removal release)."""
     from conftest import order_machine
 
-    from pyfsm import db, schema
-    from pyfsm.grants import Account, grant
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.grants import Account, grant
 
     old, fresh = make_database(), make_database()
     machines = [order_machine(f"t{revision}") for revision, _, _ in DEFINED_AT]
@@ -259,7 +260,8 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
 def test_a_fresh_install_creates_the_current_schema_directly(make_database) -> None:  # type: ignore[no-untyped-def]
     """Store.migrate() on an empty database runs no revision: it creates sql/ and records the
     head. One interrupted is run again; pyfsm's tables without a version table are refused."""
-    from pyfsm import db, schema
+    from pyfsm import db
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     conn = db.connect(settings)
@@ -295,8 +297,8 @@ def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> 
 
 
 def test_every_older_object_set_is_frozen() -> None:
-    from pyfsm.resources import read_frozen, template_revisions
-    from pyfsm.schema import MACHINE_OBJECTS, MACHINE_OBJECTS_VERSION, MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_OBJECTS_VERSION, MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.resources import read_frozen, template_revisions
 
     for names in MACHINE_TEMPLATE_SETS.values():
         for name in names:
@@ -311,8 +313,8 @@ def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
     entry (and stop a fresh install from creating it): this fails until it does."""
     from importlib.metadata import version
 
-    from pyfsm.resources import read_frozen
-    from pyfsm.schema import DEPRECATED, DEPRECATED_FILES, DEPRECATED_TEMPLATES
+    from pyfsm.schema.install import DEPRECATED, DEPRECATED_FILES, DEPRECATED_TEMPLATES
+    from pyfsm.schema.resources import read_frozen
 
     release = tuple(int(p) for p in version("pyfsm").split(".")[:2])
     for entry in DEPRECATED:
@@ -329,8 +331,9 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
     keeps its instances and history, and is checked by the v2 trigger from then on."""
     from conftest import order_machine
 
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     old, fresh = make_database(), make_database()
     schema.migrate(old, revision="0001")
@@ -362,8 +365,9 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     settings = make_database()
     schema.migrate(settings)
@@ -392,8 +396,9 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     and finishes: one trigger per kind, inserts and transitions work, counts are exact."""
     from conftest import fetch, order_machine
 
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     settings = make_database()
     schema.migrate(settings, revision="0003")
@@ -437,8 +442,9 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
     transitions go on, and the padded names v3 let through are refused from then on."""
     from conftest import fetch, order_machine
 
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     settings = make_database()
     schema.migrate(settings, revision="0004")
@@ -487,8 +493,9 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     are still checked."""
     from conftest import fetch, order_machine
 
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     settings = make_database()
     schema.migrate(settings, revision="0005")
@@ -550,7 +557,8 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     apply_step_v1, is marked v6, and a Worker with a batch commits its steps through them."""
     from conftest import fetch, order_machine
 
-    from pyfsm import Process, Worker, schema
+    from pyfsm import Process, Worker
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0006")
@@ -588,7 +596,7 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
     from then on a guard of the old form (the instance id alone) lets no history write in."""
     from conftest import errno_of, fetch, order_machine
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0007")
@@ -621,8 +629,9 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
 def install_type_as_of(settings: Any, machine: Any, objects_version: str, *statements: str) -> None:
     """Define ``machine`` with the per-type object set an older pyfsm installed (fsm_define_v4,
     so from revision 0005 on), then run ``statements`` on it."""
-    from pyfsm import db, schema
-    from pyfsm.resources import render
+    from pyfsm import db
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import render
 
     conn = db.connect(settings)
     try:
@@ -641,7 +650,8 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
     apply_send_v1, is marked v8, and Store.send_many goes through them."""
     from conftest import fetch, order_machine
 
-    from pyfsm import TransitionResult, schema
+    from pyfsm import TransitionResult
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0008")
@@ -673,7 +683,7 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
     a guard left behind."""
     from conftest import errno_of, fetch, order_machine
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0009")
@@ -716,7 +726,7 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
 def test_0011_gives_back_the_grants_on_the_procedures_it_replaces(make_database, server) -> None:  # type: ignore[no-untyped-def]
     """0011 drops and creates fsm_define_v4 and fsm_force_unlock_v2, which revokes every grant
     on them: grants made by hand, not by `pyfsm grant`, are given back too."""
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0010")
@@ -745,7 +755,8 @@ def test_an_interrupted_first_replay_is_resumed_by_the_revisions(make_database) 
     install's mark: the next migrate resumes it by the revisions, not by a fresh install."""
     from conftest import order_machine
 
-    from pyfsm import db, schema
+    from pyfsm import db
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0001")
@@ -765,7 +776,8 @@ def test_an_interrupted_first_replay_is_resumed_by_the_revisions(make_database) 
 
 
 def test_an_interrupted_fresh_install_is_finished_and_unmarked(make_database) -> None:  # type: ignore[no-untyped-def]
-    from pyfsm import db, schema
+    from pyfsm import db
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     conn = db.connect(settings)
@@ -794,7 +806,7 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
     upgrading the type's own triggers keeps it, and it keeps firing."""
     from conftest import fetch, order_machine
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings)
@@ -820,7 +832,7 @@ def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_da
     done: one that stopped after the trigger swap is finished by the next Store.define."""
     from conftest import fetch, order_machine
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings)
@@ -852,7 +864,7 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
     from conftest import errno_of, fetch, order_machine
     from history_guard import refused_updates
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = make_database()
     schema.migrate(settings, revision="0016")
@@ -889,8 +901,8 @@ def test_0016_finds_its_index_built_by_an_interrupted_run(make_database) -> None
     running the migration again goes on instead of failing with 1061."""
     from conftest import fetch
 
-    from pyfsm import schema
-    from pyfsm.resources import read_frozen
+    from pyfsm.schema import install as schema
+    from pyfsm.schema.resources import read_frozen
 
     settings = make_database()
     schema.migrate(settings, revision="0015")

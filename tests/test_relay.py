@@ -28,8 +28,8 @@ from kafka_broker import Broker, Received
 
 from pyfsm import InvalidArgument, Lag, Machine, Relay, Store
 from pyfsm.db import Settings
-from pyfsm.events import build_event
-from pyfsm.kafka import producer_config
+from pyfsm.relay.events import build_event
+from pyfsm.relay.kafka import producer_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -529,7 +529,7 @@ def test_lag_from_sql_cli_and_python(fresh, kafka) -> None:  # type: ignore[no-u
     text = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--lag", "--dsn", settings.dsn()],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert text.stdout.startswith("unpublished 5 (parked 0)")
-    from pyfsm.relay import lag
+    from pyfsm.relay.publisher import lag
 
     python = lag(settings.dsn())
     assert isinstance(python, Lag) and python.unpublished == 5 and python.oldest_id == sql["oldest_id"]

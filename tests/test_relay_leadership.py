@@ -12,7 +12,7 @@ import pytest
 
 from pyfsm import db
 from pyfsm.db import Settings
-from pyfsm.leadership import Leadership
+from pyfsm.relay.leadership import Leadership
 
 NAME = "pyfsm_relay_test"
 

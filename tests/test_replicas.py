@@ -21,7 +21,7 @@ from replica_pair import ReplicaPair, replica_pair  # noqa: F401  (the fixture)
 from test_cli import pyfsm
 
 from pyfsm import SchemaVersionMismatch, Store
-from pyfsm.grants import Account, grant
+from pyfsm.schema.grants import Account, grant
 
 PASSWORD = "App-" + uuid.uuid4().hex
 pytestmark = pytest.mark.slow

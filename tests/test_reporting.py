@@ -14,8 +14,9 @@ import pymysql
 from conftest import fetch, order_machine, unique
 from engine_fixtures import checkout
 
-from pyfsm import Context, Outcome, Store, TransitionNotAllowed, UnknownInstance, Worker, db, schema
-from pyfsm.resources import render
+from pyfsm import Context, Outcome, Store, TransitionNotAllowed, UnknownInstance, Worker, db
+from pyfsm.schema import install as schema
+from pyfsm.schema.resources import render
 
 
 def utc(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

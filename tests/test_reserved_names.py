@@ -12,8 +12,15 @@ import pymysql
 import pytest
 from conftest import errno_of, fetch
 
-from pyfsm import InvalidArgument, Store, schema
-from pyfsm.resources import MACHINE_NAME, RESERVED_FOR_NEW_TYPES, RESERVED_MACHINE_NAMES, check_machine_name, read_sql
+from pyfsm import InvalidArgument, Store
+from pyfsm.schema import install as schema
+from pyfsm.schema.resources import (
+    MACHINE_NAME,
+    RESERVED_FOR_NEW_TYPES,
+    RESERVED_MACHINE_NAMES,
+    check_machine_name,
+    read_sql,
+)
 
 DEFINITION = json.dumps({"states": ["a", "b"], "start": ["a"],
                          "transitions": [{"event": "go", "from": ["a"], "to": "b"}]})

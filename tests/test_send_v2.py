@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from conftest import errno_of, fetch, order_machine
 
-from pyfsm import Store, UnknownMachine, db, schema
+from pyfsm import Store, UnknownMachine, db
+from pyfsm.schema import install as schema
 
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r"
 

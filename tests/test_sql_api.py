@@ -15,8 +15,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from pyfsm import Store, db, schema
+from pyfsm import Store, db
 from pyfsm.errors import SERVER, SIGNALLED
+from pyfsm.schema import install as schema
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "sql-api.md").read_text()
 SECTION = re.compile(r"^### `(fsm_[\w<>]+)`[ \t]*$", re.M)

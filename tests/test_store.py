@@ -194,7 +194,7 @@ def test_migrate_creates_a_missing_database_and_says_so(make_database, server, c
     pyfsm's tables expect it (utf8mb4_bin) and logs it; later migrations create nothing."""
     import logging
 
-    from pyfsm import schema
+    from pyfsm.schema import install as schema
 
     settings = missing_database(make_database, server)
     with Store(settings.dsn()) as fresh:

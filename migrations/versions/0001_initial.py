@@ -10,7 +10,7 @@ versioned files (fsm_x_v2.sql beside fsm_x_v1.sql).
 
 from alembic import op
 
-from pyfsm.schema import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0001"
 down_revision = None

@@ -18,7 +18,7 @@ Never edit a revision once it has landed: add the next number instead.
 
 from alembic import op
 
-from pyfsm.schema import apply_files, replace_machine_triggers
+from pyfsm.schema.upgrades import apply_files, replace_machine_triggers
 
 revision = "0002"
 down_revision = "0001"

@@ -10,7 +10,7 @@ All SQL lives in its own files, so renumbering this revision touches only the id
 
 from alembic import op
 
-from pyfsm.schema import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0003"
 down_revision = "0002"

@@ -21,15 +21,10 @@ from alembic import op
 
 from pyfsm import db
 from pyfsm.errors import SchemaVersionMismatch
-from pyfsm.resources import render
-from pyfsm.schema import (
-    apply_files,
-    execute_ddl,
-    fill_left_at,
-    rebuild_state_counts,
-    refresh_views,
-    replace_machine_triggers,
-)
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import render
+from pyfsm.schema.upgrades import apply_files, fill_left_at, rebuild_state_counts, replace_machine_triggers
+from pyfsm.schema.views import refresh_views
 
 revision = "0004"
 down_revision = "0003"

@@ -18,8 +18,9 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import check_machine_name
-from pyfsm.schema import apply_files, refresh_views, replace_machine_triggers
+from pyfsm.schema.resources import check_machine_name
+from pyfsm.schema.upgrades import apply_files, replace_machine_triggers
+from pyfsm.schema.views import refresh_views
 
 revision = "0005"
 down_revision = "0004"

@@ -20,8 +20,10 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import check_machine_name, render
-from pyfsm.schema import apply_files, execute_ddl, refresh_views, replace_machine_triggers
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import check_machine_name, render
+from pyfsm.schema.upgrades import apply_files, replace_machine_triggers
+from pyfsm.schema.views import refresh_views
 
 revision = "0006"
 down_revision = "0005"

@@ -16,8 +16,9 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import check_machine_name, render
-from pyfsm.schema import execute_ddl, refresh_views
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import check_machine_name, render
+from pyfsm.schema.views import refresh_views
 
 revision = "0007"
 down_revision = "0006"

@@ -25,7 +25,7 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.schema import apply_files, replace_machine_triggers, upgrade_machines
+from pyfsm.schema.upgrades import apply_files, replace_machine_triggers, upgrade_machines
 
 revision = "0008"
 down_revision = "0007"

@@ -16,8 +16,9 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.resources import render
-from pyfsm.schema import execute_ddl, upgrade_machines
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import render
+from pyfsm.schema.upgrades import upgrade_machines
 
 revision = "0009"
 down_revision = "0008"

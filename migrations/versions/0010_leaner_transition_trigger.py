@@ -20,7 +20,7 @@ Never edit a revision once it has landed: add the next number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.schema import replace_machine_triggers, upgrade_machines
+from pyfsm.schema.upgrades import replace_machine_triggers, upgrade_machines
 
 revision = "0010"
 down_revision = "0009"

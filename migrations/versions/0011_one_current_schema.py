@@ -29,7 +29,7 @@ from typing import Any
 import pymysql
 from alembic import op
 
-from pyfsm.schema import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0011"
 down_revision = "0010"

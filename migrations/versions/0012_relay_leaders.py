@@ -17,7 +17,7 @@ number instead.
 
 from alembic import op
 
-from pyfsm.schema import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0012"
 down_revision = "0011"

@@ -23,7 +23,7 @@ number instead.
 from alembic import op
 
 from pyfsm.errors import InvalidDefinition
-from pyfsm.upgrades import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0013"
 down_revision = "0012"

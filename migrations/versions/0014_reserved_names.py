@@ -21,7 +21,7 @@ number instead.
 
 from alembic import op
 
-from pyfsm.upgrades import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0014"
 down_revision = "0013"

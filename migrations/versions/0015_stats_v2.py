@@ -18,7 +18,7 @@ number instead.
 
 from alembic import op
 
-from pyfsm.upgrades import apply_files
+from pyfsm.schema.upgrades import apply_files
 
 revision = "0015"
 down_revision = "0014"

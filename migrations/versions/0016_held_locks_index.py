@@ -20,8 +20,8 @@ number instead.
 
 from alembic import op
 
-from pyfsm.ddl import ddl_waiting_briefly
-from pyfsm.resources import read_frozen
+from pyfsm.schema.ddl import ddl_waiting_briefly
+from pyfsm.schema.resources import read_frozen
 
 revision = "0016"
 down_revision = "0015"

@@ -25,7 +25,7 @@ number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.upgrades import replace_machine_triggers, upgrade_machines
+from pyfsm.schema.upgrades import replace_machine_triggers, upgrade_machines
 
 revision = "0017"
 down_revision = "0016"

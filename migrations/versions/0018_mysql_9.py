@@ -27,9 +27,9 @@ number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.ddl import execute_ddl
-from pyfsm.resources import render
-from pyfsm.upgrades import apply_files, upgrade_machines
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import render
+from pyfsm.schema.upgrades import apply_files, upgrade_machines
 
 revision = "0018"
 down_revision = "0017"

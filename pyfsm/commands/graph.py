@@ -9,10 +9,12 @@ from typing import Any
 
 import pymysql
 
-from .. import db, diagram, reporting
+from .. import db
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..errors import InvalidArgument, UnknownMachine
+from ..reporting import diagram
+from ..reporting import reads as reporting
 from ..store import TYPES_SQL, unknown_type
 from .common import Add, add_read_dsn, emit, read_dsn
 

@@ -20,7 +20,7 @@ DEFAULT_PORT = 9464  # pyfsm.metrics.DEFAULT_PORT, without importing prometheus_
 def import_metrics() -> Any:
     """pyfsm.metrics, or a clear error when prometheus_client is not installed."""
     try:
-        from .. import metrics
+        from ..metrics import server as metrics
     except ImportError as exc:
         raise InvalidArgument(f"metrics need prometheus_client: pip install 'pyfsm[metrics]' ({exc})") from None
     return metrics

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..engine.process import Process
+from ..engine.worker import Worker
 from ..errors import InvalidArgument
 from ..locks import HeldLock
-from ..process import Process
 from ..store import Store
-from ..worker import Worker
 from .common import Add, Progress, emit, load, port_number, progress_flag, table
 from .metrics import DEFAULT_HOST, import_metrics
 
@@ -103,13 +103,13 @@ def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from ..demo import run
+    from ..demo.run import run
 
     run(args.dsn, orders=args.orders, workers=args.workers, kafka=args.kafka)
 
 
 def cmd_relay(args: argparse.Namespace) -> None:
-    from ..relay import Relay
+    from ..relay.publisher import Relay
 
     run_relay = not (args.lag or args.parked or args.unpark is not None)
     relay = Relay(args.dsn, kafka=args.kafka if run_relay else None, batch_size=args.batch_size,

@@ -6,12 +6,13 @@ import argparse
 import secrets
 from pathlib import Path
 
-from .. import db, schema
+from .. import db
 from ..definition import Machine
 from ..definition_file import load_machines
+from ..engine.process import Process
 from ..errors import InvalidArgument
-from ..grants import Account, exists, grant
-from ..process import Process
+from ..schema import install as schema
+from ..schema.grants import Account, exists, grant
 from ..store import Store
 from .common import Add, Progress, emit, env_password, load, progress_flag, table
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import FsmError, InvalidArgument
-from ..relay import Relay
+from ..relay.publisher import Relay
 from ..store import Store
 
 ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark")

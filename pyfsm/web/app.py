@@ -27,7 +27,6 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import diagram
 from ..errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -38,7 +37,8 @@ from ..errors import (
     UnknownMachine,
 )
 from ..models import STATUSES
-from ..resources import check_machine_name
+from ..reporting import diagram
+from ..schema.resources import check_machine_name
 from ..store import Store, _check_name
 from . import security
 from .actions import ACTIONS, Actions, check_operator, parse_json_object
@@ -251,7 +251,7 @@ class _Console:
             oldest=self.reads.oldest_unpublished(), result=self._result(request)))
 
     def metrics(self, request: Request) -> Response:
-        from .. import metrics  # prometheus_client: imported by the route that needs it
+        from ..metrics import server as metrics  # prometheus_client: imported by the route that needs it
 
         if self._registry is None:
             self._registry = metrics.database_registry(self.store, stuck_after=self.config.stuck_after)

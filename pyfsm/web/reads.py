@@ -21,10 +21,11 @@ from typing import Any
 
 import pymysql
 
-from .. import db, reporting
+from .. import db
 from ..definition import NAME, Machine
 from ..errors import FsmError, UnknownMachine
-from ..resources import check_machine_name
+from ..reporting import reads as reporting
+from ..schema.resources import check_machine_name
 from ..store import TYPES_SQL, unknown_type
 
 PAGE = 50

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidData, InvalidEncoding
+from ..errors import InvalidData, InvalidEncoding
 
 
 def dump_object(what: str, value: object, limit: int | None = None) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pymysql
 
-from . import db
+from .. import db
 from .resources import render
 
 _ALREADY_EXISTS = {1050, 1060, 1061, 1304, 1359}  # table, column, index, routine, trigger already exists

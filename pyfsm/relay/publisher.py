@@ -53,8 +53,9 @@ from typing import Any
 import pymysql
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from . import db, schema
-from .errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
+from .. import db
+from ..errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
+from ..schema import install as schema
 from .events import Lag, Message, encode, event_id
 from .kafka import PERMANENT, Backoff, KafkaLog, Problems, lock_name_for, producer_config
 from .leadership import Leadership

@@ -11,11 +11,11 @@ from typing import Any
 
 import pymysql
 
-from . import db
-from .definition import Machine
-from .definition_file import parse_machines
-from .errors import SchemaVersionMismatch, UnknownInstance, UnknownMachine
-from .resources import check_machine_name
+from .. import db
+from ..definition import Machine
+from ..definition_file import parse_machines
+from ..errors import SchemaVersionMismatch, UnknownInstance, UnknownMachine
+from ..schema.resources import check_machine_name
 
 #: The keys of a stored definition body a Machine is built from (a DBA's body may carry more).
 BODY_KEYS = ("states", "start", "final", "transitions", "topic", "options")

@@ -38,8 +38,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import db
-from .errors import (
+from .. import db
+from ..db.jsondata import dump_object
+from ..errors import (
     AccessDenied,
     ClaimLost,
     Conflict,
@@ -53,13 +54,12 @@ from .errors import (
     LockNotAcquired,
     UnknownMachine,
 )
-from .jsondata import dump_object
-from .locks import Lease, new_owner
+from ..locks import Lease, new_owner
 from .process import Context, Outcome, Process, copy_data
 
 if TYPE_CHECKING:
-    from .metrics_worker import WorkerMetrics
-    from .store import Store
+    from ..store import Store
+    from .metrics import WorkerMetrics
 
 log = logging.getLogger("pyfsm.engine")
 

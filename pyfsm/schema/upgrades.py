@@ -12,7 +12,7 @@ from typing import Any
 
 import pymysql
 
-from . import db
+from .. import db
 from .ddl import execute_ddl, machine_triggers, object_name
 from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
 from .views import refresh_views

@@ -31,8 +31,8 @@ from typing import Any
 
 import pymysql
 
-from . import db
-from .errors import Deadlock, FsmError
+from .. import db
+from ..errors import Deadlock, FsmError
 
 log = logging.getLogger("pyfsm.relay")
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from .definition import Machine
-from .errors import GraphvizUnavailable, InvalidArgument
+from ..definition import Machine
+from ..errors import GraphvizUnavailable, InvalidArgument
 
 Edge = tuple[str, str, str]
 """One arrow of a diagram: (from_state, event, to_state)."""

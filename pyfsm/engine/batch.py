@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from . import db
-from .engine import RunResult, _Run, recover
-from .errors import DatabaseUnavailable, FsmError
+from .. import db
+from ..errors import DatabaseUnavailable, FsmError
+from .runner import RunResult, _Run, recover
 
 if TYPE_CHECKING:
-    from .metrics_worker import WorkerMetrics
+    from ..store import Store
+    from .metrics import WorkerMetrics
     from .process import Process
-    from .store import Store
 
 log = logging.getLogger("pyfsm.engine")
 

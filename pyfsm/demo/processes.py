@@ -14,9 +14,9 @@ import sys
 import time
 from typing import Any
 
-from .process import Context, Outcome, Process
-from .store import Store
-from .worker import Worker
+from ..engine.process import Context, Outcome, Process
+from ..engine.worker import Worker
+from ..store import Store
 
 FULFILMENT = Process.linear("fulfilment", ["reserve", "charge", "pack", "ship"], run_immediately=False,
                             backoff=0.2, max_attempts=4, claim_seconds=30)

@@ -29,7 +29,7 @@ from typing import Any
 
 import pymysql
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 log = logging.getLogger("pyfsm.grants")
 

@@ -4,7 +4,7 @@ Works in the database of ``--dsn``, else $PYFSM_DSN, else DEFAULT_DSN. Migrates 
 creates the database if needed), defines an order machine, creates a few hundred orders
 and moves each along a random but allowed path, then prints the counts per state and one
 order's history, including a rejected move the database refused. Then the
-handler engine (pyfsm/demo_process.py). When a Kafka broker answers (``--kafka``,
+handler engine (pyfsm/demo/processes.py). When a Kafka broker answers (``--kafka``,
 $PYFSM_KAFKA, else localhost:9092), a relay publishes the outbox and the demo prints the
 events it read back for one order.
 """
@@ -18,11 +18,12 @@ import threading
 import time
 from typing import Any
 
-from . import db, schema
-from .definition import Machine
-from .errors import TransitionNotAllowed
-from .hosts import where
-from .store import Store
+from .. import db
+from ..db.hosts import where
+from ..definition import Machine
+from ..errors import TransitionNotAllowed
+from ..schema import install as schema
+from ..store import Store
 
 #: The demo's database when neither --dsn nor $PYFSM_DSN names one.
 DEFAULT_DSN = "mysql://root@127.0.0.1:3306/pyfsm_demo"
@@ -100,7 +101,7 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
             move = f"{h.from_state} --{h.event}--> {h.to_state}" if h.event else f"created in {h.to_state}"
             print(f"  #{h.sort_key} {h.created_at:%H:%M:%S.%f} {move}")
 
-        from .demo_process import run as fulfil
+        from .processes import run as fulfil
 
         fulfil(store, settings.dsn(), run_id, orders=max(1, orders // 3), workers=workers)
     publish_and_show(settings, kafka or os.environ.get("PYFSM_KAFKA") or DEFAULT_KAFKA, sample)
@@ -118,7 +119,7 @@ def publish_and_show(settings: db.Settings, bootstrap: str, sample: str) -> None
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from .relay import Relay
+    from ..relay.publisher import Relay
 
     try:
         AdminClient({"bootstrap.servers": bootstrap, "logger": _Quiet()}).list_topics(timeout=3)  # type: ignore[dict-item]

@@ -24,15 +24,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
+from ..locks import check_owner, new_owner
 from .batch import run_claimed_batch
-from .engine import ClaimKeeper, RunResult, claim, release_claims, run_claimed
-from .errors import DatabaseUnavailable, FsmError, InvalidArgument
-from .locks import check_owner, new_owner
 from .process import Process
+from .runner import ClaimKeeper, RunResult, claim, release_claims, run_claimed
 
 if TYPE_CHECKING:
-    from .metrics_worker import WorkerMetrics
-    from .store import Store
+    from ..store import Store
+    from .metrics import WorkerMetrics
 
 log = logging.getLogger("pyfsm.worker")
 

@@ -58,7 +58,7 @@ import pymysql
 from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
-from .errors import (
+from ..errors import (
     TRANSIENT,
     AccessDenied,
     DatabaseUnavailable,

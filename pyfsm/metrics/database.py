@@ -31,10 +31,10 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .errors import InvalidArgument
-from .models import STATUSES
-from .resources import check_machine_name
-from .store import Store, _check_int
+from ..errors import InvalidArgument
+from ..models import STATUSES
+from ..schema.resources import check_machine_name
+from ..store import Store, _check_int
 
 log = logging.getLogger("pyfsm.metrics")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 #: Kafka errors that retrying cannot fix: the event is parked.
 PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD})

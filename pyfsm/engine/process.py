@@ -26,13 +26,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .definition import Machine
-from .errors import InvalidArgument, InvalidDefinition
-from .jsondata import dump_object
+from ..db.jsondata import dump_object
+from ..definition import Machine
+from ..errors import InvalidArgument, InvalidDefinition
 
 if TYPE_CHECKING:
-    from .engine import RunResult
-    from .store import Store
+    from ..store import Store
+    from .runner import RunResult
 
 #: What Process.linear's machine_options may set.
 MACHINE_OPTIONS = frozenset({"save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds",
@@ -250,7 +250,7 @@ class Process:
     def run(self, store: Store, key: str) -> RunResult:
         """Run ``key``'s handlers in this process until it completes, pauses, waits, fails,
         or (with run_immediately off) one step is done and the rest is queued."""
-        from .engine import run_key
+        from .runner import run_key
 
         _check_store_and_key(store, key)
         return run_key(store, self, key)
@@ -259,7 +259,7 @@ class Process:
               run_immediately: bool | None = None) -> RunResult:
         """Create instance ``key`` in the first start state and run it (or queue it for a
         worker when ``run_immediately`` is False, for this instance from now on)."""
-        from .engine import start
+        from .runner import start
 
         _check_store_and_key(store, key)
         if run_immediately is not None and not isinstance(run_immediately, bool):  # before the instance is created
@@ -268,7 +268,7 @@ class Process:
 
 
 def _check_store_and_key(store: object, key: object) -> None:
-    from .store import Store, _check_key
+    from ..store import Store, _check_key
 
     if not isinstance(store, Store):
         raise InvalidArgument(f"store must be a pyfsm.Store, got {type(store).__name__}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..errors import SchemaVersionMismatch
 from .ddl import ddl_waiting_briefly
-from .errors import SchemaVersionMismatch
 from .resources import PLACEHOLDER, check_machine_name, read_sql
 
 #: Views over every machine type (sql/views): the text after the CREATE line is one branch,

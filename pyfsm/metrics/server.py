@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from .errors import InvalidArgument
-from .metrics_db import DatabaseCollector
-from .metrics_worker import WorkerMetrics
+from ..engine.metrics import WorkerMetrics
+from ..errors import InvalidArgument
+from .database import DatabaseCollector
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
     from prometheus_client.registry import Collector
 
-    from .store import Store
+    from ..store import Store
 
 DEFAULT_PORT = 9464
 

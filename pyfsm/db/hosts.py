@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 Host = tuple[str, int]
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 3306
