@@ -97,6 +97,7 @@ from pyfsm import Machine, Store, TransitionResult, db, retry
 from pyfsm.db import Settings, parse_dsn
 from pyfsm.schema import install as schema
 from pyfsm.schema.resources import render
+from pyfsm.schema.routines import Routine
 
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",
@@ -241,7 +242,7 @@ def session_questions(cur: Any) -> int:
 
 def store_questions(store: Store) -> int:
     """The Questions counter of a Store's only pooled connection (pool_size=1)."""
-    with store._db.connection() as conn:
+    with store.gateway.primary.connection() as conn:
         cur = conn.cursor()
         try:
             return session_questions(cur)
@@ -394,7 +395,9 @@ def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, mac
         if procedure is None:
             return store.send(machine, key, event).to_state
         args = (key, event, None, None, None, None, None, None)
-        return str(store._call(procedure, args, writes=True, machine=machine, key=key, event=event)["to_state"])
+        return str(store.gateway.one(Routine(procedure, tuple(f"p{n}" for n in range(len(args)))), args,
+                                     writes=True, retry_connection=False, machine=machine, key=key,
+                                     event=event)["to_state"])
 
     def step(i: int) -> None:  # 1 round trip: CALL fsm_bench_send_v2(...) (or the procedure given)
         key = keys[i % len(keys)]

@@ -15,12 +15,12 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import db
 from .errors import Deadlock, FsmError, InvalidArgument, error_for
 from .models import TransitionResult
+from .schema import routines
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .gateway import Gateway
 
 #: At most this many items per call (the procedure's own limit).
 MAX_CHUNK = 1000
@@ -85,7 +85,7 @@ def outcome(row: dict[str, Any], item: dict[str, Any], machine: str) -> Outcome:
     return error_for(errno, message, **context) or FsmError(message, errno=errno, **context)
 
 
-def send_many(store: Store, machine: str, items: list[dict[str, Any]], chunk_size: int) -> list[Outcome]:
+def send_many(gateway: Gateway, machine: str, items: list[dict[str, Any]], chunk_size: int) -> list[Outcome]:
     """Send checked items (see :func:`check_items`) in chunks; one outcome per item, in order.
 
     A chunk whose every item carries a request id is repeated after a lost connection (the
@@ -93,13 +93,12 @@ def send_many(store: Store, machine: str, items: list[dict[str, Any]], chunk_siz
     with ``fields["outcomes"]``: the outcomes of the chunks committed before it.
     """
     outcomes: list[Outcome] = []
-    sql = db.call_sql(f"fsm_{machine}_send_many_v2", 1)
-    store._ensure_schema()
+    gateway.ensure_schema()
     for count, text in chunks(items, chunk_size):
         batch = items[len(outcomes):len(outcomes) + count]
         try:
-            rows = store._db.call(sql, (text,), writes=True, machine=machine,
-                                  retry_connection=all("request_id" in i for i in batch))
+            rows = gateway.rows(routines.SEND_MANY, (text,), writes=True, machine=machine,
+                                retry_connection=all("request_id" in i for i in batch))
         except Deadlock as err:  # rolled back whole after the retries: nothing of it was applied
             outcomes += [err] * len(batch)
             continue

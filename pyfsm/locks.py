@@ -40,10 +40,15 @@ import pymysql
 
 from . import db
 from .errors import DatabaseUnavailable, FsmError, InvalidArgument, LockLost
+from .schema import routines
+from .schema.routines import Routine
 
 if TYPE_CHECKING:
+    from .gateway import Gateway
     from .models import TransitionResult
-    from .store import Store
+
+#: How a lease sends an event as its holder: the Store's send (machine, key, event, lease=..., ...).
+Sender = Callable[..., "TransitionResult"]
 
 log = logging.getLogger("pyfsm.locks")
 
@@ -88,9 +93,6 @@ class HeldLock:
 RENEWAL_BOUND = 1.0
 RENEWAL_BOUND_MAX = 30.0
 
-RENEW_SQL = db.call_sql("fsm_renew_lock_v1", 2)
-LOCK_SQL = db.call_sql("fsm_lock_v2", 4)
-UNLOCK_SQL = db.call_sql("fsm_unlock_v1", 1)
 
 
 class Lease:
@@ -103,9 +105,11 @@ class Lease:
     without a renewal; from then on :meth:`send` and :meth:`renew` raise LockLost.
     """
 
-    def __init__(self, store: Store, conn: Any, row: dict[str, Any], lease_seconds: float, heartbeat: bool,
-                 *, taken_at: float | None = None) -> None:
-        self._store = store
+    def __init__(self, gateway: Gateway, connections: LeaseConnections, conn: Any, row: dict[str, Any],
+                 lease_seconds: float, heartbeat: bool, *, send: Sender, taken_at: float | None = None) -> None:
+        self._gateway = gateway
+        self._connections = connections
+        self._send = send
         self._conn: Any = conn
         self._use = threading.Lock()  # the heartbeat thread and the caller share the connection
         self._renewing = threading.Lock()  # held while a renewal (or a reconnection) is under way
@@ -168,9 +172,9 @@ class Lease:
 
     def send(self, event: str, **kwargs: Any) -> TransitionResult:
         """Send ``event`` to the leased instance under this lease (see :meth:`Store.send`)."""
-        return self._store.send(self.machine, self.key, event, lease=self, **kwargs)
+        return self._send(self.machine, self.key, event, lease=self, **kwargs)
 
-    def call(self, sql: str, args: tuple[Any, ...], *, writes: bool, **context: Any) -> list[dict[str, Any]]:
+    def call(self, routine: Routine, args: tuple[Any, ...], *, writes: bool, **context: Any) -> list[dict[str, Any]]:
         """Run one CALL on the lease's connection (used by Store for calls made under the lease).
 
         LockLost once the lease is released or lost. A connection that died is replaced first
@@ -184,7 +188,7 @@ class Lease:
             if not self._conn.open:
                 with self._renewing:
                     self._keeping(self._reconnect)
-            return self._store._db.call(sql, args, retry_connection=False, writes=writes, on=self._conn, **context)
+            return self._gateway.rows(routine, args, retry_connection=False, writes=writes, on=self._conn, **context)
 
     # -- keeping it -----------------------------------------------------------------------
 
@@ -233,8 +237,8 @@ class Lease:
         bound = self._bound()
         sent = time.monotonic()
         with db.bounded(conn, bound):
-            rows = self._store._db.call(RENEW_SQL, (self.owner, self.lease_seconds), retry_connection=False,
-                                        writes=True, on=conn, machine=self.machine, key=self.key)
+            rows = self._gateway.rows(routines.RENEW_LOCK, (self.owner, self.lease_seconds), retry_connection=False,
+                                      writes=True, on=conn, checked=False, machine=self.machine, key=self.key)
         renewed = int(rows[0]["renewed"])
         if renewed < self._count:  # one of the two locks was taken over meanwhile
             raise LockLost(f"lease {self.owner}: {self._count - renewed} of its locks were taken over",
@@ -249,7 +253,7 @@ class Lease:
         only rows of this owner that have not expired), then fsm_lock_v2 binds them to it: the
         advisory locks, ``@fsm_lock_owner``, the rows' connection_id.
         """
-        settings = self._store.settings
+        settings = self._gateway.settings
         if self._count:
             bound = self._bound()
             settings = replace(settings, connect_timeout=min(settings.connect_timeout, bound),
@@ -263,9 +267,10 @@ class Lease:
                 sent = time.monotonic()
                 with db.bounded(conn, bound):
                     try:
-                        rows = self._store._db.call(LOCK_SQL, (self.machine, self.key, self.owner, self.lease_seconds),
-                                                    retry_connection=False, writes=True, on=conn,
-                                                    machine=self.machine, key=self.key)
+                        rows = self._gateway.rows(routines.LOCK, (self.machine, self.key, self.owner,
+                                                                  self.lease_seconds),
+                                                  retry_connection=False, writes=True, on=conn, checked=False,
+                                                  machine=self.machine, key=self.key)
                     except FsmError as exc:
                         if exc.errno != 31014:
                             raise
@@ -277,7 +282,7 @@ class Lease:
                                    key=self.key)
                 self.expires_at = row["expires_at"].replace(tzinfo=UTC)
                 self._valid_until = sent + self.lease_seconds
-            db.set_timeouts(conn, self._store.settings.read_timeout, self._store.settings.write_timeout)
+            db.set_timeouts(conn, self._gateway.settings.read_timeout, self._gateway.settings.write_timeout)
         except BaseException:
             _close_quietly(conn)
             raise
@@ -306,8 +311,8 @@ class Lease:
         for attempt in range(3 if conn.open else 0):  # a dead connection: straight to another one
             try:
                 with self._use, db.bounded(conn, self._step_bound()):  # a stalled connection: give up soon
-                    rows = self._store._db.call(UNLOCK_SQL, (self.owner,), retry_connection=False,
-                                                writes=True, on=conn)
+                    rows = self._gateway.rows(routines.UNLOCK, (self.owner,), retry_connection=False,
+                                              writes=True, on=conn, checked=False)
                 released, ok = int(rows[0]["released"]), True
                 break
             except FsmError as exc:
@@ -320,15 +325,15 @@ class Lease:
             # from any other connection (the owner check makes that safe).
             self._closer()
             try:
-                rows = self._store._db.call(UNLOCK_SQL, (self.owner,), retry_connection=True,
-                                            writes=True)
+                rows = self._gateway.rows(routines.UNLOCK, (self.owner,), retry_connection=True, writes=True,
+                                          checked=False)
                 released = int(rows[0]["released"])
             except FsmError as exc:
                 log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
         clean = ok and not lost and released == self._count
         if clean:  # every lock and @fsm_lock_owner given back: the connection may serve another lease
             self._closer.detach()
-            self._store._lease_connections.put(conn)
+            self._connections.put(conn)
         else:
             self._closer()  # closing the connection frees whatever advisory lock is left on it
         return clean
@@ -341,8 +346,8 @@ def check_owner(owner: object) -> str:
     return owner
 
 
-def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_seconds: float | None,
-            attempts: int, backoff: float, heartbeat: bool) -> Lease:
+def acquire(gateway: Gateway, connections: LeaseConnections, machine: str, key: str, *, owner: str | None,
+            lease_seconds: float | None, attempts: int, backoff: float, heartbeat: bool, send: Sender) -> Lease:
     """Take the locks of one instance: ``attempts`` tries, ``backoff`` doubling between them."""
     owner = new_owner() if owner is None else check_owner(owner)
     if lease_seconds is not None and (isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float)
@@ -352,13 +357,14 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
         raise InvalidArgument(f"attempts must be an integer from 1 to 100, got {attempts!r:.80}")
     if not isinstance(backoff, int | float) or not 0 <= backoff <= 10:
         raise InvalidArgument(f"backoff must be between 0 and 10 seconds, got {backoff!r:.80}")
-    conn = store._lease_connections.get()
+    conn = connections.get()
     try:
         for attempt in range(attempts):
             try:
                 taken_at = time.monotonic()  # the lease counts from before the call: the server's is later
-                rows = store._db.call(LOCK_SQL, (machine, key, owner, lease_seconds),
-                                      retry_connection=False, writes=True, on=conn, machine=machine, key=key)
+                rows = gateway.rows(routines.LOCK, (machine, key, owner, lease_seconds),
+                                    retry_connection=False, writes=True, on=conn, checked=False, machine=machine,
+                                    key=key)
                 break
             except FsmError as exc:
                 if exc.errno != 31014:
@@ -368,7 +374,8 @@ def acquire(store: Store, machine: str, key: str, *, owner: str | None, lease_se
                     raise
                 time.sleep(min(backoff * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
         row = rows[0]
-        return Lease(store, conn, row, float(row["lease_seconds"]), heartbeat, taken_at=taken_at)
+        return Lease(gateway, connections, conn, row, float(row["lease_seconds"]), heartbeat, send=send,
+                     taken_at=taken_at)
     except BaseException:
         _close_quietly(conn)
         raise
@@ -411,7 +418,7 @@ def _holders(conn: Any, machine: str, key: str) -> list[HeldLock]:
     """Who holds the locks ``key`` needs (for the error), read on the lease's own connection."""
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute("CALL fsm_lock_holders_v1(%s, %s)", (machine, key))
+            cur.execute(routines.LOCK_HOLDERS.call_sql(), (machine, key))
             holders = [HeldLock.from_row(r) for r in cur.fetchall()]
             while cur.nextset():
                 pass

@@ -134,11 +134,11 @@ def test_the_procedures_check_too(store: Store, seeded: Machine, raw: Any) -> No
 
 def test_refuses_to_call_inside_an_open_transaction(dsn: str, order: Machine) -> None:
     with Store(dsn, pool_size=1) as store:
-        with store._db.connection() as conn:
+        with store.gateway.primary.connection() as conn:
             conn.cursor().execute("START TRANSACTION")
         with pytest.raises(TransactionOpen):
             store.send(order, "tx", "pay")
-        with store._db.connection() as conn:
+        with store.gateway.primary.connection() as conn:
             conn.rollback()
         assert store.send(order, "tx", "pay").to_state == "paid"
 

@@ -12,7 +12,7 @@ from pyfsm import DatabaseUnavailable, InvalidData, Machine, Store
 
 def kill_pooled_connection(store: Store, raw: Any) -> None:
     """KILL the server side of the (only) pooled connection; the client does not know yet."""
-    with store._db.connection() as conn:
+    with store.gateway.primary.connection() as conn:
         cur = conn.cursor()
         cur.execute("SELECT CONNECTION_ID()")
         (conn_id,) = cur.fetchone()
@@ -88,7 +88,7 @@ def test_idle_connection_closed_by_the_server_is_replaced(dsn: str, order: Machi
     monkeypatch.setattr(pyfsm.db, "IDLE_PING_SECONDS", 0.5)
     with Store(dsn, pool_size=1) as store:
         store.create(order, "idle")
-        with store._db.connection() as conn:
+        with store.gateway.primary.connection() as conn:
             conn.cursor().execute("SET SESSION wait_timeout = 1")
         time.sleep(2.2)  # the server closes the connection after 1 s idle
         assert store.send(order, "idle", "pay").to_state == "paid"  # a write, no request id
@@ -117,7 +117,7 @@ def test_refused_connections_are_retried_even_for_writes(order: Machine) -> None
     dsn = f"mysql://root@127.0.0.1:{listener.getsockname()[1]}/x?connect_timeout=1"
     try:
         with Store(dsn) as store:
-            store._schema_ok = True  # skip the schema check (a read, retried on its own): reach the write
+            store.gateway._schema_ok = True  # skip the schema check (a read, retried on its own): reach the write
             with pytest.raises(DatabaseUnavailable):
                 store.send(order, "k", "pay")
         assert len(accepted) == 5  # the write: the first try and four retries

@@ -8,6 +8,7 @@ import pytest
 
 import pyfsm
 from pyfsm.errors import SERVER, SIGNALLED, FsmError, from_mysql_error
+from pyfsm.schema import routines
 from pyfsm.schema.resources import sql_dir
 
 
@@ -55,7 +56,7 @@ def test_out_of_range_arguments_are_invalid_arguments(store, order) -> None:  # 
             continue
         raise AssertionError(f"delay_seconds={bad!r} was accepted")
     with pytest.raises(pyfsm.InvalidArgument):  # the procedure's own answer, mapped by number
-        store._rows("fsm_definition_v1", (order.name, -1))
+        store.gateway.rows(routines.DEFINITION, (order.name, -1))
 
 
 def test_refusals_of_the_dsn_have_their_own_classes() -> None:

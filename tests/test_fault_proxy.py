@@ -502,7 +502,7 @@ def test_idle_pooled_connections_dropped_are_replaced(  # type: ignore[no-untype
     key = unique("k")
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=3) as through:
-        with through._db.connection(), through._db.connection(), through._db.connection():
+        with through.gateway.primary.connection(), through.gateway.primary.connection(), through.gateway.primary.connection():
             pass  # three live pooled connections
         assert proxy.live == 3
         calls: list[Call] = []
@@ -514,7 +514,7 @@ def test_idle_pooled_connections_dropped_are_replaced(  # type: ignore[no-untype
             assert sent[-1].outcome == "ok"
             calls += sent
             check_invariants(settings, name, calls, keys={key})
-            with through._db.connection(), through._db.connection(), through._db.connection():
+            with through.gateway.primary.connection(), through.gateway.primary.connection(), through.gateway.primary.connection():
                 pass
             assert proxy.live == 3
 
@@ -581,7 +581,7 @@ def sender_main(dsn: str, machine: str, keys: list[str], caller: str, seed: int,
     logging.disable(logging.WARNING)
     try:
         store = Store(dsn, pool_size=2)
-        store._ensure_schema()  # the schema check and a first connection before the start
+        store.gateway.ensure_schema()  # the schema check and a first connection before the start
         out.put(("ready", caller, None))
         go.wait(60)
         calls: list[Call] = []
@@ -653,7 +653,7 @@ def worker_main(dsn: str, name: str, caller: str, go: Any, stop: Any, out: Any) 
     try:
         store = Store(dsn, pool_size=2)
         worker = Worker(store, [fault_checkout(name)], idle_min=0.01, idle_max=0.1)
-        store._ensure_schema()  # the schema check and a first connection before the start
+        store.gateway.ensure_schema()  # the schema check and a first connection before the start
         out.put(("ready", caller, None))
         go.wait(60)
         threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()

@@ -227,21 +227,21 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
                 with conn.cursor() as cur:
                     cur.execute("SELECT CONNECTION_ID(), @probe")
                     return cur.fetchone()  # type: ignore[no-any-return]
-            return one._db.read(read)
+            return one.gateway.primary.read(read)
 
         one.create(order, "pool-1")
         first, _ = session()
-        with one._db.connection() as pooled:  # session state, as a skipped handler's context is
+        with one.gateway.primary.connection() as pooled:  # session state, as a skipped handler's context is
             pooled.cursor().execute("SET @probe = 'left'")
         assert session() == (first, "left")
         with pytest.raises(FsmError) as refused:
             one.send(order, "pool-1", "ship")
         assert refused.value.errno == 31005
         assert session() == (first, "left")  # a refusal's reply was read whole: kept
-        with one._db.connection() as pooled:  # what a skipped handler left: a transition context
+        with one.gateway.primary.connection() as pooled:  # what a skipped handler left: a transition context
             pooled.cursor().execute("SET @fsm_event = 'pay', @fsm_source = 'procedure'")
         with pytest.raises(FsmError) as unknown:
-            one._db.call("CALL `fsm_no_such_procedure_v1`()", (), retry_connection=False, writes=True)
+            one.gateway.primary.call("CALL `fsm_no_such_procedure_v1`()", (), retry_connection=False, writes=True)
         assert unknown.value.errno == 1305
         second, left = session()
         assert second != first and left is None
@@ -250,7 +250,7 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
             with conn.cursor() as cur:
                 cur.execute(f"UPDATE `fsm_{order.name}` SET data = JSON_SET(data, '$.n', 1) "
                             "WHERE instance_key = 'pool-1'")
-        one._db.read(raw_update)
+        one.gateway.primary.read(raw_update)
         got = one.get(order, "pool-1")
         assert (got.state, got.data) == ("new", {"n": 1})
         assert one.send(order, "pool-1", "pay").to_state == "paid"

@@ -82,7 +82,7 @@ def test_a_server_that_never_greets_fails_after_one_read_timeout(silent: tuple[i
     port, accepted = silent
     machine = order_machine()
     with Store(f"mysql://root@127.0.0.1:{port}/x?connect_timeout=1&read_timeout=0.3", pool_size=1) as store:
-        store._schema_ok = True  # straight to a write
+        store.gateway._schema_ok = True  # straight to a write
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable) as info:
             store.send(machine.name, "k", "pay")
@@ -98,7 +98,7 @@ def test_a_server_that_never_greets_fails_after_one_read_timeout(silent: tuple[i
 
 
 def connection_id(store: Store) -> int:
-    return int(store._db.call("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"])
+    return int(store.gateway.primary.call("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"])
 
 
 @pytest.mark.parametrize("writes", [False, True])
@@ -106,11 +106,11 @@ def test_a_call_longer_than_the_read_timeout_fails_once_and_its_connection_is_re
         dsn: str, writes: bool) -> None:
     with Store(dsn, pool_size=1, read_timeout=0.3) as store:
         before = connection_id(store)
-        assert store._db.call("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []  # within the bound
+        assert store.gateway.primary.call("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []  # within the bound
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable) as info:
             # retry_connection=True: a lost connection would be retried, a timeout is not
-            store._db.call("DO SLEEP(2)", (), retry_connection=True, writes=writes)
+            store.gateway.primary.call("DO SLEEP(2)", (), retry_connection=True, writes=writes)
         assert time.monotonic() - started < 1.0
         err = info.value
         assert err.errno == 2013 and err.retryable and err.fields["timed_out"], repr(err)

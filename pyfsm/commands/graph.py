@@ -13,9 +13,9 @@ from .. import db
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..errors import InvalidArgument, UnknownMachine
+from ..gateway import TYPES_SQL, unknown_type
 from ..reporting import diagram
 from ..reporting import reads as reporting
-from ..store import TYPES_SQL, unknown_type
 from .common import Add, add_read_dsn, emit, read_dsn
 
 TEXT_SUFFIXES = {".mmd": "mermaid", ".md": "mermaid", ".dot": "dot", ".gv": "dot"}

@@ -34,17 +34,18 @@ import pymysql
 
 from .. import db
 from ..errors import DatabaseUnavailable, FsmError
-from .runner import RunResult, _Run, recover
+from ..schema import routines
+from .context import ProcessLike, RunResult
+from .runner import _Run, recover
 
 if TYPE_CHECKING:
     from ..store import Store
     from .metrics import WorkerMetrics
-    from .process import Process
 
 log = logging.getLogger("pyfsm.engine")
 
 
-def run_claimed_batch(store: Store, process: Process, rows: Sequence[Mapping[str, Any]], owner: str,
+def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping[str, Any]], owner: str,
                       stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> list[RunResult]:
     """Run the instances the caller has claimed (rows of fsm_claim_v1), side by side; a
     RunResult for each, in the order of ``rows``. ``metrics``: a worker's, to time handlers
@@ -82,7 +83,7 @@ def run_claimed_batch(store: Store, process: Process, rows: Sequence[Mapping[str
 MAX_CALL_BYTES = 1 << 20
 
 
-def _commit_round(store: Store, process: Process, requests: list[tuple[_Run, dict[str, Any]]], owner: str,
+def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[_Run, dict[str, Any]]], owner: str,
                   results: dict[int, RunResult]) -> list[_Run]:
     """Commit one round; the runs that go on. Each run that ends gets its result."""
     going_on: list[_Run] = []
@@ -103,7 +104,7 @@ def _commit_round(store: Store, process: Process, requests: list[tuple[_Run, dic
     return going_on
 
 
-def _commit_group(store: Store, process: Process, group: list[tuple[_Run, dict[str, Any], str]], owner: str,
+def _commit_group(store: Store, process: ProcessLike, group: list[tuple[_Run, dict[str, Any], str]], owner: str,
                   results: dict[int, RunResult]) -> list[_Run]:
     """Commit some of a round's steps in one transaction; the runs that go on."""
     going_on: list[_Run] = []
@@ -127,9 +128,9 @@ def _commit_group(store: Store, process: Process, group: list[tuple[_Run, dict[s
     metrics = group[0][0].metrics
 
     def call() -> list[dict[str, Any]]:
-        return store._db.call(db.call_sql(f"fsm_{process.name}_steps_v1", 3),
-                              (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
-                              retry_connection=False, writes=True, machine=process.name)
+        return store.gateway.rows(routines.STEPS,
+                                  (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
+                                  retry_connection=False, writes=True, machine=process.name)
     try:
         rows = call() if metrics is None else metrics.time_commit(process.name, call)
         answers = json.loads(rows[0]["results"])

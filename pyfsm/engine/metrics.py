@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 if TYPE_CHECKING:
-    from .runner import RunResult
+    from .context import RunResult
 
 T = TypeVar("T")
 

@@ -20,112 +20,24 @@ and :class:`pyfsm.Worker` drains its queue.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..db.jsondata import dump_object
 from ..definition import Machine
 from ..errors import InvalidArgument, InvalidDefinition
+from .context import Context, Handler, HandlerSpec, Outcome, RunResult, copy_data
+from .runner import run_key, start
 
 if TYPE_CHECKING:
     from ..store import Store
-    from .runner import RunResult
+
+__all__ = ["Context", "Handler", "HandlerSpec", "Outcome", "Process", "copy_data"]
 
 #: What Process.linear's machine_options may set.
 MACHINE_OPTIONS = frozenset({"save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds",
                              "event_data"})
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a handler decided: fire an event, pause, complete, fail or wait."""
-
-    kind: str
-    event: str | None = None
-    reason: str | None = None
-
-
-class Context:
-    """What a handler gets: the instance and the ways to say what happens next.
-
-    ``data`` is the instance's data as a dict; change it in place (or assign a new dict):
-    what the handler leaves there is written with the step and is what the next handler
-    sees. It must stay JSON-serializable. ``attempt`` is 1 on a step's first run, 2 on its
-    first retry, and so on. ``step_id`` (``machine:key:n``, n the sort_key of the transition
-    that entered this state) is the same for every run, retry and resumption of this step
-    and differs for every other step: use it as the idempotency key of outside calls.
-    ``version`` is the instance's version, which also moves when its status changes.
-    """
-
-    def __init__(self, *, machine: str, key: str, lookup_key: str | None, state: str, data: dict[str, Any],
-                 attempt: int, version: int, step_id: str = "") -> None:
-        self.machine = machine
-        self.key = key
-        self.lookup_key = lookup_key
-        self.state = state
-        self.data = data
-        self.attempt = attempt
-        self.version = version
-        self.step_id = step_id
-
-    def __repr__(self) -> str:
-        return f"Context({self.machine} {self.key!r}, state={self.state!r}, attempt={self.attempt})"
-
-    def _data_checked(self) -> None:
-        """Refuse, in the handler, data that JSON cannot hold as it is (a key that is not a
-        string, NaN, a set, ...): InvalidData, which fails the step without retrying it."""
-        if isinstance(self.data, dict):  # anything else is refused by the engine
-            dump_object("ctx.data", self.data)
-
-    def fire(self, event: str) -> Outcome:
-        """Move on with ``event`` (forward, or backward to an earlier state)."""
-        self._data_checked()
-        return Outcome("fire", event=event)
-
-    def next(self) -> Outcome:
-        """``fire("next")``: the forward event of :meth:`Process.linear`."""
-        return self.fire("next")
-
-    def back(self) -> Outcome:
-        """``fire("back")``: the backward event of :meth:`Process.linear`."""
-        return self.fire("back")
-
-    def pause(self) -> Outcome:
-        """Stop here; :meth:`pyfsm.Store.resume` continues with this state's handler."""
-        self._data_checked()
-        return Outcome("pause")
-
-    def complete(self) -> Outcome:
-        """The instance is done, in its current state."""
-        self._data_checked()
-        return Outcome("complete")
-
-    def fail(self, reason: str = "") -> Outcome:
-        """The instance failed (recorded in fsm_errors; :meth:`pyfsm.Store.retry` reruns this step)."""
-        return Outcome("fail", reason=reason)
-
-    def wait(self) -> Outcome:
-        """Wait for an external event: the next transition (from anyone) wakes the instance."""
-        self._data_checked()
-        return Outcome("wait")
-
-
-Handler = Callable[[Context], Outcome | None]
-
-
-@dataclass(frozen=True)
-class HandlerSpec:
-    """A handler registered for a state, with its overrides of the process's settings."""
-
-    state: str
-    fn: Handler
-    name: str
-    max_attempts: int | None = None
-    failure_event: str | None = None
-    non_retryable: tuple[type[BaseException], ...] = ()
 
 
 @dataclass
@@ -250,8 +162,6 @@ class Process:
     def run(self, store: Store, key: str) -> RunResult:
         """Run ``key``'s handlers in this process until it completes, pauses, waits, fails,
         or (with run_immediately off) one step is done and the rest is queued."""
-        from .runner import run_key
-
         _check_store_and_key(store, key)
         return run_key(store, self, key)
 
@@ -259,8 +169,6 @@ class Process:
               run_immediately: bool | None = None) -> RunResult:
         """Create instance ``key`` in the first start state and run it (or queue it for a
         worker when ``run_immediately`` is False, for this instance from now on)."""
-        from .runner import start
-
         _check_store_and_key(store, key)
         if run_immediately is not None and not isinstance(run_immediately, bool):  # before the instance is created
             raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
@@ -268,11 +176,12 @@ class Process:
 
 
 def _check_store_and_key(store: object, key: object) -> None:
-    from ..store import Store, _check_key
+    from ..checks import check_key
+    from ..store import Store
 
     if not isinstance(store, Store):
         raise InvalidArgument(f"store must be a pyfsm.Store, got {type(store).__name__}")
-    _check_key("key", key)
+    check_key("key", key)
 
 
 def _check_attempts(value: object) -> None:
@@ -285,8 +194,3 @@ def _exception_types(value: object) -> tuple[type[BaseException], ...]:
     if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
         raise InvalidArgument(f"non_retryable must be exception types, got {value!r:.80}")
     return types  # type: ignore[return-value]
-
-
-def copy_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A deep copy for a handler, so that a failed attempt leaves nothing behind."""
-    return copy.deepcopy(dict(data or {}))

@@ -35,13 +35,10 @@ import random
 import threading
 import traceback
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import db
 from ..db.jsondata import dump_object
 from ..errors import (
-    AccessDenied,
     ClaimLost,
     Conflict,
     DatabaseUnavailable,
@@ -52,10 +49,11 @@ from ..errors import (
     LockHeld,
     LockLost,
     LockNotAcquired,
-    UnknownMachine,
 )
 from ..locks import Lease, new_owner
-from .process import Context, Outcome, Process, copy_data
+from ..schema import routines
+from ..schema.routines import Routine
+from .context import Context, Outcome, ProcessLike, RunResult, copy_data
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -67,22 +65,10 @@ log = logging.getLogger("pyfsm.engine")
 LOCK_BUSY_REQUEUE_SECONDS = 0.5
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """Where a run left the instance. ``steps``: steps committed by this run."""
-
-    key: str
-    state: str
-    status: str
-    version: int
-    steps: int
-    error: str | None = None
-
-
 class _Run:
     """One claimed instance being run: the state the loop carries between steps."""
 
-    def __init__(self, store: Store, process: Process, row: Mapping[str, Any], owner: str,
+    def __init__(self, store: Store, process: ProcessLike, row: Mapping[str, Any], owner: str,
                  stop: threading.Event | None, metrics: WorkerMetrics | None = None) -> None:
         self.store, self.process, self.owner, self.stop = store, process, owner, stop
         self.metrics = metrics  # a worker's WorkerMetrics: handler and commit times (None: not timed)
@@ -110,12 +96,11 @@ class _Run:
 
     # -- database calls (through the lease's connection when the instance is locked) -------
 
-    def _call(self, procedure: str, args: tuple[Any, ...]) -> dict[str, Any]:
-        sql = db.call_sql(procedure, len(args))
+    def _call(self, routine: Routine, args: tuple[Any, ...]) -> dict[str, Any]:
         context = {"machine": self.process.name, "key": self.key}
         if self.lease is not None:
-            return self.lease.call(sql, args, writes=True, **context)[0]
-        return self.store._db.call(sql, args, retry_connection=False, writes=True, **context)[0]
+            return self.lease.call(routine, args, writes=True, **context)[0]
+        return self.store.gateway.one(routine, args, retry_connection=False, writes=True, **context)
 
     def commit(self, status: str, *, go_on: bool = False, requeue_seconds: float | None = None) -> bool:
         """Commit the pending steps and what happens next; True if the run goes on."""
@@ -124,7 +109,7 @@ class _Run:
     def commit_call(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """step_v2 with these arguments (timed when the worker keeps metrics)."""
         def call() -> dict[str, Any]:
-            return self._call(f"fsm_{self.process.name}_step_v2", args)
+            return self._call(routines.STEP, args)
         return call() if self.metrics is None else self.metrics.time_commit(self.process.name, call)
 
     def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
@@ -163,7 +148,7 @@ class _Run:
             delay = min(self.process.max_backoff, self.process.backoff * 2 ** (attempt - 1))
             retry_in = delay * random.uniform(0.5, 1.5)
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        row = self._call("fsm_step_failed_v1", (
+        row = self._call(routines.STEP_FAILED, (
             self.process.name, self.key, self.owner, self.committed_version, spec_name, attempt,
             f"{type(exc).__module__}.{type(exc).__qualname__}"[-255:], str(exc)[:1000], text[-4000:],
             retry_in, None if retry_in is not None else failure_event))
@@ -303,7 +288,7 @@ _HandlerFailed.__module__ = "pyfsm"
 _HandlerFailed.__qualname__ = "HandlerFailed"
 
 
-def run_claimed(store: Store, process: Process, row: Mapping[str, Any], owner: str,
+def run_claimed(store: Store, process: ProcessLike, row: Mapping[str, Any], owner: str,
                 stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> RunResult:
     """Run one instance the caller has claimed (a row of fsm_claim_v1).
 
@@ -366,7 +351,7 @@ class ClaimKeeper:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, process: Process, instance_ids: list[int]) -> None:
+    def add(self, process: ProcessLike, instance_ids: list[int]) -> None:
         with self._mutex:
             _seconds, ids = self._claims.setdefault(process.name, (process.claim_seconds, set()))
             ids.update(instance_ids)
@@ -374,12 +359,12 @@ class ClaimKeeper:
                 self._thread = threading.Thread(target=self._beat, name=f"pyfsm-claims-{self.owner}", daemon=True)
                 self._thread.start()
 
-    def discard(self, process: Process, instance_id: int) -> None:
+    def discard(self, process: ProcessLike, instance_id: int) -> None:
         with self._mutex:
             if process.name in self._claims:
                 self._claims[process.name][1].discard(instance_id)
 
-    def held(self, process: Process) -> set[int]:
+    def held(self, process: ProcessLike) -> set[int]:
         """The instance ids of ``process`` being renewed now."""
         with self._mutex:
             return set(self._claims.get(process.name, (0.0, set()))[1])
@@ -400,36 +385,32 @@ class ClaimKeeper:
                 due = [(m, secs, ",".join(map(str, sorted(ids)))) for m, (secs, ids) in self._claims.items() if ids]
             for machine, seconds, ids in due:
                 try:
-                    self.store._db.call(db.call_sql("fsm_renew_claims_v1", 4), (self.owner, machine, ids, seconds),
-                                        retry_connection=True, writes=True)
+                    self.store.gateway.rows(routines.RENEW_CLAIMS, (self.owner, machine, ids, seconds),
+                                            retry_connection=True, writes=True)
                 except Exception as exc:
                     log.warning("pyfsm: renewing the claims of %s failed: %s", self.owner, exc)
 
 
-def claim(store: Store, process: Process, owner: str, *, limit: int = 1,
+def claim(store: Store, process: ProcessLike, owner: str, *, limit: int = 1,
           key: str | None = None) -> list[dict[str, Any]]:
-    store._ensure_schema()
-    try:
-        return store._db.call(db.call_sql("fsm_claim_v1", 5), (process.name, owner, limit, process.claim_seconds, key),
+    # a type not defined: the gateway's error says which ones are
+    return store.gateway.rows(routines.CLAIM, (process.name, owner, limit, process.claim_seconds, key),
                               retry_connection=False, writes=True, machine=process.name, key=key)
-    except (UnknownMachine, AccessDenied) as exc:  # a type not defined: say which ones are
-        raise store._explained(exc) from exc.__cause__
 
 
-def release_claims(store: Store, process: Process, owner: str, keep: Iterable[int] = ()) -> int:
+def release_claims(store: Store, process: ProcessLike, owner: str, keep: Iterable[int] = ()) -> int:
     """Give back the claims of ``owner`` on ``process`` other than ``keep`` (fsm_release_claims_v1).
 
     After a claim call failed on the way back, the claim may have committed all the same:
     given back at once, its run is due again with its attempt unchanged, instead of running
     out and counting an attempt as if a worker had died running it. Safe to repeat.
     """
-    rows = store._db.call(db.call_sql("fsm_release_claims_v1", 3),
-                          (owner, process.name, ",".join(str(i) for i in sorted(keep))),
-                          retry_connection=True, writes=True, machine=process.name)
+    rows = store.gateway.rows(routines.RELEASE_CLAIMS, (owner, process.name, ",".join(str(i) for i in sorted(keep))),
+                              retry_connection=True, writes=True, machine=process.name)
     return int(rows[0]["released"]) if rows else 0
 
 
-def run_key(store: Store, process: Process, key: str) -> RunResult:
+def run_key(store: Store, process: ProcessLike, key: str) -> RunResult:
     """Claim ``key`` for this caller and run it (RunClaimed if a worker is running it now)."""
     owner = new_owner()
     try:
@@ -443,7 +424,7 @@ def run_key(store: Store, process: Process, key: str) -> RunResult:
         return run_claimed(store, process, rows[0], owner)
 
 
-def start(store: Store, process: Process, key: str, *, data: Mapping[str, Any] | None, lookup_key: str | None,
+def start(store: Store, process: ProcessLike, key: str, *, data: Mapping[str, Any] | None, lookup_key: str | None,
           run_immediately: bool | None) -> RunResult:
     """Create ``key`` and run its first step here (all of them with run_immediately on).
 

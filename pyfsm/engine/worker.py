@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
 from ..locks import check_owner, new_owner
+from ..schema import routines
 from .batch import run_claimed_batch
 from .process import Process
 from .runner import ClaimKeeper, RunResult, claim, release_claims, run_claimed
@@ -211,9 +212,10 @@ class Worker:
         """Claimed but not started: due again now, for any worker."""
         for row in rows:
             try:
-                self.store._call(f"fsm_{process.name}_step_v2", (row["instance_key"], self.owner, int(row["version"]),
-                                                                 "[]", "running", 0, process.claim_seconds, None, None),
-                                 writes=True, machine=process.name, key=row["instance_key"])
+                self.store.gateway.one(routines.STEP, (row["instance_key"], self.owner, int(row["version"]),
+                                                       "[]", "running", 0, process.claim_seconds, None, None),
+                                       writes=True, retry_connection=False, machine=process.name,
+                                       key=row["instance_key"])
                 self.stats.handed_back += 1
             except FsmError as exc:  # its claim simply runs out
                 log.warning("pyfsm worker %s: could not hand back %s: %s", self.owner, row["instance_key"], exc)

@@ -31,10 +31,12 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ..checks import check_int
 from ..errors import InvalidArgument
 from ..models import STATUSES
+from ..schema import routines
 from ..schema.resources import check_machine_name
-from ..store import Store, _check_int
+from ..store import Store
 
 log = logging.getLogger("pyfsm.metrics")
 
@@ -133,7 +135,7 @@ class DatabaseCollector(Collector):
         self.read_replica = read_replica
         self.stuck_after = _seconds("stuck_after", stuck_after, 10**8)
         self.settle_seconds = _seconds("settle_seconds", settle_seconds, 3600)
-        self.max_event_rows = _check_int("max_event_rows", max_event_rows, minimum=1, maximum=10_000_000)
+        self.max_event_rows = check_int("max_event_rows", max_event_rows, minimum=1, maximum=10_000_000)
         self._mutex = threading.Lock()
         self._cursor: dict[str, int] | None = None  # type -> the highest history id counted by event
         self._seen: list[tuple[float, dict[str, int]]] = []  # (monotonic time, highest ids then)
@@ -165,13 +167,13 @@ class DatabaseCollector(Collector):
         # on a replica every number lags, and those counted against the clock (stuck runs, the
         # oldest due, locks held) read old lease ends as expired: only when asked for
         # (SchemaVersionMismatch names the fix when the schema is not this pyfsm's)
-        database = self.store._stale_db() if self.read_replica else self.store._primary_db()
+        database = self.store.gateway.stale() if self.read_replica else self.store.gateway.checked_primary()
         return database.read(self._read_on)
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:
-            stats = _rows(cur, "CALL fsm_stats_v2()")
-            lag = _rows(cur, "CALL fsm_outbox_lag_v1()")
+            stats = _rows(cur, routines.STATS.call_sql())
+            lag = _rows(cur, routines.OUTBOX_LAG.call_sql())
             machines = [check_machine_name(str(row[0])) for row in stats]
             snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after))
             highest = {str(m): int(v or 0) for what, m, _label, v in snapshot if what == "max_transition_id"}

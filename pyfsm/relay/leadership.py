@@ -33,6 +33,7 @@ import pymysql
 
 from .. import db
 from ..errors import Deadlock, FsmError
+from ..schema import routines
 
 log = logging.getLogger("pyfsm.relay")
 
@@ -182,7 +183,7 @@ class Leadership:
             raise
 
     def _lead(self, conn: Any) -> dict[str, Any]:
-        rows = self._db.call(db.call_sql("fsm_relay_lead_v1", 3), (self.name, self.holder, self.lease),
+        rows = self._db.call(routines.RELAY_LEAD.call_sql(), (self.name, self.holder, self.lease),
                              retry_connection=False, writes=True, on=conn)
         return rows[0]
 
@@ -196,7 +197,7 @@ class Leadership:
             return
         if not broken:
             try:
-                self._db.call(db.call_sql("fsm_relay_resign_v1", 2), (self.name, self.holder),
+                self._db.call(routines.RELAY_RESIGN.call_sql(), (self.name, self.holder),
                               retry_connection=False, writes=True, on=conn)
                 if self._advisory:
                     with conn.cursor() as cur:

@@ -56,6 +56,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from .. import db
 from ..errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
 from ..schema import install as schema
+from ..schema import routines
 from .events import Lag, Message, encode, event_id
 from .kafka import PERMANENT, Backoff, KafkaLog, Problems, lock_name_for, producer_config
 from .leadership import Leadership
@@ -522,7 +523,7 @@ class Relay:
     def lag(self) -> Lag:
         """Count and age of the unpublished events (``CALL fsm_outbox_lag_v1()``)."""
         self._check_schema()
-        rows = self._db.call("CALL `fsm_outbox_lag_v1`()", (), retry_connection=True, writes=False)
+        rows = self._db.call(routines.OUTBOX_LAG.call_sql(), (), retry_connection=True, writes=False)
         return Lag.from_row(rows[0])
 
     def parked(self) -> list[dict[str, Any]]:
@@ -551,7 +552,7 @@ class Relay:
         self._check_schema()
         # fsm_unpark_v1 (one transaction under the parked rows' locks); a write: a lost reply
         # is not repeated (the repeat would find nothing parked)
-        rows = self._db.call(db.call_sql("fsm_unpark_v1", 2), (outbox_id, int(skip)), retry_connection=False,
+        rows = self._db.call(routines.UNPARK.call_sql(), (outbox_id, int(skip)), retry_connection=False,
                              writes=True)
         released = int(rows[0]["released"])
         log.info("unparked event with outbox id %s%s: %d rows released",

@@ -30,6 +30,7 @@ from typing import Any
 import pymysql
 
 from ..errors import InvalidArgument
+from . import routines
 
 log = logging.getLogger("pyfsm.grants")
 
@@ -40,14 +41,16 @@ HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
 #: ones with fsm_unpark_v1, from revision 0013).
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
 #: Granted where the schema has them (the leadership procedures came with revision 0012).
-RELAY_PROCEDURES = ("fsm_outbox_lag_v1", "fsm_schema_version_v1", "fsm_relay_lead_v1", "fsm_relay_resign_v1",
-                    "fsm_unpark_v1")
+RELAY_PROCEDURES = tuple(r.name for r in (routines.OUTBOX_LAG, routines.SCHEMA_VERSION, routines.RELAY_LEAD,
+                                          routines.RELAY_RESIGN, routines.UNPARK))
 #: The procedures a reporting account may call: read-only, and nothing in their results that
 #: the reporting views do not show (or, for the schema revision, that pyfsm does not print
 #: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
 #: fsm_v_outbox, which the web console and `pyfsm metrics` read. Granted where the schema has them.
-REPORTING_PROCEDURES = ("fsm_schema_version_v1", "fsm_instances_in_state_v1", "fsm_account_history_v1",
-                        "fsm_stats_v2", "fsm_stats_v1", "fsm_outbox_lag_v1")
+#: fsm_stats_v1 is deprecated (pyfsm.schema.DEPRECATED) and kept granted until it is removed.
+REPORTING_PROCEDURES = (*(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE,
+                                           routines.ACCOUNT_HISTORY, routines.STATS)),
+                        "fsm_stats_v1", routines.OUTBOX_LAG.name)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from typing import Any
 
 from ..errors import FsmError, InvalidArgument
 from ..relay.publisher import Relay
+from ..schema import routines
+from ..schema.routines import Routine
 from ..store import Store
 
 ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark")
@@ -59,18 +61,18 @@ class Actions:
         check_operator(operator)
         if action not in ACTIONS:
             raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r:.40}")
-        action_id = int(self._call("fsm_operator_action_v1",
+        action_id = int(self._call(routines.OPERATOR_ACTION,
                                    (operator, action, machine, key, json.dumps(detail)))["action_id"])
         try:
             message = self._perform(action_id, operator, action, machine, key, detail)
         except FsmError as exc:
-            self._call("fsm_operator_outcome_v1", (action_id, "refused", exc.errno, str(exc)[:512]))
+            self._call(routines.OPERATOR_OUTCOME, (action_id, "refused", exc.errno, str(exc)[:512]))
             return Outcome(action_id, False, str(exc), exc.errno)
-        self._call("fsm_operator_outcome_v1", (action_id, "done", None, message[:512]))
+        self._call(routines.OPERATOR_OUTCOME, (action_id, "done", None, message[:512]))
         return Outcome(action_id, True, message)
 
-    def _call(self, procedure: str, args: tuple[Any, ...]) -> dict[str, Any]:
-        return self.store._call(procedure, args, writes=True)
+    def _call(self, routine: Routine, args: tuple[Any, ...]) -> dict[str, Any]:
+        return self.store.gateway.one(routine, args, writes=True)
 
     def _perform(self, action_id: int, operator: str, action: str, machine: str | None, key: str | None,
                  detail: dict[str, Any]) -> str:

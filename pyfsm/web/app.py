@@ -27,6 +27,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ..checks import check_name
 from ..errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -39,7 +40,7 @@ from ..errors import (
 from ..models import STATUSES
 from ..reporting import diagram
 from ..schema.resources import check_machine_name
-from ..store import Store, _check_name
+from ..store import Store
 from . import security
 from .actions import ACTIONS, Actions, check_operator, parse_json_object
 from .reads import Filters, Reads, ago, parse_time
@@ -74,7 +75,7 @@ class ConsoleConfig:
 def create_app(config: ConsoleConfig) -> Starlette:
     """The console's ASGI application. Its pools are closed when the application shuts down."""
     store = Store(config.dsn, pool_size=config.pool_size)  # the pages', the schema check's and the metrics' reads
-    reads = Reads(store._db)
+    reads = Reads(store.gateway.primary)
     actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
     templates = Environment(loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
                             autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
@@ -161,7 +162,7 @@ class _Console:
 
     def index(self, request: Request) -> Response:
         def render() -> Response:
-            self.store._ensure_schema()  # a schema this pyfsm does not match says so, with the fix
+            self.store.gateway.ensure_schema()  # a schema this pyfsm does not match says so, with the fix
             return self.page(request, "index.html", machines=self.reads.machines(), lag=self.reads.outbox_lag())
         return self.guarded(request, render)
 
@@ -378,7 +379,7 @@ def _local(target: str) -> str:
 
 
 def _name_or_none(value: str | None, what: str) -> str | None:
-    return _check_name(what, value) if value else None
+    return check_name(what, value) if value else None
 
 
 def _choice(value: str | None, choices: tuple[str, ...], what: str) -> str | None:

@@ -24,9 +24,11 @@ import pymysql
 from .. import db
 from ..definition import NAME, Machine
 from ..errors import FsmError, UnknownMachine
+from ..gateway import TYPES_SQL, unknown_type
 from ..reporting import reads as reporting
+from ..schema import routines
 from ..schema.resources import check_machine_name
-from ..store import TYPES_SQL, unknown_type
+from ..schema.routines import Routine
 
 PAGE = 50
 SCAN_WINDOW = 20_000
@@ -96,9 +98,9 @@ class Reads:
                 return list(cur.fetchall())
         return self.db.read(run)
 
-    def call(self, procedure: str) -> list[Row]:
+    def call(self, routine: Routine) -> list[Row]:
         """The rows of a reading procedure without arguments (its result sets drained by Database.call)."""
-        return self.db.call(db.call_sql(procedure, 0), (), retry_connection=True, writes=False)
+        return self.db.call(routine.call_sql(), (), retry_connection=True, writes=False)
 
     # -- machine types ----------------------------------------------------------------------
 
@@ -112,7 +114,7 @@ class Reads:
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        rows = self.call("fsm_stats_v2")
+        rows = self.call(routines.STATS)
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
         return rows
@@ -277,7 +279,7 @@ class Reads:
                          "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500")
 
     def outbox_lag(self) -> Row:
-        return self.call("fsm_outbox_lag_v1")[0]
+        return self.call(routines.OUTBOX_LAG)[0]
 
     def parked(self) -> list[Row]:
         return self.rows("SELECT id, machine, instance_key, event, topic, sort_key, attempts, last_error, parked_at, "
