@@ -87,7 +87,8 @@ DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.na
 
 #: The global objects of the current schema (files in sql/), in creation order: what a
 #: fresh install creates, with the DEPRECATED procedures. A database upgraded by the
-#: migrations must equal it (tests/test_migrations.py).
+#: migrations must equal it (tests/test_migrations.py). Each file is named after the object
+#: it creates, version included (sql/README.md; tests/test_sql_file_names.py).
 CURRENT_OBJECTS = (
     "tables/fsm_machines.sql",
     "tables/fsm_definitions.sql",
@@ -102,12 +103,12 @@ CURRENT_OBJECTS = (
     "tables/fsm_accounts.sql",
     "tables/fsm_relay_leaders.sql",
     "tables/fsm_operator_log.sql",
-    "functions/fsm_valid_name.sql",
-    "functions/fsm_reserved_name.sql",
-    "functions/fsm_is_object.sql",
-    "functions/fsm_valid_utf8.sql",
-    "functions/fsm_instances_in_state_sql.sql",
-    "functions/fsm_account_history_sql.sql",
+    "functions/fsm_valid_name_v1.sql",
+    "functions/fsm_reserved_name_v1.sql",
+    "functions/fsm_is_object_v1.sql",
+    "functions/fsm_valid_utf8_v1.sql",
+    "functions/fsm_instances_in_state_sql_v1.sql",
+    "functions/fsm_account_history_sql_v1.sql",
     "views/fsm_held_locks_v1.sql",
     "views/fsm_v_state_counts.sql",
     "views/fsm_v_definitions.sql",
@@ -116,14 +117,14 @@ CURRENT_OBJECTS = (
     "views/fsm_v_outbox.sql",
     "views/fsm_v_operator_log.sql",
     # helpers of the procedures below, not for callers (docs/sql-api.md, "Internal")
-    "internal/fsm_begin.sql",
-    "internal/fsm_check_args.sql",
-    "internal/fsm_check_claim.sql",
-    "internal/fsm_require_machine.sql",
-    "internal/fsm_lock_instance.sql",
-    "internal/fsm_update_instance.sql",
-    "internal/fsm_mark_released.sql",
-    "internal/fsm_mark_unlocked.sql",
+    "internal/fsm_begin_v1.sql",
+    "internal/fsm_check_args_v1.sql",
+    "internal/fsm_check_claim_v1.sql",
+    "internal/fsm_require_machine_v1.sql",
+    "internal/fsm_lock_instance_v1.sql",
+    "internal/fsm_update_instance_v1.sql",
+    "internal/fsm_mark_released_v1.sql",
+    "internal/fsm_mark_unlocked_v1.sql",
     # definitions and instances
     "procedures/fsm_define_v5.sql",
     "procedures/fsm_definition_v1.sql",
@@ -168,43 +169,49 @@ CURRENT_OBJECTS = (
     "procedures/fsm_schema_version_v1.sql",
 )
 
-#: The per-type objects of the current schema (files in sql/machine), in creation order.
+#: The per-type objects of the current schema (files in sql/machine), in creation order. Each
+#: file is named after the object it creates with the type written ``type``
+#: (``fsm_type_send_v2.sql`` creates fsm_<type>_send_v2; sql/README.md).
 MACHINE_OBJECTS = (
-    "machine/tables/instances.sql",
-    "machine/tables/history.sql",
-    "machine/triggers/instance_before_insert.sql",
-    "machine/triggers/instance_after_insert.sql",
-    "machine/triggers/instance_before_update.sql",
-    "machine/triggers/instance_before_delete.sql",
-    "machine/triggers/history_before_insert.sql",
-    "machine/triggers/history_before_update.sql",
-    "machine/triggers/history_before_delete.sql",
-    "machine/procedures/create_v1.sql",
-    "machine/procedures/get_v1.sql",
-    "machine/procedures/history_v1.sql",
-    "machine/procedures/in_state_v1.sql",
-    "machine/procedures/counts_v1.sql",
-    "machine/procedures/send_v2.sql",
-    "machine/internal/apply_send.sql",
-    "machine/procedures/send_many_v2.sql",
-    "machine/procedures/step_v2.sql",
-    "machine/internal/apply_step.sql",
-    "machine/procedures/steps_v1.sql",
-    "machine/views/instances.sql",
-    "machine/views/history.sql",
+    "machine/tables/fsm_type.sql",
+    "machine/tables/fsm_type_transitions.sql",
+    "machine/triggers/fsm_type_bi_v1.sql",
+    "machine/triggers/fsm_type_ai_v4.sql",
+    "machine/triggers/fsm_type_bu_v7.sql",
+    "machine/triggers/fsm_type_bd_v1.sql",
+    "machine/triggers/fsm_type_hbi_v3.sql",
+    "machine/triggers/fsm_type_hbu_v5.sql",
+    "machine/triggers/fsm_type_hbd_v1.sql",
+    "machine/procedures/fsm_type_create_v1.sql",
+    "machine/procedures/fsm_type_get_v1.sql",
+    "machine/procedures/fsm_type_history_v1.sql",
+    "machine/procedures/fsm_type_in_state_v1.sql",
+    "machine/procedures/fsm_type_counts_v1.sql",
+    "machine/procedures/fsm_type_send_v2.sql",
+    "machine/internal/fsm_type_apply_send_v1.sql",
+    "machine/procedures/fsm_type_send_many_v2.sql",
+    "machine/procedures/fsm_type_step_v2.sql",
+    "machine/internal/fsm_type_apply_step_v1.sql",
+    "machine/procedures/fsm_type_steps_v1.sql",
+    "machine/views/fsm_v_type.sql",
+    "machine/views/fsm_v_type_transitions.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
 MACHINE_OBJECTS_VERSION = "v11"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
+#: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
+#: as ``templates/trigger_bu_vN.sql``; the current version's file is
+#: ``machine/triggers/fsm_type_bu_vN.sql``. A new version is a new file (named by its version)
+#: and this entry follows it (tests/test_sql_file_names.py checks each entry's family).
 CURRENT_TRIGGERS = {
-    "trigger_bi": "machine/triggers/instance_before_insert.sql",
-    "trigger_ai": "machine/triggers/instance_after_insert.sql",
-    "trigger_bu": "machine/triggers/instance_before_update.sql",
-    "trigger_bd": "machine/triggers/instance_before_delete.sql",
-    "trigger_hbi": "machine/triggers/history_before_insert.sql",
-    "trigger_hbu": "machine/triggers/history_before_update.sql",
-    "trigger_hbd": "machine/triggers/history_before_delete.sql",
+    "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
+    "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
+    "trigger_bu": "machine/triggers/fsm_type_bu_v7.sql",
+    "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
+    "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
+    "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
+    "trigger_hbd": "machine/triggers/fsm_type_hbd_v1.sql",
 }
 
 
@@ -246,7 +253,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/instance_before_update.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v7.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

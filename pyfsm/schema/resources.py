@@ -1,7 +1,8 @@
 """Where pyfsm's SQL and migrations live, and how per-type SQL is rendered.
 
-``sql/`` holds the current schema, one file per object: what a fresh install creates
-(``sql/machine/`` per machine type). The revisions in ``migrations/`` apply SQL frozen as it
+``sql/`` holds the current schema, one file per object, named after it (sql/README.md): what
+a fresh install creates (``sql/machine/`` per machine type, the type written ``type`` in the
+file names: ``fsm_type_send_v2.sql``). The revisions in ``migrations/`` apply SQL frozen as it
 was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
 ten revisions, every file named by its version; then one folder per revision). In a built
 wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
@@ -21,7 +22,7 @@ MACHINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
 PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
-#: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name.sql,
+#: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v1.sql,
 #: called by fsm_define_v5; tests/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
@@ -87,7 +88,7 @@ def check_machine_name(name: object) -> str:
 def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
-    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/...sql``), or
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v7.sql``), or
     a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
     or a later revision's ``templates/``: template_revisions; the landed migrations and the
     upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only

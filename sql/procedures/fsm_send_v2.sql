@@ -2,7 +2,7 @@
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
 -- then calls the per-type procedure `fsm_<machine>_send_v2` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/send_v2.sql) for the details;
+-- which does the work. See that procedure (sql/machine/procedures/fsm_type_send_v2.sql) for the details;
 -- fsm_send_v1 calls the v1 per-type procedure, whose result has three more columns.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created, replayed).
