@@ -446,12 +446,12 @@ class LeaseConnections:
                 conn = self._free.pop() if self._free else None
             if conn is None:
                 return db.connect(self.settings, timeouts=True)
-            if db._is_alive(conn):
+            if db.is_alive(conn):
                 return conn
             _close_quietly(conn)
 
     def put(self, conn: Any) -> None:
-        conn.pyfsm_used = time.monotonic()
+        db.mark_used(conn)
         with self._mutex:
             if len(self._free) < self.keep:
                 self._free.append(conn)

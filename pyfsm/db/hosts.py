@@ -1,6 +1,6 @@
 """The servers a DSN names: ``h1:3306,h2,[::1]:3307``, tried in order, and which answered last.
 
-Kept apart from :mod:`pyfsm.db` (connections and the pool): parsing a list of servers and
+Beside :mod:`pyfsm.db.settings` (the rest of a DSN): parsing a list of servers and
 remembering the one in use are pure, and small enough to read on their own.
 """
 

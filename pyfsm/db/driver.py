@@ -1,0 +1,71 @@
+"""The only place pyfsm reaches into PyMySQL's and DBUtils' private attributes.
+
+Each reach is one small function below, saying why there is no public way. Nothing else in
+pyfsm touches an attribute of theirs whose name starts with ``_``: when a new release of
+either renames one, this module is the one to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def raw_connection(pooled: Any) -> Any:
+    """The PyMySQL connection inside DBUtils' wrappers (or the connection itself, unpooled).
+
+    DBUtils' pooled connection forwards attribute reads to its steady connection, which
+    forwards them to PyMySQL's, but no attribute write: the socket bounds
+    (:func:`set_timeouts`) and pyfsm's marks (:mod:`pyfsm.db.marks`) must be set on PyMySQL's
+    connection itself. DBUtils 3.2 has a public ``dbapi_connection`` on the steady connection,
+    but pyfsm supports DBUtils 3.1, which has none: so the wrappers' ``_con`` (pooled ->
+    steady -> PyMySQL) it is.
+    """
+    return pooled._con._con if hasattr(pooled, "_con") else pooled
+
+
+def get_timeouts(conn: Any) -> tuple[float | None, float | None]:
+    """A connection's current (read, write) bounds on one socket read and write, in seconds.
+
+    PyMySQL takes them as ``connect(read_timeout=, write_timeout=)`` and keeps them in private
+    attributes only; it has no public getter.
+    """
+    raw = raw_connection(conn)
+    return raw._read_timeout, raw._write_timeout
+
+
+def set_timeouts(conn: Any, read: float | None, write: float | None) -> tuple[float | None, float | None]:
+    """Change a connection's read and write bounds; returns the old ones.
+
+    PyMySQL has no public setter: it reads these two attributes before every socket read and
+    write (``_read_packet``, ``_write_bytes``), so changing them applies from the next one.
+    """
+    raw = raw_connection(conn)
+    old = (raw._read_timeout, raw._write_timeout)
+    raw._read_timeout, raw._write_timeout = read, write
+    return old
+
+
+@contextmanager
+def bounded(conn: Any, seconds: float) -> Iterator[None]:
+    """Reads and writes on ``conn`` bounded by ``seconds`` (at most its own bounds) meanwhile."""
+    raw = raw_connection(conn)
+    read, write = get_timeouts(raw)
+    set_timeouts(raw, min(seconds, read or seconds), min(seconds, write or seconds))
+    try:
+        yield
+    finally:
+        set_timeouts(raw, read, write)
+
+
+def force_close(conn: Any) -> None:
+    """Close a connection's socket without a goodbye; ``open`` is False after it.
+
+    PyMySQL's public ``close()`` first writes COM_QUIT: on a connection whose protocol is out
+    of step (a reply read only in part) that goes into the middle of an exchange, and on a
+    stalled socket it waits a whole write bound. Its ``_force_close`` (what it runs itself
+    when a socket fails) only closes the socket; DBUtils then sees a dead connection on
+    checkout and replaces it.
+    """
+    raw_connection(conn)._force_close()
