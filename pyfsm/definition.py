@@ -18,9 +18,10 @@ from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
+from .limits import NAME_CHARS
 from .schema.resources import check_machine_name
 
-NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{NAME_CHARS - 1}}}")
 TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 

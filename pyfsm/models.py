@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -181,3 +182,171 @@ class DefineResult:
     machine: str
     version: int
     changed: bool
+
+
+class _Fields:
+    """The results below were dicts before 0.3.0; indexing them still works, with a
+    DeprecationWarning, until 0.4.0. Their field names are the procedures' column names."""
+
+    def __getitem__(self, name: str) -> Any:
+        warnings.warn(f"{type(self).__name__}[{name!r}] is deprecated since pyfsm 0.3.0 and goes in 0.4.0: "
+                      f"use .{name}", DeprecationWarning, stacklevel=2)
+        if name not in {f.name for f in fields(self)}:  # type: ignore[arg-type]
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Deprecated like indexing: use the attribute."""
+        return self[name] if name in {f.name for f in fields(self)} else default  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (the shape the method returned before 0.3.0)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def _take(cls: Any, row: dict[str, Any]) -> Any:
+    return cls(**{f.name: row[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class StoredDefinition(_Fields):
+    """A stored definition (Store.definition): ``definition`` is its JSON body as a dict."""
+
+    machine: str
+    version: int
+    is_current: bool
+    definition: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StoredDefinition:
+        body = row["body"]
+        return cls(row["machine"], int(row["version"]), bool(row["is_current"]),
+                   json.loads(body) if isinstance(body, str | bytes) else body)
+
+
+@dataclass(frozen=True)
+class PauseResult(_Fields):
+    """Store.pause: ``pending`` is True while the pause waits for the step in progress to end."""
+
+    state: str
+    status: str
+    pending: bool
+
+
+@dataclass(frozen=True)
+class StatusChange(_Fields):
+    """Store.resume and Store.retry: where the instance is now and its status."""
+
+    state: str
+    status: str
+
+
+@dataclass(frozen=True)
+class QueuedRun(_Fields):
+    """Store.enqueue: when the instance is due for the engine's workers (naive UTC, as stored)."""
+
+    instance_key: str
+    due_at: datetime
+    claimed_by: str | None
+    run_immediately: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> QueuedRun:
+        return _take(cls, row)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class FailedInstance(_Fields):
+    """Store.failed: a failed instance with its last error (times naive UTC, as stored)."""
+
+    id: int
+    instance_key: str
+    lookup_key: str | None
+    current_state: str
+    updated_at: datetime
+    handler: str | None
+    attempt: int | None
+    error_type: str | None
+    message: str | None
+    failed_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FailedInstance:
+        return _take(cls, row)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class AttemptError(_Fields):
+    """Store.errors: one failed attempt of a step (fsm_errors; times naive UTC, as stored)."""
+
+    id: int
+    state: str
+    handler: str | None
+    attempt: int
+    error_type: str | None
+    message: str | None
+    traceback: str | None
+    outcome: str | None
+    next_run_at: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> AttemptError:
+        return _take(cls, row)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class RunInfo(_Fields):
+    """Store.run_info: the instance's row in the engine's queue (due_at: its next run time, or
+    while ``claimed_by`` is set, when the claim expires; naive UTC, as stored)."""
+
+    instance_id: int
+    due_at: datetime
+    claimed_by: str | None
+    attempt: int
+    pause_requested: int
+    run_immediately: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunInfo:
+        return _take(cls, row)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class StatePeriod(_Fields):
+    """Store.state_at: the state an instance was in at a moment, when it entered it and when it
+    left it (None: still there); times are UTC-aware."""
+
+    state: str
+    sort_key: int
+    event: str | None
+    entered_at: datetime
+    left_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StatePeriod:
+        return cls(row["state"], row["sort_key"], row["event"], _utc(row["entered_at"]),  # type: ignore[arg-type]
+                   _utc(row["left_at"]))
+
+
+@dataclass(frozen=True)
+class TypeStats(_Fields):
+    """Store.stats: one installed machine type's instances by status, its engine queue and its
+    unpublished outbox events (fsm_stats_v2)."""
+
+    machine: str
+    current_version: int | None
+    instances: int
+    running: int
+    waiting: int
+    paused: int
+    failed: int
+    completed: int
+    due: int
+    claimed: int
+    unpublished: int
+    oldest_unpublished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TypeStats:
+        return _take(cls, row)  # type: ignore[no-any-return]

@@ -2,11 +2,15 @@
 
 Every method is one CALL (one round trip). Arguments are validated here first so that bad
 input fails before any SQL runs; the procedures check again for callers that bypass Python.
+
+Why over 500 lines: the Store is the public face, one documented method per procedure (about
+30), each a few lines of argument checks and result shaping; what is not the facade lives
+below it (argument checks in pyfsm.checks, calls in pyfsm.gateway, results in pyfsm.models).
+Splitting the methods across modules would scatter one class's documentation.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -37,7 +41,22 @@ from .limits import (
     REQUEST_ID_CHARS,
 )
 from .locks import HeldLock, Lease, LeaseConnections, acquire
-from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult, _utc
+from .models import (
+    AccountHistoryEntry,
+    AttemptError,
+    DefineResult,
+    FailedInstance,
+    HistoryEntry,
+    Instance,
+    PauseResult,
+    QueuedRun,
+    RunInfo,
+    StatePeriod,
+    StatusChange,
+    StoredDefinition,
+    TransitionResult,
+    TypeStats,
+)
 from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
@@ -171,14 +190,13 @@ class Store:
         finally:
             conn.close()
 
-    def definition(self, machine: str | Machine, version: int | None = None) -> dict[str, Any]:
-        """A stored definition (current version by default) as a dict with its version."""
+    def definition(self, machine: str | Machine, version: int | None = None) -> StoredDefinition:
+        """A stored definition (current version by default): its body as a dict, its version."""
         name = machine_name(machine)
         if version is not None:
             check_int("version", version, minimum=1, maximum=2**31 - 1)
         row = self._call(routines.DEFINITION, (name, version), read=True, machine=name)
-        return {"machine": row["machine"], "version": row["version"], "is_current": bool(row["is_current"]),
-                "definition": json.loads(row["body"]) if isinstance(row["body"], str) else row["body"]}
+        return StoredDefinition.from_row(row)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -337,27 +355,27 @@ class Store:
 
     # -- the handler engine's controls (see pyfsm.Process and pyfsm.Worker) ----------------
 
-    def pause(self, machine: str | Machine, key: str) -> dict[str, Any]:
+    def pause(self, machine: str | Machine, key: str) -> PauseResult:
         """Pause an instance: at once if nobody runs it now, else at the next step boundary
         (``pending`` is True until then). A paused instance accepts no event but resume."""
         name = machine_name(machine)
         row = self._call(routines.PAUSE, (name, check_key("key", key)), writes=True, machine=name, key=key)
-        return {"state": row["state"], "status": row["status"], "pending": bool(row["pending"])}
+        return PauseResult(row["state"], row["status"], bool(row["pending"]))
 
-    def resume(self, machine: str | Machine, key: str) -> dict[str, Any]:
+    def resume(self, machine: str | Machine, key: str) -> StatusChange:
         """Resume a paused instance where it paused (InvalidStatus if it is not paused)."""
         name = machine_name(machine)
         row = self._call(routines.RESUME, (name, check_key("key", key)), writes=True, machine=name, key=key)
-        return {"state": row["state"], "status": row["status"]}
+        return StatusChange(row["state"], row["status"])
 
-    def retry(self, machine: str | Machine, key: str) -> dict[str, Any]:
+    def retry(self, machine: str | Machine, key: str) -> StatusChange:
         """Run a failed instance again from the step that failed, with fresh attempts."""
         name = machine_name(machine)
         row = self._call(routines.RETRY, (name, check_key("key", key)), writes=True, machine=name, key=key)
-        return {"state": row["state"], "status": row["status"]}
+        return StatusChange(row["state"], row["status"])
 
     def enqueue(self, machine: str | Machine, key: str, *, run_immediately: bool | None = None,
-                delay_seconds: float | None = None) -> dict[str, Any]:
+                delay_seconds: float | None = None) -> QueuedRun:
         """Make an instance due for the engine's workers (now, or after ``delay_seconds``);
         ``run_immediately`` overrides the process's setting for this instance."""
         name = machine_name(machine)
@@ -367,27 +385,29 @@ class Store:
                                           or not 0 <= delay_seconds <= MAX_DELAY_SECONDS):
             raise InvalidArgument(
                 f"delay_seconds must be a number from 0 to {MAX_DELAY_SECONDS}, got {delay_seconds!r:.80}")
-        return self._call(routines.ENQUEUE, (name, check_key("key", key), delay_seconds, run_immediately),
-                          writes=True, machine=name, key=key)
+        row = self._call(routines.ENQUEUE, (name, check_key("key", key), delay_seconds, run_immediately),
+                         writes=True, machine=name, key=key)
+        return QueuedRun.from_row(row)
 
-    def failed(self, machine: str | Machine, *, after_id: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    def failed(self, machine: str | Machine, *, after_id: int = 0, limit: int = 100) -> list[FailedInstance]:
         """Failed instances with their last error, in id order (pass the last id as ``after_id``)."""
         name = machine_name(machine)
         check_int("after_id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        return self._rows(routines.FAILED, (name, after_id, limit), machine=name)
+        return [FailedInstance.from_row(r) for r in self._rows(routines.FAILED, (name, after_id, limit), machine=name)]
 
-    def errors(self, machine: str | Machine, key: str) -> list[dict[str, Any]]:
+    def errors(self, machine: str | Machine, key: str) -> list[AttemptError]:
         """Every failed attempt recorded for an instance (fsm_errors), oldest first."""
         name = machine_name(machine)
-        return self._rows(routines.ERRORS, (name, check_key("key", key)), machine=name, key=key)
+        rows = self._rows(routines.ERRORS, (name, check_key("key", key)), machine=name, key=key)
+        return [AttemptError.from_row(r) for r in rows]
 
-    def run_info(self, machine: str | Machine, key: str) -> dict[str, Any] | None:
+    def run_info(self, machine: str | Machine, key: str) -> RunInfo | None:
         """The instance's row in the engine's queue (due_at = its next run time, claimed_by,
         attempt, pause_requested, run_immediately), or None if the engine does not run it."""
         name = machine_name(machine)
         rows = self._rows(routines.RUN_INFO, (name, check_key("key", key)), machine=name, key=key)
-        return rows[0] if rows else None
+        return RunInfo.from_row(rows[0]) if rows else None
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -457,7 +477,7 @@ class Store:
         name = machine_name(machine)
         return {r["state"]: int(r["instances"]) for r in self._stale_rows(routines.COUNTS, (name,), machine=name)}
 
-    def state_at(self, machine: str | Machine, key: str, at: datetime) -> dict[str, Any] | None:
+    def state_at(self, machine: str | Machine, key: str, at: datetime) -> StatePeriod | None:
         """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a dict with
         state, sort_key, event, entered_at and left_at (None: still there), or None if the
         instance did not exist yet then."""
@@ -466,12 +486,12 @@ class Store:
         rows = self._stale_rows(routines.STATE_AT, (name, check_key("key", key), at), machine=name, key=key)
         if not rows:
             return None
-        return {**rows[0], "entered_at": _utc(rows[0]["entered_at"]), "left_at": _utc(rows[0]["left_at"])}
+        return StatePeriod.from_row(rows[0])
 
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self) -> list[TypeStats]:
         """One dict per installed machine type: instances, running, waiting, paused, failed,
         completed, due and claimed runs, unpublished outbox events (fsm_stats_v2)."""
-        return self._stale_rows(routines.STATS, ())
+        return [TypeStats.from_row(r) for r in self._stale_rows(routines.STATS, ())]
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -538,10 +558,10 @@ class _Events:
         if version not in self._by_version:
             try:
                 found = self.store.definition(self.machine, version)
-                transitions = found["definition"].get("transitions", [])
+                transitions = found.definition.get("transitions", [])
                 self._by_version[version] = list(dict.fromkeys(str(t["event"]) for t in transitions))
-                if found["is_current"]:
-                    self.current_version = int(found["version"])
+                if found.is_current:
+                    self.current_version = found.version
             except (FsmError, KeyError, TypeError, AttributeError, ValueError):
                 self._by_version[version] = None
         return self._by_version[version]

@@ -120,14 +120,14 @@ def cmd_stats(args: argparse.Namespace) -> None:
         stats = store.stats()
     columns = ["machine", "instances", "running", "waiting", "paused", "failed", "completed", "due", "claimed",
                "unpublished"]
-    emit(args, stats, table(stats, columns) if stats else "no machine types installed")
+    emit(args, stats, table([s.to_dict() for s in stats], columns) if stats else "no machine types installed")
 
 
 def _control(args: argparse.Namespace, action: str) -> None:
     with Store(args.dsn) as store:
         result = getattr(store, action)(args.machine, args.key)
-    pending = " (at the end of the step in progress)" if result.get("pending") else ""
-    emit(args, result, f"{args.machine} {args.key}: {result['status']} in {result['state']}{pending}")
+    pending = " (at the end of the step in progress)" if getattr(result, "pending", False) else ""
+    emit(args, result, f"{args.machine} {args.key}: {result.status} in {result.state}{pending}")
 
 
 def cmd_pause(args: argparse.Namespace) -> None:
@@ -145,8 +145,8 @@ def cmd_retry(args: argparse.Namespace) -> None:
 def cmd_failed(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         rows = store.failed(args.machine, limit=args.limit)
-    emit(args, rows, table(rows, ["instance_key", "current_state", "handler", "attempt", "error_type", "message",
-                                  "failed_at"]) if rows else f"no failed {args.machine} instances")
+    columns = ["instance_key", "current_state", "handler", "attempt", "error_type", "message", "failed_at"]
+    emit(args, rows, table([r.to_dict() for r in rows], columns) if rows else f"no failed {args.machine} instances")
 
 
 def register(add: Add) -> None:

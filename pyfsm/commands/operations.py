@@ -46,7 +46,7 @@ def cmd_unlock(args: argparse.Namespace) -> None:
 
 def _queued(store: Store, machines: set[str]) -> int:
     """Runs of these types due or claimed now."""
-    return sum(int(s["due"]) + int(s["claimed"]) for s in store.stats() if s["machine"] in machines)
+    return sum(s.due + s.claimed for s in store.stats() if s.machine in machines)
 
 
 def _watch_queue(store: Store, machines: set[str], bar: Progress, stop: threading.Event) -> None:

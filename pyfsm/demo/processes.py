@@ -68,7 +68,7 @@ def run(store: Store, dsn: str, run_id: str, *, orders: int, workers: int) -> No
     for n, key in enumerate(keys):  # each start runs reserve here, then queues the order
         FULFILMENT.start(store, key, data={"items": 1 + n % 3, "price": 10, "flaky": n % 5 == 0})
     paused = keys[-1]
-    print(f"paused {paused}: {store.pause('fulfilment', paused)['status']}")
+    print(f"paused {paused}: {store.pause('fulfilment', paused).status}")
 
     context = multiprocessing.get_context("spawn")
     procs = [context.Process(target=_work, args=(dsn, 1.5)) for _ in range(max(1, workers))]
@@ -91,8 +91,9 @@ def run(store: Store, dsn: str, run_id: str, *, orders: int, workers: int) -> No
     flaky = keys[0]  # every fifth order is flaky, the first one too
     errors = store.errors("fulfilment", flaky)
     if errors:
-        print(f"{flaky}: {errors[0]['handler']} failed on attempt {errors[0]['attempt']} "
-              f"({errors[0]['error_type'].rsplit('.', 1)[-1]}: {errors[0]['message']}) and recovered by retry")
+        first = errors[0]
+        print(f"{flaky}: {first.handler} failed on attempt {first.attempt} "
+              f"({(first.error_type or '').rsplit('.', 1)[-1]}: {first.message}) and recovered by retry")
     print(f"history of {flaky}:")
     for h in store.history("fulfilment", flaky):
         move = f"{h.from_state} --{h.event}--> {h.to_state}" if h.event else f"created in {h.to_state}"

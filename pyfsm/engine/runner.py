@@ -244,7 +244,7 @@ class _Run:
 
     def _pause_requested(self) -> bool:
         info = self.store.run_info(self.process.name, self.key)
-        return bool(info and info["pause_requested"])
+        return bool(info and info.pause_requested)
 
     def _checked(self, ctx: Context, outcome: Outcome | None) -> str | None:
         """Refuse, before anything is written, what a handler must not return."""

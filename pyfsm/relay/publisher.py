@@ -36,6 +36,11 @@ and a committed one always has. The relay turns those rows into Kafka messages:
   seconds (checked every ``cleanup_interval`` seconds by the leader).
 * **Latency.** While there is work the relay polls again at once; when a poll finds
   nothing it waits 10 ms, then twice as long each time, up to ``idle_max`` (1 s).
+
+Why over 500 lines: one Relay, whose parts (leadership, reading a batch, producing, marking,
+parking, backing off) share one producer, one leader connection and one set of counters and
+are read together when reasoning about "at least once, in order"; the parts that stand alone
+are apart (leadership.py, kafka.py, events.py).
 """
 
 from __future__ import annotations

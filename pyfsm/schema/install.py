@@ -6,7 +6,7 @@ revision; a database at an older revision is brought up by the numbered Alembic 
 in ``migrations/``, which apply SQL frozen as it was when they landed (pyfsm.schema.upgrades).
 tests/test_migrations.py checks that both roads end in the same schema. The landed
 revisions import each helper from the module that defines it (pyfsm.schema.upgrades,
-.ddl, .resources); 0.3.1 moved those modules into this package and changed only those
+.ddl, .resources); 0.3.0 moved those modules into this package and changed only those
 import lines of the revisions, never what they apply. Per-type objects
 (an instance table, a history table, their triggers and per-type procedures and views) are
 rendered from ``sql/machine`` when a machine is defined: MySQL cannot create triggers from

@@ -17,8 +17,9 @@ from importlib.resources import files
 from pathlib import Path
 
 from ..errors import InvalidArgument
+from ..limits import MACHINE_NAME_CHARS
 
-MACHINE_NAME = re.compile(r"[a-z][a-z0-9_]{0,47}")
+MACHINE_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MACHINE_NAME_CHARS - 1}}}")
 PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
@@ -77,7 +78,8 @@ def check_machine_name(name: object) -> str:
     """Return ``name`` if it is a valid, unreserved machine name, else raise InvalidArgument."""
     if not isinstance(name, str) or not MACHINE_NAME.fullmatch(name):
         raise InvalidArgument(
-            f"machine name must match [a-z][a-z0-9_]* and have at most 48 characters, got {name!r:.80}",
+            f"machine name must match [a-z][a-z0-9_]* and have at most {MACHINE_NAME_CHARS} characters, "
+            f"got {name!r:.80}",
             machine=None,
         )
     if name in RESERVED_MACHINE_NAMES or name.startswith("v_") or name.endswith("_transitions"):

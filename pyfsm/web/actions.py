@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import FsmError, InvalidArgument
+from ..models import PauseResult, StatusChange
 from ..relay.publisher import Relay
 from ..schema import routines
 from ..schema.routines import Routine
@@ -90,11 +91,11 @@ class Actions:
             result = self.store.send(machine, key, detail["event"], data=detail.get("data"), metadata=metadata,
                                      request_id=f"web-{action_id}")
             return f"{detail['event']}: {result.from_state} -> {result.to_state} (version {result.version})"
-        simple: dict[str, Callable[[str, str], dict[str, Any]]] = {
+        simple: dict[str, Callable[[str, str], PauseResult | StatusChange]] = {
             "pause": self.store.pause, "resume": self.store.resume, "retry": self.store.retry}
         row = simple[action](machine, key)
-        pending = " (pauses at the next step boundary)" if row.get("pending") else ""
-        return f"{action}: {machine} {key} is {row['status']} in {row['state']}{pending}"
+        pending = " (pauses at the next step boundary)" if isinstance(row, PauseResult) and row.pending else ""
+        return f"{action}: {machine} {key} is {row.status} in {row.state}{pending}"
 
     def relay(self) -> Relay:
         if self._relay is None:
