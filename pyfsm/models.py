@@ -6,7 +6,7 @@ import json
 import warnings
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 #: Every status an instance can have, in the order pages and metrics list them.
 STATUSES = ("running", "waiting", "paused", "failed", "completed")
@@ -203,9 +203,10 @@ class _Fields:
         """The fields as a dict (the shape the method returned before 0.3.0)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
-
-def _take(cls: Any, row: dict[str, Any]) -> Any:
-    return cls(**{f.name: row[f.name] for f in fields(cls)})
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        """The result from a procedure's row: each field from the column of its name."""
+        return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -250,10 +251,6 @@ class QueuedRun(_Fields):
     claimed_by: str | None
     run_immediately: int | None
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> QueuedRun:
-        return _take(cls, row)  # type: ignore[no-any-return]
-
 
 @dataclass(frozen=True)
 class FailedInstance(_Fields):
@@ -269,10 +266,6 @@ class FailedInstance(_Fields):
     error_type: str | None
     message: str | None
     failed_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> FailedInstance:
-        return _take(cls, row)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -290,10 +283,6 @@ class AttemptError(_Fields):
     next_run_at: datetime | None
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> AttemptError:
-        return _take(cls, row)  # type: ignore[no-any-return]
-
 
 @dataclass(frozen=True)
 class RunInfo(_Fields):
@@ -306,10 +295,6 @@ class RunInfo(_Fields):
     attempt: int
     pause_requested: int
     run_immediately: int | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> RunInfo:
-        return _take(cls, row)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -346,7 +331,3 @@ class TypeStats(_Fields):
     claimed: int
     unpublished: int
     oldest_unpublished_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> TypeStats:
-        return _take(cls, row)  # type: ignore[no-any-return]
