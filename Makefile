@@ -12,7 +12,7 @@ BENCH_WRITE     ?= $(if $(filter $(BENCH_DEFAULT_DSN),$(BENCH_DSN)),BENCHMARKS.m
 BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop
+.PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -38,6 +38,18 @@ test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker
 	$(VENV)/bin/ruff check pyfsm migrations tests bench
 	$(VENV)/bin/mypy pyfsm
 	$(PY) -m pytest
+
+test-unit: venv ## only the tests that need no database server: tests/unit and the doctests of pyfsm/ (seconds)
+	$(PY) -m pytest tests/unit pyfsm
+
+test-server: venv ## only tests/server: the tests on the one server PYFSM_TEST_DSN names (and a Kafka broker they start)
+	$(PY) -m pytest tests/server
+
+test-clusters: venv ## only tests/clusters: the tests that start servers of their own (replicas, Galera, Group Replication, restarts; minutes)
+	$(PY) -m pytest tests/clusters
+
+test-browser: venv ## only tests/browser: the web console in Chromium, on PYFSM_TEST_DSN's server
+	$(PY) -m pytest tests/browser
 
 demo: venv ## run the order demo in $PYFSM_DSN's database (default mysql://root@127.0.0.1:3306/pyfsm_demo)
 	$(VENV)/bin/pyfsm demo

@@ -28,8 +28,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, granted_accounts, order_machine
-from console_server import Console, consoles, http
+from helpers.common import fetch, granted_accounts, order_machine
+from helpers.console_server import Console, consoles, http
 
 from pyfsm import Lease, Machine, Process, Store
 from pyfsm.db import Settings

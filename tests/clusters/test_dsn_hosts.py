@@ -2,7 +2,7 @@
 
 Against real servers only: the shared test server, ports nothing listens on, a listener
 that counts the connections it is offered and hangs up at once, and (slow) two MariaDB
-servers of the tests' own (tests/second_server.py), the first killed while a Store works
+servers of the tests' own (tests/helpers/second_server.py), the first killed while a Store works
 through both. Their databases are independent (same name, same migrated schema, same
 machine defined); what is shown is where calls land, not replication.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, order_machine, unique
-from galera_cluster import distinct_ports
-from kafka_broker import free_port
-from second_server import INSTALL_DB, MARIADBD, SecondServer
+from helpers.common import fetch, order_machine, unique
+from helpers.galera_cluster import distinct_ports
+from helpers.kafka_broker import free_port
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
 
 from pyfsm import DatabaseUnavailable, FsmError, InvalidArgument, Machine, Store
 from pyfsm.db import Database, Settings, connect, parse_dsn

@@ -16,11 +16,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conftest import unique
-from galera_cluster import GaleraCluster
-from kafka_broker import Broker
-from test_galera import FLIP, INSTANCES, check_chains, sender
-from test_relay import partition_order, query, relay_process, stop_process, wait_for
+from helpers.common import unique
+from helpers.flips import FLIP, INSTANCES, sender
+from helpers.galera_cluster import GaleraCluster
+from helpers.histories import check_chains
+from helpers.kafka_broker import Broker
+from helpers.relay import partition_order, query, relay_process, stop_process, wait_for
 
 from pyfsm import Machine, Store
 

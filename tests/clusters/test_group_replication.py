@@ -1,5 +1,5 @@
 """MySQL Group Replication, the engine under InnoDB Cluster (issue 26, item 4): pyfsm on a
-three-member single-primary group of the tests' own (tests/group_replication.py).
+three-member single-primary group of the tests' own (tests/helpers/group_replication.py).
 
 pyfsm writes through the group's primary only: a new connection passes over a member that
 is not the primary (db.refuse_unless_writer), so a DSN naming every member, in any order,
@@ -7,8 +7,8 @@ lands on the primary and a DSN naming only a secondary is refused with NotWriter
 is migrated and defined through the primary is on every member, object for object, and the
 secondaries serve reads. A planned change of primary (group_replication_set_as_primary)
 under sender processes moves their writes to the new primary, nothing acknowledged lost or
-doubled. The primary killed under load: tests/test_group_replication_failover.py; relays:
-tests/test_group_replication_relay.py.
+doubled. The primary killed under load: tests/clusters/test_group_replication_failover.py; relays:
+tests/clusters/test_group_replication_relay.py.
 
 Run where PYFSM_TEST_DSN is a MySQL server (the MySQL pass of CI); skipped elsewhere.
 """
@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import random
 import time
-import traceback
 from dataclasses import replace
-from typing import Any
 
 import pymysql
 import pytest
-from conftest import granted_accounts
-from group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
-from test_galera import FLIP, INSTANCES, check_chains, eventually  # a secondary applies a commit right after it
-from test_migrations import schema_of
-from test_relay import query, wait_for
+from helpers.common import granted_accounts
+from helpers.flips import FLIP, INSTANCES, eventually  # a secondary applies a commit right after it
+from helpers.group_flips import assert_acknowledged_once, sender
+from helpers.group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
+from helpers.relay import query, wait_for
+from helpers.schemas import schema_of
 
-from pyfsm import FsmError, NotWriterNode, Store, UnknownInstance
+from pyfsm import NotWriterNode, Store, UnknownInstance
 from pyfsm.db import Database, Settings
 
 pytestmark = pytest.mark.slow
@@ -147,36 +145,6 @@ def _assert_history(store: Store, key: str, rows: int) -> None:
     assert len(store.history("flip", key)) == rows
 
 
-def sender(dsn: str, seed: int, stop: Any, out: Any) -> None:
-    """Flip random instances with request ids until told to stop, each request repeated until
-    acknowledged; report the requests acknowledged, when (CLOCK_MONOTONIC: one clock for every
-    process), the errors met by kind, and anything else that went wrong."""
-    rng = random.Random(seed)
-    report: dict[str, Any] = {"acked": [], "times": [], "kinds": {}, "error": None}
-    try:
-        with Store(dsn, pool_size=1) as store:
-            n = 0
-            while not stop.is_set():
-                request, key = f"s{seed}-{n}", f"k-{rng.randrange(INSTANCES)}"
-                given_up = time.monotonic() + 120
-                while True:  # the same request until acknowledged: a repeat applies nothing twice
-                    try:
-                        store.send("flip", key, "flip", request_id=request)
-                        break
-                    except FsmError as exc:
-                        kind = f"{type(exc).__name__} {exc.errno}"
-                        report["kinds"][kind] = report["kinds"].get(kind, 0) + 1
-                        assert time.monotonic() < given_up, f"{request} not acknowledged within 120 s: {exc}"
-                        time.sleep(0.02)
-                report["acked"].append(request)
-                report["times"].append(time.monotonic())
-                n += 1
-                time.sleep(0.005)
-    except BaseException:  # reported, never a silent death that leaves the test waiting
-        report["error"] = traceback.format_exc()
-    out.put(report)
-
-
 def prepare_flips(group: GroupReplication, prefix: str) -> tuple[list[Settings], Settings]:
     """A database with the flip type and its instances; its settings per member and a DSN listing all."""
     databases = group.database(prefix)
@@ -188,18 +156,6 @@ def prepare_flips(group: GroupReplication, prefix: str) -> tuple[list[Settings],
             store.create("flip", f"k-{n}")
     group.wait_applied()
     return databases, listed
-
-
-def assert_acknowledged_once(databases: list[Settings], reports: list[dict[str, Any]]) -> int:
-    """Every acknowledged request is in the history exactly once, on every member, and every
-    history is a valid chain (the same on every member); the number of moves."""
-    moves = [check_chains(settings, FLIP) for settings in databases]
-    assert all(m == moves[0] for m in moves[1:]), "every member holds the same histories"
-    acked = sorted(request for r in reports for request in r["acked"])
-    for settings in databases:
-        rows = query(settings, "SELECT request_id FROM fsm_flip_transitions WHERE request_id IS NOT NULL")
-        assert sorted(r["request_id"] for r in rows) == acked, "acknowledged = applied, once each"
-    return sum(moves[0].values())
 
 
 def test_a_switchover_moves_the_writes_to_the_new_primary(group_replication: GroupReplication) -> None:

@@ -23,14 +23,14 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from conftest import order_machine, unique
-from group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
-from kafka_broker import Broker
-from test_galera import FLIP, INSTANCES
-from test_galera_failover import JOBS, jobs, locker, worker
-from test_group_replication import assert_acknowledged_once, sender
-from test_lock_processes import collect
-from test_relay import partition_order, query, relay_process, stop_process, wait_for
+from helpers.common import order_machine, unique
+from helpers.failover import JOBS, jobs, locker, worker
+from helpers.flips import FLIP, INSTANCES
+from helpers.group_flips import assert_acknowledged_once, rotated, sender
+from helpers.group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
+from helpers.kafka_broker import Broker
+from helpers.processes import collect
+from helpers.relay import partition_order, query, relay_process, stop_process, wait_for
 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings
@@ -40,15 +40,9 @@ pytestmark = pytest.mark.slow
 SPAWN = multiprocessing.get_context("spawn")
 RUN_AFTER_KILL = 8.0  # seconds the processes go on after the kill
 #: Sends must be acknowledged again this soon after the primary was killed. Measured: about 7 s
-#: with the group's member_expel_timeout 0 (tests/group_replication.py); about 21 s with
+#: with the group's member_expel_timeout 0 (tests/helpers/group_replication.py); about 21 s with
 #: MySQL's default of 5 s (docs/scaling.md).
 WRITES_BACK_WITHIN = 45.0
-
-
-def rotated(group: GroupReplication, databases: list[Settings], start: int) -> Settings:
-    """A DSN naming every member, beginning at member ``start``."""
-    n = len(databases)
-    return group.listing(databases, [(start + k) % n for k in range(n)])
 
 
 def test_the_primary_killed_under_load(group_replication: GroupReplication, kafka: Broker, tmp_path: Any) -> None:

@@ -16,13 +16,12 @@ import time
 from typing import Any
 
 import pytest
-from conftest import unique
-from group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
-from kafka_broker import Broker
-from test_galera import FLIP, INSTANCES
-from test_group_replication import assert_acknowledged_once, sender
-from test_group_replication_failover import rotated
-from test_relay import partition_order, query, relay_process, stop_process, wait_for
+from helpers.common import unique
+from helpers.flips import FLIP, INSTANCES
+from helpers.group_flips import assert_acknowledged_once, rotated, sender
+from helpers.group_replication import GroupReplication, group_replication_fixture  # noqa: F401  (the group)
+from helpers.kafka_broker import Broker
+from helpers.relay import partition_order, query, relay_process, stop_process, wait_for
 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings

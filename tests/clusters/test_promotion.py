@@ -2,7 +2,7 @@
 replication, nothing the primary acknowledged is lost, and request ids keep the senders'
 repeats from applying anything twice.
 
-A primary and a replica of the tests' own (tests/replica_pair.py), semi-synchronous: the
+A primary and a replica of the tests' own (tests/helpers/replica_pair.py), semi-synchronous: the
 primary acknowledges a commit only once the replica has received it. Sender processes
 flip instances with request ids through the primary; the primary is killed (SIGKILL);
 the replica applies what it received, is made writable, and the senders are pointed at it
@@ -20,9 +20,10 @@ from typing import Any
 
 import pymysql
 import pytest
-from replica_pair import ReplicaPair, replica_pair  # noqa: F401  (the fixture)
-from test_galera import FLIP, INSTANCES, check_chains
-from test_relay import query
+from helpers.flips import FLIP, INSTANCES
+from helpers.histories import check_chains
+from helpers.relay import query
+from helpers.replica_pair import ReplicaPair, replica_pair  # noqa: F401  (the fixture)
 
 from pyfsm import FsmError, Store
 

@@ -1,6 +1,6 @@
 """Read replicas (issue 16, part 1): Store(read_dsn=...) and --read-dsn send the reads that may
 be stale to a replica and everything else to the primary, against a real primary/replica pair
-of the tests' own (tests/replica_pair.py), the replica read_only."""
+of the tests' own (tests/helpers/replica_pair.py), the replica read_only."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import order_machine
-from replica_pair import ReplicaPair, replica_pair  # noqa: F401  (the fixture)
-from test_cli import pyfsm
+from helpers.cli import pyfsm
+from helpers.common import order_machine
+from helpers.replica_pair import ReplicaPair, replica_pair  # noqa: F401  (the fixture)
 
 from pyfsm import SchemaVersionMismatch, Store
 from pyfsm.schema.grants import Account, grant

@@ -1,6 +1,6 @@
 """The database server stopped and started, or crashed, while pyfsm works.
 
-These tests run against a MariaDB server of their own (tests/second_server.py: its own
+These tests run against a MariaDB server of their own (tests/helpers/second_server.py: its own
 data directory, made with mariadb-install-db, and its own port), never the shared test
 server. They stop it cleanly (SIGTERM) or crash it (SIGKILL) in the middle of the load and
 start it again on the same port and data directory, and check what the issue asks: the
@@ -22,13 +22,13 @@ from collections import Counter
 
 import pymysql
 import pytest
-import second_server as servers
-from conftest import unique
-from engine_fixtures import checkout
-from kafka_broker import Broker
-from second_server import SecondServer
-from test_kill_rounds import check_invariants
-from test_relay import cycle, partition_order, query, running, unpublished, wait_for
+from helpers import second_server as servers
+from helpers.common import unique
+from helpers.engine_fixtures import checkout
+from helpers.histories import check_invariants
+from helpers.kafka_broker import Broker
+from helpers.relay import cycle, partition_order, query, running, unpublished, wait_for
+from helpers.second_server import SecondServer
 
 from pyfsm import DatabaseUnavailable, Machine, Relay, Store, TransitionResult, Worker, retry
 from pyfsm.db import Settings

@@ -2,7 +2,7 @@
 
 `check(text, path, known)` returns one line per stale name, naming the file, the line and the
 name. `Known` holds what exists: the objects of a freshly migrated database with one type
-defined (tests/test_docs_names.py builds it), the deprecated procedures of
+defined (tests/server/test_docs_names.py builds it), the deprecated procedures of
 `pyfsm.schema.DEPRECATED`, pyfsm's error map and the command line's parser.
 
 The rules:

@@ -86,5 +86,5 @@ def build(kind: str, name: str, **settings: Any) -> Process:
     raise ValueError(kind)
 
 
-#: for `pyfsm worker engine_fixtures:CLI_CHECKOUT` in tests/test_cli.py
+#: for `pyfsm worker engine_fixtures:CLI_CHECKOUT` in tests/server/test_cli.py
 CLI_CHECKOUT = checkout("cli_checkout")

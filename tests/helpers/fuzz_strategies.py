@@ -1,4 +1,4 @@
-"""Hypothesis strategies for tests/test_fuzz.py: hostile identifiers, JSON and numbers.
+"""Hypothesis strategies for tests/server/test_fuzz.py: hostile identifiers, JSON and numbers.
 
 Each strategy mixes valid values (so that some calls succeed and the invariants get
 checked) with values just past a limit and values no caller should ever send.

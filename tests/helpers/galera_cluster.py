@@ -1,6 +1,6 @@
 """A three-node MariaDB Galera cluster of the tests' own, on one machine.
 
-Each node is a mariadbd (tests/second_server.py) with its own data directory, port and
+Each node is a mariadbd (tests/helpers/second_server.py) with its own data directory, port and
 socket; group communication (gcomm) and incremental state transfer listen on free ports of
 127.0.0.1. The first node bootstraps the cluster from a fresh data directory; the others
 start empty and are filled by a state transfer (rsync, whose receiving daemon runs as
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from second_server import INSTALL_DB, MARIADBD, SecondServer
 
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
 from pyfsm.db import Settings, parse_dsn
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"

@@ -33,11 +33,11 @@ from typing import Any
 
 import pymysql
 import pytest
-from galera_cluster import distinct_ports, shared_server_flavour
 
+from helpers.galera_cluster import distinct_ports, shared_server_flavour
 from pyfsm.db import Settings
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mysql-server"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mysql-server"
 MEMBERS = 3
 RECOVERY_USER, RECOVERY_PASSWORD = "pyfsm_gr_recovery", "Recovery-pw-1"  # the test group's own
 

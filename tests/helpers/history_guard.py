@@ -1,6 +1,6 @@
 """The history table's append-only promise, checked column by column through raw SQL.
 
-Used by tests/test_sql_enforcement.py (a fresh install) and tests/test_migrations.py (a type
+Used by tests/server/test_sql_enforcement.py (a fresh install) and tests/server/test_migrations.py (a type
 upgraded by revision 0017): every column of a history row, on the latest and on an older
 row, changed with no guard, with a stale guard and with another instance's guard, must be
 refused with 31012 and change nothing.

@@ -1,4 +1,4 @@
-"""A primary and a read replica of the tests' own: two MariaDB servers (tests/second_server.py)
+"""A primary and a read replica of the tests' own: two MariaDB servers (tests/helpers/second_server.py)
 on their own ports and data directories, the second replicating the first with
 ``read_only=ON``. The shared server is not touched.
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from second_server import INSTALL_DB, MARIADBD, SecondServer
 
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
 from pyfsm.db import Settings
 
 REPLICATION_PASSWORD = "Repl-" + uuid.uuid4().hex[:12]

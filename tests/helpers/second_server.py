@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from kafka_broker import free_port
 
+from helpers.kafka_broker import free_port
 from pyfsm import Store
 from pyfsm.db import Settings
 

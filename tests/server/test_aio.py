@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
+from helpers.common import unique
 
 from pyfsm import Machine, Store, TransitionNotAllowed, UnknownInstance
 from pyfsm.aio import AsyncStore
@@ -139,7 +139,7 @@ async def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(d
 
 
 async def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn: str, store: Store) -> None:
-    from conftest import order_machine
+    from helpers.common import order_machine
 
     from pyfsm import LockNotAcquired
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from conftest import unique
+from helpers.common import unique
 
 from pyfsm import Context, InvalidArgument, InvalidData, InvalidDefinition, Machine, Outcome, Process, Store
 from pyfsm.db.jsondata import dump_object

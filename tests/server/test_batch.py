@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pymysql
-from conftest import fetch, unique
+from helpers.common import fetch, unique
 
 from pyfsm import ClaimLost, Context, Outcome, Process, Store, Worker
 from pyfsm.engine.batch import run_claimed_batch

@@ -3,20 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-from test_cli_commands import in_process
-
-
-def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command line in a subprocess; a replica set in the caller's environment must not
-    move its reads (the tests name --read-dsn when they mean it)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"}
-    return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent, env=env)
+from helpers.cli import in_process, pyfsm
 
 
 def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -35,8 +23,8 @@ def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-unt
 def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: ignore[no-untyped-def]
     """Procedures newer versions replace stay in every database until the release that
     removes them: `pyfsm check` names each with its replacement and passes."""
-    from conftest import order_machine
-    from test_migrations import install_type_as_of
+    from helpers.common import order_machine
+    from helpers.schemas import install_type_as_of
 
     from pyfsm.schema import install as schema
 
@@ -69,7 +57,7 @@ def test_errors_are_one_line_with_a_nonzero_exit() -> None:
 
 
 def test_migrate_creates_a_missing_database_and_says_so(make_database, server) -> None:  # type: ignore[no-untyped-def]
-    from test_store import missing_database
+    from helpers.common import missing_database
 
     settings = missing_database(make_database, server)
     created = pyfsm("migrate", "--dsn", settings.dsn())
@@ -86,8 +74,7 @@ def test_refusals_of_the_dsn_are_one_line_saying_what_to_fix(make_database, serv
     the database: exit 1, one `pyfsm:` line naming the class, its number and the fix."""
     from dataclasses import replace
 
-    from conftest import granted_accounts
-    from test_store import missing_database
+    from helpers.common import granted_accounts, missing_database
 
     from pyfsm.db import parse_dsn
 
@@ -148,7 +135,7 @@ def test_worker_pause_resume_retry_failed(make_database) -> None:  # type: ignor
     dsn = make_database("pyfsm_cli").dsn()
     assert pyfsm("migrate", "--dsn", dsn).returncode == 0
     with Store(dsn) as store:
-        from engine_fixtures import CLI_CHECKOUT
+        from helpers.engine_fixtures import CLI_CHECKOUT
 
         store.define(CLI_CHECKOUT.machine)
         for key in ("a", "b"):
@@ -156,7 +143,7 @@ def test_worker_pause_resume_retry_failed(make_database) -> None:  # type: ignor
             store.enqueue("cli_checkout", key)
         paused = pyfsm("pause", "--dsn", dsn, "cli_checkout", "b", "--json")
         assert paused.returncode == 0 and json.loads(paused.stdout)["status"] == "paused"
-        worked = pyfsm("worker", "--dsn", dsn, "engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--json")
+        worked = pyfsm("worker", "--dsn", dsn, "helpers.engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--json")
         assert worked.returncode == 0, worked.stderr
         assert json.loads(worked.stdout)["runs"] == 1  # b is paused: not picked up
         assert store.get("cli_checkout", "a").status == "completed"
@@ -166,4 +153,4 @@ def test_worker_pause_resume_retry_failed(make_database) -> None:  # type: ignor
         assert "no failed cli_checkout instances" in pyfsm("failed", "--dsn", dsn, "cli_checkout").stdout
         not_failed = pyfsm("retry", "--dsn", dsn, "cli_checkout", "b")
         assert not_failed.returncode == 1 and "not failed" in not_failed.stderr
-    assert pyfsm("worker", "--dsn", dsn, "engine_fixtures:NOPE").returncode == 1
+    assert pyfsm("worker", "--dsn", dsn, "helpers.engine_fixtures:NOPE").returncode == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -15,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import admin
+from helpers.cli import in_process
+from helpers.common import admin
 
 from pyfsm import Store
-from pyfsm.cli import TEXT_ONLY, build_parser, main
+from pyfsm.cli import TEXT_ONLY, build_parser
 from pyfsm.schema import install as schema
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order.yaml"
 
 
 def pyfsm(*args: str, env_dsn: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,18 +29,7 @@ def pyfsm(*args: str, env_dsn: str | None = None) -> subprocess.CompletedProcess
     if env_dsn is not None:
         env["PYFSM_DSN"] = env_dsn
     return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parent, env=env)
-
-
-def in_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """`pyfsm ARGS` through pyfsm.cli.main in this process (no interpreter start-up): for --help."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:  # argparse's --help and usage errors
-            code = exc.code if isinstance(exc.code, int) else 1
-    return subprocess.CompletedProcess(["pyfsm", *args], code, out.getvalue(), err.getvalue())
+                          cwd=Path(__file__).resolve().parents[1], env=env)
 
 
 def ok(*args: str) -> Any:
@@ -211,7 +199,7 @@ def test_grant_creates_accounts_the_cli_can_use(server, make_database) -> None: 
 
 
 def test_worker_drains_the_queue_with_a_progress_bar(make_database) -> None:  # type: ignore[no-untyped-def]
-    from engine_fixtures import CLI_CHECKOUT
+    from helpers.engine_fixtures import CLI_CHECKOUT
 
     dsn = make_database("pyfsm_cli").dsn()
     ok("migrate", "--dsn", dsn)
@@ -220,7 +208,7 @@ def test_worker_drains_the_queue_with_a_progress_bar(make_database) -> None:  # 
         for n in range(12):
             store.create("cli_checkout", f"w-{n}", data={"items": 1})
             store.enqueue("cli_checkout", f"w-{n}")
-    result = pyfsm("worker", "--dsn", dsn, "engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--progress",
+    result = pyfsm("worker", "--dsn", dsn, "helpers.engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--progress",
                    "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs"] == 12

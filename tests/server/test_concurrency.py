@@ -17,8 +17,6 @@ the history table. The invariants checked after each race:
 from __future__ import annotations
 
 import itertools
-import multiprocessing
-import queue
 import random
 import traceback
 from collections import Counter
@@ -26,15 +24,14 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
+from helpers.common import unique
+from helpers.processes import run_processes
 
 from pyfsm import Conflict, Deadlock, Machine, Store, TransitionNotAllowed
 from pyfsm.db import parse_dsn
 
-SPAWN = multiprocessing.get_context("spawn")
 PROCESSES = 8
 ATTEMPTS = 60  # per process in the main race: 480 attempts on one instance
-TIMEOUT = 120  # seconds; a hang (a lock never released) fails the test instead of blocking forever
 
 
 def cycle_machine(name: str) -> Machine:
@@ -164,30 +161,6 @@ def idempotent_worker(dsn: str, machine: str, op: str, keys: list[str], worker: 
     finally:
         store.close()
         out.put(report)
-
-
-def run_processes(target: Any, args_for: Any, n: int = PROCESSES) -> list[dict[str, Any]]:
-    """Start ``n`` spawned workers sharing a start barrier; return their reports."""
-    barrier = SPAWN.Barrier(n)
-    out = SPAWN.Queue()
-    procs = [SPAWN.Process(target=target, args=(*args_for(w), barrier, out), daemon=True) for w in range(n)]
-    for p in procs:
-        p.start()
-    reports: list[dict[str, Any]] = []
-    try:
-        for _ in range(n):  # drain before join: a full pipe would block a worker's exit
-            reports.append(out.get(timeout=TIMEOUT))
-    except queue.Empty:
-        pytest.fail(f"only {len(reports)} of {n} workers reported within {TIMEOUT}s")
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.kill()
-    errors = [r["error"] for r in reports if r["error"]]
-    assert not errors, "a worker failed with an unexpected exception:\n" + "\n".join(errors)
-    assert [p.exitcode for p in procs] == [0] * n
-    return reports
 
 
 def raw_connection(dsn: str) -> pymysql.connections.Connection:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import explain
+from helpers.common import explain
 
 from pyfsm import DatabaseUnavailable, InvalidData, Machine, Store
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import errno_of, fetch, granted_accounts, is_mariadb
+from helpers.common import errno_of, fetch, granted_accounts, is_mariadb
 
 from pyfsm import FsmError, InvalidArgument, InvalidEncoding, Machine, Store, cli
 from pyfsm.db import Settings

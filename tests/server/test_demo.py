@@ -11,7 +11,7 @@ from pathlib import Path
 def test_demo_runs_end_to_end(make_database) -> None:  # type: ignore[no-untyped-def]
     dsn = make_database("pyfsm_demo_t").dsn()
     result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--dsn", dsn, "--orders", "30", "--workers", "2"],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parent)
+                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "created 30 orders" in out and "refused by the database" in out and "orders per state" in out
@@ -25,7 +25,7 @@ def test_demo_prints_its_events_when_a_broker_answers(make_database, kafka) -> N
     dsn = make_database("pyfsm_demo_k").dsn()
     result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--dsn", dsn, "--orders", "12", "--workers", "1",
                              "--kafka", kafka.bootstrap],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parent)
+                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"Kafka at {kafka.bootstrap}: the relay published" in out
@@ -36,7 +36,7 @@ def test_demo_prints_its_events_when_a_broker_answers(make_database, kafka) -> N
 
 def _orders_in(server, database: str) -> int | None:  # type: ignore[no-untyped-def]
     """How many orders the demo's table in ``database`` holds (None: no such table)."""
-    from conftest import admin
+    from helpers.common import admin
 
     conn = admin(server)
     try:
@@ -54,7 +54,7 @@ def _orders_in(server, database: str) -> int | None:  # type: ignore[no-untyped-
 def test_demo_works_in_the_database_of_PYFSM_DSN(make_database, server) -> None:  # type: ignore[no-untyped-def]
     """Without --dsn the demo uses $PYFSM_DSN, as its --help says (creating the database,
     which migrate does), and nothing goes to its own default database."""
-    from test_store import missing_database
+    from helpers.common import missing_database
 
     from pyfsm.db import parse_dsn
     from pyfsm.demo.run import DEFAULT_DSN
@@ -64,7 +64,7 @@ def test_demo_works_in_the_database_of_PYFSM_DSN(make_database, server) -> None:
     before = _orders_in(server, default)
     env = {**os.environ, "PYFSM_DSN": settings.dsn(), "PYFSM_KAFKA": "127.0.0.1:1"}
     result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--orders", "3", "--workers", "1"],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parent, env=env)
+                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1], env=env)
     assert result.returncode == 0, result.stderr
     assert f"demo database: `{settings.database}` at {settings.host}:{settings.port}" in result.stdout
     assert f"created database `{settings.database}`" in result.stdout and "created 3 orders" in result.stdout

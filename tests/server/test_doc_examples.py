@@ -14,7 +14,7 @@ import pytest
 
 from pyfsm import Store, db
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"```(python|sql)\n(.*?)```|<!-- sync: (\w+) -->", re.S)
 STATEMENT = re.compile(r"(?:'(?:[^'\\]|\\.)*'|--[^\n]*|[^;'-]|-)+")  # up to a ; outside strings and comments

@@ -1,4 +1,4 @@
-"""Every object, error number and command the README and docs/*.md name exists (tests/docs_names.py
+"""Every object, error number and command the README and docs/*.md name exists (tests/helpers/docs_names.py
 has the rules); and the checker fails a page that names something retired or unknown."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from docs_names import DEPRECATED_PAGE, Known, check, installed_objects, known_commands, known_errors
+from helpers.docs_names import DEPRECATED_PAGE, Known, check, installed_objects, known_commands, known_errors
 
 from pyfsm import Machine, Store
 from pyfsm.cli import build_parser
 from pyfsm.schema import install as schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))]
 SAMPLE = "docsample"  # a type name that occurs in no other object's name
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import explain, fetch, unique
-from engine_fixtures import checkout
+from helpers.common import explain, fetch, unique
+from helpers.engine_fixtures import checkout
 
 from pyfsm import (
     Context,

@@ -92,7 +92,7 @@ def test_a_wrong_password_is_login_failed(server, dsn: str) -> None:  # type: ig
     the DSN lists a server that is down before the one that refuses the login."""
     from dataclasses import replace
 
-    from conftest import granted_accounts
+    from helpers.common import granted_accounts
 
     from pyfsm.db import connect, parse_dsn
 

@@ -57,9 +57,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import fuzz_strategies as fs
 import pymysql
 import pytest
+from helpers import fuzz_strategies as fs
 from hypothesis import HealthCheck, assume, currently_in_test_context, given, settings
 from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
@@ -114,7 +114,7 @@ SERVER_ERRORS = frozenset({1264, 1292, 1366, 1406, 3140, 4025,
 #: Unmapped server errors already reported; see the xfail tests at the end.
 KNOWN_UNMAPPED = frozenset({1265})  # test_data_truncated_is_a_pyfsm_error
 TRANSITION_CONTEXT = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source", "@fsm_guard")
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 FRESH = itertools.count(1)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, granted_accounts, order_machine
-from engine_fixtures import checkout
+from helpers.common import admin, granted_accounts, order_machine
+from helpers.engine_fixtures import checkout
 
 from pyfsm import AccessDenied, Relay, Store, Worker
 from pyfsm.db import Settings
@@ -213,7 +213,7 @@ def test_pyfsm_check_works_for_every_role(accounts) -> None:  # type: ignore[no-
     sees the routines it may call: the app account the deprecated ones, the others none)."""
     import json
 
-    from test_cli import pyfsm
+    from helpers.cli import pyfsm
 
     for role in ("app", "reporting", "relay"):
         result = pyfsm("check", "--dsn", accounts[role].dsn(), "--json")

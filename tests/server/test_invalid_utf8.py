@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import errno_of, fetch, is_mariadb
+from helpers.common import errno_of, fetch, is_mariadb
 
 from pyfsm import InvalidArgument, InvalidData, InvalidEncoding, Machine, Store
 from pyfsm.errors import error_for

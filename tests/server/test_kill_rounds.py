@@ -1,7 +1,7 @@
 """Process faults over many rounds: workers and relays killed with SIGKILL at random moments.
 
 Workers: a few hundred instances of the checkout-shaped process reserve -> charge -> ship ->
-done (tests/engine_fixtures.py, kind "slow": its handlers record every run in the table
+done (tests/helpers/engine_fixtures.py, kind "slow": its handlers record every run in the table
 ``side_effects``, and ``charge`` takes a moment, so a kill often lands inside it), four
 worker processes, and a killer that SIGKILLs one of them at a random moment, again and
 again, starting a replacement each time. Claims are short (1 s), so the work of a killed
@@ -21,85 +21,34 @@ the kill schedule, not the exact interleaving). Both tests are bounded in kills 
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 import signal
 import threading
 import time
-from collections import Counter, defaultdict, deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
 import pymysql
-import test_relay
-import test_worker_processes
-from conftest import unique
-from engine_fixtures import build
-from kafka_broker import Broker, Received
-from test_relay import cycle, partition_order, query, relay_process, stop_process, unpublished
-from test_worker_processes import SPAWN, effects, spawn_worker
+from helpers.common import unique
+from helpers.engine_fixtures import build
+from helpers.histories import check_invariants
+from helpers.kafka_broker import Broker, Received
+from helpers.relay import cycle, partition_order, query, relay_process, stop_process, unpublished
+from helpers.workers import SPAWN, effects, spawn_worker
 
-from pyfsm import Machine, Store
-from pyfsm.db import Settings, parse_dsn
+from pyfsm import Store
+from pyfsm.db import parse_dsn
 
-fresh = test_relay.fresh  # fixtures, used by name: a migrated database of its own; the side_effects table
-side = test_worker_processes.side
+# fixtures of tests/server/conftest.py: fresh (a migrated database of its own), side (the side_effects table)
 
-# -- shared checks (tests/test_server_restart.py uses them too) ---------------------------
+# -- the kill schedule ------------------------------------------------------------------
 
 
 def seeded() -> tuple[int, random.Random]:
     seed = int(os.environ.get("PYFSM_KILL_SEED") or random.SystemRandom().randrange(1, 10**9))
     return seed, random.Random(seed)
-
-
-def history_rows(settings: Settings, machine: str) -> list[dict[str, Any]]:
-    """Every history row of ``machine`` with its instance's current state, in id order."""
-    return query(settings, f"SELECT i.instance_key, i.current_state, i.status, i.version, t.id, t.sort_key, "
-                           f"t.most_recent, t.event, t.from_state, t.to_state, t.handler, t.request_id "
-                           f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
-                           f"ORDER BY t.id")
-
-
-def check_invariants(settings: Settings, machine: Machine) -> dict[str, list[dict[str, Any]]]:
-    """pyfsm's invariants over every instance of ``machine``; its history rows per instance key.
-
-    Per instance: sort_key strictly increasing in the order the rows were written; exactly
-    one most_recent row, the last one; the first row a creation into a start state, every
-    later one an allowed transition from the state the previous one entered; the instance
-    row at the last row's state and version. And the per-state counters the triggers keep
-    equal the instances' real states (they are written in the same transaction).
-    """
-    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in history_rows(settings, machine.name):
-        by_key[row["instance_key"]].append(row)
-    problems: list[str] = []
-    for key, rows in by_key.items():
-        sort_keys = [r["sort_key"] for r in rows]
-        if sort_keys != sorted(set(sort_keys)):
-            problems.append(f"{key}: sort_keys not strictly increasing: {sort_keys}")
-        recent = [r["sort_key"] for r in rows if r["most_recent"] == 1]
-        if recent != [sort_keys[-1]]:
-            problems.append(f"{key}: most_recent on {recent}, last sort_key {sort_keys[-1]}")
-        first = rows[0]
-        if first["event"] is not None or first["from_state"] is not None or first["to_state"] not in machine.start:
-            problems.append(f"{key}: first row is not a creation: {first}")
-        for before, after in itertools.pairwise(rows):
-            allowed = machine.target(after["from_state"] or "", after["event"] or "") == after["to_state"]
-            if after["from_state"] != before["to_state"] or not allowed:
-                problems.append(f"{key}: {before['to_state']} then {after['event']}: "
-                                f"{after['from_state']} -> {after['to_state']}")
-        last = rows[-1]
-        if (last["current_state"], last["version"]) != (last["to_state"], last["sort_key"]):
-            problems.append(f"{key}: instance at {last['current_state']} v{last['version']}, history ends at "
-                            f"{last['to_state']} sort_key {last['sort_key']}")
-    assert problems == [], problems[:20]
-    counted = {r["state"]: int(r["n"]) for r in query(
-        settings, "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
-                  "HAVING SUM(instances) <> 0", (machine.name,))}
-    assert counted == dict(Counter(rows[-1]["to_state"] for rows in by_key.values())), "state counters drifted"
-    return dict(by_key)
 
 
 # -- workers ------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
-import queue
 import random
 import signal
 import time
@@ -19,7 +18,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import order_machine, unique
+from helpers.common import order_machine, unique
+from helpers.processes import collect
 
 from pyfsm import LockNotAcquired, Store
 from pyfsm.db import parse_dsn
@@ -78,17 +78,6 @@ def hold(dsn: str, machine: str, key: str, seconds: float, lease_seconds: float 
         ready.set()
     finally:
         store.close()
-
-
-def collect(out: Any, n: int) -> list[Any]:
-    got = []
-    deadline = time.monotonic() + TIMEOUT
-    while len(got) < n:
-        try:
-            got.append(out.get(timeout=max(0.1, deadline - time.monotonic())))
-        except queue.Empty:
-            pytest.fail(f"only {len(got)} of {n} worker reports arrived within {TIMEOUT} s")
-    return got
 
 
 # -- tests --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import errno_of, fetch, order_machine, unique
+from helpers.common import errno_of, fetch, order_machine, unique
 
 from pyfsm import (
     InvalidArgument,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import admin, order_machine
+from helpers.common import admin, order_machine
 from prometheus_client.parser import text_string_to_metric_families
 
 from pyfsm import InvalidArgument, Machine, Process, Store, Worker
@@ -29,7 +29,7 @@ from pyfsm.engine.runner import claim
 from pyfsm.metrics.server import DatabaseCollector, MetricsServer, WorkerMetrics, database_registry, exposition
 from pyfsm.schema.grants import Account, grant
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -357,14 +357,14 @@ def test_pyfsm_metrics_errors(fresh) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_worker_process_serves_its_step_counts(fresh) -> None:  # type: ignore[no-untyped-def]
-    from engine_fixtures import CLI_CHECKOUT
+    from helpers.engine_fixtures import CLI_CHECKOUT
 
     settings, store = fresh
     store.define(CLI_CHECKOUT.machine)
     for n in range(9):
         store.create("cli_checkout", f"w-{n}", data={"items": 1})
         store.enqueue("cli_checkout", f"w-{n}")
-    proc, url = start("worker", "--dsn", settings.dsn(), "engine_fixtures:CLI_CHECKOUT", "--batch", "4",
+    proc, url = start("worker", "--dsn", settings.dsn(), "helpers.engine_fixtures:CLI_CHECKOUT", "--batch", "4",
                       "--metrics-port", "0")
     try:
         deadline = time.monotonic() + 30

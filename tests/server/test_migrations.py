@@ -7,18 +7,18 @@ from typing import Any
 
 import pymysql
 import pytest
+from helpers.schemas import install_type_as_of, schema_of
 
 from pyfsm import SchemaVersionMismatch, Store, UnknownMachine
 from pyfsm.schema.install import (
     CURRENT_OBJECTS,
-    DEPENDENT_VIEWS,
     HEAD_REVISION,
     MACHINE_OBJECTS_VERSION,
-    UNION_VIEWS,
     current_revision,
     known_revisions,
 )
 from pyfsm.schema.resources import migrations_dir, sql_dir
+from pyfsm.schema.views import DEPENDENT_VIEWS, UNION_VIEWS
 
 
 def test_revisions_are_numbered_without_gaps_and_chained() -> None:
@@ -51,7 +51,7 @@ def test_every_frozen_file_is_applied_by_a_revision() -> None:
     """migrations/sql holds what the revisions apply, as they landed: the shared tree of 0001
     to 0010 (files named in their code, templates in the object sets they installed), then a
     folder per revision with exactly the files that revision names."""
-    from pyfsm.schema.install import MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     frozen = migrations_dir() / "sql"
     versions = {f.name[:4]: f.read_text() for f in (migrations_dir() / "versions").glob("[0-9]*.py")}
@@ -90,41 +90,6 @@ def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
             assert text.count("\nALTER TABLE ") == 1 and "CREATE " not in text, path
 
 
-def schema_of(conn: Any, database: str) -> dict[str, Any]:
-    """Everything about a database's schema that a migration could get wrong, comparable
-    across databases: tables and their options, columns in order, indexes, checks, routines
-    and triggers by body, parameters, views by definition."""
-    cur = conn.cursor()
-    queries = {
-        "tables": "SELECT table_name, table_type, engine, table_collation, create_options "
-                  "FROM information_schema.tables WHERE table_schema = %s",
-        "columns": "SELECT table_name, column_name, ordinal_position, column_type, is_nullable, column_default, "
-                   "collation_name, extra FROM information_schema.columns WHERE table_schema = %s",
-        "indexes": "SELECT table_name, index_name, seq_in_index, column_name, non_unique "
-                   "FROM information_schema.statistics WHERE table_schema = %s",
-        # check_constraints has no table_name on MySQL (a MariaDB extension), and MariaDB's check
-        # names repeat across tables (a JSON column's check is named after the column): the
-        # natural join matches on every column the two views share, which is exact on both
-        "checks": "SELECT table_name, constraint_name, check_clause FROM information_schema.table_constraints "
-                  "NATURAL JOIN information_schema.check_constraints WHERE constraint_schema = %s "
-                  "AND constraint_type = 'CHECK'",
-        "routines": "SELECT routine_name, routine_type, routine_definition, sql_mode, security_type, sql_data_access "
-                    "FROM information_schema.routines WHERE routine_schema = %s",
-        "triggers": "SELECT trigger_name, event_object_table, action_timing, event_manipulation, action_statement, "
-                    "action_order, sql_mode FROM information_schema.triggers WHERE trigger_schema = %s",
-        "params": "SELECT specific_name, ordinal_position, parameter_name, dtd_identifier "
-                  "FROM information_schema.parameters WHERE specific_schema = %s",
-        "views": "SELECT table_name, view_definition, security_type, check_option "
-                 "FROM information_schema.views WHERE table_schema = %s",
-    }
-    out = {}
-    for label, sql in queries.items():
-        cur.execute(sql, (database,))
-        # a view's definition names its database: compare it without
-        out[label] = sorted(tuple(str(v).replace(f"`{database}`.", "") for v in row) for row in cur.fetchall())
-    return out
-
-
 def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str:
     """The first row that differs, and where in it (a drift is one long definition apart)."""
     for x, y in zip(a, b, strict=False):
@@ -137,7 +102,7 @@ def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str
 def contents_of(conn: Any) -> dict[str, Any]:
     """What the schema holds about machine types: definitions (their body is compared by
     meaning elsewhere: fsm_define_v1 stored no options), rules, states, counters, accounts."""
-    from conftest import fetch
+    from helpers.common import fetch
 
     return {
         "machines": fetch(conn, "SELECT machine, current_version, objects_version FROM fsm_machines ORDER BY machine"),
@@ -171,21 +136,23 @@ DEFINED_AT = (("0001", "v1", "fsm_define_v1"), ("0002", "v2", "fsm_define_v2"), 
 def define_as_of(conn: Any, machine: Any, objects_version: str, define: str) -> None:
     """Define a type as an older pyfsm did (its define procedure, then its per-type templates),
     create two instances and move one."""
-    from pyfsm.schema import install as schema
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.views import VIEW_OBJECT_VERSIONS, refresh_views
 
     definition = machine.to_json()
     if define == "fsm_define_v1":  # 0.1's definitions had no lock lease or event_data options
         definition = definition.replace(',"lock_lease_seconds":60,"event_data":true', "")
     with conn.cursor() as cur:
         cur.execute(f"CALL {define}(%s, %s)", (machine.name, definition))
-        schema.execute_ddl(conn, [render(t, machine.name) for t in schema.MACHINE_TEMPLATE_SETS[objects_version]])
+        execute_ddl(conn, [render(t, machine.name) for t in MACHINE_TEMPLATE_SETS[objects_version]])
         cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine.name))
         for key in ("a", "b"):
             cur.execute(f"CALL fsm_{machine.name}_create_v1(%s, NULL, NULL, NULL, NULL, NULL)", (key,))
         cur.execute(f"CALL fsm_{machine.name}_send_v1('a', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
-    if objects_version in schema.VIEW_OBJECT_VERSIONS:  # the views over every type, as its define rebuilt them
-        schema.refresh_views(conn)
+    if objects_version in VIEW_OBJECT_VERSIONS:  # the views over every type, as its define rebuilt them
+        refresh_views(conn)
 
 
 def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -194,7 +161,7 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
     with the same types: tables, columns, indexes, checks, triggers and routines by body,
     views, definitions, counters and grants; the DEPRECATED procedures are in both (a fresh
     install creates them from their frozen files until their removal release)."""
-    from conftest import order_machine
+    from helpers.common import order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
@@ -297,8 +264,9 @@ def test_migrate_twice_is_a_no_op_and_newer_schema_is_refused(make_database) -> 
 
 
 def test_every_older_object_set_is_frozen() -> None:
-    from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_OBJECTS_VERSION, MACHINE_TEMPLATE_SETS
+    from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_OBJECTS_VERSION
     from pyfsm.schema.resources import read_frozen, template_revisions
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     for names in MACHINE_TEMPLATE_SETS.values():
         for name in names:
@@ -329,11 +297,13 @@ def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
 def test_machines_defined_before_0002_are_upgraded_in_place(make_database, server) -> None:  # type: ignore[no-untyped-def]
     """A machine defined at revision 0001 (v1 trigger) and migrated equals one defined at head,
     keeps its instances and history, and is checked by the v2 trigger from then on."""
-    from conftest import order_machine
+    from helpers.common import order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     old, fresh = make_database(), make_database()
     schema.migrate(old, revision="0001")
@@ -342,7 +312,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
         with conn.cursor() as cur:  # what pyfsm 0.1 did: fsm_define_v1, then the v1 templates
             cur.execute("CALL fsm_define_v1('order', %s)", (order_machine("order").to_json().replace(
                 ',"lock_lease_seconds":60,"event_data":true', ""),))
-            schema.execute_ddl(conn, [render(name, "order") for name in schema.MACHINE_TEMPLATE_SETS["v1"]])
+            execute_ddl(conn, [render(name, "order") for name in MACHINE_TEMPLATE_SETS["v1"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v1' WHERE machine = 'order'")
             cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
     finally:
@@ -367,7 +337,9 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
     from pyfsm import db
     from pyfsm.schema import install as schema
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS, replace_machine_triggers
 
     settings = make_database()
     schema.migrate(settings)
@@ -377,9 +349,9 @@ def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:
         cur.execute("SELECT * FROM no_such_table")
 
     try:
-        schema.execute_ddl(conn, [render(name, "door") for name in schema.MACHINE_TEMPLATE_SETS["v1"]])
+        execute_ddl(conn, [render(name, "door") for name in MACHINE_TEMPLATE_SETS["v1"]])
         with pytest.raises(pymysql.err.MySQLError):
-            schema.replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_bu_v2")], "v2",
+            replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_bu_v2")], "v2",
                                             while_locked=fail)
         with conn.cursor() as cur:
             cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
@@ -394,11 +366,14 @@ def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:
 def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Killed after the trigger swap (here: the left_at fill fails), the migration is run again
     and finishes: one trigger per kind, inserts and transitions work, counts are exact."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
+    from pyfsm.schema import upgrades
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     settings = make_database()
     schema.migrate(settings, revision="0003")
@@ -406,7 +381,7 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     try:
         with conn.cursor() as cur:
             cur.execute("CALL fsm_define_v2('order', %s)", (order_machine("order").to_json(),))
-            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v2"]])
+            execute_ddl(conn, [render(t, "order") for t in MACHINE_TEMPLATE_SETS["v2"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v2' WHERE machine = 'order'")
             for key in ("o-1", "o-2"):
                 cur.execute("CALL fsm_order_send_v1(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
@@ -416,7 +391,8 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     def interrupted(*args: Any, **kwargs: Any) -> int:
         raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
 
-    monkeypatch.setattr(schema, "fill_left_at", interrupted)
+    monkeypatch.setattr(upgrades, "fill_left_at", interrupted)  # revision 0004 imports it from there
+    monkeypatch.setattr(schema, "fill_left_at", interrupted)  # and the installer's own upgrade of a type
     with pytest.raises(Exception):  # noqa: B017 - whatever the interruption raised
         schema.migrate(settings)
     monkeypatch.undo()
@@ -440,11 +416,13 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
 def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> None:  # type: ignore[no-untyped-def]
     """A type installed at 0004 gets the v4 transition trigger: its history and instances stay,
     transitions go on, and the padded names v3 let through are refused from then on."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     settings = make_database()
     schema.migrate(settings, revision="0004")
@@ -452,7 +430,7 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
     try:
         with conn.cursor() as cur:
             cur.execute("CALL fsm_define_v3('order', %s)", (order_machine("order").to_json(),))
-            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v3"]])
+            execute_ddl(conn, [render(t, "order") for t in MACHINE_TEMPLATE_SETS["v3"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v3' WHERE machine = 'order'")
             cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
             cur.execute("CALL fsm_order_create_v1('o-2', NULL, NULL, NULL, NULL, NULL)")
@@ -491,11 +469,13 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     """A type installed at 0005 gets fsm_<type>_send_v2 and the v5 transition trigger: its history,
     instances and counters stay, Store.send (send_v2) and send_v1 both go on, and raw UPDATEs
     are still checked."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
+    from pyfsm.schema.ddl import execute_ddl
     from pyfsm.schema.resources import render
+    from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
     settings = make_database()
     schema.migrate(settings, revision="0005")
@@ -503,7 +483,7 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
     try:
         with conn.cursor() as cur:
             cur.execute("CALL fsm_define_v4('order', %s)", (order_machine("order").to_json(),))
-            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v4"]])
+            execute_ddl(conn, [render(t, "order") for t in MACHINE_TEMPLATE_SETS["v4"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v4' WHERE machine = 'order'")
             for key in ("o-1", "o-2", "o-3"):
                 cur.execute("CALL fsm_order_send_v1(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
@@ -540,7 +520,7 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
 
 
 def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> None:  # type: ignore[no-untyped-def]
-    from conftest import fetch
+    from helpers.common import fetch
 
     store.create(order, "clock-1")
     raw.cursor().execute("SET TIMESTAMP = UNIX_TIMESTAMP() - 5")  # this session's clock, 5 s in the past
@@ -555,7 +535,7 @@ def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> N
 def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ignore[no-untyped-def]
     """A type installed at 0006 (object set v5) gets fsm_<type>_steps_v1 and its internal
     apply_step_v1, is marked v6, and a Worker with a batch commits its steps through them."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm import Process, Worker
     from pyfsm.schema import install as schema
@@ -594,7 +574,7 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
     """A type installed at 0007 (object set v6) gets bu_v6, ai_v4, hbi_v2 and hbu_v3 in place
     of bu_v5, ai_v3, hbi_v1 and hbu_v2, is marked v7, keeps its instances and history, and
     from then on a guard of the old form (the instance id alone) lets no history write in."""
-    from conftest import errno_of, fetch, order_machine
+    from helpers.common import errno_of, fetch, order_machine
 
     from pyfsm.schema import install as schema
 
@@ -626,29 +606,10 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
         raw.close()
 
 
-def install_type_as_of(settings: Any, machine: Any, objects_version: str, *statements: str) -> None:
-    """Define ``machine`` with the per-type object set an older pyfsm installed (fsm_define_v4,
-    so from revision 0005 on), then run ``statements`` on it."""
-    from pyfsm import db
-    from pyfsm.schema import install as schema
-    from pyfsm.schema.resources import render
-
-    conn = db.connect(settings)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("CALL fsm_define_v4(%s, %s)", (machine.name, machine.to_json()))
-            schema.execute_ddl(conn, [render(t, machine.name) for t in schema.MACHINE_TEMPLATE_SETS[objects_version]])
-            cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine.name))
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
-
-
 def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type: ignore[no-untyped-def]
     """A type installed at 0008 (object set v7) gets fsm_<type>_send_many_v1 and its internal
     apply_send_v1, is marked v8, and Store.send_many goes through them."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm import TransitionResult
     from pyfsm.schema import install as schema
@@ -681,7 +642,7 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
     hbu_v3, is marked v9 (then v10 and hbu_v5 by 0017), keeps its instances, history and
     counters, and its history still refuses every change pyfsm does not make, with or without
     a guard left behind."""
-    from conftest import errno_of, fetch, order_machine
+    from helpers.common import errno_of, fetch, order_machine
 
     from pyfsm.schema import install as schema
 
@@ -753,7 +714,7 @@ def test_an_interrupted_first_replay_is_resumed_by_the_revisions(make_database) 
     """A first migration by the revisions (an older pyfsm's, or migrate(revision=...)) that
     stopped inside 0001 leaves pyfsm's tables and an empty version table without the fresh
     install's mark: the next migrate resumes it by the revisions, not by a fresh install."""
-    from conftest import order_machine
+    from helpers.common import order_machine
 
     from pyfsm import db
     from pyfsm.schema import install as schema
@@ -804,7 +765,7 @@ def test_an_interrupted_fresh_install_is_finished_and_unmarked(make_database) ->
 def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # type: ignore[no-untyped-def]
     """A trigger the database's owners put on a type's table (an audit trigger) is not pyfsm's:
     upgrading the type's own triggers keeps it, and it keeps firing."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm.schema import install as schema
 
@@ -830,7 +791,7 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
 def test_an_interrupted_upgrade_of_a_type_is_finished_by_the_next_define(make_database, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A type an older pyfsm installed stays marked at its old set until all of its upgrade is
     done: one that stopped after the trigger swap is finished by the next Store.define."""
-    from conftest import fetch, order_machine
+    from helpers.common import fetch, order_machine
 
     from pyfsm.schema import install as schema
 
@@ -861,8 +822,8 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
     """A type installed at 0016 (object set v9) lets `SET most_recent = NULL` through with no
     guard (hbu_v4); after 0017 it has hbi_v3 and hbu_v5, is marked v10, keeps its history and
     counters, refuses every change of every column of its history, and still transitions."""
-    from conftest import errno_of, fetch, order_machine
-    from history_guard import refused_updates
+    from helpers.common import errno_of, fetch, order_machine
+    from helpers.history_guard import refused_updates
 
     from pyfsm.schema import install as schema
 
@@ -899,7 +860,7 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
 def test_0016_finds_its_index_built_by_an_interrupted_run(make_database) -> None:  # type: ignore[no-untyped-def]
     """An ALTER that built fsm_locks_held before the revision was recorded (a lost connection):
     running the migration again goes on instead of failing with 1061."""
-    from conftest import fetch
+    from helpers.common import fetch
 
     from pyfsm.schema import install as schema
     from pyfsm.schema.resources import read_frozen

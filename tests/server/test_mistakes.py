@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pymysql
 import pytest
-from conftest import granted_accounts, order_machine, unique
+from helpers.common import granted_accounts, order_machine, unique
 
 from pyfsm import AccessDenied, Machine, Process, Store, TransitionNotAllowed, UnknownEvent, UnknownMachine
 from pyfsm.db import Settings
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 #: The console script, as a user runs it: unlike `python -m pyfsm`, its sys.path does not
 #: start with the current directory.
 SCRIPT = Path(sys.executable).with_name("pyfsm")

@@ -1,6 +1,6 @@
 """The relay's leadership (fsm_relay_lead_v1, fsm_relay_resign_v1, pyfsm.leadership) on one
 server: who may take the row, when it is renewed, and how a standby takes over. The same
-rules across Galera nodes: tests/test_galera_relay.py."""
+rules across Galera nodes: tests/clusters/test_galera_relay.py."""
 
 from __future__ import annotations
 

@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pymysql
-from conftest import fetch, order_machine, unique
-from engine_fixtures import checkout
+from helpers.common import fetch, order_machine, unique
+from helpers.engine_fixtures import checkout
 
 from pyfsm import Context, Outcome, Store, TransitionNotAllowed, UnknownInstance, Worker, db
 from pyfsm.schema import install as schema
+from pyfsm.schema.ddl import execute_ddl
 from pyfsm.schema.resources import render
+from pyfsm.schema.upgrades import MACHINE_TEMPLATE_SETS
 
 
 def utc(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -200,7 +202,7 @@ def test_machines_installed_at_0003_get_counts_and_left_at(make_database) -> Non
     try:
         with conn.cursor() as cur:  # what pyfsm 0.2 did: fsm_define_v2, then the v2 templates
             cur.execute("CALL fsm_define_v2('order', %s)", (machine.to_json(),))
-            schema.execute_ddl(conn, [render(t, "order") for t in schema.MACHINE_TEMPLATE_SETS["v2"]])
+            execute_ddl(conn, [render(t, "order") for t in MACHINE_TEMPLATE_SETS["v2"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v2' WHERE machine = 'order'")
             for i in range(30):
                 for event in ["pay", "refund", "pay", "ship", "deliver"][: i % 6]:

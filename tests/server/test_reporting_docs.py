@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 import pymysql
-from conftest import order_machine
+from helpers.common import order_machine
 
 from pyfsm import Store
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "reporting.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reporting.md"
 
 
 def sql_blocks() -> list[str]:

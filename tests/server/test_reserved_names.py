@@ -10,7 +10,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import errno_of, fetch
+from helpers.common import errno_of, fetch
 
 from pyfsm import InvalidArgument, Store
 from pyfsm.schema import install as schema

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import fetch
+from helpers.common import fetch
 
 from pyfsm import Machine
 from pyfsm.schema import install as schema
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "sql-api.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "sql-api.md").read_text()
 SECTION = DOC.split("\n## Versions and retirement\n", 1)[1].split("\n## ", 1)[0]
 
 

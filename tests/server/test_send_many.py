@@ -15,7 +15,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, order_machine, unique
+from helpers.common import fetch, order_machine, unique
 
 from pyfsm import (
     Conflict,
@@ -172,8 +172,8 @@ def race_worker(dsn: str, machine: str, worker: int, rounds: int, barrier: Any, 
 
 
 def test_bulk_and_single_sends_racing_on_the_same_instances_keep_every_invariant(store: Store, dsn: str) -> None:
-    from test_concurrency import run_processes
-    from test_fault_proxy import check_invariants
+    from helpers.fault_checks import check_invariants
+    from helpers.processes import run_processes
 
     machine = order_machine(unique("bulkrace"))
     store.define(machine)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import errno_of, fetch, order_machine
+from helpers.common import errno_of, fetch, order_machine
 
 from pyfsm import Store, UnknownMachine, db
 from pyfsm.schema import install as schema
+from pyfsm.schema.upgrades import replace_machine_triggers
 
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r"
 
@@ -69,7 +70,7 @@ def test_send_v2_answers_right_under_an_older_transition_trigger(store: Store, o
     try:
         # an older transition trigger needs the history triggers of its own time (v7's check
         # the guard's time too)
-        schema.replace_machine_triggers(conn, order.name, OLDER, "v5", also_lock=(f"fsm_{order.name}_transitions",))
+        replace_machine_triggers(conn, order.name, OLDER, "v5", also_lock=(f"fsm_{order.name}_transitions",))
         with Store(dsn, pool_size=1) as one:  # one connection: the other type's send leaves its @fsm_last_*
             one.send(other, "o-2", "ship")  # leaves @fsm_last_*: instance 3, shipped, version 3
             sent = one.send(order, "k-1", "pay")
@@ -77,7 +78,7 @@ def test_send_v2_answers_right_under_an_older_transition_trigger(store: Store, o
             assert sent.instance_id == one.get(order, "k-1").id
             assert sent.transition_id == one.history(order, "k-1")[-1].id
     finally:
-        schema.replace_machine_triggers(conn, order.name, [(new, old) for old, new in OLDER], schema.MACHINE_OBJECTS_VERSION,
+        replace_machine_triggers(conn, order.name, [(new, old) for old, new in OLDER], schema.MACHINE_OBJECTS_VERSION,
                                         also_lock=(f"fsm_{order.name}_transitions",))
         conn.close()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import errno_of, fetch, order_machine, unique
+from helpers.common import errno_of, fetch, order_machine, unique
 
 from pyfsm import Deadlock, FsmError, RequestIdReused, Store
 from pyfsm.db import CLEAR_CONTEXT_SQL, CONTEXT_VARIABLES, parse_dsn
@@ -127,14 +127,14 @@ def store_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: A
 
 
 def run_storm(target: Any, dsn: str, machine: str) -> list[dict[str, Any]]:
-    """The storm's processes, each reporting once (test_concurrency's runner)."""
-    from test_concurrency import run_processes
+    """The storm's processes, each reporting once (helpers/processes.py's runner, test_concurrency's)."""
+    from helpers.processes import run_processes
 
     return run_processes(target, lambda w: (dsn, machine, w), PROCESSES)
 
 
 def test_a_storm_of_failed_calls_leaves_no_context_on_any_connection(store: Store, dsn: str) -> None:
-    from test_fault_proxy import check_invariants
+    from helpers.fault_checks import check_invariants
 
     machine = order_machine(unique("storm"))
     store.define(machine)
@@ -148,7 +148,7 @@ def test_a_storm_of_failed_calls_leaves_no_context_on_any_connection(store: Stor
 
 
 def test_store_send_storm_never_reuses_a_stale_request_id(store: Store, dsn: str) -> None:
-    from test_fault_proxy import check_invariants
+    from helpers.fault_checks import check_invariants
 
     machine = order_machine(unique("storm"))
     store.define(machine)

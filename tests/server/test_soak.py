@@ -6,7 +6,7 @@ test takes about 20 s). The checks, what each process did and its RSS are printe
 shows them); the test fails on any broken invariant, unexpected error, RSS growth after the
 warm-up beyond max(20%, 8 MiB), or a connection left open. For a longer run:
 
-    PYFSM_SOAK_SECONDS=600 PYFSM_TEST_DSN=... .venv/bin/pytest tests/test_soak.py -s
+    PYFSM_SOAK_SECONDS=600 PYFSM_TEST_DSN=... .venv/bin/pytest tests/server/test_soak.py -s
     .venv/bin/python bench/soak.py --seconds 180 --processes 2
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import soak  # bench/soak.py; the spawned processes import it the same way
 
 SECONDS = float(os.environ.get("PYFSM_SOAK_SECONDS", "12"))

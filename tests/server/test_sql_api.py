@@ -19,7 +19,7 @@ from pyfsm import Store, db
 from pyfsm.errors import SERVER, SIGNALLED
 from pyfsm.schema import install as schema
 
-DOC = (Path(__file__).resolve().parent.parent / "docs" / "sql-api.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "sql-api.md").read_text()
 SECTION = re.compile(r"^### `(fsm_[\w<>]+)`[ \t]*$", re.M)
 STATEMENT = re.compile(r"(?:'(?:[^'\\]|\\.)*'|--[^\n]*|[^;'-]|-)+")  # up to a ; outside strings and comments
 STEP = re.compile(r"```sql\n(.*?)```|<!-- sync: (\w+) -->", re.S)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
+from helpers.common import unique
 
 from pyfsm import Machine, Store, TransitionNotAllowed, UnknownInstance
 from pyfsm.db import parse_dsn
@@ -107,7 +107,7 @@ def test_no_column_of_a_history_row_changes_without_pyfsm(store: Store, order: M
     guard, with a guard left behind by an earlier transition and with another instance's: each
     refused with 31012, nothing changed. (hbu_v4 let `SET most_recent = NULL WHERE most_recent =
     1` through with no guard: NULL <=> NULL.) Transitions still flip the flag afterwards."""
-    from history_guard import refused_updates
+    from helpers.history_guard import refused_updates
 
     store.send(order, "g1", "pay")
     store.send(order, "g1", "ship")
@@ -308,7 +308,7 @@ def test_a_transition_that_waited_for_the_row_is_stamped_after_the_one_it_waited
     import threading
     import time
 
-    from conftest import fetch
+    from helpers.common import fetch
 
     key = f"wait-{waiter}"
     store.create(order, key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC
 
 import pytest
-from conftest import order_machine, unique
+from helpers.common import missing_database, order_machine, unique
 
 from pyfsm import (
     Conflict,
@@ -161,22 +161,8 @@ def test_schema_mismatch_is_refused_with_the_fix(make_database) -> None:  # type
     assert "pyfsm migrate" in str(info.value) and info.value.errno == 31015
 
 
-def missing_database(make_database, server):  # type: ignore[no-untyped-def]
-    """Settings naming a database the server does not have (dropped at the session's end if
-    a test created it)."""
-    from conftest import admin
-
-    settings = make_database("pyfsm_nodb")
-    conn = admin(server)
-    try:
-        conn.cursor().execute(f"DROP DATABASE `{settings.database}`")
-    finally:
-        conn.close()
-    return settings
-
-
 def _schema_of(server, name: str) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
-    from conftest import admin
+    from helpers.common import admin
 
     conn = admin(server)
     try:
@@ -220,7 +206,7 @@ def test_migrate_without_the_right_to_create_the_database(make_database, server,
     (1044 at connect); no traceback of the driver is chained to it."""
     from dataclasses import replace
 
-    from conftest import admin, granted_accounts
+    from helpers.common import admin, granted_accounts
 
     from pyfsm import AccessDenied
     from pyfsm.db import parse_dsn

@@ -14,7 +14,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, order_machine, unique
+from helpers.common import fetch, order_machine, unique
 
 from pyfsm import DatabaseUnavailable, InvalidArgument, LockLost, LockNotAcquired, Store
 from pyfsm.db import READ_TIMEOUT, WRITE_TIMEOUT, Settings, connect, parse_dsn

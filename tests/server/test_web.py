@@ -1,7 +1,7 @@
 """The web console (pyfsm web) in process, through Starlette's TestClient, on the real server:
 pages read with a reporting account, actions run with an app account and recorded in
 fsm_operator_log, keyset pages, filters, escaping, CSRF, tokens, and bad input refused.
-The browser suite (tests/test_web_browser.py) drives the same pages in Chromium."""
+The browser suite (tests/browser/test_web_browser.py) drives the same pages in Chromium."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pymysql
 import pytest
-from conftest import fetch, granted_accounts, order_machine
-from engine_fixtures import checkout
+from helpers.common import fetch, granted_accounts, order_machine
+from helpers.engine_fixtures import checkout
 from starlette.testclient import TestClient
 
 from pyfsm import Context, Outcome, Store, Worker

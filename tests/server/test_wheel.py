@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 #: Files the wheel must carry: the force-included sql/ and migrations/ trees and the typing marker.
 REQUIRED_IN_WHEEL = (

@@ -2,74 +2,29 @@
 draining 2,000 instances.
 
 Handlers write their side effects to the table ``side_effects`` on their own autocommitted
-connection (tests/engine_fixtures.py), so the tests can tell how often a handler really
+connection (tests/helpers/engine_fixtures.py), so the tests can tell how often a handler really
 ran, apart from how often its transition was applied (history).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import signal
 import time
-import traceback
 from collections import Counter
 from typing import Any
 
 import pymysql
 import pytest
-from conftest import unique
-from engine_fixtures import build
+from helpers.common import unique
+from helpers.engine_fixtures import build
+from helpers.workers import SPAWN, effects, spawn_worker
 
 from pyfsm import Store, Worker
 from pyfsm.db import parse_dsn
 
-SPAWN = multiprocessing.get_context("spawn")
 TIMEOUT = 90
-
-
-def worker_main(dsn: str, kind: str, name: str, settings: dict[str, Any], env: dict[str, str], until_idle: float,
-                start: Any, out: Any) -> None:
-    """One worker process: build the process, wait for the start signal, work until idle."""
-    os.environ.update(env)
-    store = Store(dsn, pool_size=2)
-    try:
-        worker = Worker(store, [build(kind, name, **settings)], idle_min=0.01, idle_max=0.2)
-        store.counts(name)  # schema check and a first connection before the start
-        start.wait(60)
-        stats = worker.run(until_idle=until_idle)
-        out.put({"pid": os.getpid(), "runs": stats.runs, "steps": stats.steps, "handed_back": stats.handed_back,
-                 "errors": stats.errors, "error": None})
-    except Exception:
-        out.put({"pid": os.getpid(), "error": traceback.format_exc()})
-    finally:
-        store.close()
-
-
-@pytest.fixture
-def side(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The side_effects table, and the DSN the handlers write it through."""
-    monkeypatch.setenv("PYFSM_ENGINE_DSN", dsn)
-    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())  # autocommit, like pyfsm
-    conn.cursor().execute("CREATE TABLE IF NOT EXISTS side_effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-                          "machine VARCHAR(48), instance_key VARCHAR(191), state VARCHAR(64), what VARCHAR(64), "
-                          "pid INT, at DATETIME(6) DEFAULT (UTC_TIMESTAMP(6)))")
-    yield conn
-    conn.close()
-
-
-def effects(conn: Any, machine: str) -> list[tuple[str, str, int]]:
-    with conn.cursor() as cur:
-        cur.execute("SELECT instance_key, what, pid FROM side_effects WHERE machine = %s ORDER BY id", (machine,))
-        return [tuple(r) for r in cur.fetchall()]
-
-
-def spawn_worker(dsn: str, kind: str, name: str, settings: dict[str, Any], env: dict[str, str], until_idle: float,
-                 start: Any, out: Any) -> Any:
-    proc = SPAWN.Process(target=worker_main, args=(dsn, kind, name, settings, env, until_idle, start, out))
-    proc.start()
-    return proc
 
 
 def wait_for(check: Any, what: str, timeout: float = TIMEOUT) -> None:

@@ -22,7 +22,7 @@ from pyfsm.definition_file import (
     parse_machines,
 )
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order.yaml"
 
 #: The machine of examples/order.yaml, written out by hand in JSON.
 ORDER_JSON = """

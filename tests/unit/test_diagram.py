@@ -19,7 +19,7 @@ from pyfsm import FsmError, InvalidArgument, Machine
 from pyfsm.definition_file import load_machines
 from pyfsm.reporting.diagram import GraphvizUnavailable, _dot_string, dot, edges, mermaid, render_file
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "order.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "order.yaml"
 
 #: new -> paid -> new (the backward unpay) -> paid -> shipped.
 PATH = ["new", "paid", "new", "paid", "shipped"]

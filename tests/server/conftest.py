@@ -1,0 +1,35 @@
+"""Fixtures of the tests in this folder that more than one module uses (the shared ones, the
+server and its databases, are tests/conftest.py's)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from pyfsm import Store
+from pyfsm.db import Settings, parse_dsn
+
+
+@pytest.fixture
+def fresh(make_database) -> Iterator[tuple[Settings, Store]]:  # type: ignore[no-untyped-def]
+    """A migrated database of its own (the relay lock and the outbox are per database)."""
+    settings = make_database("pyfsm_relay")
+    store = Store(settings.dsn())
+    store.migrate()
+    yield settings, store
+    store.close()
+
+
+@pytest.fixture
+def side(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The side_effects table, and the DSN the handlers write it through."""
+    monkeypatch.setenv("PYFSM_ENGINE_DSN", dsn)
+    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())  # autocommit, like pyfsm
+    conn.cursor().execute("CREATE TABLE IF NOT EXISTS side_effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
+                          "machine VARCHAR(48), instance_key VARCHAR(191), state VARCHAR(64), what VARCHAR(64), "
+                          "pid INT, at DATETIME(6) DEFAULT (UTC_TIMESTAMP(6)))")
+    yield conn
+    conn.close()
