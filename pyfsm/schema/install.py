@@ -4,7 +4,7 @@
 Store.migrate() on a database without pyfsm) creates it directly and records the head
 revision; a database at an older revision is brought up by the numbered Alembic revisions
 in ``migrations/``, which apply SQL frozen as it was when they landed (pyfsm.schema.upgrades).
-tests/test_migrations.py checks that both roads end in the same schema. The landed
+tests/server/test_migrations.py checks that both roads end in the same schema. The landed
 revisions import each helper from the module that defines it (pyfsm.schema.upgrades,
 .ddl, .resources); 0.3.0 moved those modules into this package and changed only those
 import lines of the revisions, never what they apply. Per-type objects
@@ -27,19 +27,10 @@ from ..errors import SchemaVersionMismatch
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from .grants import grant_recorded
 from .resources import FIRST_REVISIONS, check_machine_name, migrations_dir, read_frozen, read_sql, render
+from .upgrades import fill_left_at, rebuild_state_counts, replace_machine_triggers
+from .views import refresh_views
 
-# TODO(tests split): the tests still read these here; they move to their defining modules.
-from .upgrades import (  # noqa: F401
-    MACHINE_TEMPLATE_SETS,
-    apply_files,
-    fill_left_at,
-    rebuild_state_counts,
-    replace_machine_triggers,
-    upgrade_machines,
-)
-from .views import DEPENDENT_VIEWS, UNION_VIEWS, VIEW_OBJECT_VERSIONS, refresh_views  # noqa: F401
-
-#: The Alembic revision this version of the library needs. tests/test_migrations.py
+#: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
 HEAD_REVISION = "0018"
 VERSION_TABLE = "fsm_alembic_version"
@@ -64,7 +55,7 @@ class Deprecated:
     revisions: str = FIRST_REVISIONS
 
 
-#: The deprecated public procedures, in creation order. tests/test_migrations.py checks that
+#: The deprecated public procedures, in creation order. tests/server/test_migrations.py checks that
 #: none outlives its removal release.
 DEPRECATED = (
     Deprecated("fsm_define_v1", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
@@ -87,8 +78,8 @@ DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.na
 
 #: The global objects of the current schema (files in sql/), in creation order: what a
 #: fresh install creates, with the DEPRECATED procedures. A database upgraded by the
-#: migrations must equal it (tests/test_migrations.py). Each file is named after the object
-#: it creates, version included (sql/README.md; tests/test_sql_file_names.py).
+#: migrations must equal it (tests/server/test_migrations.py). Each file is named after the object
+#: it creates, version included (sql/README.md; tests/unit/test_sql_file_names.py).
 CURRENT_OBJECTS = (
     "tables/fsm_machines.sql",
     "tables/fsm_definitions.sql",
@@ -203,7 +194,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
 #: as ``templates/trigger_bu_vN.sql``; the current version's file is
 #: ``machine/triggers/fsm_type_bu_vN.sql``. A new version is a new file (named by its version)
-#: and this entry follows it (tests/test_sql_file_names.py checks each entry's family).
+#: and this entry follows it (tests/unit/test_sql_file_names.py checks each entry's family).
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",

@@ -24,7 +24,7 @@ PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
 #: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v1.sql,
-#: called by fsm_define_v5; tests/test_reserved_names.py keeps the lists equal): a revision
+#: called by fsm_define_v5; tests/server/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",

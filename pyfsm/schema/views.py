@@ -13,7 +13,7 @@ from .resources import PLACEHOLDER, check_machine_name, read_sql
 #: rendered per type and joined with UNION ALL. fsm_v_stuck reads fsm_v_instances, so it
 #: comes after it. Landed migrations rebuild them too, from these current files: a change to
 #: them must stay buildable over the per-type views of every revision from 0004 on (the
-#: drift test in tests/test_migrations.py replays them all).
+#: drift test in tests/server/test_migrations.py replays them all).
 UNION_VIEWS = ("views/fsm_v_instances.sql", "views/fsm_v_history.sql", "views/fsm_v_failed.sql",
                "views/fsm_v_funnel.sql")
 DEPENDENT_VIEWS = ("views/fsm_v_stuck.sql",)

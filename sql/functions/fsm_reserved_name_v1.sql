@@ -6,7 +6,7 @@
 -- in a planned release; so are names starting with v_ (the reporting views) and ending in
 -- _transitions (a type's history table). fsm_define_v5 refuses them for a new type. The list
 -- is pyfsm.resources.RESERVED_MACHINE_NAMES with RESERVED_FOR_NEW_TYPES
--- (tests/test_reserved_names.py keeps them equal); a revision that adds an object whose name a
+-- (tests/server/test_reserved_names.py keeps them equal); a revision that adds an object whose name a
 -- type could spell adds the name to both. Binary collation: 'Locks' is not reserved, it is
 -- invalid. Internal: fsm_define_v5's helper.
 -- Parameters: p_machine (text, may be NULL).

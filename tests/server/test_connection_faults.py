@@ -83,9 +83,9 @@ def test_idle_connection_closed_by_the_server_is_replaced(dsn: str, order: Machi
     """wait_timeout closes idle connections server-side; the next write must not fail for it."""
     import time
 
-    import pyfsm.db
+    import pyfsm.db.pool
 
-    monkeypatch.setattr(pyfsm.db, "IDLE_PING_SECONDS", 0.5)
+    monkeypatch.setattr(pyfsm.db.pool, "IDLE_PING_SECONDS", 0.5)
     with Store(dsn, pool_size=1) as store:
         store.create(order, "idle")
         with store.gateway.primary.connection() as conn:

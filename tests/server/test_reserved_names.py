@@ -36,7 +36,7 @@ def python_reserves(name: str) -> bool:
 
 
 def test_the_sql_list_is_the_python_lists() -> None:
-    body = read_sql("functions/fsm_reserved_name.sql").split("RETURN", 1)[1]
+    body = read_sql("functions/fsm_reserved_name_v1.sql").split("RETURN", 1)[1]
     listed = set(re.findall(r"'([a-z0-9_]+)'", body.split(" IN (", 1)[1].split(")", 1)[0]))
     assert listed == SQL_RESERVED, (listed - SQL_RESERVED, SQL_RESERVED - listed)
     assert not RESERVED_MACHINE_NAMES & RESERVED_FOR_NEW_TYPES

@@ -29,6 +29,7 @@ from helpers.common import errno_of, fetch, order_machine, unique
 
 from pyfsm import Deadlock, FsmError, RequestIdReused, Store
 from pyfsm.db import CLEAR_CONTEXT_SQL, CONTEXT_VARIABLES, parse_dsn
+from pyfsm.schema.routines import Routine
 
 PROCESSES = 12
 #: Seconds each storm runs; PYFSM_STORM_SECONDS for longer. A 40 s run before the fix found
@@ -270,7 +271,7 @@ def test_a_lease_keeps_its_connection_and_locks_after_a_server_error_but_not_the
         with conn.cursor() as cur:
             cur.execute("SET @fsm_event = 'ship', @fsm_source = 'procedure', @probe = 'kept'")
         with pytest.raises(FsmError) as unknown:
-            lease.call("CALL `fsm_no_such_procedure_v1`()", (), writes=True)
+            lease.call(Routine("fsm_no_such_procedure_v1", ()), (), writes=True)
         assert unknown.value.errno == 1305
         assert _raw(lease._conn) is conn and conn.open
         assert fetch(conn, "SELECT @fsm_event AS e, @fsm_source AS s, @probe AS p") == [

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Files the wheel must carry: the force-included sql/ and migrations/ trees and the typing marker.
 REQUIRED_IN_WHEEL = (
     "pyfsm/sql/procedures/fsm_send_v2.sql",
-    "pyfsm/sql/machine/triggers/instance_before_update.sql",
+    "pyfsm/sql/machine/triggers/fsm_type_bu_v7.sql",
     "pyfsm/migrations/sql/0001-0010/templates/send_v1.sql",
     "pyfsm/migrations/sql/0011/procedures/fsm_define_v4.sql",
     "pyfsm/migrations/env.py",
