@@ -290,7 +290,7 @@ class RunInfo(_Fields):
     while ``claimed_by`` is set, when the claim expires; naive UTC, as stored)."""
 
     instance_id: int
-    due_at: datetime
+    due_at: datetime | None
     claimed_by: str | None
     attempt: int
     pause_requested: int

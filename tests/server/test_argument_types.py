@@ -242,4 +242,4 @@ def test_a_handler_result_of_the_wrong_type_fails_its_step_at_once(store: Store,
     assert (result.state, result.status, result.steps) == ("a", "failed", 0), result
     assert store.get(process.name, "k-1").data == {"1": "kept"}
     [row] = store.errors(process.name, "k-1")  # not retried: it would fail the same way every time
-    assert row["attempt"] == 1 and row["error_type"].endswith(error), row
+    assert row.attempt == 1 and row.error_type is not None and row.error_type.endswith(error), row

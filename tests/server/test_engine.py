@@ -99,7 +99,7 @@ def test_pause_in_a_handler_and_from_outside_then_resume_at_the_right_step(store
     assert drain(store, process).runs == 0  # no worker picks it up
     assert process.run(store, "p-1").status == "paused"  # nor does an explicit run ...
     info = store.run_info(name, "p-1")
-    assert info is not None and (info["claimed_by"], info["due_at"]) == (None, None)  # ... which leaves no claim
+    assert info is not None and (info.claimed_by, info.due_at) == (None, None)  # ... which leaves no claim
     store.resume(name, "p-1")
     second = process.run(store, "p-1")
     assert (second.state, second.status, seen) == ("b", "paused", ["a", "b"])
@@ -118,10 +118,10 @@ def test_run_immediately_off_runs_one_step_then_a_worker_does_the_rest(store: St
     store.define(process.machine)
     result = process.start(store, "q-1", data={"items": 1})
     assert (result.state, result.status, result.steps) == ("charge", "running", 1)
-    assert store.run_info(process.name, "q-1")["claimed_by"] is None  # type: ignore[index]
+    assert store.run_info(process.name, "q-1").claimed_by is None  # type: ignore[union-attr]
     eager = checkout(process.name)  # the same machine, run_immediately on for the process ...
     result = eager.start(store, "q-2", data={"items": 1}, run_immediately=False)  # ... off for this instance
-    assert result.steps == 1 and store.run_info(process.name, "q-2")["run_immediately"] == 0  # type: ignore[index]
+    assert result.steps == 1 and store.run_info(process.name, "q-2").run_immediately == 0  # type: ignore[union-attr]
     stats = drain(store, process)
     assert stats.steps == 4 and stats.by_status == {"running": 2, "completed": 2}
     assert store.get(process.name, "q-1").state == store.get(process.name, "q-2").state == "done"

@@ -74,10 +74,10 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
         assert store.get("order", "o-2").version == 2 and len(store.history("order", "o-2")) == 2
         assert store.counts("order") == {"new": 1, "paid": 1}
         assert [i.key for i in store.in_state("order", "paid")] == ["o-2"]
-        assert store.pause("order", "o-1")["status"] == "paused" and store.resume("order", "o-1")["status"] == "running"
+        assert store.pause("order", "o-1").status == "paused" and store.resume("order", "o-1").status == "running"
         assert store.locks() == [] and store.errors("order", "o-1") == [] and store.run_info("order", "o-1") is None
-        assert [s["machine"] for s in store.stats()] == ["order"]
-        assert store.state_at("order", "o-2", store.history("order", "o-2")[-1].created_at)["state"] == "paid"
+        assert [s.machine for s in store.stats()] == ["order"]
+        assert store.state_at("order", "o-2", store.history("order", "o-2")[-1].created_at).state == "paid"  # type: ignore[union-attr]
         with pytest.raises(AccessDenied):  # definitions and DDL are the owner's
             store.define(order_machine("refund"))
     found = objects(owner)

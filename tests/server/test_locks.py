@@ -225,7 +225,7 @@ def test_definition_options_lease_and_event_data(store: Store, raw) -> None:  # 
     store.define(machine)
     assert store.define(order_machine(machine.name, uses_global_lock=True, lock_lease_seconds=301, topic="orders",
                                       event_data=False)).version == 2  # a changed option is a new version
-    assert store.definition(machine.name)["definition"]["options"]["lock_lease_seconds"] == 301
+    assert store.definition(machine.name).definition["options"]["lock_lease_seconds"] == 301
     key = new_order(store, machine.name, unique("acct"))
     with store.lock(machine.name, key) as lease:
         assert lease.lease_seconds == 301

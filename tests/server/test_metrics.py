@@ -116,7 +116,7 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
     assert value(got, "pyfsm_instances", machine="job", state="done") == 3
     for row in store.stats():
         for status in ("running", "waiting", "paused", "failed", "completed"):
-            assert value(got, "pyfsm_instances_by_status", machine=row["machine"], status=status) == row[status]
+            assert value(got, "pyfsm_instances_by_status", machine=row.machine, status=status) == getattr(row, status)
     assert value(got, "pyfsm_instances_by_status", machine="job", status="failed") == 2
     conn = pymysql.connect(**settings.connect_kwargs())
     with conn.cursor() as cur:
@@ -133,8 +133,8 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
     assert value(got, "pyfsm_stuck_runs", machine="job") == 2
     # Store.stats() (fsm_stats_v2) counts the queue as the metrics do; the deprecated
     # fsm_stats_v1 counted the claim that ran out as claimed, not due
-    [job] = [row for row in store.stats() if row["machine"] == "job"]
-    assert (job["due"], job["claimed"]) == (3, 1)
+    [job] = [row for row in store.stats() if row.machine == "job"]
+    assert (job.due, job.claimed) == (3, 1)
     conn = pymysql.connect(**settings.connect_kwargs())
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
         cur.execute("CALL fsm_stats_v1()")

@@ -119,15 +119,15 @@ def test_state_as_of_a_past_time(store: Store, raw) -> None:  # type: ignore[no-
     for before, after in itertools.pairwise(history):
         middle = before.created_at + (after.created_at - before.created_at) / 2
         got = store.state_at(name, "b", middle)
-        assert got is not None and (got["state"], got["sort_key"]) == (before.to_state, before.sort_key)
-        assert got["left_at"] == after.created_at
+        assert got is not None and (got.state, got.sort_key) == (before.to_state, before.sort_key)
+        assert got.left_at == after.created_at
         [view] = fetch(raw, f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = 'b' "
                             "AND entered_at <= %s AND (left_at > %s OR left_at IS NULL)",
                        (middle.replace(tzinfo=None), middle.replace(tzinfo=None)))
         assert view["to_state"] == before.to_state  # the documented query on the view agrees
     assert store.state_at(name, "b", history[0].created_at - timedelta(seconds=1)) is None  # not yet created
     now = store.state_at(name, "b", history[-1].created_at + timedelta(days=1))
-    assert now is not None and now["state"] == "cancelled" and now["left_at"] is None
+    assert now is not None and now.state == "cancelled" and now.left_at is None
 
 
 def test_failed_view_shows_the_last_error(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
@@ -147,9 +147,9 @@ def test_failed_view_shows_the_last_error(store: Store, raw) -> None:  # type: i
     assert failed == [{"instance_key": k, "current_state": "charge", "attempt": 2,
                        "error_type": "builtins.ConnectionError", "message": f"card processor down for {k}"}
                       for k in ("f-1", "f-2")]
-    assert [r["instance_key"] for r in store.failed(process.name)] == ["f-1", "f-2"]  # the procedure agrees
-    [stats] = [s for s in store.stats() if s["machine"] == process.name]
-    assert (stats["instances"], stats["failed"], stats["completed"]) == (2, 2, 0)
+    assert [r.instance_key for r in store.failed(process.name)] == ["f-1", "f-2"]  # the procedure agrees
+    [stats] = [s for s in store.stats() if s.machine == process.name]
+    assert (stats.instances, stats.failed, stats.completed) == (2, 2, 0)
 
 
 def _random_sends(dsn: str, name: str, seed: int, rounds: int, out: Any) -> None:

@@ -143,8 +143,8 @@ def test_new_definition_version_leaves_old_instances_alone(store: Store) -> None
     with pytest.raises(TransitionNotAllowed):
         store.send(v2, "old", "hold")  # created under version 1, which has no hold
     assert store.get(v1, "old").definition_version == 1
-    assert store.definition(v1.name, 1)["definition"]["states"] == list(v1.states)
-    assert store.definition(v1.name)["version"] == 2
+    assert store.definition(v1.name, 1).definition["states"] == list(v1.states)
+    assert store.definition(v1.name).version == 2
 
 
 def test_unknown_machine(store: Store) -> None:

@@ -82,7 +82,7 @@ def test_sigterm_finishes_the_current_step_and_hands_the_instance_back(store: St
     instance = store.get(name, "g-1")
     assert (instance.state, instance.status) == ("ship", "running")  # charge finished and was committed
     info = store.run_info(name, "g-1")
-    assert info is not None and info["claimed_by"] is None and info["due_at"] is not None  # handed back, due
+    assert info is not None and info.claimed_by is None and info.due_at is not None  # handed back, due
     assert Worker(store, [process]).run(handle_signals=False, until_idle=0.3).steps == 1
     assert store.get(name, "g-1").status == "completed"
 
