@@ -144,15 +144,15 @@ def test_retry_with_backoff_then_success(store: Store) -> None:
     first = process.start(store, "f-1")
     assert (first.state, first.status, first.error) == ("charge", "running", "TimeoutError: bank timeout #1")
     info = store.run_info(process.name, "f-1")
-    assert info is not None and info["attempt"] == 1 and info["due_at"] is not None  # next run time
+    assert info is not None and info.attempt == 1 and info.due_at is not None  # next run time
     assert store.get(process.name, "f-1").last_retry_at is not None
     drain(store, process)
     assert store.get(process.name, "f-1").state == "done" and failures["n"] == 2
     errors = store.errors(process.name, "f-1")
-    assert [(e["attempt"], e["outcome"], e["handler"]) for e in errors] == [(1, "retry", "charge_card"),
+    assert [(e.attempt, e.outcome, e.handler) for e in errors] == [(1, "retry", "charge_card"),
                                                                            (2, "retry", "charge_card")]
-    assert errors[0]["error_type"] == "builtins.TimeoutError" and "bank timeout #1" in errors[0]["traceback"]
-    delays = [(e["next_run_at"] - e["created_at"]).total_seconds() for e in errors]
+    assert errors[0].error_type == "builtins.TimeoutError" and "bank timeout #1" in errors[0].traceback
+    delays = [(e.next_run_at - e.created_at).total_seconds() for e in errors]
     assert 0.025 <= delays[0] <= 0.075 and 0.05 <= delays[1] <= 0.15  # backoff * 2**(n-1), +-50% jitter
 
 
@@ -174,8 +174,8 @@ def test_retries_exhausted_then_failed_listed_and_retried_from_sql(store: Store,
     assert (instance.state, instance.status) == ("charge", "failed")
     [failed] = fetch(raw, "CALL fsm_failed_v1(%s, 0, 10)", (process.name,))
     assert (failed["instance_key"], failed["attempt"], failed["message"]) == ("b-1", 2, "card processor down")
-    assert store.failed(process.name)[0]["error_type"] == "builtins.ConnectionError"
-    assert [e["outcome"] for e in store.errors(process.name, "b-1")] == ["retry", "failed"]
+    assert store.failed(process.name)[0].error_type == "builtins.ConnectionError"
+    assert [e.outcome for e in store.errors(process.name, "b-1")] == ["retry", "failed"]
     broken["on"] = False
     assert fetch(raw, "CALL fsm_retry_v1(%s, 'b-1')", (process.name,))[0]["status"] == "running"
     drain(store, process)
@@ -206,7 +206,7 @@ def test_failure_transition_and_non_retryable_errors(store: Store) -> None:
     drain(store, process)
     assert store.get(name, "x-1").state == "refunded"
     [error] = store.errors(name, "x-1")
-    assert (error["attempt"], error["outcome"]) == (1, "failure_event")
+    assert (error.attempt, error.outcome) == (1, "failure_event")
     assert [h.event for h in store.history(name, "x-1")[1:]] == ["give_up", "refunded"]
     with pytest.raises(InvalidDefinition):
         process.register("done", refund)  # a final state runs no handler
@@ -225,13 +225,13 @@ def test_bad_handler_results_are_refused_before_anything_is_written(store: Store
     result = process.start(store, "bad-1")
     assert (result.state, result.status) == ("a", "failed")  # not retried: it would fail the same way
     assert store.get(name, "bad-1").data == {} and len(store.history(name, "bad-1")) == 1
-    assert store.errors(name, "bad-1")[0]["error_type"] == "pyfsm.errors.InvalidData"
+    assert store.errors(name, "bad-1")[0].error_type == "pyfsm.errors.InvalidData"
 
     other = Process.linear(unique("bad"), ["a", "b"])
     other.register("a", lambda ctx: ctx.fire("nope"), name="wrong_event")
     store.define(other.machine)
     assert other.start(store, "bad-2").status == "failed"
-    assert store.errors(other.name, "bad-2")[0]["message"] == (
+    assert store.errors(other.name, "bad-2")[0].message == (
         f"event 'nope' is not allowed from 'a': machine type {other.name!r} has no such event; its events: next, back")
 
 
@@ -345,7 +345,7 @@ def test_the_engine_takes_the_instances_locks(store: Store) -> None:
         busy = process.run(store, "l-1")
         assert (busy.state, busy.status, busy.steps) == ("a", "running", 0) and "held by" in (busy.error or "")
         info = store.run_info(name, "l-1")
-        assert info is not None and info["claimed_by"] is None and info["due_at"] is not None  # queued again
+        assert info is not None and info.claimed_by is None and info.due_at is not None  # queued again
     done = process.run(store, "l-1")  # the engine holds the lock, so the trigger lets its steps through
     assert (done.state, done.status, done.steps) == ("done", "completed", 2)
     assert store.locks(lookup_key=account) == []
@@ -423,7 +423,7 @@ def test_a_poisoned_run_fails_once_instead_of_looping(store: Store) -> None:
     instance = store.get(name, "no-account")
     assert instance.status == "failed"
     [error] = store.errors(name, "no-account")
-    assert error["error_type"] == "pyfsm.errors.InvalidArgument" and "lookup_key" in error["message"]
+    assert error.error_type == "pyfsm.errors.InvalidArgument" and "lookup_key" in error.message
 
 
 def test_claims_that_ran_out_count_as_attempts(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
@@ -438,11 +438,11 @@ def test_claims_that_ran_out_count_as_attempts(store: Store, raw) -> None:  # ty
     for dead in ("dead:1", "dead:2"):  # two workers claim it and die before finishing
         assert fetch(raw, "CALL fsm_claim_v1(%s, %s, 1, 0.1, NULL)", (name, dead))
         time.sleep(0.2)
-    assert store.run_info(name, "x")["attempt"] == 1  # type: ignore[index]
+    assert store.run_info(name, "x").attempt == 1  # type: ignore[union-attr]
     drain(store, process)  # the third claim: attempt 2 of 2 already used up
     assert store.get(name, "x").status == "failed"
     [error] = store.errors(name, "x")
-    assert error["error_type"] == "pyfsm.StepAbandoned" and error["attempt"] == 2
+    assert error.error_type == "pyfsm.StepAbandoned" and error.attempt == 2
 
 
 def test_release_claims_gives_back_only_the_owners_unkept_claims(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
@@ -495,7 +495,7 @@ def test_second_review_regressions_hand_back_and_commit_time_failures(store: Sto
         assert (first.state, first.status, first.steps) == ("a", "running", 0), locked
         assert store.get(name, "c-1").data == {"external": False}  # the handler's "mine" was not written
         info = store.run_info(name, "c-1")
-        assert info is not None and info["claimed_by"] is None and info["due_at"] is not None  # handed back
+        assert info is not None and info.claimed_by is None and info.due_at is not None  # handed back
         drain(store, process)
         assert store.get(name, "c-1").state == "done"
 
@@ -511,7 +511,7 @@ def test_second_review_regressions_hand_back_and_commit_time_failures(store: Sto
     result = process.run(store, "old-1")
     assert (result.state, result.status) == ("a", "failed")
     [error] = store.errors(older, "old-1")
-    assert error["error_type"] == "pyfsm.errors.TransitionNotAllowed" and error["outcome"] == "failed"
+    assert error.error_type == "pyfsm.errors.TransitionNotAllowed" and error.outcome == "failed"
     assert store.run_info(older, "old-1") is None
 
 
@@ -529,4 +529,4 @@ def test_ctx_fail_is_logged_as_a_deliberate_failure_not_a_retry(store: Store, ca
                                    "(ctx.fail; not retried): card declined -> failed")
     assert "attempt" not in record.getMessage() and "HandlerFailed" not in caplog.text
     [error] = store.errors(process.name, "d-1")
-    assert (error["attempt"], error["outcome"], error["message"]) == (1, "failed", "card declined")
+    assert (error.attempt, error.outcome, error.message) == (1, "failed", "card declined")
