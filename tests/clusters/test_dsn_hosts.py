@@ -395,6 +395,11 @@ def test_a_galera_node_not_ready_is_passed_over(dsn: str) -> None:
     try:
         node.install()
         node.start()
+        # the node answers before its one-node cluster is primary (1047 until then): wait for it
+        deadline = time.monotonic() + 30
+        while not_ready(node) is not False:
+            assert time.monotonic() < deadline, "the new one-node cluster never became ready"
+            time.sleep(0.1)
         admin = pymysql.connect(**node.settings.connect_kwargs(database=False))
         admin.cursor().execute(f"CREATE DATABASE `{live.database}`")
         # leave the one-node cluster for one that does not exist: non-primary, not ready (the

@@ -63,8 +63,8 @@ def reads(store: Store) -> dict[str, Any]:
         "in_state": [i.key for i in store.in_state("order", "paid")],
         "instances_in_state": [i.key for i in store.instances_in_state("paid")],
         "account_history": [(e.machine, e.sort_key, e.to_state) for e in store.account_history("acct-0")],
-        "state_at": store.state_at("order", "o-0", datetime.now(UTC))["state"],  # type: ignore[index]
-        "stats": [(s["machine"], s["instances"]) for s in store.stats()],
+        "state_at": store.state_at("order", "o-0", datetime.now(UTC)).state,  # type: ignore[union-attr]
+        "stats": [(s.machine, s.instances) for s in store.stats()],
     }
 
 

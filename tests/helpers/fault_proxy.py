@@ -439,10 +439,13 @@ class FaultProxy:
             self._from_client(link, data)
         elif link.cut_on_reply is not None:
             fault, link.cut_on_reply = link.cut_on_reply, None
+            # set before the client gets anything: it may look as soon as it reads the garbled
+            # reply or sees the cut (set after the send, a client that raised at once found
+            # the fault not yet fired)
+            fault.fired.set()
             if fault.when == "garble_reply":  # one column announced, its descriptor cut short
                 with contextlib.suppress(OSError):
                     link.client.send(GARBLED_REPLY)
-            fault.fired.set()  # before the cut: the client may look as soon as it sees the cut
             self._cut(link, reset=fault.reset)
         else:
             self._forward(link, "down", data)
