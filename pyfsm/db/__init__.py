@@ -9,7 +9,7 @@ become pyfsm errors, and the pool.
 * :mod:`~pyfsm.db.translation`: driver errors as pyfsm errors; timeouts, bad text, what a
   failure means for the connection.
 * :mod:`~pyfsm.db.pool`: :class:`Database`, the pool that runs pyfsm's procedures and
-  retries what may be retried; :func:`call_sql`.
+  retries what may be retried (the CALL text comes from :mod:`pyfsm.schema.routines`).
 * :mod:`~pyfsm.db.driver`: every reach into PyMySQL's and DBUtils' private attributes
   (socket bounds: :func:`bounded`, :func:`set_timeouts`); :mod:`~pyfsm.db.marks`: what pyfsm
   notes on their connections and errors.
@@ -36,7 +36,7 @@ from .driver import bounded, set_timeouts
 from .driver import raw_connection as _raw
 from .hosts import where
 from .marks import mark_used
-from .pool import CLEAR_CONTEXT_SQL, CONTEXT_VARIABLES, Database, call_sql, discard, is_alive
+from .pool import CLEAR_CONTEXT_SQL, CONTEXT_VARIABLES, Database, discard, is_alive
 from .pool import is_alive as _is_alive
 from .settings import READ_TIMEOUT, WRITE_TIMEOUT, Settings, parse_dsn
 from .translation import translate
@@ -53,7 +53,6 @@ __all__ = [
     "_is_alive",
     "_raw",
     "bounded",
-    "call_sql",
     "connect",
     "connect_creating",
     "create_database",

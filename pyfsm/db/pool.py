@@ -331,8 +331,3 @@ def _rows(cur: Any) -> list[Row]:
         return []
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def call_sql(procedure: str, nargs: int) -> str:
-    """``CALL `procedure`(%s, ...)`` for a procedure name pyfsm built and validated itself."""
-    return f"CALL `{procedure}`({', '.join(['%s'] * nargs)})"
