@@ -25,6 +25,7 @@ import pymysql
 from .. import db
 from ..errors import SchemaVersionMismatch
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
+from . import routines
 from .grants import grant_recorded
 from .resources import FIRST_REVISIONS, check_machine_name, migrations_dir, read_frozen, read_sql, render
 from .upgrades import fill_left_at, rebuild_state_counts, replace_machine_triggers
@@ -32,7 +33,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0018"
+HEAD_REVISION = "0019"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -70,6 +71,8 @@ DEPRECATED = (
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
+    Deprecated("fsm_define_v5", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
+    Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -94,8 +97,12 @@ CURRENT_OBJECTS = (
     "tables/fsm_accounts.sql",
     "tables/fsm_relay_leaders.sql",
     "tables/fsm_operator_log.sql",
+    "tables/fsm_timers.sql",
+    "tables/fsm_timer_log.sql",
     "functions/fsm_valid_name_v1.sql",
-    "functions/fsm_reserved_name_v1.sql",
+    "functions/fsm_reserved_name_v1.sql",  # the deprecated fsm_define_v5's
+    "functions/fsm_reserved_name_v2.sql",
+    "functions/fsm_timer_triggers_ready_v1.sql",
     "functions/fsm_is_object_v1.sql",
     "functions/fsm_valid_utf8_v1.sql",
     "functions/fsm_instances_in_state_sql_v1.sql",
@@ -107,6 +114,8 @@ CURRENT_OBJECTS = (
     "views/fsm_v_errors.sql",
     "views/fsm_v_outbox.sql",
     "views/fsm_v_operator_log.sql",
+    "views/fsm_v_timers.sql",
+    "views/fsm_v_timer_log.sql",
     # helpers of the procedures below, not for callers (docs/sql-api.md, "Internal")
     "internal/fsm_begin_v1.sql",
     "internal/fsm_check_args_v1.sql",
@@ -117,7 +126,7 @@ CURRENT_OBJECTS = (
     "internal/fsm_mark_released_v1.sql",
     "internal/fsm_mark_unlocked_v1.sql",
     # definitions and instances
-    "procedures/fsm_define_v5.sql",
+    "procedures/fsm_define_v6.sql",
     "procedures/fsm_definition_v1.sql",
     "procedures/fsm_create_v1.sql",
     "procedures/fsm_send_v2.sql",
@@ -140,7 +149,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_step_failed_v1.sql",
     "procedures/fsm_enqueue_v1.sql",
     "procedures/fsm_pause_v1.sql",
-    "procedures/fsm_resume_v1.sql",
+    "procedures/fsm_resume_v2.sql",
     "procedures/fsm_retry_v1.sql",
     "procedures/fsm_failed_v1.sql",
     "procedures/fsm_errors_v1.sql",
@@ -154,6 +163,12 @@ CURRENT_OBJECTS = (
     "procedures/fsm_relay_lead_v1.sql",
     "procedures/fsm_relay_resign_v1.sql",
     "procedures/fsm_unpark_v1.sql",
+    # timers: state timeouts and scheduled events
+    "procedures/fsm_send_at_v1.sql",
+    "procedures/fsm_cancel_timer_v1.sql",
+    "procedures/fsm_fire_timers_v1.sql",
+    "procedures/fsm_timers_v1.sql",
+    "procedures/fsm_arm_timeouts_v1.sql",
     # the web console's audit log
     "procedures/fsm_operator_action_v1.sql",
     "procedures/fsm_operator_outcome_v1.sql",
@@ -186,6 +201,13 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_type_steps_v1.sql",
     "machine/views/fsm_v_type.sql",
     "machine/views/fsm_v_type_transitions.sql",
+)
+#: The timer triggers (sql/machine/triggers/fsm_type_*_timer_v1.sql): installed only for a type
+#: whose definition gives a state a timeout (any version), so a type without timeouts pays
+#: nothing per transition. Not part of the object set version (installed beside it).
+MACHINE_TIMER_OBJECTS = (
+    "machine/triggers/fsm_type_ai_timer_v1.sql",
+    "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
 MACHINE_OBJECTS_VERSION = "v11"
@@ -234,8 +256,29 @@ def install_machine_objects(conn: Any, machine: str) -> None:
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
             (MACHINE_OBJECTS_VERSION, machine),
         )
+    install_timer_triggers(conn, machine)
     refresh_views(conn)
     grant_recorded(conn)
+
+
+def has_timeouts(conn: Any, machine: str) -> bool:
+    """Does a state of any of ``machine``'s definition versions have a timeout?"""
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM fsm_states WHERE machine = %s AND timeout_seconds IS NOT NULL LIMIT 1", (machine,))
+        return cur.fetchone() is not None
+
+
+def install_timer_triggers(conn: Any, machine: str) -> None:
+    """Give a type with timeouts its timer triggers, then arm the timeouts of instances that
+    were already in such a state (a DBA defined the timeouts before `pyfsm sync`). A type
+    without timeouts gets none: its transitions carry no timer code."""
+    if not has_timeouts(conn, machine):
+        return
+    execute_ddl(conn, [render(name, machine) for name in MACHINE_TIMER_OBJECTS])
+    with conn.cursor() as cur:
+        cur.execute(routines.ARM_TIMEOUTS.call_sql(), (machine,))
+        while cur.nextset():
+            pass
 
 
 def _family(template: str) -> str:

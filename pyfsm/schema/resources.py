@@ -23,8 +23,8 @@ MACHINE_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MACHINE_NAME_CHARS - 1}}}")
 PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
-#: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v1.sql,
-#: called by fsm_define_v5; tests/server/test_reserved_names.py keeps the lists equal): a revision
+#: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v2.sql,
+#: called by fsm_define_v6; tests/server/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
@@ -34,6 +34,8 @@ RESERVED_MACHINE_NAMES = frozenset({
     # later revisions' tables (0012, 0013); 0013's views fsm_v_runs, fsm_v_errors, fsm_v_outbox and
     # fsm_v_operator_log are covered by the names above
     "relay_leaders", "operator_log",
+    # revision 0019 (fsm_define_v6, fsm_reserved_name_v2): the timers' tables
+    "timers", "timer_log",
 })
 
 #: Names a new type may not take because one of its procedures would have a global

@@ -59,7 +59,7 @@ def _r(name: str, *params: str) -> Routine:
 
 
 # -- definitions --------------------------------------------------------------------------
-DEFINE = _r("fsm_define_v5", "p_machine", "p_definition")
+DEFINE = _r("fsm_define_v6", "p_machine", "p_definition")
 DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
@@ -90,12 +90,19 @@ RELEASE_CLAIMS = _r("fsm_release_claims_v1", "p_owner", "p_machine", "p_keep_ids
 STEP_FAILED = _r("fsm_step_failed_v1", "p_machine", "p_key", "p_owner", "p_expected_version", "p_handler",
                  "p_attempt", "p_error_type", "p_message", "p_traceback", "p_retry_in_seconds", "p_failure_event")
 PAUSE = _r("fsm_pause_v1", "p_machine", "p_key")
-RESUME = _r("fsm_resume_v1", "p_machine", "p_key")
+RESUME = _r("fsm_resume_v2", "p_machine", "p_key")
 RETRY = _r("fsm_retry_v1", "p_machine", "p_key")
 ENQUEUE = _r("fsm_enqueue_v1", "p_machine", "p_key", "p_delay_seconds", "p_run_immediately")
 FAILED = _r("fsm_failed_v1", "p_machine", "p_after_id", "p_limit")
 ERRORS = _r("fsm_errors_v1", "p_machine", "p_key")
 RUN_INFO = _r("fsm_run_info_v1", "p_machine", "p_key")
+
+# -- timers: state timeouts and scheduled events -------------------------------------------------
+SEND_AT = _r("fsm_send_at_v1", "p_machine", "p_key", "p_event", "p_at", "p_after_seconds", "p_metadata", "p_request_id")
+CANCEL_TIMER = _r("fsm_cancel_timer_v1", "p_timer_id", "p_reason")
+FIRE_TIMERS = _r("fsm_fire_timers_v1", "p_owner", "p_limit", "p_claim_seconds")
+TIMERS = _r("fsm_timers_v1", "p_machine", "p_key", "p_overdue", "p_after_id", "p_limit")
+ARM_TIMEOUTS = _r("fsm_arm_timeouts_v1", "p_machine")
 
 # -- reads across types and reporting ---------------------------------------------------------------
 INSTANCES_IN_STATE = _r("fsm_instances_in_state_v1", "p_state", "p_after_machine", "p_after_id", "p_limit")
