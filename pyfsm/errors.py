@@ -239,6 +239,13 @@ class UnknownEvent(TransitionNotAllowed):
     errno = 31028
 
 
+class UnknownTimer(FsmError):
+    """No armed timer has that id: it fired, was dropped or cancelled (the message says
+    which), or never existed (Store.cancel_timer, fsm_cancel_timer_v1)."""
+
+    errno = 31029
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -307,7 +314,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
         RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
-        NotParked, ParkedBehind, UnknownEvent,
+        NotParked, ParkedBehind, UnknownEvent, UnknownTimer,
     )
 }
 

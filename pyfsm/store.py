@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pymysql
 
-from . import bulk, db
+from . import bulk, db, timers
 from .checks import check_after, check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .definition import Machine
 from .errors import (
@@ -61,6 +61,7 @@ from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
 from .schema.routines import Routine
+from .timers import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 
 
 class Store:
@@ -408,6 +409,33 @@ class Store:
         name = machine_name(machine)
         rows = self._rows(routines.RUN_INFO, (name, check_key("key", key)), machine=name, key=key)
         return RunInfo.from_row(rows[0]) if rows else None
+
+    # -- timers (docs/timers.md) ------------------------------------------------------------
+
+    def send_at(self, machine: str | Machine, key: str, event: str, *, at: datetime | None = None,
+                after: float | timedelta | None = None, metadata: dict[str, Any] | None = None,
+                request_id: str | None = None) -> ScheduledTimer:
+        """Schedule ``event`` for an existing instance at ``at`` (naive: UTC) or ``after``
+        seconds. It fires once, through the workers or `pyfsm timers run`; if the event is
+        not allowed from the instance's state then, it is dropped and logged, not sent.
+        UnknownEvent now if the event is not in the instance's definition at all."""
+        return timers.send_at(self.gateway, machine, key, event, at=at, after=after, metadata=metadata,
+                              request_id=request_id)
+
+    def cancel_timer(self, timer_id: int, reason: str | None = None) -> CancelledTimer:
+        """Cancel an armed timer (UnknownTimer if it fired, was dropped or cancelled before)."""
+        return timers.cancel(self.gateway, timer_id, reason)
+
+    def timers(self, machine: str | Machine | None = None, key: str | None = None, *, overdue: bool = False,
+               after_id: int = 0, limit: int = 100) -> list[Timer]:
+        """Armed timers (state timeouts and scheduled events) in id order, optionally of one
+        type, one instance, or only those past due (pass the last timer_id as ``after_id``)."""
+        return timers.armed(self.gateway, machine, key, overdue=overdue, after_id=after_id, limit=limit)
+
+    def fire_timers(self, *, owner: str | None = None, limit: int = 100,
+                    claim_seconds: float = 30.0) -> list[TimerOutcome]:
+        """Fire up to ``limit`` due timers now (what workers and `pyfsm timers run` do in a loop)."""
+        return timers.fire(self.gateway, owner or timers.default_owner(), limit=limit, claim_seconds=claim_seconds)
 
     # -- reads ----------------------------------------------------------------------------
 

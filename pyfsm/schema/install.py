@@ -24,8 +24,8 @@ import pymysql
 
 from .. import db
 from ..errors import SchemaVersionMismatch
-from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from . import routines
+from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from .grants import grant_recorded
 from .resources import FIRST_REVISIONS, check_machine_name, migrations_dir, read_frozen, read_sql, render
 from .upgrades import fill_left_at, rebuild_state_counts, replace_machine_triggers

@@ -1,0 +1,244 @@
+"""Timers: scheduled events and the firing of due timers (the Store's send_at, cancel_timer,
+timers and fire_timers, and the loop `pyfsm timers run` and the workers use).
+
+State timeouts are armed and disarmed by the database itself, in each transition's own
+transaction (the type's timer triggers, docs/timers.md); this module schedules events,
+lists and cancels timers, and fires the due ones through ``fsm_fire_timers_v1``, which
+claims them with SKIP LOCKED and sends each event in one transaction with its timer's
+removal, so a firer killed mid-way leaves its timers armed and none fires twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from .checks import check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
+from .errors import FsmError, InvalidArgument
+from .limits import MAX_DELAY_SECONDS, MAX_METADATA_BYTES, PAGE_ROWS, REASON_CHARS, REQUEST_ID_CHARS
+from .schema import routines
+
+if TYPE_CHECKING:
+    from .definition import Machine
+    from .gateway import Gateway
+
+log = logging.getLogger("pyfsm.timers")
+
+#: The request id of the transition a timer's firing writes: ``fsm:timer:<timer id>``.
+REQUEST_ID_PREFIX = "fsm:timer:"
+#: At most this many timers per fsm_fire_timers_v1 call (the procedure's own limit).
+MAX_BATCH = 1000
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _json(value: Any) -> dict[str, Any] | None:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+@dataclass(frozen=True)
+class ScheduledTimer:
+    """What Store.send_at armed (``replayed``: a repeat of a call with the same request id)."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    event: str
+    due_at: datetime
+    replayed: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ScheduledTimer:
+        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
+                   row["due_at"], bool(row["replayed"]))
+
+
+@dataclass(frozen=True)
+class Timer:
+    """An armed timer (Store.timers, the view fsm_v_timers): kind 'timeout' (``state``'s
+    timeout) or 'scheduled' (Store.send_at). ``overdue_seconds`` is 0 until due; ``holds``
+    and ``last_errno`` tell why a due timer waits (31011: its instance is paused)."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    state: str | None
+    event: str
+    due_at: datetime
+    fire_at: datetime
+    armed_at: datetime
+    overdue_seconds: float
+    claimed_by: str | None
+    holds: int
+    last_errno: int | None
+    last_error: str | None
+    request_id: str | None
+    metadata: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Timer:
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values.update(timer_id=int(row["timer_id"]), overdue_seconds=float(row["overdue_seconds"]),
+                      holds=int(row["holds"]), metadata=_json(row["metadata"]))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TimerOutcome:
+    """One timer a firing call handled: ``outcome`` 'fired' (``transition_id`` is the history
+    row), 'dropped' (its event was not allowed then: ``errno``) or 'held' (the instance is
+    paused or locked: it stays armed); ``lag_seconds`` from due to handled."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    event: str
+    due_at: datetime
+    outcome: str
+    transition_id: int | None
+    errno: int | None
+    lag_seconds: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TimerOutcome:
+        due = row["due_at"]
+        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
+                   due if isinstance(due, datetime) else datetime.fromisoformat(str(due)), row["outcome"],
+                   None if row["transition_id"] is None else int(row["transition_id"]),
+                   None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))
+
+
+@dataclass(frozen=True)
+class CancelledTimer:
+    """A timer Store.cancel_timer removed before it fired."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    event: str
+    due_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> CancelledTimer:
+        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"], row["due_at"])
+
+
+def seconds(what: str, value: object) -> Decimal:
+    """A delay as the procedures take it: seconds (int, float or timedelta), 0 to MAX_DELAY_SECONDS."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_DELAY_SECONDS:
+        raise InvalidArgument(f"{what} must be 0 to {MAX_DELAY_SECONDS} seconds (a number or a timedelta), "
+                              f"got {value!r:.80}")
+    return Decimal(value).quantize(Decimal("0.000001"))
+
+
+def send_at(gateway: Gateway, machine: str | Machine, key: str, event: str, *, at: datetime | None = None,
+            after: float | timedelta | None = None, metadata: dict[str, Any] | None = None,
+            request_id: str | None = None) -> ScheduledTimer:
+    name = machine_name(machine)
+    if (at is None) == (after is None):
+        raise InvalidArgument("send_at needs exactly one of at= (a datetime) and after= (seconds or a timedelta)")
+    args = (name, check_key("key", key), check_name("event", event),
+            None if at is None else naive_utc("at", at), None if after is None else seconds("after", after),
+            dump("metadata", metadata, MAX_METADATA_BYTES), check_text("request_id", request_id, REQUEST_ID_CHARS))
+    row = gateway.one(routines.SEND_AT, args, machine=name, writes=True, retry_connection=request_id is not None,
+                      key=key, event=event)
+    return ScheduledTimer.from_row(row)
+
+
+def cancel(gateway: Gateway, timer_id: int, reason: str | None = None) -> CancelledTimer:
+    args = (check_int("timer_id", timer_id, minimum=1), check_text("reason", reason, REASON_CHARS))
+    return CancelledTimer.from_row(gateway.one(routines.CANCEL_TIMER, args, writes=True))
+
+
+def armed(gateway: Gateway, machine: str | Machine | None = None, key: str | None = None, *,
+          overdue: bool = False, after_id: int = 0, limit: int = 100) -> list[Timer]:
+    name = None if machine is None else machine_name(machine)
+    if key is not None and name is None:
+        raise InvalidArgument("a key needs its machine")
+    args = (name, None if key is None else check_key("key", key), int(bool(overdue)),
+            check_int("after_id", after_id, minimum=0), check_int("limit", limit, minimum=1, maximum=PAGE_ROWS))
+    return [Timer.from_row(r) for r in gateway.rows(routines.TIMERS, args, machine=name, retry_connection=True)]
+
+
+def fire(gateway: Gateway, owner: str, *, limit: int = 100, claim_seconds: float = 30.0) -> list[TimerOutcome]:
+    owner = check_owner(owner)
+    check_int("limit", limit, minimum=1, maximum=MAX_BATCH)
+    if isinstance(claim_seconds, bool) or not isinstance(claim_seconds, int | float) \
+            or not 0.1 <= claim_seconds <= 86400:
+        raise InvalidArgument(f"claim_seconds must be 0.1 to 86400, got {claim_seconds!r:.80}")
+    rows = gateway.rows(routines.FIRE_TIMERS, (owner, limit, claim_seconds), writes=True, retry_connection=True)
+    return [TimerOutcome.from_row(r) for r in rows]
+
+
+def check_owner(owner: object) -> str:
+    text = check_text("owner", owner, 64, required=True)
+    assert text is not None
+    if not all(c.isascii() and (c.isalnum() or c in "._:-") for c in text):
+        raise InvalidArgument(f"owner must be 1 to 64 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
+    return text
+
+
+def default_owner() -> str:
+    """``<host>:<pid>`` cut to the owner's characters: who fired a timer, in fsm_timer_log.done_by."""
+    host = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in socket.gethostname())
+    return f"{host[:40] or 'host'}:{os.getpid()}"
+
+
+class TimerLoop:
+    """Fire due timers until stopped: a batch, then again at once while batches come back
+    full, else after ``poll_seconds``. What `pyfsm timers run` and the handler engine's
+    workers run (a thread of their own in a worker). A failed batch is logged and tried
+    again after ``poll_seconds``: its timers stay armed (claimed until their claim ends)."""
+
+    def __init__(self, fire_batch: Callable[[], list[TimerOutcome]], *, limit: int, poll_seconds: float = 1.0,
+                 on_outcomes: Callable[[list[TimerOutcome]], None] | None = None) -> None:
+        self.fire_batch, self.limit, self.poll_seconds = fire_batch, limit, poll_seconds
+        self.on_outcomes = on_outcomes
+        self.stopping = threading.Event()
+        self.fired = self.dropped = self.held = 0
+
+    def run(self, *, until_idle: bool = False) -> None:
+        """Fire until stop(); with ``until_idle``, return once a batch comes back not full
+        (every timer due now was handled: for a cron job)."""
+        while not self.stopping.is_set():
+            try:
+                outcomes = self.fire_batch()
+            except FsmError as exc:
+                log.warning("firing timers failed (they stay armed): %s", exc)
+                outcomes = []
+            for o in outcomes:
+                if o.outcome == "fired":
+                    self.fired += 1
+                elif o.outcome == "dropped":
+                    self.dropped += 1
+                    log.info("timer %s dropped: %s of %s %s not allowed (errno %s)", o.timer_id, o.event,
+                             o.machine, o.instance_key, o.errno)
+                else:
+                    self.held += 1
+            if self.on_outcomes is not None and outcomes:
+                self.on_outcomes(outcomes)
+            if len(outcomes) < self.limit:
+                if until_idle:
+                    return
+                self.stopping.wait(self.poll_seconds)
+
+    def stop(self) -> None:
+        self.stopping.set()
