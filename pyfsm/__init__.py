@@ -1,6 +1,6 @@
 """pyfsm: persistent finite state machines whose rules MySQL itself enforces."""
 
-from .definition import Machine, Transition, UnreachableStateWarning, transition
+from .definition import Machine, Timeout, Transition, UnreachableStateWarning, transition
 from .engine.process import Context, Outcome, Process
 from .engine.runner import RunResult
 from .engine.worker import Worker, WorkerStats
@@ -39,11 +39,13 @@ from .errors import (
     UnknownEvent,
     UnknownInstance,
     UnknownMachine,
+    UnknownTimer,
 )
 from .locks import HeldLock, Lease
 from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult
 from .retry import retry
 from .store import Store
+from .timers import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 
 __version__ = "0.3.0"
 
@@ -66,16 +68,17 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 __all__ = [
-    "AccessDenied", "AccountHistoryEntry", "AmbiguousTransition", "ClaimLost", "Conflict", "Context",
+    "AccessDenied", "AccountHistoryEntry", "AmbiguousTransition", "CancelledTimer", "ClaimLost", "Conflict", "Context",
     "DatabaseUnavailable", "Deadlock",
     "DefineResult", "DeleteRefused", "FsmError", "GraphvizUnavailable", "HeldLock", "HistoryEntry", "HistoryImmutable",
     "ImmutableColumn", "Instance", "InstanceExists", "InstancePaused", "InvalidArgument", "InvalidData",
     "InvalidDefinition", "InvalidEncoding", "InvalidStatus", "Lag", "Lease", "LockHeld", "LockLost", "LockNotAcquired",
     "LoginFailed",
     "Machine", "NotParked", "NotWriterNode", "Outcome", "ParkedBehind", "Process", "Relay", "RequestIdReused",
-    "RunClaimed", "RunResult",
-    "SchemaVersionMismatch", "Store", "TransactionOpen", "Transition", "TransitionNotAllowed",
+    "RunClaimed", "RunResult", "ScheduledTimer",
+    "SchemaVersionMismatch", "Store", "Timeout", "Timer", "TimerOutcome", "TransactionOpen", "Transition",
+    "TransitionNotAllowed",
     "TransitionResult", "UnknownDatabase",
-    "UnknownEvent", "UnknownInstance", "UnknownMachine", "UnreachableStateWarning", "Worker",
+    "UnknownEvent", "UnknownInstance", "UnknownMachine", "UnknownTimer", "UnreachableStateWarning", "Worker",
     "WorkerStats", "retry", "transition",
 ]

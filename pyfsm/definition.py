@@ -1,8 +1,8 @@
 """Machine definitions: plain declarative objects, validated without a database.
 
 A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
-``fsm_define_v5`` stores; the database validates it again, so definitions written by DBAs
-in SQL get the same checks.
+``fsm_define_v6`` stores; the database
+validates it again, so definitions written by DBAs in SQL get the same checks.
 """
 
 from __future__ import annotations
@@ -11,18 +11,23 @@ import json
 import re
 import sys
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
-from .limits import NAME_CHARS
+from .limits import MAX_TIMEOUT_SECONDS, NAME_CHARS
 from .schema.resources import check_machine_name
 
 NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{NAME_CHARS - 1}}}")
 TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+#: A duration written as text: a whole number and one unit, no spaces ("45s", "30m", "2d").
+DURATION = re.compile(r"([0-9]+)([smhd])")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+TIMEOUT_KEYS = ("after", "event")
 
 
 class UnreachableStateWarning(UserWarning):
@@ -55,8 +60,75 @@ def transition(event: str, source: str | Sequence[str], target: str) -> Transiti
 
 
 @dataclass(frozen=True)
+class Timeout:
+    """A state's timeout: ``event`` is sent when an instance has stayed ``after`` in the state.
+
+    ``after`` is whole seconds: an int, a string of a number and a unit s, m, h or d (no
+    spaces), or a timedelta without a fraction of a second; from 1 second to
+    MAX_TIMEOUT_SECONDS (about 31 years). It is kept as int seconds (also ``seconds``).
+
+    >>> Timeout("30m", "cancel")
+    Timeout(after=1800, event='cancel')
+    >>> Timeout(timedelta(days=2), "escalate").seconds
+    172800
+
+    A bad value raises InvalidDefinition here; :class:`Machine` checks that ``event`` is
+    allowed from the state the timeout is for.
+    """
+
+    after: int | str | timedelta
+    event: str
+
+    def __post_init__(self) -> None:
+        try:
+            seconds = _duration_seconds(self.after)
+        except ValueError as exc:
+            raise InvalidDefinition(f"after {exc}, got {_shown(self.after)}", field="timeouts",
+                                    part="after") from None
+        if not isinstance(self.event, str):
+            raise InvalidDefinition(f"event must be an event name (a string), got {_shown(self.event)}",
+                                    field="timeouts", part="event")
+        object.__setattr__(self, "after", seconds)
+
+    @property
+    def seconds(self) -> int:
+        """``after`` in whole seconds (what ``after`` holds once built)."""
+        return cast(int, self.after)
+
+
+#: How a timeout may be given to Machine: a Timeout, {"after": ..., "event": ...} or (after, event).
+TimeoutSpec = Timeout | Mapping[str, Any] | tuple[int | str | timedelta, str]
+
+
+class _Timeouts(Mapping[str, Timeout]):
+    """A machine's timeouts by state, in the order of its states: read-only because the
+    Machine is frozen; hashable and picklable like the rest of a Machine."""
+
+    def __init__(self, items: Mapping[str, Timeout]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, state: str) -> Timeout:
+        return self._items[state]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+
+_NO_TIMEOUTS = _Timeouts({})
+
+
+@dataclass(frozen=True)
 class Machine:
-    """A machine type: states, start and final states, and transitions.
+    """A machine type: states, start and final states, transitions, and state timeouts.
 
     >>> order = Machine(
     ...     name="order",
@@ -73,6 +145,19 @@ class Machine:
     'shipped'
     >>> order.target("new", "ship") is None
     True
+
+    ``timeouts`` maps a state to a :class:`Timeout`, a dict ``{"after": ..., "event": ...}``
+    or a tuple ``(after, event)``; ``after`` is whole seconds (an int, ``"45s"``, ``"30m"``,
+    ``"12h"``, ``"2d"`` or a timedelta), from 1 to MAX_TIMEOUT_SECONDS. Entering the state arms a
+    timer, leaving it disarms it; when it runs out, ``event`` is sent (see docs/timers.md). The
+    state must be one of ``states``, not a final one, and ``event`` must be allowed from it;
+    a state has at most one timeout. ``machine.timeouts`` is then a read-only mapping of state
+    to Timeout (``after`` in int seconds), in the order of ``states``.
+
+    >>> Machine(name="ticket", states=["open", "closed"], start=["open"], final=["closed"],
+    ...         transitions=[("close", "open", "closed")],
+    ...         timeouts={"open": ("2d", "close")}).timeout("open")
+    Timeout(after=172800, event='close')
     """
 
     name: str
@@ -86,12 +171,14 @@ class Machine:
     uses_local_lock: bool = False
     lock_lease_seconds: int = 60
     event_data: bool = True
+    timeouts: Mapping[str, TimeoutSpec] = _NO_TIMEOUTS
     _rules: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         edges = self._normalize()
         object.__setattr__(self, "transitions", edges)
         object.__setattr__(self, "_rules", self._validate(edges))
+        object.__setattr__(self, "timeouts", self._checked_timeouts())
 
     # -- validation -----------------------------------------------------------------------
 
@@ -196,6 +283,62 @@ class Machine:
                 UnreachableStateWarning, stacklevel=_caller_level())
         return rules
 
+    def _checked_timeouts(self) -> _Timeouts:
+        """``timeouts`` as state -> Timeout in the order of ``states``, each checked.
+
+        Errors carry field "timeouts", the state, and ``part`` ("after", "event", another
+        key) when they are about one key of the timeout: definition files point there."""
+        given = self.timeouts
+        if isinstance(given, _Timeouts):
+            if not given:
+                return given
+        elif not isinstance(given, Mapping):
+            raise self._fail(f"timeouts must be a mapping of state name to timeout, got {type(given).__name__}",
+                             field="timeouts")
+        known = set(self.states)
+        checked: dict[str, Timeout] = {}
+        for state, spec in given.items():
+            if not isinstance(state, str):
+                raise self._fail(f"timeouts names {state!r:.80}, which is not a state name (a string)",
+                                 field="timeouts", state=str(state)[:80])
+            if state not in known:
+                raise self._fail(f"timeouts names unknown state {state!r:.80}", field="timeouts", state=state[:80])
+            if state in self.final:
+                raise self._fail(f"final state {state!r} cannot have a timeout: no event leaves a final state",
+                                 field="timeouts", state=state)
+            checked[state] = timeout = self._timeout(state, spec)
+            if (state, timeout.event) not in self._rules:
+                allowed = ", ".join(self.events_from(state))
+                raise self._fail(f"timeout of state {state!r}: event {timeout.event!r:.80} is not allowed from "
+                                 f"{state!r} ({'its events: ' + allowed if allowed else 'no event leaves it'})",
+                                 field="timeouts", state=state, event=timeout.event[:80], part="event")
+        return _Timeouts({state: checked[state] for state in self.states if state in checked})
+
+    def _timeout(self, state: str, spec: object) -> Timeout:
+        """One state's timeout, given in any of the accepted forms, as a Timeout."""
+        def fail(problem: str, part: str | None = None) -> InvalidDefinition:
+            return self._fail(f"timeout of state {state!r}: {problem}", field="timeouts", state=state, part=part)
+
+        if isinstance(spec, Timeout):
+            return spec
+        if isinstance(spec, Mapping):
+            for key in spec:
+                if key not in TIMEOUT_KEYS:
+                    raise fail(f"unknown key {key!r:.80}; expected after, event", str(key)[:80])
+            for key in TIMEOUT_KEYS:
+                if key not in spec:
+                    raise fail(f"{key} is missing", key)
+            after, event = spec["after"], spec["event"]
+        elif isinstance(spec, tuple | list) and len(spec) == 2:
+            after, event = spec
+        else:
+            raise self._fail(f"timeout of state {state!r} must be a Timeout, {{'after': ..., 'event': ...}} or "
+                             f"(after, event), got {_shown(spec)}", field="timeouts", state=state)
+        try:
+            return Timeout(after, event)
+        except InvalidDefinition as exc:
+            raise fail(exc.message, exc.fields.get("part")) from None
+
     def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
         following: dict[str, set[str]] = {}
         for (source, _event), target in rules.items():  # linear in the edges, not states x edges
@@ -225,9 +368,20 @@ class Machine:
         """The events allowed in ``state``, in definition order."""
         return [event for (source, event) in self._rules if source == state]
 
+    def timeout(self, state: str) -> Timeout | None:
+        """The timeout of ``state``, or None if it has none."""
+        if not isinstance(state, str):  # unhashable ones too: never a TypeError
+            return None
+        return cast(_Timeouts, self.timeouts).get(state)
+
     def to_dict(self) -> dict[str, Any]:
-        """The definition as the JSON object ``fsm_define_v5`` takes."""
-        return {
+        """The definition as the JSON object ``fsm_define_v6`` takes.
+
+        "timeouts" is there only when the machine has some (``fsm_define_v6`` reads it), so
+        a machine without any gives the same body as before timeouts existed: defining it
+        again finds it unchanged instead of making a new version.
+        """
+        body: dict[str, Any] = {
             "states": list(self.states),
             "start": list(self.start),
             "final": list(self.final),
@@ -241,6 +395,10 @@ class Machine:
                 "event_data": self.event_data,
             },
         }
+        timeouts = cast(_Timeouts, self.timeouts)
+        if timeouts:
+            body["timeouts"] = {state: {"after": t.seconds, "event": t.event} for state, t in timeouts.items()}
+        return body
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -254,6 +412,37 @@ def _caller_level() -> int:
     while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "pyfsm":
         frame, level = frame.f_back, level + 1
     return level
+
+
+def _duration_seconds(value: object) -> int:
+    """``value`` (int seconds, "<n><unit>" or a timedelta) as whole seconds within the limits;
+    ValueError says what is wrong, to follow "after"."""
+    if isinstance(value, timedelta):
+        if value.microseconds:
+            raise ValueError("must be whole seconds, without a fraction of a second")
+        seconds = value.days * 86400 + value.seconds
+    elif isinstance(value, str):
+        match = DURATION.fullmatch(value)
+        if match is None:
+            raise ValueError("must be a whole number and a unit s, m, h or d, without spaces "
+                             "(e.g. '45s', '30m', '12h', '2d')")
+        digits = match[1].lstrip("0") or "0"
+        # int() of a huge digit string is slow (and refused past 4300 digits): it is too large anyway
+        seconds = int(digits) * UNIT_SECONDS[match[2]] if len(digits) <= 12 else MAX_TIMEOUT_SECONDS + 1
+    elif isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        raise ValueError("must be whole seconds: an integer, a string such as '30m' (units s, m, h, d) "
+                         "or a timedelta")
+    if not 1 <= seconds <= MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"must be from 1 second to {MAX_TIMEOUT_SECONDS} seconds (about 31 years)")
+    return seconds
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message: its repr, cut short (it may come from anywhere)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def _listed(value: object) -> tuple[Any, ...] | None:

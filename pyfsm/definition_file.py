@@ -17,6 +17,9 @@ A file holds one machine, written as the JSON object :meth:`Machine.to_dict` giv
       uses_local_lock: false
       lock_lease_seconds: 60
       event_data: true
+    timeouts:                             # optional: at most one per state, never a final one
+      new: {after: 30m, event: cancel}    # after: whole seconds, or a number and s, m, h or d
+      paid: {after: 172800, event: ship}  # event: one allowed from that state
 
 Every problem raises :class:`~pyfsm.errors.InvalidDefinition` whose message starts with the
 file and the path of the offending field, e.g. ``order.yaml: transitions[2].to: event 'ship'
@@ -58,9 +61,10 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_NODES = 1_000_000
 
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options")
+MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options", "timeouts")
 REQUIRED_FIELDS = ("name", "states", "start", "transitions")
 TRANSITION_FIELDS = ("event", "from", "to")
+TIMEOUT_FIELDS = ("after", "event")
 BOOL_OPTIONS = ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data")
 OPTION_FIELDS = ("save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds", "event_data")
 
@@ -156,8 +160,9 @@ def dump_machines(machines: Iterable[Machine], fmt: str) -> str:
         return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat(data))
 
     def represent_dict(dumper: Any, data: dict[str, Any]) -> Any:
-        # A transition holds only names: {event: pay, from: [new], to: paid}.
-        flow = all(flat(value) for value in data.values())
+        # A transition holds only names: {event: pay, from: [new], to: paid}; a timeout is as
+        # short: {after: 1800, event: cancel}.
+        flow = all(flat(value) for value in data.values()) or tuple(data) == TIMEOUT_FIELDS
         return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flow)
 
     Dumper.add_representer(list, represent_list)
@@ -455,11 +460,12 @@ class _Reader:
                 if option in options and not isinstance(options[option], bool):
                     raise self.fail(f"{at('options')}.{option}",
                                     f"must be true or false, got {_describe(options[option])}")
+        timeouts = {} if spec.get("timeouts") is None else self.timeouts(spec["timeouts"], at("timeouts"))
         named = _SOURCE.set(self.source)  # a warning (an unreachable state) names the file
         try:
             return Machine(name=name, states=states, start=start, final=final, topic=topic,
                            transitions=[(event, list(sources), target) for event, sources, target, _ in edges],
-                           **options)
+                           timeouts=timeouts, **options)
         except InvalidDefinition as exc:
             raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
         finally:
@@ -477,6 +483,26 @@ class _Reader:
         if not sources:
             raise self.fail(f"{path}.from", "must name at least one state")
         return event, tuple(sources), self.string(spec["to"], f"{path}.to"), listed
+
+    def timeouts(self, value: Any, path: str) -> dict[str, tuple[int | str, str]]:
+        """{state: (after, event)}, each field's type checked; Machine checks the rest."""
+        if not isinstance(value, dict):
+            raise self.fail(path, "must be an object of timeouts by state, e.g. {new: {after: 30m, event: cancel}}, "
+                                  f"got {_describe(value)}")
+        self.mapping(value, path, tuple(value), "an object")  # state names are strings, each given once
+        timeouts: dict[str, tuple[int | str, str]] = {}
+        for state, entry in value.items():
+            at = _key_path(path, state)
+            spec = self.mapping(entry, at, TIMEOUT_FIELDS, "an object (a timeout: after, event)")
+            for field in TIMEOUT_FIELDS:
+                if field not in spec:
+                    raise self.fail(f"{at}.{field}", "required field is missing")
+            after = spec["after"]
+            if isinstance(after, bool) or not isinstance(after, int | str):
+                raise self.fail(f"{at}.after", "must be whole seconds (an integer) or a number and a unit s, m, h "
+                                               f"or d (e.g. 30m), got {_describe(after)}")
+            timeouts[state] = (after, self.string(spec["event"], f"{at}.event"))
+        return timeouts
 
     # -- Machine's own errors --
 
@@ -513,8 +539,28 @@ class _Reader:
             problem += f", got {_describe(options.get(field))}"
         elif field == "topic":
             problem += f", got {_describe(spec.get('topic'))}"
+        elif field == "timeouts":
+            path, problem = _locate_timeout(exc, problem, spec.get("timeouts"))
         path = f"{prefix}.{path}" if prefix and path else path or prefix
         return self.fail(path, problem + note, machine=exc.machine)
+
+
+def _locate_timeout(exc: InvalidDefinition, problem: str, timeouts: Any) -> tuple[str, str]:
+    """The path of a timeout problem (the state, or its after or event) and the problem
+    without the state Machine names, which the path now gives."""
+    states = timeouts if isinstance(timeouts, dict) else {}
+    state = next((s for s in states if isinstance(s, str) and s[:80] == exc.state), None)
+    if state is None:
+        return "timeouts", problem
+    path = _key_path("timeouts", state)
+    problem = problem.removeprefix(f"timeout of state {state!r}: ")
+    part = exc.fields.get("part")
+    if part in TIMEOUT_FIELDS:
+        path = _key_path(path, part)
+        problem = problem.removeprefix(f"{part} ") if problem.startswith(f"{part} must ") else problem
+        if part == "after":  # the value as the file wrote it, not Python's repr
+            problem = f"{problem.rsplit(', got ', 1)[0]}, got {_describe(states[state]['after'])}"
+    return path, problem
 
 
 def _locate_edge(

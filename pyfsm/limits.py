@@ -30,3 +30,5 @@ MAX_METADATA_BYTES = 64 * 1024
 MAX_BIGINT = 2**63 - 1
 #: fsm_enqueue_v1 takes DECIMAL(12,3) seconds: at most about 31 years.
 MAX_DELAY_SECONDS = 999_999_999
+#: A state's timeout (Machine ``timeouts``, its ``after``): the same bound as a delay, about 31 years.
+MAX_TIMEOUT_SECONDS = MAX_DELAY_SECONDS

@@ -170,8 +170,9 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v5``: MySQL cannot
-        create triggers from a procedure.
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v6``, or gave a type
+        its first state timeouts (its timer triggers, and timers for instances already in such a
+        state): MySQL cannot create triggers from a procedure.
         """
         name = check_machine_name(machine)
         self.definition(name)  # raises UnknownMachine if there is no stored definition

@@ -18,7 +18,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +39,10 @@ REQUEST_ID_PREFIX = "fsm:timer:"
 MAX_BATCH = 1000
 
 
-def _number(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _utc(value: Any) -> datetime:
+    """Times come back UTC-aware, as the Instance's do (the database keeps naive UTC)."""
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return when.replace(tzinfo=UTC)
 
 
 def _json(value: Any) -> dict[str, Any] | None:
@@ -62,7 +64,7 @@ class ScheduledTimer:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ScheduledTimer:
         return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   row["due_at"], bool(row["replayed"]))
+                   _utc(row["due_at"]), bool(row["replayed"]))
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,8 @@ class Timer:
     def from_row(cls, row: dict[str, Any]) -> Timer:
         values = {f.name: row[f.name] for f in fields(cls)}
         values.update(timer_id=int(row["timer_id"]), overdue_seconds=float(row["overdue_seconds"]),
-                      holds=int(row["holds"]), metadata=_json(row["metadata"]))
+                      holds=int(row["holds"]), metadata=_json(row["metadata"]), due_at=_utc(row["due_at"]),
+                      fire_at=_utc(row["fire_at"]), armed_at=_utc(row["armed_at"]))
         return cls(**values)
 
 
@@ -115,9 +118,8 @@ class TimerOutcome:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TimerOutcome:
-        due = row["due_at"]
         return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   due if isinstance(due, datetime) else datetime.fromisoformat(str(due)), row["outcome"],
+                   _utc(row["due_at"]), row["outcome"],
                    None if row["transition_id"] is None else int(row["transition_id"]),
                    None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))
 
@@ -135,7 +137,8 @@ class CancelledTimer:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> CancelledTimer:
-        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"], row["due_at"])
+        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
+                   _utc(row["due_at"]))
 
 
 def seconds(what: str, value: object) -> Decimal:

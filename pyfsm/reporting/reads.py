@@ -18,7 +18,7 @@ from ..errors import SchemaVersionMismatch, UnknownInstance, UnknownMachine
 from ..schema.resources import check_machine_name
 
 #: The keys of a stored definition body a Machine is built from (a DBA's body may carry more).
-BODY_KEYS = ("states", "start", "final", "transitions", "topic", "options")
+BODY_KEYS = ("states", "start", "final", "transitions", "topic", "options", "timeouts")
 
 
 def _rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:

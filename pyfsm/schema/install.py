@@ -59,10 +59,10 @@ class Deprecated:
 #: The deprecated public procedures, in creation order. tests/server/test_migrations.py checks that
 #: none outlives its removal release.
 DEPRECATED = (
-    Deprecated("fsm_define_v1", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
-    Deprecated("fsm_define_v2", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
-    Deprecated("fsm_define_v3", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
-    Deprecated("fsm_define_v4", "fsm_define_v5", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
+    Deprecated("fsm_define_v1", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
+    Deprecated("fsm_define_v2", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
+    Deprecated("fsm_define_v3", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_define_v4", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),

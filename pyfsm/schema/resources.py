@@ -41,7 +41,7 @@ RESERVED_MACHINE_NAMES = frozenset({
 #: Names a new type may not take because one of its procedures would have a global
 #: procedure's name (fsm_<account>_history_v1 is fsm_account_history_v1). Unlike the names
 #: above, a type defined before one was reserved keeps working under it (only its history
-#: procedure was never created): fsm_define_v5 refuses these for new types only.
+#: procedure was never created): fsm_define_v6 refuses these for new types only.
 RESERVED_FOR_NEW_TYPES = frozenset({"account"})
 
 

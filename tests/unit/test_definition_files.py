@@ -255,7 +255,7 @@ BAD_INPUT = [
     pytest.param("yaml", yaml_with("{event: pay, from: new", "{event: pay, form: new"), "transitions[0].form",
                  "transitions[0].form: unknown field; expected event, from, to (line 6)", id="unknown-field"),
     pytest.param("json", json_with(colour="red"), "colour",
-                 "colour: unknown field; expected name, states, start, final, transitions, topic, options",
+                 "colour: unknown field; expected name, states, start, final, transitions, topic, options, timeouts",
                  id="unknown-machine-field"),
     pytest.param("yaml", yaml_with("lock_lease_seconds: 60", "lease: 60"), "options.lease",
                  "options.lease: unknown field; expected save_after_step, uses_global_lock, uses_local_lock, "
@@ -270,7 +270,7 @@ BAD_INPUT = [
     pytest.param("json", json.dumps({k: v for k, v in BASE.items() if k != "name"}), "name",
                  "name: required field is missing", id="missing-name"),
     pytest.param("yaml", yaml_with("transitions:\n", "moves:\n"), "moves",
-                 "moves: unknown field; expected name, states, start, final, transitions, topic, options (line 5)",
+                 "moves: unknown field; expected name, states, start, final, transitions, topic, options, timeouts (line 5)",
                  id="misspelt-required-field"),
     pytest.param("yaml", yaml_with("{event: cancel, from: [new, paid], to: cancelled}",
                                    "{event: cancel, from: [new, paid]}"), "transitions[3].to",

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from pyfsm.schema.ddl import object_name
-from pyfsm.schema.install import CURRENT_OBJECTS, CURRENT_TRIGGERS, MACHINE_OBJECTS, _family
+from pyfsm.schema.install import CURRENT_OBJECTS, CURRENT_TRIGGERS, MACHINE_OBJECTS, MACHINE_TIMER_OBJECTS, _family
 from pyfsm.schema.resources import PLACEHOLDER, sql_dir, template_revisions
 from pyfsm.schema.views import DEPENDENT_VIEWS, UNION_VIEWS
 
@@ -83,12 +83,13 @@ def test_no_two_files_create_one_object() -> None:
 
 
 def test_every_file_is_listed_by_the_installer() -> None:
-    """CURRENT_OBJECTS (global), MACHINE_OBJECTS (per type) and the views rebuilt over every
-    type (UNION_VIEWS, DEPENDENT_VIEWS) name every file of sql/, each once, and no other."""
-    listed = [*CURRENT_OBJECTS, *MACHINE_OBJECTS, *UNION_VIEWS, *DEPENDENT_VIEWS]
+    """CURRENT_OBJECTS (global), MACHINE_OBJECTS and MACHINE_TIMER_OBJECTS (per type) and the
+    views rebuilt over every type (UNION_VIEWS, DEPENDENT_VIEWS) name every file of sql/, each
+    once, and no other."""
+    listed = [*CURRENT_OBJECTS, *MACHINE_OBJECTS, *MACHINE_TIMER_OBJECTS, *UNION_VIEWS, *DEPENDENT_VIEWS]
     assert len(listed) == len(set(listed)), "a file listed twice"
     assert sorted(listed) == SQL_FILES
-    assert all(name.startswith("machine/") for name in MACHINE_OBJECTS)
+    assert all(name.startswith("machine/") for name in (*MACHINE_OBJECTS, *MACHINE_TIMER_OBJECTS))
     assert not any(name.startswith("machine/") for name in (*CURRENT_OBJECTS, *UNION_VIEWS, *DEPENDENT_VIEWS))
 
 
