@@ -8,6 +8,10 @@ that dies (or hangs) are due again when its claims run out, and only then.
 A worker runs the runs it claims side by side (``batch``, 10 by default; pyfsm.batch): a
 round runs the next step of each, and one transaction commits them all.
 
+A worker also fires due timers (state timeouts and scheduled events, docs/timers.md) in a
+thread of its own, claiming them with SKIP LOCKED as it claims runs, so a deployment with
+workers needs no other timer process (``timers=False`` turns that off).
+
 SIGTERM or SIGINT (Ctrl-C) stop a worker gracefully: the instances it is running finish
 their current step and are handed back (due now), the runs it claimed but had not started
 are handed back untouched, and the worker returns.
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
 from ..locks import check_owner, new_owner
 from ..schema import routines
+from ..timers import MAX_BATCH, TimerLoop, TimerOutcome
 from .batch import run_claimed_batch
 from .process import Process
 from .runner import ClaimKeeper, RunResult, claim, release_claims, run_claimed
@@ -47,6 +52,9 @@ class WorkerStats:
     handed_back: int = 0
     errors: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
+    timers_fired: int = 0
+    timers_dropped: int = 0
+    timers_held: int = 0
 
 
 class Worker:
@@ -66,11 +74,15 @@ class Worker:
     owner token (each gives back the claims its token holds after a lost reply). By default
     ``host:pid:random``. ``metrics``: a pyfsm.metrics.WorkerMetrics to count steps, runs and
     errors and time handlers and commits in (see docs/metrics.md); None keeps none.
+    ``timers``: fire due timers while running (in a thread; ``timer_batch`` per call, polled
+    every ``timer_poll`` seconds while none are due); False leaves them to other workers or
+    to `pyfsm timers run`.
     """
 
     def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 10, idle_min: float = 0.02,
                  idle_max: float = 1.0, owner: str | None = None,
-                 on_run: Callable[[Any], None] | None = None, metrics: WorkerMetrics | None = None) -> None:
+                 on_run: Callable[[Any], None] | None = None, metrics: WorkerMetrics | None = None,
+                 timers: bool = True, timer_batch: int = 100, timer_poll: float = 1.0) -> None:
         self.store = store
         self.processes = list(processes)
         if not self.processes or not all(isinstance(p, Process) for p in self.processes):
@@ -89,6 +101,13 @@ class Worker:
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._keeper: ClaimKeeper | None = None
+        if isinstance(timer_batch, bool) or not isinstance(timer_batch, int) or not 1 <= timer_batch <= MAX_BATCH:
+            raise InvalidArgument(f"timer_batch must be an integer from 1 to {MAX_BATCH}, got {timer_batch!r:.80}")
+        if not 0 < timer_poll <= 60:
+            raise InvalidArgument(f"timer_poll must be more than 0 and at most 60 seconds, got {timer_poll!r:.80}")
+        self._timer_loop = TimerLoop(
+            lambda: self.store.fire_timers(owner=self.owner, limit=timer_batch), limit=timer_batch,
+            poll_seconds=timer_poll, on_outcomes=self._timer_outcomes) if timers else None
 
     def close(self) -> None:
         """Stop the claims' heartbeat (run() does this when it returns; call it after run_once())."""
@@ -151,6 +170,12 @@ class Worker:
         until there was nothing to do for that many seconds."""
         previous = self._install_signals() if handle_signals else {}
         delay, idle_since = self.idle_min, time.monotonic()
+        timer_thread = None
+        if self._timer_loop is not None:
+            self._timer_loop.stopping.clear()
+            timer_thread = threading.Thread(target=self._timer_loop.run, name=f"pyfsm-timers-{self.owner}",
+                                            daemon=True)
+            timer_thread.start()
         try:
             while not self.stop_event.is_set():
                 if self.run_once():
@@ -161,12 +186,24 @@ class Worker:
                 self.stop_event.wait(delay)
                 delay = min(delay * 2, self.idle_max)
         finally:
+            if timer_thread is not None and self._timer_loop is not None:
+                self._timer_loop.stop()  # a batch being fired finishes (one transaction) first
+                timer_thread.join()
             self.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.stats
 
     # -- internals ------------------------------------------------------------------------
+
+    def _timer_outcomes(self, outcomes: list[TimerOutcome]) -> None:
+        for o in outcomes:
+            if o.outcome == "fired":
+                self.stats.timers_fired += 1
+            elif o.outcome == "dropped":
+                self.stats.timers_dropped += 1
+            else:
+                self.stats.timers_held += 1
 
     def _run(self, process: Process, row: dict[str, Any]) -> None:
         try:
