@@ -38,9 +38,10 @@ def test_revisions_are_numbered_without_gaps_and_chained() -> None:
 def test_every_sql_file_is_current_and_installed() -> None:
     """sql/ holds the current schema only: every file there is created by a fresh install
     (globally or per type), and every file a fresh install names is there."""
-    from pyfsm.schema.install import MACHINE_OBJECTS
+    from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_TIMER_OBJECTS
 
-    installed = set(CURRENT_OBJECTS) | set(MACHINE_OBJECTS) | set(UNION_VIEWS) | set(DEPENDENT_VIEWS)
+    installed = (set(CURRENT_OBJECTS) | set(MACHINE_OBJECTS) | set(MACHINE_TIMER_OBJECTS) | set(UNION_VIEWS)
+                 | set(DEPENDENT_VIEWS))
     on_disk = {p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql")}
     assert on_disk - installed == set(), "files in sql/ that no fresh install creates"
     assert installed - on_disk == set(), "objects a fresh install names that sql/ lacks"

@@ -36,7 +36,7 @@ def python_reserves(name: str) -> bool:
 
 
 def test_the_sql_list_is_the_python_lists() -> None:
-    body = read_sql("functions/fsm_reserved_name_v1.sql").split("RETURN", 1)[1]
+    body = read_sql("functions/fsm_reserved_name_v2.sql").split("RETURN", 1)[1]
     listed = set(re.findall(r"'([a-z0-9_]+)'", body.split(" IN (", 1)[1].split(")", 1)[0]))
     assert listed == SQL_RESERVED, (listed - SQL_RESERVED, SQL_RESERVED - listed)
     assert not RESERVED_MACHINE_NAMES & RESERVED_FOR_NEW_TYPES
@@ -72,14 +72,14 @@ def test_no_type_can_spell_one_of_pyfsms_objects(raw: Any, order: Any) -> None:
                 if MACHINE_NAME.fullmatch(m):
                     spelled.add(m)
                     assert python_reserves(m), (m, pattern, name)
-                    assert fetch(raw, "SELECT fsm_reserved_name_v1(%s) AS r", (m,)) == [{"r": 1}], m
+                    assert fetch(raw, "SELECT fsm_reserved_name_v2(%s) AS r", (m,)) == [{"r": 1}], m
     assert {"account", "locks", "operator_log", "v_runs"} <= spelled, spelled
 
 
 @pytest.mark.parametrize("name", [*sorted(SQL_RESERVED), "v_orders", "order_transitions"])
-def test_fsm_define_v5_refuses_each_reserved_name_and_stores_nothing(raw: Any, name: str) -> None:
+def test_fsm_define_v6_refuses_each_reserved_name_and_stores_nothing(raw: Any, name: str) -> None:
     before = fetch(raw, "SELECT COUNT(*) AS n FROM fsm_definitions")
-    assert errno_of(raw, "CALL fsm_define_v5(%s, %s)", (name, DEFINITION)) == 31009
+    assert errno_of(raw, "CALL fsm_define_v6(%s, %s)", (name, DEFINITION)) == 31009
     assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_definitions") == before
     assert fetch(raw, "SELECT machine FROM fsm_machines WHERE machine = %s", (name,)) == []
 
@@ -87,7 +87,7 @@ def test_fsm_define_v5_refuses_each_reserved_name_and_stores_nothing(raw: Any, n
 @pytest.mark.parametrize("name", ["orders", "lock", "locks2", "relay_leader", "my_runs", "transitions", "accounts2",
                                   "v", "vx_orders", "order_transitions_log", "Locks", "V_orders", None])
 def test_the_database_and_python_agree_on_other_names(raw: Any, name: str | None) -> None:
-    (row,) = fetch(raw, "SELECT fsm_reserved_name_v1(%s) AS r", (name,))
+    (row,) = fetch(raw, "SELECT fsm_reserved_name_v2(%s) AS r", (name,))
     valid_but_reserved = name is not None and python_reserves(name) and re.fullmatch(r"[a-z][a-z0-9_]*", name)
     assert row["r"] == (1 if valid_but_reserved else 0), name
 
