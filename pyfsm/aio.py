@@ -161,3 +161,7 @@ class AsyncStore:
     failed = _in_thread(Store.failed)
     errors = _in_thread(Store.errors)
     run_info = _in_thread(Store.run_info)
+    send_at = _in_thread(Store.send_at)
+    cancel_timer = _in_thread(Store.cancel_timer)
+    timers = _in_thread(Store.timers)
+    fire_timers = _in_thread(Store.fire_timers)

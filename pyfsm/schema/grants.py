@@ -46,7 +46,8 @@ RELAY_PROCEDURES = tuple(r.name for r in (routines.OUTBOX_LAG, routines.SCHEMA_V
 #: The procedures a reporting account may call: read-only, and nothing in their results that
 #: the reporting views do not show (or, for the schema revision, that pyfsm does not print
 #: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
-#: fsm_v_outbox, the armed timers are fsm_v_timers' rows, which the web console and `pyfsm metrics` read. Granted where the schema has them.
+#: fsm_v_outbox, the armed timers are fsm_v_timers' rows, which the web console and `pyfsm metrics`
+#: read. Granted where the schema has them.
 #: fsm_stats_v1 is deprecated (pyfsm.schema.DEPRECATED) and kept granted until it is removed.
 REPORTING_PROCEDURES = (*(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE,
                                            routines.ACCOUNT_HISTORY, routines.STATS)),

@@ -30,6 +30,11 @@ from pyfsm import (
 from pyfsm.db import Settings, parse_dsn
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
 @pytest.fixture(scope="module")
 def settings(make_database) -> Settings:  # type: ignore[no-untyped-def]
     return make_database("pyfsm_timers")
@@ -384,3 +389,28 @@ def test_firing_inside_an_open_transaction_is_refused(dba: Any, tstore: Store) -
         assert errno_of(dba, "CALL fsm_fire_timers_v1('dba', 10, 30)") == 31016
         cur.execute("ROLLBACK")
 
+
+
+def test_send_many_arms_and_disarms_item_by_item(tstore: Store, dba: Any) -> None:
+    m = ticket()
+    tstore.define(m)
+    outcomes = tstore.send_many(m.name, [("a", "remind"), ("b", "remind"), ("b", "pay"), ("a", "ship")])
+    assert [type(o).__name__ for o in outcomes][:3] == ["TransitionResult"] * 3  # "a ship" is refused alone
+    assert {t["instance_key"]: t["state"] for t in armed(dba, m.name)} == {"a": "new", "b": "paid"}
+
+
+@pytest.mark.anyio
+async def test_the_async_store_schedules_lists_fires_and_cancels(settings: Settings, tstore: Store) -> None:
+    from pyfsm.aio import AsyncStore
+
+    m = ticket(timeouts={})
+    tstore.define(m)
+    tstore.create(m.name, "k1")
+    async with AsyncStore(settings.dsn()) as astore:
+        later = await astore.send_at(m.name, "k1", "pay", after=3600)
+        now = await astore.send_at(m.name, "k1", "pay", after=0)
+        assert [t.timer_id for t in await astore.timers(m.name)] == [later.timer_id, now.timer_id]
+        fired = [o for o in await astore.fire_timers(owner="aio") if o.machine == m.name]
+        assert [(o.timer_id, o.outcome) for o in fired] == [(now.timer_id, "fired")]
+        assert (await astore.cancel_timer(later.timer_id)).timer_id == later.timer_id
+        assert await astore.timers(m.name) == []
