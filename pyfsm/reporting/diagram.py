@@ -63,6 +63,8 @@ class _Marks:
     edge_counts: Mapping[Edge, int]
     on_path: frozenset[str]
     steps: Mapping[Edge, tuple[int, ...]]
+    #: the edges a state timeout takes, with how long it waits ("after 30m")
+    timed: Mapping[Edge, str]
 
     def state_label(self, state: str) -> tuple[str, str | None]:
         count = self.state_counts.get(state)
@@ -72,6 +74,8 @@ class _Marks:
         """(event with its count, "step 1, 3" if the path took this edge)."""
         count = self.edge_counts.get(edge)
         text = edge[1] if count is None else f"{edge[1]} ({count:,})"
+        if edge in self.timed:
+            text = f"{text} after {self.timed[edge]}"
         steps = self.steps.get(edge)
         return text, None if not steps else "step " + ", ".join(map(str, steps))
 
@@ -115,12 +119,30 @@ def _marks(
         for edge in all_edges:
             if edge[0] == before and edge[2] == after:
                 steps.setdefault(edge, []).append(step)
+    timed = {}
+    for edge in all_edges:
+        timeout = machine.timeout(edge[0])
+        if timeout is not None and timeout.event == edge[1]:
+            timed[edge] = duration_text(timeout.seconds)
     return _Marks(
         state_counts=dict(state_counts or {}),
         edge_counts=dict(edge_counts or {}),
         on_path=frozenset(visited),
         steps={edge: tuple(numbers) for edge, numbers in steps.items()},
+        timed=timed,
     )
+
+
+def duration_text(seconds: int) -> str:
+    """A timeout as the definitions write it: the largest unit that divides it (1800 -> 30m).
+
+    >>> [duration_text(s) for s in (45, 1800, 7200, 172800, 90061)]
+    ['45s', '30m', '2h', '2d', '90061s']
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 # --- Mermaid --------------------------------------------------------------------------------

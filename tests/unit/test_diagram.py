@@ -371,3 +371,16 @@ def test_render_with_real_graphviz(order: Machine, tmp_path: Path) -> None:
     assert "<svg" in svg and "1,234" in svg
     assert all(f">{state}<" in svg or f">{state}\n" in svg for state in order.states)
     assert (tmp_path / "order.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_state_timeout_is_drawn_on_its_edge() -> None:
+    from pyfsm.reporting.diagram import dot
+
+    timed = Machine(name="o", states=["new", "paid", "gone"], start=["new"], final=["gone"],
+                    transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
+                    timeouts={"new": ("30m", "cancel")})
+    text = mermaid(timed)
+    assert "s_new --> s_gone: cancel after 30m" in text and "s_paid --> s_gone: cancel\n" in text
+    assert "cancel after 30m" in dot(timed)
+    assert "after" not in mermaid(Machine(name="o", states=["new", "gone"], start=["new"], final=["gone"],
+                                          transitions=[("cancel", "new", "gone")]))
