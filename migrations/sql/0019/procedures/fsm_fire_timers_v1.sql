@@ -39,7 +39,9 @@ BEGIN
   DECLARE v_until DATETIME(6);
   DECLARE v_token VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_id BIGINT UNSIGNED;
-  DECLARE v_results LONGTEXT CHARACTER SET utf8mb4 DEFAULT '[]';
+  -- the result rows, as JSON objects separated by commas: appended as text (JSON_ARRAY_APPEND
+  -- would parse the whole array again for each timer)
+  DECLARE v_results LONGTEXT CHARACTER SET utf8mb4 DEFAULT '';
   DECLARE v_due_timers CURSOR FOR
     SELECT id FROM fsm_timers WHERE fire_at <= v_now ORDER BY fire_at, id LIMIT p_limit FOR UPDATE SKIP LOCKED;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -104,7 +106,7 @@ BEGIN
       BEGIN
         -- the server rolled the whole transaction back: start over with what is still claimed
         ROLLBACK;
-        SET v_started = 0, v_results = '[]';
+        SET v_started = 0, v_results = '';
         SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
             @fsm_source = NULL, @fsm_guard = NULL;
       END;
@@ -174,7 +176,7 @@ BEGIN
             VALUES (v_id, v_machine, v_instance, v_key, v_kind, v_state, v_event, v_request, v_due,
                     v_armed, v_outcome, v_tid, v_errno, LEFT(v_msg, 255), LEFT(p_owner, 64), v_at);
           END IF;
-          SET v_results = JSON_ARRAY_APPEND(v_results, '$', JSON_OBJECT(
+          SET v_results = CONCAT(v_results, IF(v_results = '', '', ','), JSON_OBJECT(
             'id', v_id, 'machine', v_machine, 'key', v_key, 'kind', v_kind, 'event', v_event,
             'due_at', DATE_FORMAT(v_due, '%Y-%m-%d %H:%i:%s.%f'), 'outcome', v_outcome, 'tid', v_tid, 'errno', v_errno,
             'lag', TIMESTAMPDIFF(MICROSECOND, v_due, v_at) / 1000000));
@@ -192,7 +194,7 @@ BEGIN
   END IF;
   SELECT r.timer_id, r.machine, r.instance_key, r.kind, r.event, r.due_at, r.outcome, r.transition_id, r.errno,
          r.lag_seconds
-    FROM JSON_TABLE(v_results, '$[*]' COLUMNS (
+    FROM JSON_TABLE(CONCAT('[', v_results, ']'), '$[*]' COLUMNS (
            timer_id BIGINT UNSIGNED PATH '$.id',
            machine VARCHAR(48) PATH '$.machine',
            instance_key VARCHAR(191) PATH '$.key',
