@@ -16,6 +16,7 @@ from typing import NoReturn, TextIO
 from .commands import bulk, graph, instances, operations, web
 from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
+from .commands import timers as timers_commands
 from .commands.common import Handler
 from .db import translate
 from .errors import FsmError
@@ -32,6 +33,7 @@ EPILOG = """examples:
   pyfsm stats
   pyfsm grant --app shop_app --reporting analyst --create
   pyfsm worker myapp.processes:checkout
+  pyfsm timers schedule order o-1001 cancel --after 30m && pyfsm timers run --until-idle
   pyfsm relay --kafka localhost:9092
   pyfsm metrics --serve --port 9464
 every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, else 1 and one line on stderr
@@ -71,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, bulk, graph, operations, web):
+    for module in (schema_commands, instances, bulk, graph, operations, timers_commands, web):
         module.register(add)
     metrics_commands.register(add)
     return parser

@@ -78,12 +78,14 @@ def known_errors() -> tuple[dict[str, type], dict[int, type]]:
 
 
 def known_commands(parser: argparse.ArgumentParser) -> dict[str, frozenset[str]]:
-    """Each subcommand of the parser with its long options (--help included)."""
+    """Each subcommand of the parser with its long options (--help included); a command group
+    (pyfsm timers) has its subcommands' options too."""
     found: dict[str, frozenset[str]] = {}
     for action in parser._actions:  # argparse keeps its subparsers here only
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
-                found[name] = frozenset(o for o in sub._option_string_actions if o.startswith("--"))
+                found[name] = frozenset(o for o in sub._option_string_actions if o.startswith("--")).union(
+                    *known_commands(sub).values())
     return found
 
 
