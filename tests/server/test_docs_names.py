@@ -21,11 +21,14 @@ SAMPLE = "docsample"  # a type name that occurs in no other object's name
 
 @pytest.fixture(scope="module")
 def known(make_database) -> Known:  # type: ignore[no-untyped-def]
-    """What a fresh install with one type defined holds, and pyfsm's errors and commands."""
+    """What a fresh install with one type defined holds, and pyfsm's errors and commands. The
+    type has a timeout, so that its objects include the timer triggers, which only types
+    with timeouts get."""
     settings = make_database("pyfsm_docnames")
     with Store(settings.dsn()) as store:
         store.migrate()
-        store.define(Machine(name=SAMPLE, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b")]))
+        store.define(Machine(name=SAMPLE, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b")],
+                             timeouts={"a": ("1d", "go")}))
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         objects = installed_objects(conn, SAMPLE)

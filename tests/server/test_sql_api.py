@@ -331,6 +331,9 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
 
 
 BAD_INPUT = (
+    ("CALL fsm_define_v6('ticket', '{\"states\": [\"open\", \"closed\"], \"start\": [\"open\"], \"transitions\": "
+     "[{\"event\": \"close\", \"from\": [\"open\"], \"to\": \"closed\"}], "
+     "\"timeouts\": {\"open\": {\"after\": 0, \"event\": \"close\"}}}')", 31001),  # a timeout of 0 seconds
     ("CALL fsm_define_v5('ticket', '{\"states\": [\"open\"], \"start\": [null], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v4('operator_log', '{\"states\": [\"open\"], \"start\": [\"x\"], \"transitions\": []}')", 31001),
     ("CALL fsm_define_v3('ticket', '{\"states\": [\"open\"], \"start\": [\"nope\"], \"transitions\": []}')", 31001),
@@ -365,6 +368,7 @@ BAD_INPUT = (
     ("CALL fsm_force_unlock_v2('*', 'cust-b ', 'padded')", 31009),
     ("CALL fsm_pause_v1('ticket', 'b-404')", 31003),
     ("CALL fsm_resume_v1('ticket', 'b-1')", 31022),
+    ("CALL fsm_resume_v2('ticket', 'b-1')", 31022),
     ("CALL fsm_retry_v1('ticket', 'b-1')", 31022),
     ("CALL fsm_enqueue_v1('ticket', 'b-1', -1, NULL)", 31009),
     ("CALL fsm_run_info_v1('ticket', NULL)", 31009),
@@ -391,6 +395,11 @@ BAD_INPUT = (
     ("CALL fsm_unpark_v1(NULL, 0)", 31009),
     ("CALL fsm_operator_action_v1('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
     ("CALL fsm_operator_outcome_v1(1, 'maybe', NULL, NULL)", 31009),
+    ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
+    ("CALL fsm_cancel_timer_v1(0, NULL)", 31009),
+    ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
+    ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine
+    ("CALL fsm_arm_timeouts_v1('no_such')", 31002),
 )
 
 
