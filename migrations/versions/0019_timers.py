@@ -12,6 +12,8 @@ Adds:
   the views fsm_v_timers and fsm_v_timer_log;
 * the procedures fsm_send_at_v1, fsm_cancel_timer_v1, fsm_fire_timers_v1, fsm_timers_v1,
   fsm_arm_timeouts_v1 and fsm_resume_v2 (v1 stays, deprecated: it does not wake held timers);
+* fsm_operator_action_v2: the web console's audit log takes the action cancel_timer (v1
+  stays, deprecated);
 * the functions fsm_reserved_name_v2 (timers and timer_log reserved for new types) and
   fsm_timer_triggers_ready_v1.
 No type has timeouts before this revision, so no per-type object changes: a type gets its
@@ -48,6 +50,7 @@ FILES = [
     "procedures/fsm_fire_timers_v1.sql",
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
+    "procedures/fsm_operator_action_v2.sql",
 ]
 
 

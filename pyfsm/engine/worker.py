@@ -197,6 +197,8 @@ class Worker:
     # -- internals ------------------------------------------------------------------------
 
     def _timer_outcomes(self, outcomes: list[TimerOutcome]) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_timer_outcomes(outcomes)
         for o in outcomes:
             if o.outcome == "fired":
                 self.stats.timers_fired += 1

@@ -7,8 +7,9 @@ Everything is read on each scrape, through what a reporting account (`pyfsm gran
 1. ``CALL fsm_stats_v2()``: the installed types and their instances by status;
 2. ``CALL fsm_outbox_lag_v1()``: the relay's backlog;
 3. one ``SELECT`` of labelled samples (a ``UNION ALL``): the counters per state
-   (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), and per type the
-   highest history id and the queue (fsm_v_runs);
+   (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), per type the
+   highest history id and the queue (fsm_v_runs), and the timers (fsm_v_timers,
+   fsm_v_timer_log: see _timers_sql);
 4. only when a type has new history: one ``SELECT`` counting its new history rows per event.
 
 Nothing counts instances or history: the counts per state are the triggers' counters, the
@@ -16,7 +17,9 @@ status counts read the (status, id) index of the instances that are not complete
 highest history id is one index read (see _max_transition_sql), and the per-event counters
 read only the history rows written since the previous scrape, at most ``max_event_rows``
 per type and scrape (the rest on the next one). The queue's counts read fsm_runs's
-index (machine, due_at, id): as many entries as runs are due.
+index (machine, due_at, id): as many entries as runs are due. The armed timers are counted
+by type and kind (every armed timer: fsm_timers has no counters); the overdue ones, the
+firing lags and the outcome counters read ranges of the indexes on due_at and done_at.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -40,6 +44,18 @@ from ..store import Store
 
 log = logging.getLogger("pyfsm.metrics")
 
+#: The firing lag's quantiles are those of the timers fired in the last TIMER_WINDOW_SECONDS,
+#: the newest TIMER_LAG_ROWS of them at most.
+TIMER_WINDOW_SECONDS = 300
+TIMER_LAG_ROWS = 10_000
+LAG_QUANTILES = (0.5, 0.99)
+TIMER_KINDS = ("timeout", "scheduled")
+TIMER_OUTCOMES = ("fired", "dropped", "cancelled")
+#: The snapshot's rows that _timer_families reads (not per-type samples of _families).
+_TIMER_ROWS = frozenset(("timers_armed", "timers_overdue", "timers_held", "timers_oldest_overdue_seconds",
+                         "timer_lag", "timer_outcomes", "timer_log_upto"))
+#: The timer log's cursor travels through the UNION's numeric column as microseconds since this.
+_EPOCH = datetime(1970, 1, 1)
 
 
 def _max_transition_sql(machine: str) -> str:
@@ -56,7 +72,7 @@ def _max_transition_sql(machine: str) -> str:
             "ORDER BY transition_id DESC LIMIT 1)")
 
 
-def _snapshot_sql(machines: list[str], stuck_after: float) -> str:
+def _snapshot_sql(machines: list[str], stuck_after: float, timers: list[str]) -> str:
     """One SELECT of rows (what, machine, label, value): a row per sample.
 
     The queue is read per type, so that each count is a range of the index (machine,
@@ -76,7 +92,47 @@ def _snapshot_sql(machines: list[str], stuck_after: float) -> str:
             f"SELECT 'oldest_due_seconds', '{m}', '', (SELECT TIMESTAMPDIFF(MICROSECOND, MIN(due_at), "
             f"UTC_TIMESTAMP(6)) * 0.000001 {runs} <= UTC_TIMESTAMP(6))",
         ]
-    return "\nUNION ALL ".join(parts)
+    return "\nUNION ALL ".join(parts + timers)
+
+
+def _timers_sql(after: datetime | None, settle_seconds: float) -> list[str]:
+    """The timers' parts of the snapshot (rows what, machine, label, value).
+
+    The armed ones by type and kind read every armed timer (no counters exist for them).
+    The overdue ones are one range of the index on due_at, read once for three samples per
+    type (a held timer is always overdue: it was tried when due). The lags of the timers
+    fired in the window and the outcomes logged since the last scrape are ranges of the
+    index on done_at. Outcomes are counted up to ``settle_seconds`` ago (a firing call's
+    done_at is its start: its rows commit a little later), from ``after`` on (None: the
+    first scrape, which counts nothing and only places the cursor); the last row gives
+    where this scrape counted up to.
+    """
+    upto = f"UTC_TIMESTAMP(6) - INTERVAL {int(settle_seconds * 1_000_000)} MICROSECOND"
+    parts = [
+        "SELECT 'timers_armed', machine, kind, COUNT(*) FROM fsm_v_timers GROUP BY machine, kind",
+        "SELECT x.what, o.machine, '', CASE x.what WHEN 'timers_overdue' THEN o.n WHEN 'timers_held' THEN o.held "
+        "ELSE TIMESTAMPDIFF(MICROSECOND, o.oldest, UTC_TIMESTAMP(6)) * 0.000001 END "
+        "FROM (SELECT machine, COUNT(*) AS n, SUM(holds > 0) AS held, MIN(due_at) AS oldest FROM fsm_v_timers "
+        "WHERE due_at <= UTC_TIMESTAMP(6) GROUP BY machine) o CROSS JOIN (SELECT 'timers_overdue' AS what "
+        "UNION ALL SELECT 'timers_held' UNION ALL SELECT 'timers_oldest_overdue_seconds') x",
+        f"SELECT 'timer_lag', machine, '', lag_seconds FROM (SELECT machine, lag_seconds FROM fsm_v_timer_log "
+        f"WHERE done_at > UTC_TIMESTAMP(6) - INTERVAL {TIMER_WINDOW_SECONDS} SECOND AND outcome = 'fired' "
+        f"ORDER BY done_at DESC LIMIT {TIMER_LAG_ROWS}) w",
+        f"SELECT 'timer_log_upto', '', '', TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {upto})",
+    ]
+    if after is not None:  # a datetime this module made: its text is only digits and separators
+        parts.append(f"SELECT 'timer_outcomes', machine, outcome, COUNT(*) FROM fsm_v_timer_log "
+                     f"WHERE done_at > '{after:%Y-%m-%d %H:%M:%S.%f}' AND done_at <= {upto} GROUP BY machine, outcome")
+    return parts
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values, interpolated between the two nearest ranks (as
+    numpy's default and PostgreSQL's percentile_cont do)."""
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _events_sql(ranges: dict[str, tuple[int, int]], limit: int) -> str:
@@ -140,6 +196,8 @@ class DatabaseCollector(Collector):
         self._cursor: dict[str, int] | None = None  # type -> the highest history id counted by event
         self._seen: list[tuple[float, dict[str, int]]] = []  # (monotonic time, highest ids then)
         self._by_event: dict[tuple[str, str], int] = {}
+        self._timer_log_after: datetime | None = None  # done_at up to which timer outcomes are counted
+        self._timer_outcomes: dict[tuple[str, str], int] = {}
         #: Why the last scrape could not read the database (None: it could).
         self.last_error: Exception | None = None
 
@@ -175,10 +233,22 @@ class DatabaseCollector(Collector):
             stats = _rows(cur, routines.STATS.call_sql())
             lag = _rows(cur, routines.OUTBOX_LAG.call_sql())
             machines = [check_machine_name(str(row[0])) for row in stats]
-            snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after))
+            snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after,
+                                                _timers_sql(self._timer_log_after, self.settle_seconds)))
+            self._count_timer_outcomes(snapshot)
             highest = {str(m): int(v or 0) for what, m, _label, v in snapshot if what == "max_transition_id"}
             self._count_events(cur, highest)
         return self._families(stats, lag[0] if lag else None, snapshot, machines)
+
+    def _count_timer_outcomes(self, snapshot: list[tuple[Any, ...]]) -> None:
+        """Add the timer outcomes logged since the last scrape, and move the cursor past them."""
+        for what, machine, outcome, n in snapshot:
+            if what == "timer_outcomes":
+                key = (str(machine), str(outcome))
+                self._timer_outcomes[key] = self._timer_outcomes.get(key, 0) + int(n)
+            elif what == "timer_log_upto":
+                upto = _EPOCH + timedelta(microseconds=int(n))
+                self._timer_log_after = upto if self._timer_log_after is None else max(self._timer_log_after, upto)
 
     def _count_events(self, cur: Any, highest: dict[str, int]) -> None:
         """Add the history rows written since the last scrape to the per-event counters."""
@@ -216,7 +286,7 @@ class DatabaseCollector(Collector):
                 instances.add_metric([str(machine), str(label)], _number(value))
             elif what == "locks":
                 locks[str(label)] = _number(value)
-            else:
+            elif what not in _TIMER_ROWS:
                 per.setdefault(str(machine), {})[str(what)] = _number(value)
 
         by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)",
@@ -261,4 +331,53 @@ class DatabaseCollector(Collector):
             GaugeMetricFamily("pyfsm_outbox_lag_seconds", "Age of the oldest unpublished outbox event (0: none)",
                               value=_number(age)),
             held,
+            *self._timer_families(snapshot, machines),
         ]
+
+    def _timer_families(self, snapshot: list[tuple[Any, ...]], machines: list[str]) -> list[Metric]:
+        """The timers' families: every installed type (and any other a timer names) gets its
+        samples, 0 when it has none, but for the lag quantiles, which a type has only when
+        timers of it fired in the window."""
+        armed: dict[tuple[str, str], float] = {}
+        overdue: dict[str, dict[str, float]] = {}
+        lags: dict[str, list[float]] = {}
+        for what, machine, label, value in snapshot:
+            if what == "timers_armed":
+                armed[(str(machine), str(label))] = _number(value)
+            elif what in ("timers_overdue", "timers_held", "timers_oldest_overdue_seconds"):
+                overdue.setdefault(str(machine), {})[str(what)] = _number(value)
+            elif what == "timer_lag":
+                lags.setdefault(str(machine), []).append(_number(value))
+        names = sorted({*machines, *(m for m, _kind in armed), *overdue,
+                        *(m for m, _outcome in self._timer_outcomes)})
+        by_kind = GaugeMetricFamily("pyfsm_timers_armed", "Timers armed now: state timeouts and scheduled events",
+                                    labels=["machine", "kind"])
+        for m in names:
+            for kind in sorted({*TIMER_KINDS, *(k for n, k in armed if n == m)}):
+                by_kind.add_metric([m, kind], armed.get((m, kind), 0.0))
+        per_type = []
+        for name, what, text in (
+                ("pyfsm_timers_overdue", "timers_overdue", "Armed timers past their due time (held ones included)"),
+                ("pyfsm_timers_oldest_overdue_seconds", "timers_oldest_overdue_seconds",
+                 "Seconds the most overdue armed timer is past its due time (0: none overdue)"),
+                ("pyfsm_timers_held", "timers_held",
+                 "Armed timers held back: their instance is paused or locked (fsm_v_timers.holds > 0)")):
+            family = GaugeMetricFamily(name, text, labels=["machine"])
+            for m in names:
+                family.add_metric([m], overdue.get(m, {}).get(what, 0.0))
+            per_type.append(family)
+        lag = GaugeMetricFamily(
+            "pyfsm_timer_firing_lag_seconds",
+            f"Seconds from due to fired, quantiles of the timers fired in the last {TIMER_WINDOW_SECONDS} s "
+            f"(the newest {TIMER_LAG_ROWS:,}); none when none fired", labels=["machine", "quantile"])
+        for m, values in sorted(lags.items()):
+            values.sort()
+            for q in LAG_QUANTILES:
+                lag.add_metric([m, f"{q:g}"], quantile(values, q))
+        outcomes = CounterMetricFamily(
+            "pyfsm_timer_outcomes", "Timers fired, dropped (their event not allowed then) or cancelled since this "
+            "exporter started (fsm_timer_log)", labels=["machine", "outcome"])
+        for m in names:
+            for outcome in sorted({*TIMER_OUTCOMES, *(o for n, o in self._timer_outcomes if n == m)}):
+                outcomes.add_metric([m, outcome], self._timer_outcomes.get((m, outcome), 0))
+        return [by_kind, *per_type, lag, outcomes]

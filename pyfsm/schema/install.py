@@ -73,6 +73,8 @@ DEPRECATED = (
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
     Deprecated("fsm_define_v5", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
+    Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
+               "procedures/fsm_operator_action_v1.sql", "0013"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -170,7 +172,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
     # the web console's audit log
-    "procedures/fsm_operator_action_v1.sql",
+    "procedures/fsm_operator_action_v2.sql",
     "procedures/fsm_operator_outcome_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
 )

@@ -3,11 +3,13 @@ CLI, each recorded in fsm_operator_log with the operator's name.
 
 An action runs through the *actions* account (the app role: EXECUTE on the procedures),
 never the reporting account the pages read with. It is recorded before it runs
-(fsm_operator_action_v1, outcome 'requested') and finished after (fsm_operator_outcome_v1,
+(fsm_operator_action_v2, outcome 'requested') and finished after (fsm_operator_outcome_v1,
 'done' or 'refused' with the error's number), so a console that dies in between leaves a
 'requested' row, never nothing. An event sent from the console also carries the operator in
 its history row's metadata (``{"operator": ..., "via": "pyfsm web"}``) and the request id
 ``web-<action id>``, so that its history row names the log row and a repeat cannot apply it twice.
+A cancelled timer's reason in fsm_timer_log starts with ``pyfsm web, <operator>``, and its log
+row names the timer's machine and instance as the database has them, not as the form said.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..schema import routines
 from ..schema.routines import Routine
 from ..store import Store
 
-ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark")
+ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark", "cancel_timer")
 VIA = "pyfsm web"
 
 
@@ -62,6 +64,8 @@ class Actions:
         check_operator(operator)
         if action not in ACTIONS:
             raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r:.40}")
+        if action == "cancel_timer":  # the timer's own instance, for the log (None when it is not armed)
+            machine, key = self.timer_instance(detail["timer_id"])
         action_id = int(self._call(routines.OPERATOR_ACTION,
                                    (operator, action, machine, key, json.dumps(detail)))["action_id"])
         try:
@@ -81,6 +85,12 @@ class Actions:
             outbox_id, skip = detail["outbox_id"], bool(detail.get("skip"))
             count = self.relay().unpark(outbox_id, skip=skip)
             return f"{'skipped' if skip else 're-queued'} outbox event {outbox_id}: {count} rows released"
+        if action == "cancel_timer":
+            given = detail.get("reason")
+            cancelled = self.store.cancel_timer(detail["timer_id"],
+                                                f"{VIA}, {operator}{': ' + given if given else ''}"[:255])
+            return (f"cancelled timer {cancelled.timer_id} ({cancelled.kind} {cancelled.event} of "
+                    f"{cancelled.machine} {cancelled.instance_key}, due {cancelled.due_at:%Y-%m-%d %H:%M:%S})")
         if action == "force_unlock":
             reason = f"{VIA}, {operator}: {detail['reason']}"[:255]
             released = self.store.force_unlock(detail["lookup_key"], reason=reason, scope=detail.get("scope"))
@@ -96,6 +106,14 @@ class Actions:
         row = simple[action](machine, key)
         pending = " (pauses at the next step boundary)" if isinstance(row, PauseResult) and row.pending else ""
         return f"{action}: {machine} {key} is {row.status} in {row.state}{pending}"
+
+    def timer_instance(self, timer_id: int) -> tuple[str | None, str | None]:
+        """(machine, instance key) of an armed timer, through fsm_timers_v1 (the app account's
+        read); (None, None) when no timer of that id is armed (the cancel is then refused)."""
+        found = self.store.timers(after_id=timer_id - 1, limit=1)
+        if found and found[0].timer_id == timer_id:
+            return found[0].machine, found[0].instance_key
+        return None, None
 
     def relay(self) -> Relay:
         if self._relay is None:

@@ -96,7 +96,8 @@ def create_app(config: ConsoleConfig) -> Starlette:
         Route("/m/{machine}/diagram.svg", console.diagram),
         Route("/m/{machine}/i/{key:path}", console.instance),
         Route("/failed", console.failed), Route("/stuck", console.stuck), Route("/queue", console.queue),
-        Route("/locks", console.locks), Route("/outbox", console.outbox), Route("/metrics", console.metrics),
+        Route("/locks", console.locks), Route("/outbox", console.outbox), Route("/timers", console.timers),
+        Route("/metrics", console.metrics),
         Route("/confirm", console.confirm), Route("/action", console.action, methods=["POST"]),
         Route("/login", console.login, methods=["GET", "POST"]),
         Mount("/static", StaticFiles(packages=[("pyfsm.web", "static")]), name="static"),
@@ -251,6 +252,25 @@ class _Console:
             request, "outbox.html", lag=self.reads.outbox_lag(), parked=self.reads.parked(),
             oldest=self.reads.oldest_unpublished(), result=self._result(request)))
 
+    def timers(self, request: Request) -> Response:
+        def render() -> Response:
+            p = request.query_params
+            chosen = check_machine_name(p["machine"]) if p.get("machine") else None
+            overdue = p.get("overdue") == "1"
+            after_id = _int_or_none(p.get("after_id"), "after_id")
+            after_due = parse_time(p.get("after_due"), "after_due")
+            after = (after_due, after_id) if after_due is not None and after_id is not None else None
+            page = self.reads.timers(chosen, overdue=overdue, after=after)
+            query = {k: v for k, v in (("machine", chosen), ("overdue", "1" if overdue else None)) if v}
+            next_url = None if page.next_after is None else "/timers?" + urlencode(
+                {**query, "after_due": page.next_after[0].isoformat(), "after_id": page.next_after[1]})
+            installed = [m["machine"] for m in self.reads.stats_rows()]
+            return self.page(request, "timers.html", page=page, chosen=chosen, overdue=overdue, machines=installed,
+                             summary=self.reads.timer_summary(chosen), log=self.reads.timer_log(chosen),
+                             next_url=next_url, back="/timers" + ("?" + urlencode(query) if query else ""),
+                             result=self._result(request))
+        return self.guarded(request, render)
+
     def metrics(self, request: Request) -> Response:
         from ..metrics import server as metrics  # prometheus_client: imported by the route that needs it
 
@@ -292,7 +312,7 @@ class _Console:
             action = _choice(p.get("action"), ACTIONS, "action")
             if action is None:
                 raise InvalidArgument("which action? (action=...)")
-            fields = ("machine", "key", "lookup_key", "scope", "outbox_id", "back")
+            fields = ("machine", "key", "lookup_key", "scope", "outbox_id", "timer_id", "back")
             target: dict[str, Any] = {k: p.get(k) for k in fields}
             events: list[str] = []
             if action == "send":
@@ -304,6 +324,8 @@ class _Console:
             if action == "unpark":
                 found = self.reads.outbox_row(_int(target["outbox_id"], "outbox_id"))
                 target["event"] = found
+            if action == "cancel_timer":
+                target["timer"] = self.reads.timer(_int(target["timer_id"], "timer_id"))
             return self.page(request, "confirm.html", action=action, t=target, events=events,
                              operator=request.cookies.get(OPERATOR_COOKIE, ""))
         return self.guarded(request, render)
@@ -340,6 +362,12 @@ def _action_arguments(v: dict[str, str]) -> tuple[str, str | None, str | None, d
     if action == "unpark":
         return action, None, None, {"outbox_id": _int(v.get("outbox_id"), "outbox_id"),
                                     "skip": v.get("skip") == "1"}, back
+    if action == "cancel_timer":  # Actions.run logs the timer's own machine and instance
+        timer_id = _int(v.get("timer_id"), "timer_id")
+        if timer_id < 1:
+            raise InvalidArgument("timer_id must be a positive integer")
+        cancel = {"timer_id": timer_id, "reason": v.get("reason", "").strip() or None}
+        return action, None, None, cancel, _local(v.get("back") or "/timers")
     if action == "force_unlock":
         reason = v.get("reason", "").strip()
         if not reason:

@@ -33,6 +33,10 @@ from ..schema.routines import Routine
 PAGE = 50
 SCAN_WINDOW = 20_000
 HISTORY_PAGE = 100
+#: The recent timer outcomes the timers page shows, and how many of the newest log rows a
+#: machine filter searches for them (fsm_timer_log has no index on machine and done_at).
+TIMER_LOG_ROWS = 50
+TIMER_LOG_WINDOW = 20_000
 #: How old the status counts (fsm_stats_v2) a page shows may be, in seconds.
 STATS_MAX_AGE = 5.0
 Row = dict[str, Any]
@@ -77,6 +81,20 @@ class InstanceView:
     outbox: list[Row]
     actions: list[Row]
     events: list[str] = field(default_factory=list)
+    timers: list[Row] = field(default_factory=list)
+
+
+@dataclass
+class TimerPage:
+    """A page of armed timers by due time; ``next_after``: the (due_at, timer_id) the next page starts after."""
+
+    rows: list[Row]
+    next_after: tuple[datetime, int] | None
+
+
+#: The columns of fsm_v_timers the console shows.
+TIMER_COLUMNS = ("timer_id, machine, instance_key, instance_id, kind, state, event, due_at, fire_at, overdue, "
+                 "overdue_seconds, claimed_by, holds, last_errno, last_error, request_id")
 
 
 class Reads:
@@ -229,9 +247,11 @@ class Reads:
                             "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
                             "ORDER BY id DESC LIMIT 50",
                             (name, key))
+        timers = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE machine = %s AND instance_id = %s "
+                           "ORDER BY due_at, timer_id LIMIT 100", (name, inst["id"]))  # index (machine, instance_id)
         inst["data"] = _json(inst["data"])
         return InstanceView(inst, history, int(history[-1]["sort_key"]) if more else None, errors,
-                            runs[0] if runs else None, locks, outbox, actions)
+                            runs[0] if runs else None, locks, outbox, actions, timers=timers)
 
     def operator_action(self, action_id: int) -> Row | None:
         found = self.rows("SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
@@ -277,6 +297,61 @@ class Reads:
     def locks(self) -> list[Row]:
         return self.rows("SELECT kind, scope, lookup_key, machine, instance_key, owner, since, expires_at, "
                          "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500")
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def timers(self, machine: str | None, *, overdue: bool = False,
+               after: tuple[datetime, int] | None = None) -> TimerPage:
+        """Armed timers by due time (the most overdue first), a page at a time: the index on
+        due_at serves the order, the overdue filter (a range of it) and the cursor."""
+        where: list[str] = ["1 = 1"]
+        args: list[Any] = []
+        if machine is not None:
+            where.append("machine = %s")
+            args.append(check_machine_name(machine))
+        if overdue:
+            where.append("due_at <= UTC_TIMESTAMP(6)")
+        if after is not None:  # (due_at, timer_id) > after, written so that it is a range of the index
+            where.append("due_at >= %s AND (due_at > %s OR timer_id > %s)")
+            args += [after[0], after[0], after[1]]
+        rows = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE {' AND '.join(where)} "
+                         f"ORDER BY due_at, timer_id LIMIT {PAGE + 1}", args)
+        if len(rows) > PAGE:
+            last = rows[PAGE - 1]
+            return TimerPage(rows[:PAGE], (last["due_at"], int(last["timer_id"])))
+        return TimerPage(rows, None)
+
+    def timer_summary(self, machine: str | None) -> Row:
+        """Armed timers, how many are overdue and held, and the oldest overdue's lateness in
+        seconds (0: none). Counting the armed ones reads every armed timer; the others read
+        the overdue range of the due_at index."""
+        only = "" if machine is None else " AND machine = %s"
+        args = () if machine is None else (check_machine_name(machine),)
+        row = self.rows(f"SELECT (SELECT COUNT(*) FROM fsm_v_timers WHERE 1 = 1{only}) AS armed, "
+                        "COUNT(*) AS overdue, COALESCE(SUM(holds > 0), 0) AS held, "
+                        "COALESCE(MAX(overdue_seconds), 0) AS oldest_overdue_seconds "
+                        f"FROM fsm_v_timers WHERE due_at <= UTC_TIMESTAMP(6){only}", args * 2)[0]
+        return {"armed": int(row["armed"]), "overdue": int(row["overdue"]), "held": int(row["held"]),
+                "oldest_overdue_seconds": float(row["oldest_overdue_seconds"])}
+
+    def timer_log(self, machine: str | None) -> list[Row]:
+        """The newest outcomes (fired, dropped, cancelled), through the index on done_at. A
+        machine filter searches the newest ``TIMER_LOG_WINDOW`` rows only: where they start is
+        found first, in the index alone, so that the filtered read is a range of it too."""
+        columns = ("timer_id, machine, instance_key, kind, state, event, due_at, outcome, transition_id, errno, "
+                   "reason, done_by, done_at, lag_seconds")
+        newest = f"ORDER BY done_at DESC, timer_id DESC LIMIT {TIMER_LOG_ROWS}"
+        if machine is None:
+            return self.rows(f"SELECT {columns} FROM fsm_v_timer_log {newest}")
+        start = self.rows("SELECT done_at FROM fsm_v_timer_log ORDER BY done_at DESC "
+                          f"LIMIT 1 OFFSET {TIMER_LOG_WINDOW - 1}")
+        since, args = ("", ()) if not start else (" AND done_at >= %s", (start[0]["done_at"],))
+        return self.rows(f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s{since} {newest}",
+                         (check_machine_name(machine), *args))
+
+    def timer(self, timer_id: int) -> Row | None:
+        found = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE timer_id = %s", (timer_id,))
+        return found[0] if found else None
 
     def outbox_lag(self) -> Row:
         return self.call(routines.OUTBOX_LAG)[0]

@@ -37,5 +37,6 @@ CREATE TABLE IF NOT EXISTS `fsm_timers` (
   KEY `fsm_timers_fire` (`fire_at`, `id`),
   KEY `fsm_timers_due` (`due_at`),
   KEY `fsm_timers_instance` (`machine`, `instance_id`),
+  KEY `fsm_timers_kind` (`machine`, `kind`),
   KEY `fsm_timers_claimed` (`claimed_by`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
