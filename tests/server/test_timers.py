@@ -8,6 +8,8 @@ Timers are global to a database, so this module has a database of its own.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -414,3 +416,35 @@ async def test_the_async_store_schedules_lists_fires_and_cancels(settings: Setti
         assert [(o.timer_id, o.outcome) for o in fired] == [(now.timer_id, "fired")]
         assert (await astore.cancel_timer(later.timer_id)).timer_id == later.timer_id
         assert await astore.timers(m.name) == []
+
+
+def test_a_timeout_wakes_an_instance_the_engine_left_waiting(tstore: Store, dba: Any) -> None:
+    from pyfsm import Process, Worker
+
+    m = Machine(name=unique("hold"), states=["request", "awaiting", "expired", "approved", "closed"],
+                start=["request"], final=["approved", "closed"],
+                transitions=[("submit", "request", "awaiting"), ("approve", "awaiting", "approved"),
+                             ("expire", "awaiting", "expired"), ("close", "expired", "closed")],
+                timeouts={"awaiting": ("2d", "expire")})
+    tstore.define(m)
+    process = Process(m)
+    process.register("request", lambda ctx: ctx.fire("submit"))
+    process.register("expired", lambda ctx: ctx.fire("close"))  # "awaiting" has no handler: it waits
+    process.start(tstore, "h1")
+    assert (tstore.get(m.name, "h1").state, tstore.get(m.name, "h1").status) == ("awaiting", "waiting")
+    (t,) = armed(dba, m.name, "h1")
+    due_now(dba, [t["id"]])
+    worker = Worker(tstore, [process], idle_min=0.01, idle_max=0.05, timer_poll=0.05)
+    running = threading.Thread(target=worker.run, kwargs={"handle_signals": False})
+    running.start()  # its timer thread fires the timeout; its main loop runs what that woke
+    try:
+        deadline = time.monotonic() + 30
+        while tstore.get(m.name, "h1").state != "closed" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        running.join(30)
+    assert worker.stats.timers_fired == 1
+    inst = tstore.get(m.name, "h1")
+    assert (inst.state, inst.status) == ("closed", "completed")
+    assert [h.event for h in tstore.history(m.name, "h1")] == [None, "submit", "expire", "close"]
