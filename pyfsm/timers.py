@@ -17,10 +17,10 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from .checks import check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .errors import FsmError, InvalidArgument
@@ -50,8 +50,8 @@ def _json(value: Any) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class ScheduledTimer:
-    """What Store.send_at armed (``replayed``: a repeat of a call with the same request id)."""
+class _TimerRef:
+    """Which timer: its id, instance, kind, event and due time."""
 
     timer_id: int
     machine: str
@@ -59,12 +59,28 @@ class ScheduledTimer:
     kind: str
     event: str
     due_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values.update(timer_id=int(row["timer_id"]), due_at=_utc(row["due_at"]))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CancelledTimer(_TimerRef):
+    """A timer Store.cancel_timer removed before it fired."""
+
+
+@dataclass(frozen=True)
+class ScheduledTimer(_TimerRef):
+    """What Store.send_at armed (``replayed``: a repeat of a call with the same request id)."""
+
     replayed: bool
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> ScheduledTimer:
-        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   _utc(row["due_at"]), bool(row["replayed"]))
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        return replace(super().from_row(row), replayed=bool(row["replayed"]))
 
 
 @dataclass(frozen=True)
@@ -122,23 +138,6 @@ class TimerOutcome:
                    _utc(row["due_at"]), row["outcome"],
                    None if row["transition_id"] is None else int(row["transition_id"]),
                    None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))
-
-
-@dataclass(frozen=True)
-class CancelledTimer:
-    """A timer Store.cancel_timer removed before it fired."""
-
-    timer_id: int
-    machine: str
-    instance_key: str
-    kind: str
-    event: str
-    due_at: datetime
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> CancelledTimer:
-        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   _utc(row["due_at"]))
 
 
 def seconds(what: str, value: object) -> Decimal:
@@ -208,8 +207,9 @@ def default_owner() -> str:
 class TimerLoop:
     """Fire due timers until stopped: a batch, then again at once while batches come back
     full, else after ``poll_seconds``. What `pyfsm timers run` and the handler engine's
-    workers run (a thread of their own in a worker). A failed batch is logged and tried
-    again after ``poll_seconds``: its timers stay armed (claimed until their claim ends)."""
+    workers run (a thread of their own in a worker). A failed batch, whatever the error, is
+    logged and tried again after ``poll_seconds``: its timers stay armed (claimed until their
+    claim ends), and the loop goes on."""
 
     def __init__(self, fire_batch: Callable[[], list[TimerOutcome]], *, limit: int, poll_seconds: float = 1.0,
                  on_outcomes: Callable[[list[TimerOutcome]], None] | None = None) -> None:
@@ -226,6 +226,9 @@ class TimerLoop:
                 outcomes = self.fire_batch()
             except FsmError as exc:
                 log.warning("firing timers failed (they stay armed): %s", exc)
+                outcomes = []
+            except Exception:  # a driver error pyfsm has no class for: the loop must outlive it too
+                log.exception("firing timers failed (they stay armed)")
                 outcomes = []
             for o in outcomes:
                 if o.outcome == "fired":

@@ -23,6 +23,25 @@ def fresh(make_database) -> Iterator[tuple[Settings, Store]]:  # type: ignore[no
     store.close()
 
 
+@pytest.fixture(scope="module")
+def module_db(make_database) -> Iterator[tuple[Settings, Store]]:  # type: ignore[no-untyped-def]
+    """A migrated database for one module, with its Store: for what is global to a database
+    (timers: a firing call fires every due timer of every type)."""
+    settings = make_database("pyfsm_mod")
+    store = Store(settings.dsn())
+    store.migrate()
+    yield settings, store
+    store.close()
+
+
+@pytest.fixture
+def module_dba(module_db: tuple[Settings, Store]) -> Iterator[pymysql.connections.Connection]:
+    """A plain autocommit connection to module_db's database, as a DBA's client."""
+    conn = pymysql.connect(**parse_dsn(module_db[0].dsn()).connect_kwargs())
+    yield conn
+    conn.close()
+
+
 @pytest.fixture
 def side(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The side_effects table, and the DSN the handlers write it through."""

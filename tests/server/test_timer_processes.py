@@ -4,7 +4,8 @@ whoever dies meanwhile, and a timer whose instance has moved on is never fired.
 Processes, not threads: the firers are spawned Python processes, SIGKILLed at random. A
 test trigger makes every firing transaction last a while (SLEEP in a BEFORE UPDATE trigger
 of the test's own type), so that a firer spends most of its life inside one and a kill
-lands mid-fire. Timers are global to a database: this module has a database of its own.
+lands mid-fire. Timers are global to a database: this module has a database of its own
+(module_db).
 """
 
 from __future__ import annotations
@@ -13,36 +14,13 @@ import os
 import random
 import signal
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pymysql
-import pytest
 from helpers.common import fetch, unique
 from helpers.timer_firers import SPAWN, firer_main, mover_main, start, worker_main
 
 from pyfsm import Machine, Store
-from pyfsm.db import Settings, parse_dsn
-
-
-@pytest.fixture(scope="module")
-def settings(make_database) -> Settings:  # type: ignore[no-untyped-def]
-    return make_database("pyfsm_tproc")
-
-
-@pytest.fixture(scope="module")
-def pstore(settings: Settings) -> Iterator[Store]:
-    store = Store(settings.dsn())
-    store.migrate()
-    yield store
-    store.close()
-
-
-@pytest.fixture
-def dba(settings: Settings) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**parse_dsn(settings.dsn()).connect_kwargs())
-    yield conn
-    conn.close()
+from pyfsm.db import Settings
 
 
 def order(after: int) -> Machine:
@@ -65,7 +43,8 @@ def stop_all(procs: list[Any]) -> None:
         p.join(10)
 
 
-def test_firers_killed_mid_fire_fire_each_timer_exactly_once(pstore: Store, settings: Settings, dba: Any) -> None:
+def test_firers_killed_mid_fire_fire_each_timer_exactly_once(module_db: tuple[Settings, Store], module_dba: Any) -> None:
+    settings, pstore, dba = *module_db, module_dba
     n = 400
     m = order(after=1)
     pstore.define(m)
@@ -111,8 +90,9 @@ def test_firers_killed_mid_fire_fire_each_timer_exactly_once(pstore: Store, sett
     assert counts.get("cancelled") == n and counts.get("new", 0) == 0
 
 
-def test_an_instance_moved_out_just_before_its_timeout_is_never_fired(pstore: Store, settings: Settings,
-                                                                        dba: Any) -> None:
+def test_an_instance_moved_out_just_before_its_timeout_is_never_fired(module_db: tuple[Settings, Store],
+                                                                        module_dba: Any) -> None:
+    settings, pstore, dba = *module_db, module_dba
     n = 200
     m = order(after=2)
     pstore.define(m)

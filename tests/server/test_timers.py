@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,7 +28,7 @@ from pyfsm import (
     UnknownInstance,
     UnknownTimer,
 )
-from pyfsm.db import Settings, parse_dsn
+from pyfsm.db import Settings
 
 
 @pytest.fixture
@@ -37,24 +36,19 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def settings(make_database) -> Settings:  # type: ignore[no-untyped-def]
-    return make_database("pyfsm_timers")
-
-
-@pytest.fixture(scope="module")
-def tstore(settings: Settings) -> Iterator[Store]:
-    store = Store(settings.dsn())
-    store.migrate()
-    yield store
-    store.close()
+@pytest.fixture
+def settings(module_db: tuple[Settings, Store]) -> Settings:
+    return module_db[0]
 
 
 @pytest.fixture
-def dba(settings: Settings) -> Iterator[pymysql.connections.Connection]:
-    conn = pymysql.connect(**parse_dsn(settings.dsn()).connect_kwargs())
-    yield conn
-    conn.close()
+def tstore(module_db: tuple[Settings, Store]) -> Store:
+    return module_db[1]
+
+
+@pytest.fixture
+def dba(module_dba: pymysql.connections.Connection) -> pymysql.connections.Connection:
+    return module_dba
 
 
 def ticket(name: str | None = None, timeouts: dict[str, Any] | None = None) -> Machine:
