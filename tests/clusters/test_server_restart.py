@@ -370,3 +370,34 @@ def test_relay_log_names_the_server_when_it_is_gone(restarted, kafka: Broker, ca
         finally:
             server.start()
     assert all("127.0.0.1" in line and str(server.port) in line for line in said), said
+
+
+# -- timers across a crash ---------------------------------------------------------------------
+
+
+def test_timers_armed_before_a_crash_fire_after_it_once(restarted) -> None:  # type: ignore[no-untyped-def]
+    """Timers live in InnoDB: armed in the transitions' own transactions, they outlive a crash
+    of the server, and those due while nothing ran fire once when a firer starts."""
+    server: SecondServer = restarted
+    settings = server.database()
+    machine = Machine(name=unique("t_timers"), states=["new", "paid", "gone"], start=["new"], final=["gone"],
+                      transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
+                      timeouts={"new": ("1s", "cancel")})
+    with Store(dsn(settings)) as store:
+        store.define(machine)
+        for i in range(20):
+            store.create(machine.name, f"k{i}")
+        scheduled = [store.send_at(machine.name, f"k{i}", "pay", after=0.5).timer_id for i in range(10, 20)]
+    server.kill()  # SIGKILL: no clean shutdown
+    time.sleep(1.5)  # every timer comes due while the server is down
+    server.start()
+    with Store(dsn(settings)) as store:
+        assert len(store.timers(machine.name)) == 30
+        fired = [o for o in store.fire_timers(limit=1000) if o.machine == machine.name]
+        assert sorted(o.outcome for o in fired) == ["dropped"] * 10 + ["fired"] * 20
+        assert store.timers(machine.name) == [] and store.fire_timers() == []
+        states = [store.get(machine.name, f"k{i}").state for i in range(20)]
+    # k10-k19: the scheduled pay and the timeout raced in one call, in timer-id order: the
+    # timeouts (armed first) cancel them, and each pay is dropped as not allowed from gone
+    assert states == ["gone"] * 20
+    assert {o.timer_id for o in fired if o.outcome == "dropped"} == set(scheduled)
