@@ -14,6 +14,9 @@ Adds:
   fsm_arm_timeouts_v1 and fsm_resume_v2 (v1 stays, deprecated: it does not wake held timers);
 * fsm_operator_action_v2: the web console's audit log takes the action cancel_timer (v1
   stays, deprecated);
+* fsm_enqueue_v2, a fix found by the soak test: v1 read its result after its COMMIT, so a
+  worker that ran the instance to its end in between left it no row (Store.enqueue raised
+  IndexError); v2 reads it inside its transaction (v1 stays, deprecated);
 * the functions fsm_reserved_name_v2 (timers and timer_log reserved for new types) and
   fsm_timer_triggers_ready_v1.
 No type has timeouts before this revision, so no per-type object changes: a type gets its
@@ -51,6 +54,7 @@ FILES = [
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
     "procedures/fsm_operator_action_v2.sql",
+    "procedures/fsm_enqueue_v2.sql",
 ]
 
 

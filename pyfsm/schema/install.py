@@ -75,6 +75,7 @@ DEPRECATED = (
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
                "procedures/fsm_operator_action_v1.sql", "0013"),
+    Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -149,7 +150,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_renew_claims_v1.sql",
     "procedures/fsm_release_claims_v1.sql",
     "procedures/fsm_step_failed_v1.sql",
-    "procedures/fsm_enqueue_v1.sql",
+    "procedures/fsm_enqueue_v2.sql",
     "procedures/fsm_pause_v1.sql",
     "procedures/fsm_resume_v2.sql",
     "procedures/fsm_retry_v1.sql",

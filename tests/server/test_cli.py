@@ -44,9 +44,10 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
                      "fsm_lock_v1": ("fsm_lock_v2", "0.4.0"),
                      "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v2", "0.4.0"),
                      "fsm_define_v5": ("fsm_define_v6", "0.4.0"), "fsm_resume_v1": ("fsm_resume_v2", "0.4.0"),
-                     "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0")}
+                     "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0"),
+                     "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0")}
     text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
-    assert "15 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v2" in text
+    assert "16 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v2" in text
 
 
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:

@@ -264,7 +264,7 @@ def test_engine_controls_agree_with_fsm_runs_and_fsm_errors(dba: Any) -> None:
         return q(dba, "SELECT current_state AS state, status, version, resume_from_step FROM fsm_ticket "
                       "WHERE instance_key = 'e-1'")[0]
 
-    queued = q(dba, "CALL fsm_enqueue_v1('ticket', 'e-1', NULL, 0)")[0]
+    queued = q(dba, "CALL fsm_enqueue_v2('ticket', 'e-1', NULL, 0)")[0]
     assert queued == {"instance_key": "e-1", **{k: run()[0][k] for k in ("due_at", "claimed_by", "run_immediately")}}
     assert q(dba, "CALL fsm_run_info_v1('ticket', 'e-1')") == run() and run()[0]["run_immediately"] == 0
     [claimed] = q(dba, "CALL fsm_claim_v1('ticket', 't:worker', 1, 60, 'e-1')")
@@ -371,6 +371,7 @@ BAD_INPUT = (
     ("CALL fsm_resume_v2('ticket', 'b-1')", 31022),
     ("CALL fsm_retry_v1('ticket', 'b-1')", 31022),
     ("CALL fsm_enqueue_v1('ticket', 'b-1', -1, NULL)", 31009),
+    ("CALL fsm_enqueue_v2('ticket', 'b-1', -1, NULL)", 31009),
     ("CALL fsm_run_info_v1('ticket', NULL)", 31009),
     ("CALL fsm_claim_v1('ticket', 'b:other', 1, 60, 'b-1')", 31020),
     ("CALL fsm_renew_claims_v1('b:worker', 'ticket', '1;DROP', 60)", 31009),

@@ -1,15 +1,18 @@
--- fsm_enqueue_v1: hand an instance to the engine's workers: its run is due now (or later).
+-- fsm_enqueue_v2: hand an instance to the engine's workers: its run is due now (or later).
 --
 -- Creates the instance's run in fsm_runs if it has none. A run that someone is running now
 -- (a live claim) is left alone. p_run_immediately overrides, for this instance, whether
 -- the engine runs the next step at once after one (1), or queues it for a worker (0);
 -- NULL keeps the current choice. Completed and failed instances are refused.
+-- Differs from fsm_enqueue_v1 only in when it reads its result: inside its transaction. v1
+-- read the run after its COMMIT, so a worker that had run the instance to its end in between
+-- (and removed the run) left it no row to return (revision 0019).
 -- Parameters: p_machine, p_key, p_delay_seconds (0 to 31622400; NULL: now),
 --   p_run_immediately (1, 0 or NULL).
 -- Result: one row (instance_key, due_at, claimed_by, run_immediately).
 -- Errors: 31002; 31003; 31009; 31016; 31022 the instance is completed or failed.
--- Example: CALL fsm_enqueue_v1('order', 'k-1', NULL, 0);
-CREATE PROCEDURE `fsm_enqueue_v1`(
+-- Example: CALL fsm_enqueue_v2('order', 'k-1', NULL, 0);
+CREATE PROCEDURE `fsm_enqueue_v2`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_delay_seconds DECIMAL(12,3),
@@ -18,7 +21,10 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_due DATETIME(6);
+  DECLARE v_due, v_row_due DATETIME(6);
+  DECLARE v_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_claimed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_run_immediately TINYINT;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -45,6 +51,8 @@ BEGIN
   ON DUPLICATE KEY UPDATE
     due_at = IF(claimed_by IS NOT NULL AND due_at > v_now, due_at, IF(@fsm_i_status = 'running', v_due, NULL)),
     run_immediately = COALESCE(p_run_immediately, run_immediately), updated_at = v_now;
+  SELECT instance_key, due_at, claimed_by, run_immediately INTO v_key, v_row_due, v_claimed, v_run_immediately
+    FROM fsm_runs WHERE machine = p_machine AND instance_id = @fsm_i_id;
   COMMIT;
-  SELECT instance_key, due_at, claimed_by, run_immediately FROM fsm_runs WHERE machine = p_machine AND instance_id = @fsm_i_id;
+  SELECT v_key AS instance_key, v_row_due AS due_at, v_claimed AS claimed_by, v_run_immediately AS run_immediately;
 END
