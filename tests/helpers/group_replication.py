@@ -247,6 +247,7 @@ def _member_options(index: int, group: str, ports: list[int], xcom: list[int]) -
 def _fixed_options(root: Path, base: Path, port: int) -> list[str]:
     options = [
         "--no-defaults", f"--basedir={root / 'usr'}", f"--datadir={base / 'data'}",
+        f"--tmpdir={base}",  # not /tmp: a server deletes the #sql* files of its tmpdir at start
         f"--lc-messages-dir={root / 'usr/share/mysql'}", f"--character-sets-dir={root / 'usr/share/mysql/charsets'}",
         f"--plugin-dir={root / 'usr/lib/mysql/plugin'}",
         f"--port={port}", "--bind-address=127.0.0.1", f"--socket={base / 'mysqld.sock'}", "--mysqlx=OFF",

@@ -48,6 +48,9 @@ class SecondServer:
         self.options = tuple(o for o in SERVER_OPTIONS if o not in skipped) + options
         self.datadir = base / "data"
         self.socket = base / "sock"
+        # a tmpdir of its own: at start a server deletes every #sql* file of its tmpdir, and in
+        # /tmp those are the shared test server's temporary tables in use (MariaDB: errno 6)
+        self.tmpdir = base / "tmp"
         self.log = base / "error.log"
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -72,10 +75,11 @@ class SecondServer:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         assert MARIADBD is not None
         began = time.monotonic()
+        self.tmpdir.mkdir(exist_ok=True)
         with open(self.base / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [MARIADBD, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-                 f"--socket={self.socket}", "--bind-address=127.0.0.1", f"--pid-file={self.base / 'mariadbd.pid'}",
+                [MARIADBD, "--no-defaults", f"--datadir={self.datadir}", f"--tmpdir={self.tmpdir}",
+                 f"--port={self.port}", f"--socket={self.socket}", "--bind-address=127.0.0.1", f"--pid-file={self.base / 'mariadbd.pid'}",
                  f"--log-error={self.log}", *self._user, *self.options],
                 stdout=out, stderr=subprocess.STDOUT)
         self.starts += 1

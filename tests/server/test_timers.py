@@ -28,7 +28,7 @@ from pyfsm import (
     UnknownInstance,
     UnknownTimer,
 )
-from pyfsm.db import Settings
+from pyfsm.db import Settings, parse_dsn
 
 
 @pytest.fixture
@@ -442,3 +442,29 @@ def test_a_timeout_wakes_an_instance_the_engine_left_waiting(tstore: Store, dba:
     inst = tstore.get(m.name, "h1")
     assert (inst.state, inst.status) == ("closed", "completed")
     assert [h.event for h in tstore.history(m.name, "h1")] == [None, "submit", "expire", "close"]
+
+
+def test_an_instance_locked_too_long_holds_its_timer_and_the_batch_goes_on(tstore: Store, dba: Any,
+                                                                          settings: Settings) -> None:
+    m = ticket()
+    tstore.define(m)
+    for key in ("k1", "k2"):
+        tstore.create(m.name, key)
+    due_now(dba, [t["id"] for t in armed(dba, m.name)])
+    blocker = pymysql.connect(**parse_dsn(settings.dsn()).connect_kwargs())
+    try:
+        with blocker.cursor() as cur:  # another client holds k1's row in an open transaction
+            cur.execute("START TRANSACTION")
+            cur.execute(f"SELECT id FROM `fsm_{m.name}` WHERE instance_key = 'k1' FOR UPDATE")
+        with dba.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        rows = [r for r in fetch(dba, "CALL fsm_fire_timers_v1('dba', 100, 30)") if r["machine"] == m.name]
+        assert {(r["instance_key"], r["outcome"], r["errno"]) for r in rows} == {("k1", "held", 1205),
+                                                                                  ("k2", "fired", None)}
+    finally:
+        blocker.rollback()
+        blocker.close()
+    (held,) = armed(dba, m.name, "k1")
+    assert held["holds"] == 1 and held["last_errno"] == 1205 and tstore.get(m.name, "k2").state == "cancelled"
+    time.sleep(1.2)  # its first backoff
+    assert [(o.instance_key, o.outcome) for o in fire_all(tstore) if o.machine == m.name] == [("k1", "fired")]

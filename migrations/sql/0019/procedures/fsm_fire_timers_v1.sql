@@ -16,7 +16,8 @@
 -- Outcomes: 'fired'; 'dropped' when the event is not allowed from the instance's state when
 -- it comes due (31005, or 31028), or a state timeout whose instance is no longer in that
 -- state: logged with the error, nothing sent; 'held' when the instance is paused (31011) or
--- locked by another owner (31018), or on any other error: the timer stays armed, fire_at
+-- locked by another owner (31018), or on any other error (the instance could not be locked
+-- in time, 1205, say: the batch's other timers go on): the timer stays armed, fire_at
 -- moves 1, 2, 4 ... up to 60 seconds on (fsm_resume_v2 makes a resumed instance's held
 -- timers due again at once), last_errno and last_error say why.
 -- A deadlock rolls the second transaction back whole; it is started over (3 times at most),
@@ -120,21 +121,40 @@ BEGIN
           LEAVE item;
         END IF;
         SET v_errno = NULL, v_msg = NULL, v_tid = NULL, v_outcome = NULL;
-        IF NOT (v_machine <=> v_prepared) THEN
-          -- the machine name comes from fsm_timers, written only by pyfsm's triggers and procedures
-          SET @fsm_sql = CONCAT('SELECT MAX(current_state) INTO @fsm_t_state FROM `fsm_', v_machine, '` WHERE id = ? FOR UPDATE');
-          PREPARE fsm_timer_lock FROM @fsm_sql;
-          SET @fsm_sql = CONCAT('UPDATE `fsm_', v_machine, '` SET data = data WHERE id = ?');
-          PREPARE fsm_timer_send FROM @fsm_sql;
-          SET @fsm_sql = NULL, v_prepared = v_machine, v_any_prepared = 1;
-        END IF;
-        -- the instance first, then the timer: the order of a transition and its timer trigger
-        SET @fsm_t_id = v_instance, @fsm_t_state = NULL;
-        EXECUTE fsm_timer_lock USING @fsm_t_id;
+        -- the instance first, then the timer: the order of a transition and its timer trigger.
+        -- An instance that cannot be locked (a lock wait timeout, its table gone) holds this
+        -- timer only: the others of the batch go on.
+        BEGIN
+          DECLARE CONTINUE HANDLER FOR SQLEXCEPTION
+          BEGIN
+            GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO, v_msg = MESSAGE_TEXT;
+            IF v_errno = 1213 THEN
+              RESIGNAL;
+            END IF;
+          END;
+          IF NOT (v_machine <=> v_prepared) THEN
+            -- the machine name comes from fsm_timers, written only by pyfsm's triggers and procedures
+            SET v_prepared = NULL, v_any_prepared = 1;
+            SET @fsm_sql = CONCAT('SELECT MAX(current_state) INTO @fsm_t_state FROM `fsm_', v_machine, '` WHERE id = ? FOR UPDATE');
+            PREPARE fsm_timer_lock FROM @fsm_sql;
+            SET @fsm_sql = CONCAT('UPDATE `fsm_', v_machine, '` SET data = data WHERE id = ?');
+            PREPARE fsm_timer_send FROM @fsm_sql;
+            SET @fsm_sql = NULL;
+            IF v_errno IS NULL THEN
+              SET v_prepared = v_machine;
+            END IF;
+          END IF;
+          IF v_errno IS NULL THEN
+            SET @fsm_t_id = v_instance, @fsm_t_state = NULL;
+            EXECUTE fsm_timer_lock USING @fsm_t_id;
+          END IF;
+        END;
         SELECT COUNT(*), MAX(holds) INTO v_mine, v_holds FROM fsm_timers WHERE id = v_id AND claimed_by = v_token FOR UPDATE;
         IF v_mine = 1 THEN
           SET v_at = GREATEST(UTC_TIMESTAMP(6), v_now);
-          IF v_kind = 'timeout' AND NOT (CAST(@fsm_t_state AS BINARY) <=> CAST(v_state AS BINARY)) THEN
+          IF v_errno IS NOT NULL THEN
+            SET v_outcome = 'held';
+          ELSEIF v_kind = 'timeout' AND NOT (CAST(@fsm_t_state AS BINARY) <=> CAST(v_state AS BINARY)) THEN
             SET v_outcome = 'dropped', v_errno = 31005,
                 v_msg = CONCAT('fsm: ', v_machine, ' ', v_key, ' is no longer in ', v_state);
           ELSE
@@ -189,8 +209,11 @@ BEGIN
   END WHILE;
   SET @fsm_t_id = NULL, @fsm_t_state = NULL;
   IF v_any_prepared THEN
-    DEALLOCATE PREPARE fsm_timer_lock;
-    DEALLOCATE PREPARE fsm_timer_send;
+    BEGIN
+      DECLARE CONTINUE HANDLER FOR 1243 BEGIN END;  -- a PREPARE that failed left nothing to free
+      DEALLOCATE PREPARE fsm_timer_lock;
+      DEALLOCATE PREPARE fsm_timer_send;
+    END;
   END IF;
   SELECT r.timer_id, r.machine, r.instance_key, r.kind, r.event, r.due_at, r.outcome, r.transition_id, r.errno,
          r.lag_seconds
