@@ -104,6 +104,10 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
         from .processes import run as fulfil
 
         fulfil(store, settings.dsn(), run_id, orders=max(1, orders // 3), workers=workers)
+
+        from .timers import run as baskets
+
+        baskets(store, run_id)
     publish_and_show(settings, kafka or os.environ.get("PYFSM_KAFKA") or DEFAULT_KAFKA, sample)
 
 

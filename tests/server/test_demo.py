@@ -17,6 +17,8 @@ def test_demo_runs_end_to_end(make_database) -> None:  # type: ignore[no-untyped
     assert "created 30 orders" in out and "refused by the database" in out and "orders per state" in out
     assert "fulfilment with handlers: 10 orders" in out and "[########################################] 10/10" in out
     assert "recovered by retry" in out and "ship --next--> done" in out and "resuming" in out
+    assert "fired 20, dropped 0: 11 ordered, 19 abandoned by their timeout, 0 open" in out
+    assert "open --order--> ordered by timer" in out and "(scheduled, request id fsm:timer:" in out
 
 
 def test_demo_prints_its_events_when_a_broker_answers(make_database, kafka) -> None:  # type: ignore[no-untyped-def]
