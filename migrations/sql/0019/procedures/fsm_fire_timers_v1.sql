@@ -20,13 +20,17 @@
 -- in time, 1205, say: the batch's other timers go on): the timer stays armed, fire_at
 -- moves 1, 2, 4 ... up to 60 seconds on (fsm_resume_v2 makes a resumed instance's held
 -- timers due again at once), last_errno and last_error say why.
--- A deadlock rolls the second transaction back whole; it is started over (3 times at most),
--- after which the timers stay claimed until fire_at and are taken again then.
+-- The fired transitions' state counters are moved in one statement before the commit, in
+-- key order, so that calls running at once never deadlock on them. A deadlock (on the
+-- instances, say) rolls the second transaction back whole; it is started over (3 times at
+-- most), after which the call fails with 1213 and the timers stay claimed until fire_at and
+-- are taken again then.
 -- Parameters: p_owner (1 to 64 of [A-Za-z0-9._:-], the caller's name, kept in done_by),
 --   p_limit (1 to 1000 timers), p_claim_seconds (0.1 to 86400: how long a claim lasts).
 -- Result: one row per timer handled (timer_id, machine, instance_key, kind, event, due_at as
 --   text, outcome, transition_id, errno, lag_seconds: how long after due_at it was handled).
--- Errors: 31009 invalid argument; 31016 called inside an open transaction.
+-- Errors: 31009 invalid argument; 31016 called inside an open transaction; 1213 deadlocked
+--   3 times (nothing was fired; retry later).
 -- Example: CALL fsm_fire_timers_v1('dba-cron', 100, 30);
 CREATE PROCEDURE `fsm_fire_timers_v1`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -43,6 +47,11 @@ BEGIN
   -- the result rows, as JSON objects separated by commas: appended as text (JSON_ARRAY_APPEND
   -- would parse the whole array again for each timer)
   DECLARE v_results LONGTEXT CHARACTER SET utf8mb4 DEFAULT '';
+  -- what the fired transitions moved in the state counters, [machine, state, shard, +1 or -1]
+  -- entries, applied in key order just before the commit (the triggers leave them to this
+  -- call, @fsm_count_later): taken transition by transition, the counter rows of two firers
+  -- crossed and deadlocked (bench/bench_timers.py, 4 firers)
+  DECLARE v_counts LONGTEXT CHARACTER SET utf8mb4 DEFAULT '';
   DECLARE v_due_timers CURSOR FOR
     SELECT id FROM fsm_timers WHERE fire_at <= v_now ORDER BY fire_at, id LIMIT p_limit FOR UPDATE SKIP LOCKED;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
@@ -107,7 +116,7 @@ BEGIN
       BEGIN
         -- the server rolled the whole transaction back: start over with what is still claimed
         ROLLBACK;
-        SET v_started = 0, v_results = '';
+        SET v_started = 0, v_results = '', v_counts = '';
         SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
             @fsm_source = NULL, @fsm_guard = NULL;
       END;
@@ -162,7 +171,7 @@ BEGIN
                 @fsm_metadata = JSON_SET(COALESCE(v_metadata, '{}'), '$.timer',
                   JSON_OBJECT('id', CAST(v_id AS UNSIGNED), 'kind', v_kind, 'due_at', DATE_FORMAT(v_due, '%Y-%m-%d %H:%i:%s.%f'), 'state', v_state)),
                 @fsm_handler = NULL, @fsm_request_id = CONCAT('fsm:timer:', v_id), @fsm_source = 'procedure',
-                @fsm_last_transition_id = NULL;
+                @fsm_count_later = 1, @fsm_last_transition_id = NULL;
             BEGIN
               DECLARE CONTINUE HANDLER FOR SQLEXCEPTION
               BEGIN
@@ -174,9 +183,14 @@ BEGIN
               EXECUTE fsm_timer_send USING @fsm_t_id;
             END;
             SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-                @fsm_source = NULL, @fsm_guard = NULL;
+                @fsm_source = NULL, @fsm_guard = NULL, @fsm_count_later = NULL;
             IF v_errno IS NULL THEN
               SET v_outcome = 'fired', v_tid = @fsm_last_transition_id;
+              IF NOT (CAST(@fsm_last_from AS BINARY) <=> CAST(@fsm_last_to AS BINARY)) THEN
+                SET v_counts = CONCAT(v_counts, IF(v_counts = '', '', ','),
+                                      JSON_ARRAY(v_machine, @fsm_last_to, v_instance % 16, 1), ',',
+                                      JSON_ARRAY(v_machine, @fsm_last_from, v_instance % 16, -1));
+              END IF;
             ELSEIF v_errno IN (31005, 31028) THEN
               SET v_outcome = 'dropped';
             ELSE
@@ -203,11 +217,27 @@ BEGIN
         END IF;
       END LOOP;
       CLOSE v_claimed;
+      IF v_counts <> '' THEN
+        INSERT INTO fsm_state_counts (machine, state, shard, instances)
+        SELECT d.machine, d.state, d.shard, d.delta FROM (
+          SELECT c.machine, c.state, c.shard, SUM(c.delta) AS delta
+            FROM JSON_TABLE(CONCAT('[', v_counts, ']'), '$[*]' COLUMNS (
+                   machine VARCHAR(48) PATH '$[0]', state VARCHAR(64) PATH '$[1]', shard INT PATH '$[2]',
+                   delta INT PATH '$[3]')) AS c
+           GROUP BY c.machine, c.state, c.shard) AS d
+         WHERE d.delta <> 0
+         ORDER BY d.machine, d.state, d.shard
+        ON DUPLICATE KEY UPDATE instances = instances + d.delta;
+      END IF;
       COMMIT;
       SET v_started = 0, v_finished = 1;
     END;
   END WHILE;
   SET @fsm_t_id = NULL, @fsm_t_state = NULL;
+  IF v_finished = 0 THEN
+    -- given up: the timers stay claimed until fire_at, then any call takes them again
+    SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'fsm: firing timers deadlocked 3 times; the timers it claimed fire when their claim ends', MYSQL_ERRNO = 1213;
+  END IF;
   IF v_any_prepared THEN
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1243 BEGIN END;  -- a PREPARE that failed left nothing to free
