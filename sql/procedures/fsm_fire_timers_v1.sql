@@ -3,11 +3,16 @@
 -- What pyfsm's workers and `pyfsm timers run` call in a loop; a DBA may call it too (from a
 -- MySQL EVENT, say). Two transactions. The first claims up to p_limit timers of every type
 -- whose fire_at has passed (SELECT ... FOR UPDATE SKIP LOCKED, so callers running at once
--- take disjoint timers and never wait for each other), marks them with this call's claim
--- and moves their fire_at p_claim_seconds on, and commits. The second fires them, in
+-- take disjoint timers and never wait for each other), marks them claimed by p_owner and
+-- moves their fire_at p_claim_seconds on, and commits; it also takes back what an earlier
+-- call of the same owner left claimed (a call that failed between its two transactions:
+-- a deadlock inside a transition trigger cannot be handled in a procedure and ends the
+-- call, and a lost connection too), so that a caller that calls again fires those at once
+-- rather than when their claim ends. The second fires them, in
 -- (machine, instance) order: per timer it locks the instance row (before the timer row, as a
 -- transition's timer trigger does), checks the timer is still armed and still this call's
--- (a transition or a cancel may have removed it meanwhile: then it is skipped), and sends
+-- (a transition, a cancel or another call of the same owner may have removed it
+-- meanwhile: then it is skipped), and sends
 -- its event through the type's transition trigger (as fsm_<type>_send_v2 does) with request
 -- id 'fsm:timer:<id>' and metadata {"timer": {"id", "kind", "due_at", "state"}} added to the
 -- scheduled metadata. The timer is deleted and logged in fsm_timer_log in that same
@@ -21,11 +26,13 @@
 -- moves 1, 2, 4 ... up to 60 seconds on (fsm_resume_v2 makes a resumed instance's held
 -- timers due again at once), last_errno and last_error say why.
 -- The fired transitions' state counters are moved in one statement before the commit, in
--- key order, so that calls running at once never deadlock on them. A deadlock (on the
--- instances, say) rolls the second transaction back whole; it is started over (3 times at
--- most), after which the call fails with 1213 and the timers stay claimed until fire_at and
--- are taken again then.
--- Parameters: p_owner (1 to 64 of [A-Za-z0-9._:-], the caller's name, kept in done_by),
+-- key order, so that calls running at once rarely deadlock. A deadlock this procedure can
+-- handle rolls the second transaction back whole and starts it over (3 times at most); one
+-- inside a transition trigger ends the call with 1213 (pyfsm's Store calls again, and the
+-- call takes back the claims). Either way nothing of the failed transaction was fired.
+-- Parameters: p_owner (1 to 64 of [A-Za-z0-9._:-], the caller's name, kept in done_by and
+--   claimed_by: give each process of its own a name of its own; calls of one owner share
+--   their claims, which is safe, a timer still fires once),
 --   p_limit (1 to 1000 timers), p_claim_seconds (0.1 to 86400: how long a claim lasts).
 -- Result: one row per timer handled (timer_id, machine, instance_key, kind, event, due_at as
 --   text, outcome, transition_id, errno, lag_seconds: how long after due_at it was handled).
@@ -72,12 +79,13 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: limit must be 1 to 1000 and claim_seconds 0.1 to 86400', MYSQL_ERRNO = 31009;
   END IF;
   SET v_until = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND);
-  -- this call's claim: unique, so that a claim left by a caller that died is never taken for ours
-  SET v_token = CONCAT(LEFT(p_owner, 27), '/', UUID());
+  SET v_token = p_owner;
 
   -- 1. claim
   CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
   SET v_started = 1;
+  -- what an earlier call of this owner claimed and did not fire: ours again
+  UPDATE fsm_timers SET fire_at = v_until WHERE claimed_by = v_token;
   OPEN v_due_timers;
   claim: LOOP
     FETCH v_due_timers INTO v_id;
