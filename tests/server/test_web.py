@@ -15,15 +15,16 @@ from typing import Any
 
 import pymysql
 import pytest
-from helpers.common import fetch, granted_accounts, order_machine
+from helpers.common import granted_accounts, order_machine
 from helpers.engine_fixtures import checkout
+from helpers.web_site import client, rows
 from starlette.testclient import TestClient
 
 from pyfsm import Context, Outcome, Store, Worker
 from pyfsm.cli import main
 from pyfsm.db import Settings
 from pyfsm.errors import InvalidArgument, NotParked, ParkedBehind
-from pyfsm.web import ConsoleConfig, create_app
+from pyfsm.web import ConsoleConfig
 from pyfsm.web.reads import PAGE, SCAN_WINDOW
 
 HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=alert(1)>"
@@ -55,18 +56,6 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
         assert store.get("flow", "f-1").status == "failed"
     with granted_accounts(server, settings, ("app", "reporting"), "pyfsm_w") as made:
         yield {"root": settings, "process": process, **{role: a.dsn() for role, a in made.items()}}
-
-
-def client(site: dict[str, Any], **config: Any) -> TestClient:
-    return TestClient(create_app(ConsoleConfig(dsn=site["reporting"], **config)))
-
-
-def rows(site: dict[str, Any], sql: str, args: Any = None) -> list[dict[str, Any]]:
-    conn = pymysql.connect(**site["root"].connect_kwargs())
-    try:
-        return fetch(conn, sql, args)
-    finally:
-        conn.close()
 
 
 def text(html: str) -> str:

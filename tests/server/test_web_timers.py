@@ -16,11 +16,11 @@ from typing import Any
 import pymysql
 import pytest
 from helpers.common import fetch, granted_accounts
+from helpers.web_site import client, rows
 from starlette.testclient import TestClient
 
 from pyfsm import Store
 from pyfsm.db import Settings
-from pyfsm.web import ConsoleConfig, create_app
 from pyfsm.web.reads import PAGE
 
 SHOP = {"states": ["new", "paid", "cancelled"], "start": ["new"], "final": ["cancelled"],
@@ -68,18 +68,6 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
         store.send_at("shop", "s-01", "pay", at=datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=120))
     with granted_accounts(server, settings, ("app", "reporting"), "pyfsm_tw") as made:
         yield {"root": settings, **{role: a.dsn() for role, a in made.items()}}
-
-
-def client(site: dict[str, Any], **config: Any) -> TestClient:
-    return TestClient(create_app(ConsoleConfig(dsn=site["reporting"], **config)))
-
-
-def rows(site: dict[str, Any], sql: str, args: Any = None) -> list[dict[str, Any]]:
-    conn = pymysql.connect(**site["root"].connect_kwargs())
-    try:
-        return fetch(conn, sql, args)
-    finally:
-        conn.close()
 
 
 def armed(site: dict[str, Any], where: str = "1 = 1") -> list[int]:
