@@ -42,10 +42,19 @@ from .errors import (
     UnknownTimer,
 )
 from .locks import HeldLock, Lease
-from .models import AccountHistoryEntry, DefineResult, HistoryEntry, Instance, TransitionResult
+from .models import (
+    AccountHistoryEntry,
+    CancelledTimer,
+    DefineResult,
+    HistoryEntry,
+    Instance,
+    ScheduledTimer,
+    Timer,
+    TimerOutcome,
+    TransitionResult,
+)
 from .retry import retry
 from .store import Store
-from .timers import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 
 __version__ = "0.3.0"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -331,3 +331,103 @@ class TypeStats(_Fields):
     claimed: int
     unpublished: int
     oldest_unpublished_at: datetime | None
+
+
+# -- timers (pyfsm.timers, docs/timers.md) ---------------------------------------------------
+
+
+def _utc_time(value: Any) -> datetime:
+    """A time of a timer, UTC-aware as the Instance's are (a procedure may give it as text)."""
+    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class _TimerRef:
+    """Which timer: its id, instance, kind, event and due time."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    event: str
+    due_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values.update(timer_id=int(row["timer_id"]), due_at=_utc_time(row["due_at"]))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CancelledTimer(_TimerRef):
+    """A timer Store.cancel_timer removed before it fired."""
+
+
+@dataclass(frozen=True)
+class ScheduledTimer(_TimerRef):
+    """What Store.send_at armed (``replayed``: a repeat of a call with the same request id)."""
+
+    replayed: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        return replace(super().from_row(row), replayed=bool(row["replayed"]))
+
+
+@dataclass(frozen=True)
+class Timer:
+    """An armed timer (Store.timers, the view fsm_v_timers): kind 'timeout' (``state``'s
+    timeout) or 'scheduled' (Store.send_at). ``overdue_seconds`` is 0 until due; ``holds``
+    and ``last_errno`` tell why a due timer waits (31011: its instance is paused)."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    state: str | None
+    event: str
+    due_at: datetime
+    fire_at: datetime
+    armed_at: datetime
+    overdue_seconds: float
+    claimed_by: str | None
+    holds: int
+    last_errno: int | None
+    last_error: str | None
+    request_id: str | None
+    metadata: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Timer:
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values.update(timer_id=int(row["timer_id"]), overdue_seconds=float(row["overdue_seconds"]),
+                      holds=int(row["holds"]), metadata=_json(row["metadata"]), due_at=_utc_time(row["due_at"]),
+                      fire_at=_utc_time(row["fire_at"]), armed_at=_utc_time(row["armed_at"]))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TimerOutcome:
+    """One timer a firing call handled: ``outcome`` 'fired' (``transition_id`` is the history
+    row), 'dropped' (its event was not allowed then: ``errno``) or 'held' (the instance is
+    paused or locked: it stays armed); ``lag_seconds`` from due to handled."""
+
+    timer_id: int
+    machine: str
+    instance_key: str
+    kind: str
+    event: str
+    due_at: datetime
+    outcome: str
+    transition_id: int | None
+    errno: int | None
+    lag_seconds: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TimerOutcome:
+        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
+                   _utc_time(row["due_at"]), row["outcome"],
+                   None if row["transition_id"] is None else int(row["transition_id"]),
+                   None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))

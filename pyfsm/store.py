@@ -44,6 +44,7 @@ from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import (
     AccountHistoryEntry,
     AttemptError,
+    CancelledTimer,
     DefineResult,
     FailedInstance,
     HistoryEntry,
@@ -51,9 +52,12 @@ from .models import (
     PauseResult,
     QueuedRun,
     RunInfo,
+    ScheduledTimer,
     StatePeriod,
     StatusChange,
     StoredDefinition,
+    Timer,
+    TimerOutcome,
     TransitionResult,
     TypeStats,
 )
@@ -61,7 +65,6 @@ from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
 from .schema.routines import Routine
-from .timers import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 
 
 class Store:

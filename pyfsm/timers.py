@@ -10,21 +10,20 @@ removal, so a firer killed mid-way leaves its timers armed and none fires twice.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from .checks import check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .errors import FsmError, InvalidArgument
 from .limits import MAX_DELAY_SECONDS, MAX_METADATA_BYTES, PAGE_ROWS, REASON_CHARS, REQUEST_ID_CHARS
+from .models import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 from .schema import routines
 
 if TYPE_CHECKING:
@@ -37,107 +36,6 @@ log = logging.getLogger("pyfsm.timers")
 REQUEST_ID_PREFIX = "fsm:timer:"
 #: At most this many timers per fsm_fire_timers_v1 call (the procedure's own limit).
 MAX_BATCH = 1000
-
-
-def _utc(value: Any) -> datetime:
-    """Times come back UTC-aware, as the Instance's do (the database keeps naive UTC)."""
-    when = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-    return when.replace(tzinfo=UTC)
-
-
-def _json(value: Any) -> dict[str, Any] | None:
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-@dataclass(frozen=True)
-class _TimerRef:
-    """Which timer: its id, instance, kind, event and due time."""
-
-    timer_id: int
-    machine: str
-    instance_key: str
-    kind: str
-    event: str
-    due_at: datetime
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Self:
-        values = {f.name: row[f.name] for f in fields(cls)}
-        values.update(timer_id=int(row["timer_id"]), due_at=_utc(row["due_at"]))
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class CancelledTimer(_TimerRef):
-    """A timer Store.cancel_timer removed before it fired."""
-
-
-@dataclass(frozen=True)
-class ScheduledTimer(_TimerRef):
-    """What Store.send_at armed (``replayed``: a repeat of a call with the same request id)."""
-
-    replayed: bool
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Self:
-        return replace(super().from_row(row), replayed=bool(row["replayed"]))
-
-
-@dataclass(frozen=True)
-class Timer:
-    """An armed timer (Store.timers, the view fsm_v_timers): kind 'timeout' (``state``'s
-    timeout) or 'scheduled' (Store.send_at). ``overdue_seconds`` is 0 until due; ``holds``
-    and ``last_errno`` tell why a due timer waits (31011: its instance is paused)."""
-
-    timer_id: int
-    machine: str
-    instance_key: str
-    kind: str
-    state: str | None
-    event: str
-    due_at: datetime
-    fire_at: datetime
-    armed_at: datetime
-    overdue_seconds: float
-    claimed_by: str | None
-    holds: int
-    last_errno: int | None
-    last_error: str | None
-    request_id: str | None
-    metadata: dict[str, Any] | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Timer:
-        values = {f.name: row[f.name] for f in fields(cls)}
-        values.update(timer_id=int(row["timer_id"]), overdue_seconds=float(row["overdue_seconds"]),
-                      holds=int(row["holds"]), metadata=_json(row["metadata"]), due_at=_utc(row["due_at"]),
-                      fire_at=_utc(row["fire_at"]), armed_at=_utc(row["armed_at"]))
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class TimerOutcome:
-    """One timer a firing call handled: ``outcome`` 'fired' (``transition_id`` is the history
-    row), 'dropped' (its event was not allowed then: ``errno``) or 'held' (the instance is
-    paused or locked: it stays armed); ``lag_seconds`` from due to handled."""
-
-    timer_id: int
-    machine: str
-    instance_key: str
-    kind: str
-    event: str
-    due_at: datetime
-    outcome: str
-    transition_id: int | None
-    errno: int | None
-    lag_seconds: float
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> TimerOutcome:
-        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   _utc(row["due_at"]), row["outcome"],
-                   None if row["transition_id"] is None else int(row["transition_id"]),
-                   None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))
 
 
 def seconds(what: str, value: object) -> Decimal:

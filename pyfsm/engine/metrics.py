@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 if TYPE_CHECKING:
-    from ..timers import TimerOutcome
+    from ..models import TimerOutcome
     from .context import RunResult
 
 T = TypeVar("T")

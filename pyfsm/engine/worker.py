@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
 from ..locks import check_owner, new_owner
+from ..models import TimerOutcome
 from ..schema import routines
-from ..timers import MAX_BATCH, TimerLoop, TimerOutcome
+from ..timers import MAX_BATCH, TimerLoop
 from .batch import run_claimed_batch
 from .process import Process
 from .runner import ClaimKeeper, RunResult, claim, release_claims, run_claimed

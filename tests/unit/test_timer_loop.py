@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
-from pyfsm import DatabaseUnavailable
-from pyfsm.timers import TimerLoop, TimerOutcome
+from pyfsm import DatabaseUnavailable, TimerOutcome
+from pyfsm.timers import TimerLoop
 
 
 def outcome(outcome: str) -> TimerOutcome:
