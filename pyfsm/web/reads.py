@@ -33,10 +33,8 @@ from ..schema.routines import Routine
 PAGE = 50
 SCAN_WINDOW = 20_000
 HISTORY_PAGE = 100
-#: The recent timer outcomes the timers page shows, and how many of the newest log rows a
-#: machine filter searches for them (fsm_timer_log has no index on machine and done_at).
+#: The recent timer outcomes the timers page shows.
 TIMER_LOG_ROWS = 50
-TIMER_LOG_WINDOW = 20_000
 #: How old the status counts (fsm_stats_v2) a page shows may be, in seconds.
 STATS_MAX_AGE = 5.0
 Row = dict[str, Any]
@@ -335,19 +333,15 @@ class Reads:
                 "oldest_overdue_seconds": float(row["oldest_overdue_seconds"])}
 
     def timer_log(self, machine: str | None) -> list[Row]:
-        """The newest outcomes (fired, dropped, cancelled), through the index on done_at. A
-        machine filter searches the newest ``TIMER_LOG_WINDOW`` rows only: where they start is
-        found first, in the index alone, so that the filtered read is a range of it too."""
+        """The newest outcomes (fired, dropped, cancelled), through the index on done_at, or
+        on (machine, done_at) for one machine."""
         columns = ("timer_id, machine, instance_key, kind, state, event, due_at, outcome, transition_id, errno, "
                    "reason, done_by, done_at, lag_seconds")
         newest = f"ORDER BY done_at DESC, timer_id DESC LIMIT {TIMER_LOG_ROWS}"
         if machine is None:
             return self.rows(f"SELECT {columns} FROM fsm_v_timer_log {newest}")
-        start = self.rows("SELECT done_at FROM fsm_v_timer_log ORDER BY done_at DESC "
-                          f"LIMIT 1 OFFSET {TIMER_LOG_WINDOW - 1}")
-        since, args = ("", ()) if not start else (" AND done_at >= %s", (start[0]["done_at"],))
-        return self.rows(f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s{since} {newest}",
-                         (check_machine_name(machine), *args))
+        return self.rows(f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s {newest}",
+                         (check_machine_name(machine),))
 
     def timer(self, timer_id: int) -> Row | None:
         found = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE timer_id = %s", (timer_id,))

@@ -28,5 +28,6 @@ CREATE TABLE IF NOT EXISTS `fsm_timer_log` (
   PRIMARY KEY (`id`),
   UNIQUE KEY `fsm_timer_log_request` (`machine`, `request_id`),
   KEY `fsm_timer_log_done` (`done_at`),
+  KEY `fsm_timer_log_machine_done` (`machine`, `done_at`),
   KEY `fsm_timer_log_instance` (`machine`, `instance_id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
