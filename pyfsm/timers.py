@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .checks import check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .errors import FsmError, InvalidArgument
 from .limits import MAX_DELAY_SECONDS, MAX_METADATA_BYTES, PAGE_ROWS, REASON_CHARS, REQUEST_ID_CHARS
+from .locks import check_owner
 from .models import CancelledTimer, ScheduledTimer, Timer, TimerOutcome
 from .schema import routines
 
@@ -34,8 +35,10 @@ log = logging.getLogger("pyfsm.timers")
 
 #: The request id of the transition a timer's firing writes: ``fsm:timer:<timer id>``.
 REQUEST_ID_PREFIX = "fsm:timer:"
-#: At most this many timers per fsm_fire_timers_v1 call (the procedure's own limit).
+#: At most this many timers per fsm_fire_timers_v1 call, and how long its claim may last
+#: (the procedure's own limits).
 MAX_BATCH = 1000
+CLAIM_SECONDS = (0.1, 86400.0)
 
 
 def seconds(what: str, value: object) -> Decimal:
@@ -81,19 +84,17 @@ def armed(gateway: Gateway, machine: str | Machine | None = None, key: str | Non
 def fire(gateway: Gateway, owner: str, *, limit: int = 100, claim_seconds: float = 30.0) -> list[TimerOutcome]:
     owner = check_owner(owner)
     check_int("limit", limit, minimum=1, maximum=MAX_BATCH)
-    if isinstance(claim_seconds, bool) or not isinstance(claim_seconds, int | float) \
-            or not 0.1 <= claim_seconds <= 86400:
-        raise InvalidArgument(f"claim_seconds must be 0.1 to 86400, got {claim_seconds!r:.80}")
+    check_claim_seconds("claim_seconds", claim_seconds)
     rows = gateway.rows(routines.FIRE_TIMERS, (owner, limit, claim_seconds), writes=True, retry_connection=True)
     return [TimerOutcome.from_row(r) for r in rows]
 
 
-def check_owner(owner: object) -> str:
-    text = check_text("owner", owner, 64, required=True)
-    assert text is not None
-    if not all(c.isascii() and (c.isalnum() or c in "._:-") for c in text):
-        raise InvalidArgument(f"owner must be 1 to 64 characters of [A-Za-z0-9._:-], got {owner!r:.80}")
-    return text
+def check_claim_seconds(what: str, value: object) -> float:
+    """``value`` if it is a claim's length fsm_fire_timers_v1 takes; InvalidArgument if not."""
+    low, high = CLAIM_SECONDS
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:  # NaN fails
+        raise InvalidArgument(f"{what} must be {low} to {high:.0f} seconds, got {value!r:.80}")
+    return float(value)
 
 
 def default_owner() -> str:

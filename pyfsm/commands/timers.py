@@ -18,17 +18,16 @@ from typing import Any
 
 from .. import timers
 from ..checks import check_int
+from ..definition import UNIT_SECONDS as DEFINITION_UNITS
 from ..errors import FsmError, InvalidArgument
 from ..limits import MAX_DELAY_SECONDS
+from ..locks import check_owner
 from ..store import Store
 from .common import Add, emit, json_object, seconds, table
 
 #: A duration: seconds, or a number with a unit (90, 1.5, 30s, 30m, 2h, 1d).
 DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
-UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-#: fsm_fire_timers_v1's bounds of a claim, checked before `run` starts so that a bad value
-#: fails the command instead of every batch (the loop logs a failed batch and tries again).
-CLAIM_SECONDS = (0.1, 86400.0)
+UNIT_SECONDS = {"": 1, **DEFINITION_UNITS}
 
 
 def duration(text: str) -> float:
@@ -117,12 +116,11 @@ class _Batches:
 
 
 def _check_run_arguments(args: argparse.Namespace) -> str:
-    """The owner to fire as; a bad argument fails here, not each batch of the loop."""
-    owner = timers.check_owner(args.owner or timers.default_owner())
+    """The owner to fire as; a bad argument fails here, not each batch of the loop (which
+    logs a failed batch and tries again)."""
+    owner = check_owner(args.owner or timers.default_owner())
     check_int("--limit", args.limit, minimum=1, maximum=timers.MAX_BATCH)
-    low, high = CLAIM_SECONDS
-    if not low <= args.claim_seconds <= high:  # NaN fails this too
-        raise InvalidArgument(f"--claim-seconds must be {low} to {high:.0f}, got {args.claim_seconds}")
+    timers.check_claim_seconds("--claim-seconds", args.claim_seconds)
     return owner
 
 

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
 from ..locks import check_owner, new_owner
-from ..models import TimerOutcome
 from ..schema import routines
 from ..timers import MAX_BATCH, TimerLoop
 from .batch import run_claimed_batch
@@ -108,7 +107,8 @@ class Worker:
             raise InvalidArgument(f"timer_poll must be more than 0 and at most 60 seconds, got {timer_poll!r:.80}")
         self._timer_loop = TimerLoop(
             lambda: self.store.fire_timers(owner=self.owner, limit=timer_batch), limit=timer_batch,
-            poll_seconds=timer_poll, on_outcomes=self._timer_outcomes) if timers else None
+            poll_seconds=timer_poll, on_outcomes=None if metrics is None else metrics.observe_timer_outcomes,
+        ) if timers else None
 
     def close(self) -> None:
         """Stop the claims' heartbeat (run() does this when it returns; call it after run_once())."""
@@ -190,23 +190,15 @@ class Worker:
             if timer_thread is not None and self._timer_loop is not None:
                 self._timer_loop.stop()  # a batch being fired finishes (one transaction) first
                 timer_thread.join()
+                loop = self._timer_loop  # it counted what it fired: the stats take its totals
+                self.stats.timers_fired, self.stats.timers_dropped, self.stats.timers_held = (
+                    loop.fired, loop.dropped, loop.held)
             self.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.stats
 
     # -- internals ------------------------------------------------------------------------
-
-    def _timer_outcomes(self, outcomes: list[TimerOutcome]) -> None:
-        if self.metrics is not None:
-            self.metrics.observe_timer_outcomes(outcomes)
-        for o in outcomes:
-            if o.outcome == "fired":
-                self.stats.timers_fired += 1
-            elif o.outcome == "dropped":
-                self.stats.timers_dropped += 1
-            else:
-                self.stats.timers_held += 1
 
     def _run(self, process: Process, row: dict[str, Any]) -> None:
         try:
