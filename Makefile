@@ -10,6 +10,14 @@ BENCH_DSN       ?= $(BENCH_DEFAULT_DSN)
 BENCH_MYSQL_DSN ?= mysql://root@127.0.0.1:3307/test
 BENCH_WRITE     ?= $(if $(filter $(BENCH_DEFAULT_DSN),$(BENCH_DSN)),BENCHMARKS.md,)
 BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
+# The server of the demo and the tests (scripts/dev_server.py): the DSN in the variable if set, else
+# a server at 127.0.0.1:3306, else the project's own MySQL (scripts/mysql-server: fetched on first
+# use, started on 127.0.0.1:3307, left running), else MySQL 8.4 in Docker; else one line on what to set.
+WITH_TEST_SERVER := $(PY) scripts/dev_server.py --env PYFSM_TEST_DSN --database test --
+WITH_DEMO_SERVER := $(PY) scripts/dev_server.py --env PYFSM_DSN --database pyfsm_demo --
+LINT := $(VENV)/bin/ruff check pyfsm migrations tests bench scripts && $(VENV)/bin/mypy pyfsm
+# `make test PYTEST_ARGS='tests/server/test_store.py -x'`: a selection through the same command
+PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop
@@ -34,25 +42,23 @@ mysql: ## start a private MySQL 9.7 (Debian sid, cached in ~/.cache/pyfsm-mysql)
 mysql-stop: ## stop the MySQL server `make mysql` started
 	scripts/mysql-server stop
 
-test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else Docker)
-	$(VENV)/bin/ruff check pyfsm migrations tests bench
-	$(VENV)/bin/mypy pyfsm
-	$(PY) -m pytest
+test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else 127.0.0.1:3306, else the project's own MySQL, else Docker)
+	$(WITH_TEST_SERVER) sh -c '$(LINT) && $(PY) -m pytest $(PYTEST_ARGS)'
 
 test-unit: venv ## only the tests that need no database server: tests/unit and the doctests of pyfsm/ (seconds)
 	$(PY) -m pytest tests/unit pyfsm
 
-test-server: venv ## only tests/server: the tests on the one server PYFSM_TEST_DSN names (and a Kafka broker they start)
-	$(PY) -m pytest tests/server
+test-server: venv ## only tests/server: the tests on the one server (chosen as for `make test`) and a Kafka broker they start
+	$(WITH_TEST_SERVER) $(PY) -m pytest tests/server $(PYTEST_ARGS)
 
 test-clusters: venv ## only tests/clusters: the tests that start servers of their own (replicas, Galera, Group Replication, restarts; minutes)
-	$(PY) -m pytest tests/clusters
+	$(WITH_TEST_SERVER) $(PY) -m pytest tests/clusters $(PYTEST_ARGS)
 
-test-browser: venv ## only tests/browser: the web console in Chromium, on PYFSM_TEST_DSN's server
-	$(PY) -m pytest tests/browser
+test-browser: venv ## only tests/browser: the web console in Chromium, on the server chosen as for `make test`
+	$(WITH_TEST_SERVER) $(PY) -m pytest tests/browser $(PYTEST_ARGS)
 
-demo: venv ## run the order demo in $PYFSM_DSN's database (default mysql://root@127.0.0.1:3306/pyfsm_demo)
-	$(VENV)/bin/pyfsm demo
+demo: venv ## run the order demo in PYFSM_DSN's database, else pyfsm_demo on 127.0.0.1:3306, else on the project's own MySQL (or Docker)
+	$(WITH_DEMO_SERVER) $(VENV)/bin/pyfsm demo
 
 bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; on BENCH_DSN (default MariaDB's 3306; BENCH_DSN=mysql://root@127.0.0.1:3307/test for `make mysql`'s), updates BENCHMARKS.md on the default server only (BENCH_ARGS=--quick: short, writes nothing)
 	$(PY) bench/run_all.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG) $(BENCH_ARGS)
@@ -71,6 +77,5 @@ instructions: venv ## count the server's instructions per transition with callgr
 docs: venv ## build the documentation site into site/ (mkdocs, Material theme; --strict: a broken link or a page missing from the nav fails)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-lint: venv ## ruff and mypy only
-	$(VENV)/bin/ruff check pyfsm migrations tests bench
-	$(VENV)/bin/mypy pyfsm
+lint: venv ## ruff, mypy and the import-circle check only
+	$(LINT)

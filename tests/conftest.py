@@ -1,19 +1,19 @@
 """Test fixtures: a real MySQL/MariaDB server, databases created and dropped per session.
 
 The server comes from $PYFSM_TEST_DSN (any database name; the tests create their own).
-Without it, and with a Docker engine answering, MySQL 8.4 is started with testcontainers.
-With neither, the run stops with a message saying what to set.
+Without it, the same choice as `make test` (scripts/dev_server.py): a server answering at
+127.0.0.1:3306, else the project's own MySQL (scripts/mysql-server), else MySQL 8.4 in Docker
+(testcontainers); with none of them the run stops with one line saying what to set.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 
+import dev_server  # scripts/dev_server.py (pyproject's pythonpath)
 import pymysql
 import pytest
 from helpers.common import admin, order_machine
@@ -23,36 +23,17 @@ from helpers.kafka_broker import kafka  # noqa: F401  (the tansu broker fixture 
 from pyfsm import Machine, Store
 from pyfsm.db import Settings, parse_dsn
 
-HELP = (
-    "pyfsm's tests need a MySQL 8 or MariaDB 10.6+ server. Set PYFSM_TEST_DSN, e.g.\n"
-    "  PYFSM_TEST_DSN=mysql://root@127.0.0.1:3306/test make test\n"
-    "or run them where a Docker engine is available (testcontainers starts MySQL 8.4)."
-)
-
-
-def _docker_available() -> bool:
-    if not shutil.which("docker"):
-        return False
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Settings]:
     """Connection settings of the test server (database part ignored)."""
-    dsn = os.environ.get("PYFSM_TEST_DSN")
-    if dsn:
-        yield parse_dsn(dsn)
-        return
-    if not _docker_available():
-        pytest.exit(HELP, returncode=2)
-    from testcontainers.mysql import MySqlContainer
-
-    with MySqlContainer("mysql:8.4", username="root", password="test", dbname="test") as container:
-        yield Settings(host=container.get_container_host_ip(), port=int(container.get_exposed_port(3306)),
-                       user="root", password="test", database="test")
+    try:
+        with dev_server.server_dsn("PYFSM_TEST_DSN", "test") as dsn:
+            # the helpers that ask which server this pass runs on read the variable
+            os.environ["PYFSM_TEST_DSN"] = dsn
+            yield parse_dsn(dsn)
+    except dev_server.NoServer as exc:
+        pytest.exit(str(exc), returncode=2)
 
 
 @pytest.fixture(scope="session")

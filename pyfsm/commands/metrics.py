@@ -22,7 +22,7 @@ def import_metrics() -> Any:
     try:
         from ..metrics import server as metrics
     except ImportError as exc:
-        raise InvalidArgument(f"metrics need prometheus_client: pip install 'pyfsm[metrics]' ({exc})") from None
+        raise InvalidArgument(f"metrics need prometheus_client: pip install 'pyfsm-mysql[metrics]' ({exc})") from None
     return metrics
 
 

@@ -19,7 +19,7 @@ def cmd_web(args: argparse.Namespace) -> None:
         from ..web.security import is_loopback
     except ImportError as exc:  # the web extra is not installed
         raise InvalidArgument(
-            f"pyfsm web needs the web extra: pip install 'pyfsm[web]' ({exc.name} is missing)") from None
+            f"pyfsm web needs the web extra: pip install 'pyfsm-mysql[web]' ({exc.name} is missing)") from None
     token = args.token or os.environ.get("PYFSM_WEB_TOKEN") or None
     if not is_loopback(args.host) and token is None:
         raise InvalidArgument(f"--host {args.host} lets other machines in: give --token (or $PYFSM_WEB_TOKEN), "

@@ -31,7 +31,7 @@ DEFAULT_KAFKA = "localhost:9092"
 TOPIC = "pyfsm.demo.orders"
 
 ORDER = Machine(
-    name="order",
+    name="demo_order",  # not "order": the README's example defines that one, with other states
     states=["new", "paid", "packed", "shipped", "delivered", "cancelled"],
     start=["new"],
     final=["delivered", "cancelled"],
@@ -67,7 +67,7 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
         if schema.migrate(store.settings):  # as store.migrate(), which creates a missing database too
             print(f"created database `{settings.database}` ({db.DATABASE_CHARSET})")
         defined = store.define(ORDER)
-        print(f"machine order: definition version {defined.version} ({'new' if defined.changed else 'unchanged'})")
+        print(f"machine demo_order: definition version {defined.version} ({'new' if defined.changed else 'unchanged'})")
         run_id = time.strftime("%H%M%S")
         paths, weights = zip(*PATHS, strict=True)
         started = time.perf_counter()
@@ -75,10 +75,10 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
         sample = None
         for n in range(orders):
             key = f"demo-{run_id}-{n:04d}"
-            store.create("order", key, data={"total": rng.randint(5, 500)}, lookup_key=f"customer-{n % 40}")
+            store.create("demo_order", key, data={"total": rng.randint(5, 500)}, lookup_key=f"customer-{n % 40}")
             path = rng.choices(paths, weights)[0]
             for event in path:
-                store.send("order", key, event, metadata={"by": "demo"})
+                store.send("demo_order", key, event, metadata={"by": "demo"})
                 moves += 1
             if sample is None and path and path[-1] == "deliver":
                 sample = key
@@ -88,16 +88,16 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
 
         sample = sample or f"demo-{run_id}-0000"
         try:
-            store.send("order", sample, "pay")  # a delivered order cannot be paid again
+            store.send("demo_order", sample, "pay")  # a delivered order cannot be paid again
         except TransitionNotAllowed as exc:
             print(f"refused by the database: {exc} [errno {exc.errno}]")
 
         print("\norders per state (all runs):")
-        for state, count in sorted(store.counts("order").items(), key=lambda kv: ORDER.states.index(kv[0])):
+        for state, count in sorted(store.counts("demo_order").items(), key=lambda kv: ORDER.states.index(kv[0])):
             print(f"  {state:<10} {count:>6}")
 
         print(f"\nhistory of {sample}:")
-        for h in store.history("order", sample):
+        for h in store.history("demo_order", sample):
             move = f"{h.from_state} --{h.event}--> {h.to_state}" if h.event else f"created in {h.to_state}"
             print(f"  #{h.sort_key} {h.created_at:%H:%M:%S.%f} {move}")
 

@@ -43,11 +43,11 @@ def _orders_in(server, database: str) -> int | None:  # type: ignore[no-untyped-
     conn = admin(server)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'fsm_order'",
+            cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'fsm_demo_order'",
                         (database,))
             if cur.fetchone() is None:
                 return None
-            cur.execute(f"SELECT COUNT(*) FROM `{database}`.fsm_order")
+            cur.execute(f"SELECT COUNT(*) FROM `{database}`.fsm_demo_order")
             return int(cur.fetchone()[0])
     finally:
         conn.close()

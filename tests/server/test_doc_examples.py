@@ -120,3 +120,30 @@ def test_the_diagram_is_what_pyfsm_graph_draws() -> None:
     [diagram] = [d for page in nav_pages() for d in re.findall(r"```mermaid\n(.*?)```", page.read_text(), re.S)]
     [machine] = load_machines(ROOT / "examples" / "order.yaml")
     assert diagram.strip() == mermaid(machine)
+
+
+def test_the_readme_example_prints_what_it_shows_and_is_the_example_file(make_database,  # type: ignore[no-untyped-def]
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's example prints what the block after it says, and its machine is
+    examples/order.yaml's (one definition of `order`: following the README in a database that
+    has the YAML's machine makes no new version)."""
+    import contextlib
+    import io
+
+    from pyfsm.definition_file import load_machines
+
+    text = README.read_text()
+    shown = re.search(r"```python\n(.*?)```\s*It prints:\s*```text\n(.*?)```", text, re.S)
+    assert shown, "the README's example is followed by `It prints:` and its output"
+    code, output = shown.groups()
+    monkeypatch.setenv("PYFSM_DSN", make_database("pyfsm_readme").dsn())
+    namespace: dict[str, object] = {}
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "README.md example", "exec"), namespace)  # noqa: S102
+    finally:
+        namespace["store"].close()  # type: ignore[attr-defined]
+    assert printed.getvalue() == output
+    [from_file] = load_machines(ROOT / "examples" / "order.yaml")
+    assert namespace["order"] == from_file

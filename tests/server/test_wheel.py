@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Files the wheel must carry: the force-included sql/ and migrations/ trees and the typing marker.
 REQUIRED_IN_WHEEL = (
-    "pyfsm/sql/procedures/fsm_send_v2.sql",
+    "pyfsm/sql/procedures/fsm_send_v3.sql",
     "pyfsm/sql/machine/triggers/fsm_type_bu_v7.sql",
     "pyfsm/migrations/sql/0001-0010/templates/send_v1.sql",
     "pyfsm/migrations/sql/0011/procedures/fsm_define_v4.sql",
@@ -123,7 +123,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(make_database, tmp_path: Path) 
     dist = tmp_path / "dist"
     _run([sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "--no-build-isolation", "-w", dist],
          cwd=tmp_path, timeout=BUILD_TIMEOUT, what="building the wheel")
-    wheels = sorted(dist.glob("pyfsm-*.whl"))
+    wheels = sorted(dist.glob("pyfsm_mysql-*.whl"))
     assert len(wheels) == 1, f"expected one pyfsm wheel in {dist}, found {[w.name for w in dist.iterdir()]}"
     wheel = wheels[0]
 

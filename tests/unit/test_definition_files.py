@@ -422,5 +422,5 @@ def test_yaml_without_pyyaml_says_what_to_install(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "yaml", None)  # makes `import yaml` raise ImportError
     with pytest.raises(InvalidDefinition) as caught:
         load_machines(EXAMPLE)
-    assert str(caught.value) == f"{EXAMPLE}: YAML definition files need PyYAML: pip install 'pyfsm[yaml]'"
+    assert str(caught.value) == f"{EXAMPLE}: YAML definition files need PyYAML: pip install 'pyfsm-mysql[yaml]'"
     assert parse_machines(ORDER_JSON, fmt="json")[0].name == "order"  # JSON needs nothing extra
