@@ -15,7 +15,7 @@ BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
 # use, started on 127.0.0.1:3307, left running), else MySQL 8.4 in Docker; else one line on what to set.
 WITH_TEST_SERVER := $(PY) scripts/dev_server.py --env PYFSM_TEST_DSN --database test --
 WITH_DEMO_SERVER := $(PY) scripts/dev_server.py --env PYFSM_DSN --database pyfsm_demo --
-LINT := $(VENV)/bin/ruff check pyfsm migrations tests bench scripts && $(VENV)/bin/mypy pyfsm
+LINT := $(VENV)/bin/ruff check pyfsm migrations tests bench scripts && $(VENV)/bin/mypy pyfsm && $(PY) scripts/import_cycles.py pyfsm
 # `make test PYTEST_ARGS='tests/server/test_store.py -x'`: a selection through the same command
 PYTEST_ARGS ?=
 

@@ -41,7 +41,7 @@ class UnreachableStateWarning(UserWarning):
 
 #: Where the definition being built comes from (definition_file sets it while it builds one):
 #: a warning about the definition names it.
-_SOURCE: ContextVar[str | None] = ContextVar("pyfsm_definition_source", default=None)
+DEFINITION_SOURCE: ContextVar[str | None] = ContextVar("pyfsm_definition_source", default=None)
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ class Machine:
         reached = self._reachable(rules)
         unreachable = [state for state in self.states if state not in reached]
         if unreachable:
-            origin = _SOURCE.get()
+            origin = DEFINITION_SOURCE.get()
             one = len(unreachable) == 1
             warnings.warn(
                 f"{origin + ': ' if origin else ''}machine {self.name!r}: {'state' if one else 'states'} "

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .definition import _SOURCE, NAME, Machine
+from .definition import DEFINITION_SOURCE, NAME, Machine
 from .errors import InvalidArgument, InvalidDefinition
 
 #: The largest definition file read, in bytes: far above any real machine, small enough that
@@ -219,7 +219,7 @@ def _import_yaml(source: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise _document_error(source, "YAML definition files need PyYAML: pip install 'pyfsm[yaml]'") from None
+        raise _document_error(source, "YAML definition files need PyYAML: pip install 'pyfsm-mysql[yaml]'") from None
     return yaml
 
 
@@ -461,7 +461,7 @@ class _Reader:
                     raise self.fail(f"{at('options')}.{option}",
                                     f"must be true or false, got {_describe(options[option])}")
         timeouts = {} if spec.get("timeouts") is None else self.timeouts(spec["timeouts"], at("timeouts"))
-        named = _SOURCE.set(self.source)  # a warning (an unreachable state) names the file
+        named = DEFINITION_SOURCE.set(self.source)  # a warning (an unreachable state) names the file
         try:
             return Machine(name=name, states=states, start=start, final=final, topic=topic,
                            transitions=[(event, list(sources), target) for event, sources, target, _ in edges],
@@ -469,7 +469,7 @@ class _Reader:
         except InvalidDefinition as exc:
             raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
         finally:
-            _SOURCE.reset(named)
+            DEFINITION_SOURCE.reset(named)
 
     def transition(self, value: Any, path: str) -> tuple[str, tuple[str, ...], str, bool]:
         """(event, sources, target, whether ``from`` was written as a list)."""

@@ -36,7 +36,7 @@ from .. import db
 from ..errors import DatabaseUnavailable, FsmError
 from ..schema import routines
 from .context import ProcessLike, RunResult
-from .runner import _Run, recover
+from .runner import ClaimedRun, recover
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -50,7 +50,7 @@ def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping
     """Run the instances the caller has claimed (rows of fsm_claim_v1), side by side; a
     RunResult for each, in the order of ``rows``. ``metrics``: a worker's, to time handlers
     and commits."""
-    runs = [_Run(store, process, row, owner, stop, metrics) for row in rows]
+    runs = [ClaimedRun(store, process, row, owner, stop, metrics) for row in rows]
     results: dict[int, RunResult] = {}
     together = [run for run in runs if run.save_after_step and not run.uses_locks]
     for run in runs:
@@ -61,7 +61,7 @@ def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping
                 results[id(run)] = recover(run, exc)
     active = together
     while active:
-        requests: list[tuple[_Run, dict[str, Any]]] = []
+        requests: list[tuple[ClaimedRun, dict[str, Any]]] = []
         for run in active:
             try:
                 request = run.advance()
@@ -83,11 +83,11 @@ def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping
 MAX_CALL_BYTES = 1 << 20
 
 
-def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[_Run, dict[str, Any]]], owner: str,
-                  results: dict[int, RunResult]) -> list[_Run]:
+def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[ClaimedRun, dict[str, Any]]], owner: str,
+                  results: dict[int, RunResult]) -> list[ClaimedRun]:
     """Commit one round; the runs that go on. Each run that ends gets its result."""
-    going_on: list[_Run] = []
-    group: list[tuple[_Run, dict[str, Any], str]] = []
+    going_on: list[ClaimedRun] = []
+    group: list[tuple[ClaimedRun, dict[str, Any], str]] = []
     size = 0
     for run, request in requests:
         key, _owner, version, steps, status, go_on, _seconds, requeue, data = run.step_args(**request)
@@ -104,12 +104,12 @@ def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[_Run,
     return going_on
 
 
-def _commit_group(store: Store, process: ProcessLike, group: list[tuple[_Run, dict[str, Any], str]], owner: str,
-                  results: dict[int, RunResult]) -> list[_Run]:
+def _commit_group(store: Store, process: ProcessLike, group: list[tuple[ClaimedRun, dict[str, Any], str]], owner: str,
+                  results: dict[int, RunResult]) -> list[ClaimedRun]:
     """Commit some of a round's steps in one transaction; the runs that go on."""
-    going_on: list[_Run] = []
+    going_on: list[ClaimedRun] = []
 
-    def took(run: _Run, row: Mapping[str, Any]) -> None:
+    def took(run: ClaimedRun, row: Mapping[str, Any]) -> None:
         if run.committed(row):
             going_on.append(run)
         else:

@@ -3,7 +3,7 @@
 One claimed instance at a time: take its locks if its type uses them, run the handler of
 its state, commit the step with ``fsm_<type>_step_v2`` (one round trip: the transition through
 the trigger, then the status and the queue), and go on while the outcome says so. A worker
-runs its batch side by side instead (pyfsm.batch), with the same steps and guarantees.
+runs its batch side by side instead (pyfsm.engine.batch), with the same steps and guarantees.
 
 What is guaranteed, and what is not:
 
@@ -65,7 +65,7 @@ log = logging.getLogger("pyfsm.engine")
 LOCK_BUSY_REQUEUE_SECONDS = 0.5
 
 
-class _Run:
+class ClaimedRun:
     """One claimed instance being run: the state the loop carries between steps."""
 
     def __init__(self, store: Store, process: ProcessLike, row: Mapping[str, Any], owner: str,
@@ -297,14 +297,14 @@ def run_claimed(store: Store, process: ProcessLike, row: Mapping[str, Any], owne
     hands the run back; anything else (e.g. a lock-using instance without a lookup key)
     is recorded in fsm_errors and fails the step, since running it again cannot help.
     """
-    run = _Run(store, process, row, owner, stop, metrics)
+    run = ClaimedRun(store, process, row, owner, stop, metrics)
     try:
         return run.run()
     except FsmError as exc:
         return recover(run, exc)
 
 
-def recover(run: _Run, error: FsmError) -> RunResult:
+def recover(run: ClaimedRun, error: FsmError) -> RunResult:
     """After a database error in ``run``: never leave its claim to run out (see run_claimed)."""
     store, process = run.store, run.process
     if isinstance(error, ClaimLost):

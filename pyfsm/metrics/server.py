@@ -1,14 +1,14 @@
 """Prometheus metrics: what the database holds, and what a worker does.
 
-* :class:`DatabaseCollector` (pyfsm.metrics_db) reads the database on every scrape: instances
+* :class:`DatabaseCollector` (pyfsm.metrics.database) reads the database on every scrape: instances
   per state and status, transitions, the engine's queue, the relay's backlog, locks held.
   `pyfsm metrics` and the web console's /metrics serve it; a reporting account is enough.
-* :class:`WorkerMetrics` (pyfsm.metrics_worker) lives in a worker's process: steps, runs,
+* :class:`WorkerMetrics` (pyfsm.engine.metrics) lives in a worker's process: steps, runs,
   errors, handler and commit times; `pyfsm worker --metrics-port` serves it.
 
 Each has a registry of its own, never prometheus_client's global one: two stores, or a
 worker and a console in one process, never mix their samples. docs/metrics.md lists every
-metric. Needs prometheus_client: ``pip install 'pyfsm[metrics]'``.
+metric. Needs prometheus_client: ``pip install 'pyfsm-mysql[metrics]'``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ topic, in the transaction of the change itself, so a rolled-back change never ha
 and a committed one always has. The relay turns those rows into Kafka messages:
 
 * **One active relay per database,** on one server or across a cluster
-  (:mod:`pyfsm.leadership`): the leader holds a row of ``fsm_relay_leaders`` with an
+  (:mod:`pyfsm.relay.leadership`): the leader holds a row of ``fsm_relay_leaders`` with an
   expiry (``lease`` seconds), which every server of a Galera cluster sees, and a MySQL user
   lock (GET_LOCK, :attr:`Relay.lock_name`) on the pooled connection it keeps while it
   leads. A standby waits in ``GET_LOCK(name, 1)``; on the leader's own server it takes over

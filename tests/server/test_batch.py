@@ -1,4 +1,4 @@
-"""A worker's batch run side by side, each round of steps committed together (pyfsm.batch,
+"""A worker's batch run side by side, each round of steps committed together (pyfsm.engine.batch,
 fsm_<type>_steps_v1): the same outcomes as one run at a time, an instance refused alone,
 and a round committed one by one when the batch procedure cannot be used.
 

@@ -1,4 +1,4 @@
-"""The relay's leadership (fsm_relay_lead_v1, fsm_relay_resign_v1, pyfsm.leadership) on one
+"""The relay's leadership (fsm_relay_lead_v1, fsm_relay_resign_v1, pyfsm.relay.leadership) on one
 server: who may take the row, when it is renewed, and how a standby takes over. The same
 rules across Galera nodes: tests/clusters/test_galera_relay.py."""
 
