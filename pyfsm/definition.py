@@ -270,8 +270,7 @@ class Machine:
                     raise self._fail(f"event {edge.event!r} from {source!r} is defined twice",
                                      field="transitions", event=edge.event, state=source)
                 rules[(source, edge.event)] = edge.target
-        reached = self._reachable(rules)
-        unreachable = [state for state in self.states if state not in reached]
+        unreachable = self._unreachable(rules)
         if unreachable:
             origin = DEFINITION_SOURCE.get()
             one = len(unreachable) == 1
@@ -339,6 +338,10 @@ class Machine:
         except InvalidDefinition as exc:
             raise fail(exc.message, exc.fields.get("part")) from None
 
+    def _unreachable(self, rules: dict[tuple[str, str], str]) -> list[str]:
+        reached = self._reachable(rules)
+        return [state for state in self.states if state not in reached]
+
     def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
         following: dict[str, set[str]] = {}
         for (source, _event), target in rules.items():  # linear in the edges, not states x edges
@@ -352,6 +355,19 @@ class Machine:
         return reached
 
     # -- queries --------------------------------------------------------------------------
+
+    def unreachable_states(self) -> list[str]:
+        """The states no start state reaches, in definition order: those an
+        :class:`UnreachableStateWarning` names when the machine is defined.
+
+        >>> import warnings
+        >>> with warnings.catch_warnings(action="ignore", category=UnreachableStateWarning):
+        ...     door = Machine("door", states=["closed", "open", "broken"], start=["closed"],
+        ...                    transitions=[("open", "closed", "open"), ("close", "open", "closed")])
+        >>> door.unreachable_states()
+        ['broken']
+        """
+        return self._unreachable(self._rules)
 
     @property
     def edges(self) -> tuple[Transition, ...]:

@@ -10,6 +10,7 @@ and only when the console was started with ``allow_actions``.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..checks import check_name
+from ..definition import Machine
 from ..errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -79,7 +81,8 @@ def create_app(config: ConsoleConfig) -> Starlette:
     actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
     templates = Environment(loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
                             autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-    templates.filters.update(q=lambda v: quote(str(v), safe=""), ago=ago, when=_when, js=_pretty)
+    templates.filters.update(q=lambda v: quote(str(v), safe=""), ago=ago, when=_when, js=_pretty, sh=shlex.quote,
+                             sql=_sql_string, count=_count)
     console = _Console(config, reads, store, actions, templates)
 
     @contextlib.asynccontextmanager
@@ -183,7 +186,7 @@ class _Console:
             machine = self.reads.machine(name)
             page = self.reads.instances(name, filters)
             query = {k: v for k, v in p.items() if v and k != "before"}
-            return self.page(request, "machine.html", name=name, machine=machine,
+            return self.page(request, "machine.html", name=name, machine=machine, unreachable=_unreachable(machine),
                              counts=self.reads.state_counts(name), stats=self.reads.stats(name), filters=filters,
                              page=page, statuses=STATUSES, query=query,
                              next_url=None if page.next_before is None else
@@ -214,7 +217,11 @@ class _Console:
                 raise UnknownInstance(f"no {name} instance has the key {key!r:.200}", machine=name, key=key)
             view.events = machine.events_from(view.instance["current_state"]) \
                 if view.instance["current_state"] in machine.states else []
-            return self.page(request, "instance.html", name=name, key=key, v=view, result=self._result(request))
+            failure = None  # what failed it: the newest error of its state (none: ctx.fail() or SQL failed it)
+            if view.instance["status"] == "failed":
+                failure = next((e for e in view.errors if e["state"] == view.instance["current_state"]), None)
+            return self.page(request, "instance.html", name=name, key=key, v=view, failure=failure,
+                             result=self._result(request))
         return self.guarded(request, render)
 
     def failed(self, request: Request) -> Response:
@@ -431,6 +438,22 @@ def _int_or_none(value: str | None, what: str) -> int | None:
     if not value.isdigit() or len(value) > 19:
         raise InvalidArgument(f"{what} must be a positive integer, got {value!r:.40}")
     return int(value)
+
+
+def _unreachable(machine: Machine) -> list[str]:
+    """The states no start state reaches, in definition order: those `pyfsm install` warns about
+    (UnreachableStateWarning), found by the same walk of the definition's rules."""
+    return machine.unreachable_states()
+
+
+def _count(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless n is 1: "1 instance", "1,200 instances", "0 instances"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _sql_string(value: Any) -> str:
+    """``value`` as a MySQL string literal, to show in a statement an operator may copy."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _when(value: Any) -> str:

@@ -126,21 +126,41 @@ class Reads:
         Its status counts read the status index of every unfinished instance (about 45 ms at
         150,000 of them, bench/bench_console.py): one call serves every page for a few seconds
         instead of one per page view. The state counts next to them are always current.
+        Each row's ``running`` is split into what a worker runs and ``idle`` (:func:`with_idle`).
         """
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        rows = self.call(routines.STATS)
+        stats = self.call(routines.STATS)
+        rows = [with_idle(r, queued) for r, queued in zip(stats, self.queued(stats), strict=True)]
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
         return rows
 
+    def queued(self, stats: list[Row]) -> list[int]:
+        """Per row of ``stats``: the runs of its type a worker runs or will run (due now, claimed,
+        or due later: a backoff), read through the index (machine, due_at, id) of fsm_runs.
+        A run waiting for an event or a resume has no due time and is not counted."""
+        if not stats:
+            return []
+        sql = " UNION ALL ".join(f"SELECT {i} AS n, COUNT(*) AS queued FROM fsm_v_runs "
+                                 "WHERE machine = %s AND due_at IS NOT NULL" for i in range(len(stats)))
+        found = {int(r["n"]): int(r["queued"]) for r in self.rows(sql, [r["machine"] for r in stats])}
+        return [found.get(i, 0) for i in range(len(stats))]
+
     def machines(self) -> list[Row]:
-        """Installed types with their counts per state (the counters) and per status (fsm_stats_v2)."""
+        """Installed types with their counts per state (the counters) and per status (fsm_stats_v2),
+        the states in the order their current definition lists them (then any state of an older
+        version that still holds instances)."""
         stats = {r["machine"]: r for r in self.stats_rows()}
+        order = {r["machine"]: _definition_states(r["body"]) for r in self.rows(
+            "SELECT machine, body FROM fsm_v_definitions WHERE is_current")}
         counts: dict[str, list[Row]] = {}
         for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):
             counts.setdefault(r["machine"], []).append({"state": r["state"], "instances": int(r["instances"])})
+        for name, states in counts.items():
+            listed = order.get(name, {})
+            states.sort(key=lambda c: listed.get(c["state"], len(listed)))  # stable: older states stay a-z
         return [{**s, "states": counts.get(name, [])} for name, s in sorted(stats.items())]
 
     def explained(self, err: UnknownMachine, name: str | None) -> UnknownMachine:
@@ -201,9 +221,12 @@ class Reads:
         if high is not None:
             where.append("id < %s")
             args.append(high)
-        sql = (f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since "
-               f"FROM {view}{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}")
-        rows = self.rows(sql, args)
+        # queued: a worker runs it or will (its run has a due time), by the unique index (machine, instance_id)
+        sql = (f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since, "
+               f"status = 'running' AND EXISTS (SELECT 1 FROM fsm_v_runs r WHERE r.machine = %s "
+               f"AND r.instance_id = i.id AND r.due_at IS NOT NULL) AS queued "
+               f"FROM {view} i{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}")
+        rows = self.rows(sql, [name, *args])
         searched = (low, high - 1) if low is not None and high is not None else None
         if len(rows) > PAGE:
             return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]), searched)
@@ -362,6 +385,23 @@ class Reads:
         found = self.rows("SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox "
                           "WHERE id = %s", (outbox_id,))
         return found[0] if found else None
+
+
+def with_idle(stats: Row, queued: int) -> Row:
+    """A row of fsm_stats_v2 with ``running`` split by what the instances are: ``running``
+    those a worker runs or will run (``queued``), ``idle`` the rest of status running, which
+    no handler runs (a plain type's instances: they move when an event is sent).
+    ``status_running`` keeps the status's own count."""
+    running = int(stats["running"])
+    busy = min(running, queued)  # the status counts may be a few seconds older than the runs
+    return {**stats, "status_running": running, "running": busy, "idle": running - busy}
+
+
+def _definition_states(body: Any) -> dict[str, int]:
+    """A stored definition's states, each with its place in the definition."""
+    found = _json(body)
+    states = found.get("states") if isinstance(found, dict) else None
+    return {s: i for i, s in enumerate(states)} if isinstance(states, list) else {}
 
 
 def _json(value: Any) -> Any:

@@ -3,8 +3,9 @@
 One database holds an order type with more than a page of instances, a checkout Process
 whose charge handler fails (through a real run) and two of whose runs are claimed by workers
 (written as root: one died an hour ago, so its run is stuck; one holds a live lease), a type
-using the global lock with two leases held, and a type with a Kafka topic whose outbox has
-parked events. Three consoles run on it: with actions (reading as a reporting account, acting
+using the global lock with two leases held, a type with a Kafka topic whose outbox has
+parked events, and a ticket type with state timeouts and scheduled events (armed, overdue,
+fired, dropped and cancelled ones; nothing fires timers while the tests run). Three consoles run on it: with actions (reading as a reporting account, acting
 as an app account, as in production), read-only, and with a token. Every action goes through
 its confirmation page and is checked in the database.
 
@@ -23,6 +24,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +149,19 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
                          transitions=[("send", "new", "sent")], topic="shipments"))
     for key in ("s-1", "s-2", "s-3"):
         store.create("shipment", key, data={"parcel": key})
+
+    # tickets: each open one's timeout armed (closes it in 2 days); t-2's scheduled close fired,
+    # t-3's dropped (closed before), t-4's timeout cancelled; then t-1's close 2 minutes overdue
+    store.define(Machine(name="ticket", states=["open", "closed"], start=["open"], final=["closed"],
+                         transitions=[("close", "open", "closed")], timeouts={"open": ("2d", "close")}))
+    for key in ("t-1", "t-2", "t-3", "t-4", "t-5"):
+        store.create("ticket", key, lookup_key="desk-1")
+    for key in ("t-2", "t-3"):
+        store.send_at("ticket", key, "close", after=0)
+    store.send("ticket", "t-3", "close")
+    assert sorted((o.instance_key, o.outcome) for o in store.fire_timers()) == [("t-2", "fired"), ("t-3", "dropped")]
+    store.cancel_timer(store.timers("ticket", "t-4")[0].timer_id, "customer called back")
+    store.send_at("ticket", "t-1", "close", at=datetime.now(UTC).replace(tzinfo=None) - timedelta(minutes=2))
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         cur = conn.cursor()
@@ -265,6 +280,14 @@ def tab(browser: Any, web: Console) -> Iterator[Tab]:
         yield opened
 
 
+def badges(tab: Tab, selector: str) -> list[str]:
+    """The status badges in ``selector``, each with the count that follows it, if any."""
+    texts = tab.page.locator(f"{selector} .badge").evaluate_all(
+        "bs => bs.map(b => (b.innerText + ' ' + (b.nextSibling && b.nextSibling.nodeType === 3 ? "
+        "b.nextSibling.textContent : '')).trim())")
+    return [" ".join(str(t).split()) for t in texts]
+
+
 def confirm(tab: Tab, operator: str, **fields: str) -> int:
     """On a confirmation page: fill the fields and the operator's name, confirm; the action's id."""
     for name, value in fields.items():
@@ -296,12 +319,22 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert "failed 2" in tab.text("#machine-checkout")
     assert "actions on" in tab.text("header")
     assert re.search(r"3 events not yet published, 2 parked", tab.text())
+    # states in the definition's order, as on the type's page (not a-z)
+    assert page.locator("#machine-order table.counts td:first-child").all_inner_texts() == [
+        "new", "paid", "shipped", "delivered", "cancelled"]
+    # what nothing runs is idle (a plain type's running instances), what a worker runs is running
+    assert badges(tab, "#machine-order p.total") == ["idle 63", "completed 1"]
+    assert badges(tab, "#machine-checkout p.total") == ["running 2", "failed 2", "completed 1"]
+    assert tab.text("#machine-ticket p.total").startswith("5 instances:")
+    assert badges(tab, "#machine-ticket p.total") == ["idle 3", "completed 2"]
     tab.shot("index")
 
     # index -> type page: diagram, counts per state, the first page of instances
     page.click("#machine-order h2 a")
     page.wait_for_url("**/m/order")
     assert page.locator("h1").inner_text() == "order"
+    # o-xss, o-refuse, o-pause, o-send, o-060 (delivered), o-059, ...: nothing runs the others
+    assert badges(tab, "table.instances") == ["idle"] * 4 + ["completed"] + ["idle"] * (PAGE - 5)
     diagram = page.request.get("/m/order/diagram.svg")
     assert diagram.status == 200 and b"<svg" in diagram.body()
     counts = dict((r[0].replace(" final", ""), r[1]) for r in tab.rows("counts"))
@@ -363,7 +396,9 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert "paid: 750.0" in history[2][4] and '"payment": "pay-60"' in history[2][5]
     assert "customer: \"acct-0\"" in history[3][4] and "items: 1" in history[3][4]
     assert '"carrier": "dhl"' in history[1][5] and "no change" in history[1][4]
+    assert history[0][5] == "" and page.locator("pre.metadata").count() == 3  # deliver had no metadata: no box
     assert "now" in history[0][8]
+    assert tab.text("#status") == "completed" and "None: the instance is completed" in tab.text()
     tab.shot("instance")
     page.click("h1 a")  # back to its type
     page.wait_for_url("**/m/order")
@@ -383,6 +418,12 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     page.click("table.failed a:text-is('c-fail-1')")
     page.wait_for_url("**/m/checkout/i/c-fail-1")
     assert tab.text("#status") == "failed" and "Retry…" in tab.text(".actions")
+    # the error, in the first screen, and the Run section's way to retry
+    failure = page.locator("#failure")
+    assert "Failed in charge" in failure.inner_text() and "card declined by the bank (code 51)" in failure.inner_text()
+    box = failure.bounding_box()
+    assert box is not None and box["y"] + box["height"] < 800, box
+    assert "nothing runs it until it is retried" in tab.text("#retry") and "Retry it…" in tab.text("#retry")
     error = page.locator(".card.error").first
     assert "card declined by the bank (code 51)" in error.inner_text()
     assert not page.locator("pre.traceback").first.is_visible()
@@ -406,6 +447,7 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert [r[0] for r in tab.rows("runs")] == ["c-stuck", "c-claimed"]
     assert [r[:3] for r in tab.rows("claimers")] == [["worker-a:4711", "checkout", "1"],
                                                      ["worker-b:2211", "checkout", "1"]]
+    assert summary["checkout"][2] == "2" and summary["order"][2] == "0"  # running: what workers run (order's: idle)
     tab.shot("queue")
 
     # locks: the leases held, with their owner
@@ -449,6 +491,23 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert tab.dialogs == []
 
 
+def test_timers_page(tab: Tab, world: World) -> None:
+    """The armed timers by due time (the overdue one first), the summary, the recent outcomes."""
+    tab.go("/timers")
+    assert (tab.text("#armed"), tab.text("#overdue")) == ("3", "1")  # t-1's close and timeout, t-5's timeout
+    armed = tab.rows("timers")
+    assert [(r[2], r[3], r[5]) for r in armed] == [("t-1", "scheduled", "close"), ("t-1", "timeout", "close"),
+                                                   ("t-5", "timeout", "close")]
+    assert float(armed[0][7]) >= 119 and armed[1][7] == ""
+    outcomes = {r[2]: r for r in tab.rows("timer-log")}
+    assert outcomes["t-2"][6] == "fired" and outcomes["t-3"][6] == "dropped" and outcomes["t-3"][7].startswith("31005")
+    assert outcomes["t-4"][6] == "cancelled" and "customer called back" in outcomes["t-4"][7]
+    assert "Cancel…" in armed[0][10]
+    tab.shot("timers")
+    tab.go("/timers?overdue=1")
+    assert [r[2] for r in tab.rows("timers")] == ["t-1"]
+
+
 # -- actions --------------------------------------------------------------------------------
 
 
@@ -489,7 +548,7 @@ def test_pause_and_resume(tab: Tab, world: World) -> None:
     tab.page.click("a:text-is('Resume…')")
     assert tab.page.input_value("input[name=operator]") == "bob"  # remembered from the last action
     resumed = confirm(tab, "bob")
-    assert "done" in tab.text("#result") and tab.text("#status") == "running"
+    assert "done" in tab.text("#result") and tab.text("#status") == "idle"  # status running, nothing runs it
     row = world.instance("order", "o-pause")
     assert (row["current_state"], row["status"]) == ("new", "running")
     assert [(r["id"], r["action"], r["outcome"], r["instance_key"]) for r in world.log("bob")] == \
@@ -620,6 +679,10 @@ def test_read_only_console(browser: Any, world: World, servers: dict[str, Consol
         assert tab.text("#status") == "failed" and "card declined" in tab.text()
         assert "read-only" in tab.text("header")
         assert tab.page.locator("main a.button").count() == 0 and "Retry…" not in tab.text()
+        # how to retry, without the console: the command and the procedure
+        retry = tab.text("#retry")
+        assert "pyfsm retry checkout c-fail-1" in retry and "CALL fsm_retry_v1('checkout', 'c-fail-1');" in retry
+        assert "Retry it…" not in retry
         tab.go("/locks")
         assert "customer-7" in tab.text("table.locks") and "Force unlock…" not in tab.text()
         tab.go("/outbox")
