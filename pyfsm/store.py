@@ -27,6 +27,7 @@ from .errors import (
     InvalidArgument,
     TransitionNotAllowed,
     UnknownEvent,
+    UnknownInstance,
     UnknownMachine,
 )
 from .gateway import Gateway
@@ -230,7 +231,9 @@ class Store:
         """Apply ``event`` to the instance ``key`` in one transaction.
 
         ``data`` replaces the instance's data (None keeps it). A key with no instance is
-        created when a start state allows the event (``lookup_key`` is used then).
+        created when a start state allows the event (``lookup_key`` is used then), else
+        UnknownInstance. An event the type does not have at all (a misspelling) is
+        UnknownEvent, listing its events, whether the key has an instance or not.
         ``expected_version``: 0 means the instance must not exist yet; N means its version
         must be N, else Conflict. A call carrying ``request_id`` is safe to repeat: the
         repeat returns the original transition with ``replayed=True``, and a lost
@@ -256,7 +259,7 @@ class Store:
             else:
                 row = self._call(routines.SEND, args, writes=True, retry_connection=request_id is not None,
                                  machine=name, key=key, event=event)
-        except TransitionNotAllowed as exc:
+        except TransitionNotAllowed as exc:  # UnknownEvent (31028 from send_v3) too: its message lists the events
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
             raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
@@ -301,8 +304,10 @@ class Store:
             return []
         outcomes = bulk.send_many(self.gateway, name, checked, chunk_size)
         events = _Events(self, name)  # read only for a refused event
-        return [self._event_checked(o, events, find_instance=True) if type(o) is TransitionNotAllowed else o
-                for o in outcomes]
+        # send_many_v2 answers an event the type does not have with 31005 (a key with an
+        # instance) or 31003 (a key without): UnknownEvent, as send_v3 answers send
+        return [self._event_checked(o, events, find_instance=True)
+                if type(o) is TransitionNotAllowed or type(o) is UnknownInstance else o for o in outcomes]
 
     # -- locks ----------------------------------------------------------------------------
 
@@ -510,9 +515,10 @@ class Store:
         return {r["state"]: int(r["instances"]) for r in self._stale_rows(routines.COUNTS, (name,), machine=name)}
 
     def state_at(self, machine: str | Machine, key: str, at: datetime) -> StatePeriod | None:
-        """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a dict with
-        state, sort_key, event, entered_at and left_at (None: still there), or None if the
-        instance did not exist yet then."""
+        """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a
+        :class:`~pyfsm.models.StatePeriod` with ``state``, ``sort_key`` and ``event`` (of the
+        transition into it; None for the creation), ``entered_at`` and ``left_at`` (UTC-aware;
+        ``left_at`` None: still there), or None if the instance did not exist yet then."""
         name = machine_name(machine)
         at = naive_utc("at", at)
         rows = self._stale_rows(routines.STATE_AT, (name, check_key("key", key), at), machine=name, key=key)
@@ -521,8 +527,9 @@ class Store:
         return StatePeriod.from_row(rows[0])
 
     def stats(self) -> list[TypeStats]:
-        """One dict per installed machine type: instances, running, waiting, paused, failed,
-        completed, due and claimed runs, unpublished outbox events (fsm_stats_v2)."""
+        """One :class:`~pyfsm.models.TypeStats` per installed machine type: instances, running,
+        waiting, paused, failed, completed, due and claimed runs, unpublished outbox events
+        (fsm_stats_v2)."""
         return [TypeStats.from_row(r) for r in self._stale_rows(routines.STATS, ())]
 
     # -- plumbing -------------------------------------------------------------------------
@@ -549,8 +556,8 @@ class Store:
 
     # -- clearer errors, read only when a call has failed -----------------------------------
 
-    def _event_checked(self, err: TransitionNotAllowed, events: _Events, instance: Instance | None = None, *,
-                       find_instance: bool = False) -> TransitionNotAllowed:
+    def _event_checked(self, err: FsmError, events: _Events, instance: Instance | None = None, *,
+                       find_instance: bool = False) -> FsmError:
         """``err``, or UnknownEvent when the definition the instance follows has no event
         ``err.event`` at all (the current definition when there is no instance). Read only
         after the server refused an event; a failure to read keeps ``err``. ``events``: the

@@ -5,7 +5,9 @@ State timeouts are armed and disarmed by the database itself, in each transition
 transaction (the type's timer triggers, docs/timers.md); this module schedules events,
 lists and cancels timers, and fires the due ones through ``fsm_fire_timers_v1``, which
 claims them with SKIP LOCKED and sends each event in one transaction with its timer's
-removal, so a firer killed mid-way leaves its timers armed and none fires twice.
+removal, so none fires twice: a firer process killed mid-call leaves the call to the
+server, which finishes and commits it; a connection killed on the server rolls the firing
+back and leaves its timers armed for another firer once their claim runs out.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ log = logging.getLogger("pyfsm.timers")
 
 #: The request id of the transition a timer's firing writes: ``fsm:timer:<timer id>``.
 REQUEST_ID_PREFIX = "fsm:timer:"
+#: The metadata key under which a timer's firing records the timer (``{"id", "kind", "due_at",
+#: "state"}``): send_at refuses metadata that has it already.
+TIMER_KEY = "timer"
 #: At most this many timers per fsm_fire_timers_v1 call, and how long its claim may last
 #: (the procedure's own limits).
 MAX_BATCH = 1000
@@ -61,6 +66,11 @@ def send_at(gateway: Gateway, machine: str | Machine, key: str, event: str, *, a
     args = (name, check_key("key", key), check_name("event", event),
             None if at is None else naive_utc("at", at), None if after is None else seconds("after", after),
             dump("metadata", metadata, MAX_METADATA_BYTES), check_text("request_id", request_id, REQUEST_ID_CHARS))
+    if metadata is not None and TIMER_KEY in metadata:  # a mapping: dump() refused anything else
+        # fsm_send_at_v2 refuses it too: the firing would replace it with pyfsm's own
+        raise InvalidArgument(f'metadata must not have a key "{TIMER_KEY}": the history row of the firing records the '
+                              'timer there (id, kind, due_at, state); give yours another name',
+                              machine=name, key=key, event=event)
     row = gateway.one(routines.SEND_AT, args, machine=name, writes=True, retry_connection=request_id is not None,
                       key=key, event=event)
     return ScheduledTimer.from_row(row)

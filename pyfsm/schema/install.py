@@ -33,7 +33,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0019"
+HEAD_REVISION = "0020"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -65,9 +65,9 @@ DEPRECATED = (
     Deprecated("fsm_define_v4", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
-    Deprecated("fsm_send_v1", "fsm_send_v2", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
+    Deprecated("fsm_send_v1", "fsm_send_v3", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
     Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
-    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v2", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v3", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
@@ -76,6 +76,9 @@ DEPRECATED = (
     Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
                "procedures/fsm_operator_action_v1.sql", "0013"),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
+    Deprecated("fsm_send_v2", "fsm_send_v3", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
+    Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v3", "0.3.0", "0.4.0", "send_v2"),
+    Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -132,7 +135,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_define_v6.sql",
     "procedures/fsm_definition_v1.sql",
     "procedures/fsm_create_v1.sql",
-    "procedures/fsm_send_v2.sql",
+    "procedures/fsm_send_v3.sql",
     "procedures/fsm_get_v1.sql",
     "procedures/fsm_history_v1.sql",
     "procedures/fsm_in_state_v1.sql",
@@ -167,7 +170,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_relay_resign_v1.sql",
     "procedures/fsm_unpark_v1.sql",
     # timers: state timeouts and scheduled events
-    "procedures/fsm_send_at_v1.sql",
+    "procedures/fsm_send_at_v2.sql",
     "procedures/fsm_cancel_timer_v1.sql",
     "procedures/fsm_fire_timers_v1.sql",
     "procedures/fsm_timers_v1.sql",
@@ -180,7 +183,7 @@ CURRENT_OBJECTS = (
 
 #: The per-type objects of the current schema (files in sql/machine), in creation order. Each
 #: file is named after the object it creates with the type written ``type``
-#: (``fsm_type_send_v2.sql`` creates fsm_<type>_send_v2; sql/README.md).
+#: (``fsm_type_send_v3.sql`` creates fsm_<type>_send_v3; sql/README.md).
 MACHINE_OBJECTS = (
     "machine/tables/fsm_type.sql",
     "machine/tables/fsm_type_transitions.sql",
@@ -196,7 +199,7 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_type_history_v1.sql",
     "machine/procedures/fsm_type_in_state_v1.sql",
     "machine/procedures/fsm_type_counts_v1.sql",
-    "machine/procedures/fsm_type_send_v2.sql",
+    "machine/procedures/fsm_type_send_v3.sql",
     "machine/internal/fsm_type_apply_send_v1.sql",
     "machine/procedures/fsm_type_send_many_v2.sql",
     "machine/procedures/fsm_type_step_v2.sql",
@@ -213,7 +216,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v11"
+MACHINE_OBJECTS_VERSION = "v12"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
@@ -492,4 +495,4 @@ def check(conn: Any, dsn_hint: str = "$PYFSM_DSN") -> None:
             found=found, expected=HEAD_REVISION)
     raise SchemaVersionMismatch(
         f"the pyfsm schema is at {found}, newer than this pyfsm ({HEAD_REVISION}): "
-        "upgrade pyfsm (pip install -U pyfsm)", found=found, expected=HEAD_REVISION)
+        "upgrade pyfsm (pip install -U pyfsm-mysql)", found=found, expected=HEAD_REVISION)

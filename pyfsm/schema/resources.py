@@ -2,7 +2,7 @@
 
 ``sql/`` holds the current schema, one file per object, named after it (sql/README.md): what
 a fresh install creates (``sql/machine/`` per machine type, the type written ``type`` in the
-file names: ``fsm_type_send_v2.sql``). The revisions in ``migrations/`` apply SQL frozen as it
+file names: ``fsm_type_send_v3.sql``). The revisions in ``migrations/`` apply SQL frozen as it
 was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
 ten revisions, every file named by its version; then one folder per revision). In a built
 wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
@@ -67,7 +67,7 @@ FIRST_REVISIONS = "0001-0010"
 
 
 def read_sql(relative: str) -> str:
-    """The text of one current SQL file, e.g. ``procedures/fsm_send_v2.sql``."""
+    """The text of one current SQL file, e.g. ``procedures/fsm_send_v3.sql``."""
     return (sql_dir() / relative).read_text(encoding="utf-8")
 
 

@@ -6,7 +6,7 @@ version of a procedure is one line in this file (and its SQL file and migration)
 ``tests/server/test_routines.py`` checks every entry against what a fresh install creates:
 the name exists and its parameters are these, in this order.
 
-Per-type procedures (``fsm_<type>_send_v2``) are written with ``<type>``; :meth:`Routine.name_for`
+Per-type procedures (``fsm_<type>_send_v3``) are written with ``<type>``; :meth:`Routine.name_for`
 fills in the machine type, which callers have validated (``check_machine_name``) before.
 """
 
@@ -33,7 +33,7 @@ class Routine:
 
     @property
     def suffix(self) -> str:
-        """What follows ``fsm_<type>_`` in a per-type name (``send_v2``)."""
+        """What follows ``fsm_<type>_`` in a per-type name (``send_v3``)."""
         return self.name.removeprefix(f"fsm_{TYPE_MARK}_")
 
     def name_for(self, machine: str | None = None) -> str:
@@ -64,7 +64,7 @@ DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
 CREATE = _r("fsm_<type>_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
-SEND = _r("fsm_<type>_send_v2", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
+SEND = _r("fsm_<type>_send_v3", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
           "p_request_id", "p_handler", "p_lookup_key")
 SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
 GET = _r("fsm_<type>_get_v1", "p_key")
@@ -98,7 +98,7 @@ ERRORS = _r("fsm_errors_v1", "p_machine", "p_key")
 RUN_INFO = _r("fsm_run_info_v1", "p_machine", "p_key")
 
 # -- timers: state timeouts and scheduled events -------------------------------------------------
-SEND_AT = _r("fsm_send_at_v1", "p_machine", "p_key", "p_event", "p_at", "p_after_seconds", "p_metadata", "p_request_id")
+SEND_AT = _r("fsm_send_at_v2", "p_machine", "p_key", "p_event", "p_at", "p_after_seconds", "p_metadata", "p_request_id")
 CANCEL_TIMER = _r("fsm_cancel_timer_v1", "p_timer_id", "p_reason")
 FIRE_TIMERS = _r("fsm_fire_timers_v1", "p_owner", "p_limit", "p_claim_seconds")
 TIMERS = _r("fsm_timers_v1", "p_machine", "p_key", "p_overdue", "p_after_id", "p_limit")

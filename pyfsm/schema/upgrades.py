@@ -22,8 +22,8 @@ from .views import refresh_views
 #: machine in this order.
 #: fsm_machines.objects_version records which set a machine has. The tests install types
 #: as an older pyfsm did from these; the current set is schema.MACHINE_OBJECTS, whose files
-#: are named after their objects instead (frozen ``trigger_bu_v7`` and ``send_v2`` are
-#: sql/machine's ``triggers/fsm_type_bu_v7.sql`` and ``procedures/fsm_type_send_v2.sql``).
+#: are named after their objects instead (frozen ``trigger_bu_v7`` and ``send_v3`` are
+#: sql/machine's ``triggers/fsm_type_bu_v7.sql`` and ``procedures/fsm_type_send_v3.sql``).
 MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
 MACHINE_TEMPLATE_SETS["v1"] = (
     "instance_table",
@@ -93,6 +93,11 @@ MACHINE_TEMPLATE_SETS["v10"] = tuple(_V10.get(name, name) for name in MACHINE_TE
 MACHINE_TEMPLATE_SETS["v11"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v10"]
     for new in ((name, "send_many_v2") if name == "send_many_v1" else (name,)))
+# v12 (revision 0020): send_v3 beside send_v2, answering an event the type does not have with
+# 31028 (frozen in migrations/sql/0020).
+MACHINE_TEMPLATE_SETS["v12"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v11"]
+    for new in ((name, "send_v3") if name == "send_v2" else (name,)))
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

@@ -1,8 +1,9 @@
 -- fsm_v_failed: the failed instances of every machine type, each with its last recorded error.
 --
 -- Reads each type's (status, id) index and the newest fsm_errors row of each failed instance
--- through fsm_errors (machine, instance_id, id); error columns are NULL for an instance
--- failed by a handler's ctx.fail() or by SQL (no exception was recorded). Rebuilt by pyfsm
+-- through fsm_errors (machine, instance_id, id). A handler's ctx.fail(reason) records an
+-- error too (pyfsm.HandlerFailed with the reason); the error columns are NULL only for an
+-- instance no error was recorded for (failed by SQL). Rebuilt by pyfsm
 -- whenever a type is installed.
 -- Errors: none of its own.
 -- Example: SELECT machine, instance_key, current_state, handler, attempt, error_type, message, failed_at FROM fsm_v_failed ORDER BY failed_at DESC LIMIT 20;

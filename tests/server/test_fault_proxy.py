@@ -50,6 +50,7 @@ from pyfsm import (
     Worker,
 )
 from pyfsm.db import Settings, parse_dsn
+from pyfsm.schema import routines
 
 SPAWN = multiprocessing.get_context("spawn")
 #: the errors a send may end with under connection faults (docs/errors.md)
@@ -286,7 +287,7 @@ def test_cut_before_the_reply_the_caller_gets_database_unavailable_and_the_commi
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v2", when="before_reply")
+        fault = proxy.drop_on_next_query(routines.SEND.name_for(name), when="before_reply")
         with pytest.raises(DatabaseUnavailable) as info:
             through.send(name, key, "next", metadata={"call": "t-1"})  # no request id: never re-run
         assert fault.wait(5) and info.value.retryable and info.value.errno == 2013
@@ -310,7 +311,7 @@ def test_cut_mid_call_with_a_request_id_is_retried_and_applied_once(  # type: ig
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        fault = proxy.drop_on_next_query(f"fsm_{name}_send_v2", when=when, reset=reset)
+        fault = proxy.drop_on_next_query(routines.SEND.name_for(name), when=when, reset=reset)
         result = through.send(name, key, "next", metadata={"call": "r-1"}, request_id=f"{key}-r-1")
         assert fault.wait(5)
         assert result.to_state == "b" and result.version == 2
@@ -334,7 +335,7 @@ def test_write_without_request_id_cut_before_it_ran_fails_and_applies_nothing(  
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        proxy.drop_on_next_query(f"fsm_{name}_send_v2", when=when)
+        proxy.drop_on_next_query(routines.SEND.name_for(name), when=when)
         with pytest.raises(DatabaseUnavailable):
             through.send(name, key, "next")
         assert [h.event for h in store.history(name, key)] == [None]
@@ -463,7 +464,8 @@ def test_three_processes_sending_through_random_faults_keep_the_invariants(  # t
             store.create(name, key)
         collect(out, len(procs), "ready")
         go.set()
-        faults = chaos(proxy, 2.0, seed=7, matches=[None, f"fsm_{name}_send_v2", f"fsm_{name}_send_v2", "fsm_"],
+        send = routines.SEND.name_for(name)
+        faults = chaos(proxy, 2.0, seed=7, matches=[None, send, send, "fsm_"],
                        enough=lambda: progress.value >= 200)
         stop.set()
         reports = collect(out, len(procs), "done")
@@ -969,12 +971,12 @@ def test_a_reply_the_driver_cannot_read_is_a_lost_reply(proxy: FaultProxy, setti
     store.create(order, other)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(order, key)  # connected and checked before the fault
-        fault = proxy.drop_on_next_query("send_v2", when="garble_reply")
+        fault = proxy.drop_on_next_query(routines.SEND.suffix, when="garble_reply")
         with pytest.raises(DatabaseUnavailable) as lost:
             through.send(order, key, "pay")
         assert fault.fired.is_set() and lost.value.errno == 2013 and lost.value.retryable
         assert store.get(order, key).state == "paid"  # the server ran it; only the reply was lost
-        proxy.drop_on_next_query("send_v2", when="garble_reply")
+        proxy.drop_on_next_query(routines.SEND.suffix, when="garble_reply")
         again = through.send(order, other, "pay", request_id=f"{other}-pay")
         assert (again.to_state, again.replayed) == ("paid", True)
         assert store.get(order, other).version == 2

@@ -220,7 +220,8 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
         for user in [*users.values(), *(f"{u}_f" for u in users.values())]:
             admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
         admin.close()
-    assert any(r[0] == "fsm_send_v2" for r in b["routines"]) and any(r[0] == "fsm_t0001_bu_v7" for r in b["triggers"])
+    assert any(r[0] == "fsm_send_v3" for r in b["routines"]) and any(r[0] == "fsm_t0001_bu_v7" for r in b["triggers"])
+    assert any(r[0] == "fsm_t0001_send_v3" for r in b["routines"])
     assert {"fsm_v_t0001", "fsm_v_t0010_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
             "fsm_v_state_counts"} <= {r[0] for r in b["views"]}
 
@@ -274,7 +275,8 @@ def test_every_older_object_set_is_frozen() -> None:
             assert read_frozen(f"templates/{name}.sql", template_revisions(name)).startswith("--"), name
     assert list(MACHINE_TEMPLATE_SETS)[-1] == MACHINE_OBJECTS_VERSION
     # the current set is the last frozen one, without what is deprecated, with left_at in the table
-    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 3  # send_v1, send_many_v1, history_left_at
+    # send_v1, send_v2, send_many_v1, history_left_at
+    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 4
 
 
 def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
@@ -285,7 +287,7 @@ def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
     from pyfsm.schema.install import DEPRECATED, DEPRECATED_FILES, DEPRECATED_TEMPLATES
     from pyfsm.schema.resources import read_frozen
 
-    release = tuple(int(p) for p in version("pyfsm").split(".")[:2])
+    release = tuple(int(p) for p in version("pyfsm-mysql").split(".")[:2])
     for entry in DEPRECATED:
         assert release < tuple(int(p) for p in entry.removed_in.split(".")[:2]), entry
         assert entry.deprecated_in <= entry.removed_in, entry
@@ -629,7 +631,8 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
                  "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
         assert routines == {"fsm_order_send_v1": "DEFINER", "fsm_order_send_v2": "DEFINER",
                             "fsm_order_apply_send_v1": "INVOKER", "fsm_order_send_many_v1": "DEFINER",
-                            "fsm_order_send_many_v2": "DEFINER"}  # 0018's
+                            "fsm_order_send_many_v2": "DEFINER",  # 0018's
+                            "fsm_order_send_v3": "DEFINER"}  # 0020's
         with Store(settings.dsn()) as store:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
             assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == \

@@ -10,6 +10,7 @@ from helpers.common import errno_of, fetch, order_machine
 
 from pyfsm import Store, UnknownMachine, db
 from pyfsm.schema import install as schema
+from pyfsm.schema import routines
 from pyfsm.schema.upgrades import replace_machine_triggers
 
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r"
@@ -89,9 +90,10 @@ OLDER = [(schema.current_template("trigger_bu"), "trigger_bu_v4"),
 
 
 def test_define_brings_an_older_object_set_up_to_date(store: Store, order: Any, raw: Any) -> None:
-    """A type an older pyfsm installed (no send_v2, marked v4) works again after define()."""
+    """A type an older pyfsm installed (without the send procedure the Store calls, marked v4)
+    works again after define()."""
     store.create(order, "old-1")
-    raw.cursor().execute(f"DROP PROCEDURE `fsm_{order.name}_send_v2`")
+    raw.cursor().execute(f"DROP PROCEDURE `{routines.SEND.name_for(order.name)}`")
     raw.cursor().execute("UPDATE fsm_machines SET objects_version = 'v4' WHERE machine = %s", (order.name,))
     with pytest.raises(UnknownMachine, match=f"pyfsm sync {order.name}"):
         store.send(order, "old-1", "pay")

@@ -345,9 +345,11 @@ BAD_INPUT = (
     ("CALL fsm_ticket_send_v1('b-1', 'resolve', NULL, NULL, NULL, NULL, NULL, NULL)", 31005),
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
+    ("CALL fsm_ticket_send_v3('b-1', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # misspelt
     ("CALL fsm_ticket_send_many_v2('{\"key\": \"b-1\", \"event\": \"assign\"}')", 31009),
     ("CALL fsm_ticket_send_many_v1('{\"key\": \"b-1\", \"event\": \"assign\"}')", 31009),
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
+    ("CALL fsm_send_v3('ticket', 'b-404', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # no instance either
     ("CALL fsm_ticket_get_v1('b-1 ')", 31009),
     ("CALL fsm_get_v1('ticket', 'b-404')", 31003),
     ("CALL fsm_ticket_history_v1('')", 31009),
@@ -398,6 +400,7 @@ BAD_INPUT = (
     ("CALL fsm_operator_action_v2('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
     ("CALL fsm_operator_outcome_v1(1, 'maybe', NULL, NULL)", 31009),
     ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
+    ("CALL fsm_send_at_v2('ticket', 'b-1', 'assign', NULL, 60, '{\"timer\": 1}', NULL)", 31009),  # pyfsm's key
     ("CALL fsm_cancel_timer_v1(0, NULL)", 31009),
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine

@@ -15,6 +15,7 @@ from pyfsm import (
     SchemaVersionMismatch,
     Store,
     TransitionNotAllowed,
+    UnknownEvent,
     UnknownInstance,
     UnknownMachine,
     retry,
@@ -61,9 +62,11 @@ def test_send_to_missing_key_creates_from_a_start_state(store: Store) -> None:
     result = store.send(machine, "m1", "call", lookup_key="acct")
     assert result.created and (result.from_state, result.to_state) == ("phone", "done")
     assert [h.to_state for h in store.history(machine, "m1")] == ["phone", "done"]
-    with pytest.raises(UnknownInstance) as info:
+    with pytest.raises(UnknownEvent) as info:  # not an event of the type: UnknownEvent (issue 34), not UnknownInstance
         store.send(machine, "m2", "finish_unknown")
-    assert info.value.errno == 31003
+    assert info.value.errno == 31028 and info.value.fields["events"] == ["call", "click"]
+    with pytest.raises(UnknownInstance):
+        store.get(machine, "m2")
 
 
 def test_explicit_create_rejects_duplicates_and_non_start_states(store: Store, order: Machine) -> None:

@@ -1,5 +1,8 @@
--- fsm_send_at_v1: schedule an event for an instance, at a time or after a delay (a scheduled timer).
+-- fsm_send_at_v2: schedule an event for an instance, at a time or after a delay (a scheduled timer).
 --
+-- Does what fsm_send_at_v1 does, and refuses metadata with a top-level key "timer" (31009):
+-- the firing records pyfsm's own {"timer": {"id", "kind", "due_at", "state"}} there, which
+-- under v1 silently replaced the caller's. Nothing is written when it is refused.
 -- Arms a timer of kind 'scheduled' in fsm_timers. When it is due, a worker (or
 -- fsm_fire_timers_v1) sends the event once, as a transition of its own with request id
 -- 'fsm:timer:<timer id>'; if the event is not allowed from the instance's state then, the
@@ -11,14 +14,15 @@
 -- even after it fired; the same id for another instance or event is refused (31010).
 -- Parameters: p_machine, p_key, p_event (required); exactly one of p_at (a UTC DATETIME; a
 --   time in the past makes it due at once) and p_after_seconds (0 to 999999999, fractions
---   allowed); p_metadata (a JSON object, recorded in the history row of the firing, with
---   "timer" added); p_request_id (1 to 64 characters).
+--   allowed); p_metadata (a JSON object without a "timer" key, recorded in the history row
+--   of the firing, with "timer" added); p_request_id (1 to 64 characters).
 -- Result: one row (timer_id, machine, instance_key, kind, event, due_at, replayed).
 -- Errors: 31002 unknown machine; 31003 no such instance; 31008 metadata not a JSON object;
---   31009 invalid argument (both or neither of p_at and p_after_seconds, ...); 31010 request
---   id used for another timer; 31016 called inside an open transaction; 31028 unknown event.
--- Example: CALL fsm_send_at_v1('order', 'o-42', 'remind', NULL, 3600, '{"by": "dba"}', NULL);
-CREATE PROCEDURE `fsm_send_at_v1`(
+--   31009 invalid argument (both or neither of p_at and p_after_seconds, metadata with a
+--   "timer" key, ...); 31010 request id used for another timer; 31016 called inside an open
+--   transaction; 31028 unknown event.
+-- Example: CALL fsm_send_at_v2('order', 'o-42', 'remind', NULL, 3600, '{"by": "dba"}', NULL);
+CREATE PROCEDURE `fsm_send_at_v2`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
@@ -58,6 +62,12 @@ proc: BEGIN
   END IF;
   IF p_metadata IS NOT NULL AND NOT (LENGTH(p_metadata) <= 65536 AND fsm_is_object_v1(p_metadata)) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: metadata must be a JSON object of at most 65536 bytes', MYSQL_ERRNO = 31008;
+  END IF;
+  -- refused when the firing's JSON_SET(metadata, '$.timer', ...) would replace a key; the test
+  -- is that JSON_SET itself: on MariaDB, JSON_CONTAINS_PATH misses a "timer" key spelt with
+  -- JSON escapes, which JSON_SET replaces all the same
+  IF p_metadata IS NOT NULL AND JSON_LENGTH(JSON_SET(p_metadata, '$.timer', NULL)) = JSON_LENGTH(p_metadata) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: metadata must not have a key "timer": the firing records the timer there', MYSQL_ERRNO = 31009;
   END IF;
   IF p_request_id IS NOT NULL AND (CHAR_LENGTH(p_request_id) NOT BETWEEN 1 AND 64 OR p_request_id LIKE '% ') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: request id must be 1 to 64 characters, not ending in a space', MYSQL_ERRNO = 31009;

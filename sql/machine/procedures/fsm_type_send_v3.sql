@@ -1,11 +1,18 @@
--- fsm___M___send_v2: send an event to an instance of __M__, in one transaction (pyfsm's Store uses this).
+-- fsm___M___send_v3: send an event to an instance of __M__, in one transaction (pyfsm's Store uses this).
 --
--- Does what fsm___M___send_v1 does, with fewer statements on the common path: when no
--- request id is given, one UPDATE finds the instance by key (and expected version), locks it
--- and applies the event through fsm___M___bu_v7 (rule check, history, counters, outbox),
--- and the result is read from the new history row. When that UPDATE finds no row (no
--- instance yet, or another version), and for every call with a request id, it goes the way
--- v1 does: lock the row, create a missing instance in the first start state (by position)
+-- Does what fsm___M___send_v2 does, with the same statements and checks, and one more answer:
+-- an event that __M__ does not have at all (a misspelling) is 31028, whose message lists the
+-- type's events, on an existing key and on a key with no instance alike. v2 answers such an
+-- event with 31005 (not allowed from the state) on an existing key, and with 31003 (no
+-- instance and the event cannot create one) on a missing key. The event is looked up only
+-- once the call has failed with 31003 or 31005 (in the error handler, after the rollback):
+-- the instance's definition version, or the current one when the key has no instance. Every
+-- other refusal, and every event the type has, is answered as v2 answers it.
+-- When no request id is given, one UPDATE finds the instance by key (and expected version),
+-- locks it and applies the event through fsm___M___bu_v7 (rule check, history, counters,
+-- outbox), and the result is read from the new history row. When that UPDATE finds no row
+-- (no instance yet, or another version), and for every call with a request id, it goes the
+-- long way: lock the row, create a missing instance in the first start state (by position)
 -- that allows the event, check the request id and the version, then apply the event.
 -- With p_request_id, a call repeated with the same id returns the original transition
 -- (replayed = 1) instead of applying it again.
@@ -15,15 +22,16 @@
 --   p_handler (recorded in history); p_lookup_key (used only when creating).
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status,
 --   created, replayed): version is the instance's version right after this transition, and
---   the history row's sort_key. v1 also returned the key and event given and sort_key again.
--- Errors: 31003 no instance and the event cannot create one; 31016 called inside an open
+--   the history row's sort_key.
+-- Errors: 31028 __M__ has no such event (its definition version's events are listed);
+--   31003 no instance and no start state allows the event; 31016 called inside an open
 --   transaction (nothing is changed, the caller's transaction is left alone); 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
 --   used for another transition; 31011 paused; 31012 the history was tampered with; 31018
---   locked by another owner (see fsm_lock_v1); 1213 deadlock: the transaction was rolled
+--   locked by another owner (see fsm_lock_v2); 1213 deadlock: the transaction was rolled
 --   back whole, call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
--- Example: CALL `fsm___M___send_v2`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
-CREATE PROCEDURE `fsm___M___send_v2`(
+-- Example: CALL `fsm___M___send_v3`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
+CREATE PROCEDURE `fsm___M___send_v3`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_data LONGTEXT CHARACTER SET utf8mb4,
@@ -43,14 +51,32 @@ proc: BEGIN
   DECLARE v_req_event, v_start, v_from, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE v_errno INT;
+  DECLARE v_dv INT UNSIGNED;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
     IF v_started THEN
       ROLLBACK;
     END IF;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
         @fsm_source = NULL, @fsm_guard = NULL;
+    IF v_errno IN (31003, 31005) THEN
+      -- Refused by the rules (31005) or by every start state (31003): is the event one of
+      -- the type's at all? Read after the rollback, on the error path only, with scalar
+      -- subqueries (which raise no NOT FOUND when nothing matches): in the instance's
+      -- definition version, or in the current one for a key with no instance.
+      SET v_dv = COALESCE((SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key),
+                          (SELECT current_version FROM fsm_machines WHERE machine = '__M__'));
+      IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
+                        AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
+        SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
+                                '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
+                                  FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
+      END IF;
+    END IF;
     RESIGNAL;
   END;
   -- One test that the usual arguments pass; fsm_check_args_v1 names what is wrong otherwise.
