@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from .commands import bulk, graph, instances, operations, web
+from .commands import bulk, graph, instances, machines, operations, web
 from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
 from .commands import timers as timers_commands
@@ -21,7 +21,11 @@ from .commands.common import Handler
 from .db import translate
 from .errors import FsmError
 
-EPILOG = """examples:
+#: Commands that only talk to a person: the demo narrates what it does, the console serves pages.
+TEXT_ONLY = frozenset({"demo", "web"})
+_TEXT_ONLY_NAMES = " and ".join(sorted(TEXT_ONLY))  # named by the help's epilog
+
+EPILOG = f"""examples:
   pyfsm migrate --dsn mysql://root@127.0.0.1:3306/app
   pyfsm install examples/order.yaml
   pyfsm send order o-1001 pay && pyfsm show order o-1001 --json
@@ -30,19 +34,17 @@ EPILOG = """examples:
   pyfsm list order paid --limit 20
   pyfsm counts order
   pyfsm graph order --counts
+  pyfsm types
   pyfsm stats
   pyfsm grant --app shop_app --reporting analyst --create
   pyfsm worker myapp.processes:checkout
   pyfsm timers schedule order o-1001 cancel --after 30m && pyfsm timers run --until-idle
   pyfsm relay --kafka localhost:9092
   pyfsm metrics --serve --port 9464
-every command: --dsn (default $PYFSM_DSN), --json, --help; exit 0 on success, else 1 and one line on stderr
-(send-many: 1 also when an item was refused, each refusal listed)
+every command takes --dsn (default $PYFSM_DSN) and --help; all but {_TEXT_ONLY_NAMES} (text only) take --json
+exit 0 on success; 1 on an error, with one line on stderr (pyfsm: Class (errno): what is wrong, what to do);
+2 on a usage error (send-many: 1 also when an item was refused, each refusal listed)
 """
-
-
-#: Commands that only talk to a person: the demo narrates what it does, the console serves pages.
-TEXT_ONLY = frozenset({"demo", "web"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,9 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    def add(name: str, func: Handler, help_text: str, example: str) -> argparse.ArgumentParser:
+    def add(name: str, func: Handler, help_text: str, example: str,
+            aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=argparse.RawDescriptionHelpFormatter, aliases=list(aliases))
         p.add_argument("--dsn", default=None, help="mysql://user:password@host:port/db (default: $PYFSM_DSN)")
         if name not in TEXT_ONLY:
             p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
@@ -73,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, bulk, graph, operations, timers_commands, web):
+    for module in (schema_commands, instances, machines, bulk, graph, operations, timers_commands, web):
         module.register(add)
     metrics_commands.register(add)
     return parser
@@ -97,22 +100,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warnings.showwarning = _show_warning
             args.func(args)
         return int(getattr(args, "exit_code", 0))
-    except FsmError as exc:
-        print(f"pyfsm: {type(exc).__name__} ({exc.errno}): {_one_line(exc)}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("pyfsm: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # one line for users; PYFSM_DEBUG=1 shows the traceback
-        if os.environ.get("PYFSM_DEBUG"):
+    except Exception as exc:  # one line for users; PYFSM_DEBUG=1 shows the traceback of what is not pyfsm's
+        if os.environ.get("PYFSM_DEBUG") and not isinstance(exc, FsmError):
             raise
-        err = translate(exc)
-        name = type(err).__name__
-        errno = getattr(err, "errno", None) or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else "")
-        text = _one_line(err)
-        print(f"pyfsm: {name} ({errno}): {text}" if errno != "" else f"pyfsm: {name}: {text}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 1
-    return 0
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line every command (`pyfsm demo` and `pyfsm web` too) prints for an error:
+    ``pyfsm: Class (errno): message``, a driver's error translated to pyfsm's first."""
+    err = translate(exc)
+    name = type(err).__name__
+    errno = getattr(err, "errno", None) or (exc.args[0] if exc.args and isinstance(exc.args[0], int) else "")
+    text = _one_line(err)
+    return f"pyfsm: {name} ({errno}): {text}" if errno != "" else f"pyfsm: {name}: {text}"
 
 
 if __name__ == "__main__":

@@ -341,7 +341,8 @@ SERVER: dict[int, type[FsmError]] = {
     1047: DatabaseUnavailable,  # Galera: "WSREP has not yet prepared node for application use" (joining, non-primary)
     1053: DatabaseUnavailable,  # server shutdown in progress
     1927: DatabaseUnavailable,  # MariaDB: connection was killed
-    2003: DatabaseUnavailable,  # can't connect
+    2003: DatabaseUnavailable,  # can't connect (PyMySQL: refused, unreachable, and a host name that does not resolve)
+    2005: DatabaseUnavailable,  # unknown host (the C client's number for a name that does not resolve)
     2006: DatabaseUnavailable,  # server has gone away
     2013: DatabaseUnavailable,  # lost connection during query
     2055: DatabaseUnavailable,  # lost connection (system error)
@@ -380,7 +381,7 @@ SERVER: dict[int, type[FsmError]] = {
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2006, 2013, 2055, 4031, NotWriterNode.errno,
+TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2005, 2006, 2013, 2055, 4031, NotWriterNode.errno,
                        # MySQL Group Replication and read-only servers (see SERVER)
                        1290, 1836, 4049, 3032, 3100, 3781, 3782, 3783, 3796, 3797, 3798, 3799, 4094, 6141})
 

@@ -9,7 +9,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
@@ -21,10 +21,11 @@ Handler = Callable[[argparse.Namespace], None]
 
 
 class Add(Protocol):
-    """Adds one subcommand: ``add(name, handler, help, example)`` returns its parser, which
-    already has --dsn and --json."""
+    """Adds one subcommand: ``add(name, handler, help, example, aliases=())`` returns its
+    parser, which already has --dsn and --json; each alias is another name of the command."""
 
-    def __call__(self, name: str, func: Handler, help_text: str, example: str) -> argparse.ArgumentParser: ...
+    def __call__(self, name: str, func: Handler, help_text: str, example: str,
+                 aliases: Sequence[str] = ()) -> argparse.ArgumentParser: ...
 
 
 def add_read_dsn(parser: argparse.ArgumentParser) -> None:

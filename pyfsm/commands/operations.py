@@ -81,6 +81,8 @@ def cmd_worker(args: argparse.Namespace) -> None:
 def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server: Any) -> None:
     with Store(args.dsn) as store:
         worker = Worker(store, processes, batch=args.batch, metrics=kept)
+        # a type not installed: one line naming the `pyfsm install` to run, exit 1, before the loop
+        worker.check_installed({p.name: path for p, path in zip(processes, args.process, strict=True)})
         print(f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
               + ("" if server is None else f"(metrics: http://{server.host}:{server.port}/metrics) ")
               + "(SIGTERM or Ctrl-C to stop)", file=sys.stderr, flush=True)

@@ -35,14 +35,20 @@ def cmd_check(args: argparse.Namespace) -> None:
     finally:
         conn.close()
     found = [{"name": name, "replaced_by": replaced_by, "deprecated_in": entry.deprecated_in,
-              "removed_in": entry.removed_in} for name, replaced_by, entry in deprecated]
+              "removed_in": entry.removed_in, "level": "info"} for name, replaced_by, entry in deprecated]
     lines = [f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs"]
-    if found:  # a warning, not a failure: they work until the release that removes them
-        lines.append(f"{len(found)} deprecated procedures are still installed; move their callers "
-                     "(docs/sql-api.md, \"Versions and retirement\"):")
+    notes = []
+    if found:  # information, not a fault: every database has them, fresh or upgraded, until they go
+        releases = sorted({d["removed_in"] for d in found})
+        removes = f"{' and '.join(releases)} {'removes' if len(releases) == 1 else 'remove'}"
+        text = (f"{len(found)} deprecated procedures are installed for compatibility (in every database, fresh or "
+                f"migrated, until pyfsm {removes} them); nothing to do unless your own code or SQL calls "
+                "them: then call the replacement instead (docs/sql-api.md, \"Versions and retirement\")")
+        notes.append({"level": "info", "kind": "deprecated_procedures", "count": len(found), "message": text})
+        lines.append(f"info: {text}:")
         lines += [f"  {d['name']}: use {d['replaced_by']} (deprecated in {d['deprecated_in']}, "
                   f"removed in {d['removed_in']})" for d in found]
-    emit(args, {"revision": schema.HEAD_REVISION, "ok": True, "deprecated": found}, lines)
+    emit(args, {"revision": schema.HEAD_REVISION, "ok": True, "notes": notes, "deprecated": found}, lines)
 
 
 def machines_from(source: str) -> list[Machine]:

@@ -68,6 +68,14 @@ SETUP_DEADLOCK_PAUSE = 0.01
 DATABASE_CHARSET = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 #: The database names pyfsm creates: nothing that could end the quoted identifier.
 DATABASE_NAME = re.compile(r"[A-Za-z0-9_$-]{1,64}")
+#: The driver's numbers for a new connection that reached no server: 2003, can't connect
+#: (refused, unreachable, timed out; PyMySQL's for a host name that does not resolve too),
+#: and 2005, unknown host (the C client's). Their message says what to try (:func:`name_servers`).
+CANNOT_CONNECT = frozenset({2003, 2005})
+#: What to try when no server answered a new connection (after "check that a MySQL server runs at ...").
+CANNOT_CONNECT_ADVICE = (
+    " and that this host can reach it, or point the DSN (--dsn or $PYFSM_DSN) at one that does "
+    "(in pyfsm's own repository, `make mysql` starts the project's MySQL 9.7 on 127.0.0.1:3307)")
 
 
 def connect(settings: Settings, *, database: bool = True, timeouts: bool = False) -> pymysql.connections.Connection:
@@ -81,8 +89,8 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
         return open_connection(settings, database=database, timeouts=timeouts)
     except pymysql.err.MySQLError as exc:
         err = translate(exc)
-        if isinstance(err, DatabaseUnavailable) and len(settings.hosts) > 1:
-            name_servers(err, settings)  # which of the servers were tried, and what each said
+        if isinstance(err, DatabaseUnavailable):
+            name_servers(err, settings)  # which of the servers were tried, what each said, and what to try
         if err is exc:
             raise
         raise err from cause(err, exc)
@@ -165,7 +173,9 @@ def name_servers(err: DatabaseUnavailable, settings: Settings) -> DatabaseUnavai
     connection, the ones tried (:func:`open_connection`): with several, "none of the MySQL
     servers h1:p1, h2:p2 answered" and what each said. Otherwise the server in use.
     errno 0 is PyMySQL finding its socket already closed (a pooled connection the server
-    dropped, which DBUtils could not replace): reported as 2006, server gone away.
+    dropped, which DBUtils could not replace): reported as 2006, server gone away. A new
+    connection that reached no server (:data:`CANNOT_CONNECT`) also says what to try: is a
+    server running there, or should the DSN name another (:data:`CANNOT_CONNECT_ADVICE`).
     """
     if read_named(err):
         return err
@@ -180,6 +190,9 @@ def name_servers(err: DatabaseUnavailable, settings: Settings) -> DatabaseUnavai
     else:
         servers = [tried[0][0] if tried else read_server(err) or where(*settings.in_use)]
         err.message = f"the MySQL server at {servers[0]} is unavailable: {seen}"
+    if tried and err.errno in CANNOT_CONNECT:
+        where_to = servers[0] if len(servers) == 1 else f"one of {', '.join(servers)}"
+        err.message += f": check that a MySQL server runs at {where_to}{CANNOT_CONNECT_ADVICE}"
     err.args = (err.message,)
     err.fields["servers"] = servers
     if err.errno == 0:

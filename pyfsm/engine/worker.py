@@ -5,7 +5,7 @@ Run as many worker processes on as many hosts as you like: each claims due runs 
 is a lease, renewed by a heartbeat thread while the worker lives, so the runs of a worker
 that dies (or hangs) are due again when its claims run out, and only then.
 
-A worker runs the runs it claims side by side (``batch``, 10 by default; pyfsm.batch): a
+A worker runs the runs it claims side by side (``batch``, 10 by default; pyfsm.engine.batch): a
 round runs the next step of each, and one transaction commits them all.
 
 A worker also fires due timers (state timeouts and scheduled events, docs/timers.md) in a
@@ -24,11 +24,11 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DatabaseUnavailable, FsmError, InvalidArgument
+from ..errors import DatabaseUnavailable, FsmError, InvalidArgument, UnknownMachine
 from ..locks import check_owner, new_owner
 from ..schema import routines
 from ..timers import MAX_BATCH, TimerLoop
@@ -57,12 +57,26 @@ class WorkerStats:
     timers_held: int = 0
 
 
+def not_installed(name: str, defined: bool, installed: Iterable[str], source: str | None = None) -> UnknownMachine:
+    """UnknownMachine (31002) for a worker of process ``name`` whose machine type is not
+    installed: what is wrong, and the `pyfsm install` to run (of ``source``, the
+    ``module.path:attribute`` the process was loaded from, when known)."""
+    listed = sorted(installed)
+    what = (f"machine type {name!r} is defined but its tables are not installed" if defined else
+            f"machine type {name!r} is not installed in this database (installed: {', '.join(listed) or 'none'})")
+    fix = (f"run `pyfsm install {source}` as the owner of pyfsm's schema" if source else
+           "install it as the owner of pyfsm's schema (store.define(process.machine), or `pyfsm install "
+           "module.path:attribute` naming the process)")
+    return UnknownMachine(f"{what}, so a worker of process {source or name!r} would claim nothing: {fix}, then start "
+                          "the worker again", machine=name, installed=listed)
+
+
 class Worker:
     """Claims due runs of ``processes`` and runs them until stopped.
 
     ``batch``: runs claimed per query and run side by side (10 by default): each round runs
     the next handler of every run of the batch, then commits all of those steps in one
-    transaction (see pyfsm.batch), which at least doubles the steps per second a worker
+    transaction (see pyfsm.engine.batch), which at least doubles the steps per second a worker
     gets out of the database. The price is latency: a run's next step waits for the round's
     other handlers. With slow handlers where latency matters, or handlers that must not
     run beside each other, use 1: one run at a time, each step committed alone.
@@ -101,6 +115,8 @@ class Worker:
         self.stop_event = threading.Event()
         self.stats = WorkerStats()
         self._keeper: ClaimKeeper | None = None
+        self._sources: dict[str, str] = {}  # process name -> how it was loaded (check_installed)
+        self._installed = False  # every process's type was found installed
         if isinstance(timer_batch, bool) or not isinstance(timer_batch, int) or not 1 <= timer_batch <= MAX_BATCH:
             raise InvalidArgument(f"timer_batch must be an integer from 1 to {MAX_BATCH}, got {timer_batch!r:.80}")
         if not 0 < timer_poll <= 60:
@@ -120,6 +136,29 @@ class Worker:
         """Ask the worker to stop after the current step (thread-safe; what signals do)."""
         self.stop_event.set()
 
+    def check_installed(self, sources: Mapping[str, str] | None = None) -> None:
+        """Raise UnknownMachine (31002), saying what to run, unless the machine type of every
+        process is installed (defined, with its tables): a worker of a type that is not would
+        claim nothing, ever. :meth:`run` checks first; `pyfsm worker` checks before it starts.
+
+        ``sources``: how each process was loaded, by process name (``module.path:attribute``),
+        for the message to name the `pyfsm install` to run. A check that cannot be made now
+        (the server is down, the schema is not this pyfsm's) is left to the claims, which ride
+        out an outage and say what is wrong.
+        """
+        self._sources.update(sources or {})
+        gateway = self.store.gateway
+        for process in self.processes:
+            try:
+                gateway.ensure_schema()
+                defined, installed = gateway.types(process.name)
+            except FsmError as exc:
+                log.debug("pyfsm worker %s: could not check that %s is installed: %s", self.owner, process.name, exc)
+                return
+            if process.name not in installed:
+                raise not_installed(process.name, defined, installed, self._sources.get(process.name))
+        self._installed = True
+
     def run_once(self) -> int:
         """Claim one batch per process and run it; the number of runs done."""
         if self._keeper is None:  # renews the claims this worker holds, the batch's waiting rows too
@@ -135,6 +174,9 @@ class Worker:
                 rows = claim(self.store, process, self.owner, limit=self.batch)
             except FsmError as exc:
                 self._error(process)
+                if isinstance(exc, UnknownMachine) and exc.errno == UnknownMachine.errno:
+                    self._installed = False  # the procedure says so (31002): fail, saying what to run
+                    self.check_installed()
                 log.warning("pyfsm worker %s: claiming %s failed: %s", self.owner, process.name, exc)
                 if isinstance(exc, DatabaseUnavailable):
                     # The claim may have committed (or still be running on the server): give back
@@ -144,7 +186,7 @@ class Worker:
                     self._release_unknown_claims(process, keeper)
                 continue
             keeper.add(process, [int(row["id"]) for row in rows])
-            if len(rows) > 1:  # side by side, each round of steps committed together (pyfsm.batch)
+            if len(rows) > 1:  # side by side, each round of steps committed together (pyfsm.engine.batch)
                 try:
                     self._record(process, run_claimed_batch(self.store, process, rows, self.owner, self.stop_event,
                                                             self.metrics))
@@ -168,7 +210,13 @@ class Worker:
 
     def run(self, *, handle_signals: bool = True, until_idle: float | None = None) -> WorkerStats:
         """Work until stopped (SIGTERM/SIGINT or :meth:`stop`), or, with ``until_idle``,
-        until there was nothing to do for that many seconds."""
+        until there was nothing to do for that many seconds.
+
+        First UnknownMachine (31002) unless every process's type is installed
+        (:meth:`check_installed`); so does a claim that finds a type gone, rather than claim
+        in vain for ever."""
+        if not self._installed:
+            self.check_installed()
         previous = self._install_signals() if handle_signals else {}
         delay, idle_since = self.idle_min, time.monotonic()
         timer_thread = None

@@ -1,7 +1,9 @@
 """Reads through the reporting views (what a `pyfsm grant --reporting` account may do):
-a machine's current definition, its counts per state and per edge, one instance's path.
+a machine's current definition, its counts per state and per edge, one instance's path,
+and the machine types.
 
-`pyfsm graph` uses these, so it works with the reporting account as well as the owner's.
+`pyfsm graph` and `pyfsm types` use these, so they work with the reporting account as well
+as the owner's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import pymysql
 from .. import db
 from ..definition import Machine
 from ..definition_file import parse_machines
-from ..errors import SchemaVersionMismatch, UnknownInstance, UnknownMachine
+from ..errors import AccessDenied, SchemaVersionMismatch, UnknownInstance, UnknownMachine
+from ..schema.install import MACHINE_OBJECTS_VERSION
 from ..schema.resources import check_machine_name
 
 #: The keys of a stored definition body a Machine is built from (a DBA's body may carry more).
@@ -69,3 +72,37 @@ def path(conn: Any, machine: str, key: str) -> list[str]:
     if not rows:
         raise UnknownInstance(f"no {name} {key}", machine=name, key=key)
     return [r["to_state"] for r in rows]
+
+
+#: Each type's current definition and whether its objects are installed (`pyfsm types`).
+TYPES_SQL = "SELECT machine, version, body, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"
+#: Instances per type, from the state counters.
+INSTANCES_SQL = "SELECT machine, CAST(SUM(instances) AS SIGNED) AS instances FROM fsm_v_state_counts GROUP BY machine"
+#: Which set of objects each type has, and its timer triggers: read where the account may (the owner).
+OBJECTS_SQL = ("SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers "
+               "FROM fsm_machines")
+
+
+def machine_types(conn: Any) -> list[dict[str, Any]]:
+    """Every defined machine type, by name: its current definition version, how many states
+    that definition has, its instances (the state counters), and whether its tables are
+    ready (``tables_ready``: its tables, triggers and procedures are installed; where the
+    account may read fsm_machines, as the schema owner may, they are also this pyfsm's set
+    and a type with timeouts has its timer triggers: what `pyfsm sync` would otherwise do)."""
+    instances = {r["machine"]: int(r["instances"] or 0) for r in _rows(conn, INSTANCES_SQL, ())}
+    try:
+        objects = {r["machine"]: r for r in _rows(conn, OBJECTS_SQL, ())}
+    except AccessDenied:  # a reporting account reads the views only: whether the objects are installed
+        objects = {}
+    found = []
+    for row in _rows(conn, TYPES_SQL, ()):
+        body = row["body"]
+        body = json.loads(body) if isinstance(body, (str, bytes)) else body
+        ready = bool(row["installed"])
+        more = objects.get(row["machine"])
+        if ready and more is not None:
+            ready = more["objects_version"] == MACHINE_OBJECTS_VERSION and bool(more["timer_triggers"])
+        found.append({"machine": row["machine"], "current_version": int(row["version"]),
+                      "states": len(body.get("states") or ()), "instances": instances.get(row["machine"], 0),
+                      "tables_ready": ready})
+    return found

@@ -15,7 +15,7 @@ def test_migrate_check_and_define(make_database) -> None:  # type: ignore[no-unt
     assert pyfsm("check", "--dsn", dsn).returncode == 0
     defined = pyfsm("define", "--dsn", dsn, "pyfsm.demo:ORDER")
     assert defined.returncode == 0, defined.stderr
-    assert json.loads(defined.stdout) == {"machine": "order", "version": 1, "changed": True}
+    assert json.loads(defined.stdout) == {"machine": "demo_order", "version": 1, "changed": True}
     again = pyfsm("define", "--dsn", dsn, "pyfsm.demo:ORDER")
     assert json.loads(again.stdout)["changed"] is False
 
@@ -38,16 +38,18 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
     assert found == {"fsm_define_v1": ("fsm_define_v6", "0.4.0"), "fsm_define_v2": ("fsm_define_v6", "0.4.0"),
                      "fsm_define_v3": ("fsm_define_v6", "0.4.0"), "fsm_define_v4": ("fsm_define_v6", "0.4.0"),
                      "fsm_counts_v1": ("fsm_counts_v2", "0.4.0"),
-                     "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"), "fsm_send_v1": ("fsm_send_v2", "0.4.0"),
-                     "fsm_order_line_send_v1": ("fsm_order_line_send_v2", "0.4.0"),
+                     "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"), "fsm_send_v1": ("fsm_send_v3", "0.4.0"),
+                     "fsm_order_line_send_v1": ("fsm_order_line_send_v3", "0.4.0"),
                      "fsm_step_v1": ("fsm_<machine>_step_v2", "0.4.0"), "fsm_stats_v1": ("fsm_stats_v2", "0.4.0"),
                      "fsm_lock_v1": ("fsm_lock_v2", "0.4.0"),
                      "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v2", "0.4.0"),
                      "fsm_define_v5": ("fsm_define_v6", "0.4.0"), "fsm_resume_v1": ("fsm_resume_v2", "0.4.0"),
                      "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0"),
-                     "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0")}
+                     "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0"), "fsm_send_v2": ("fsm_send_v3", "0.4.0"),
+                     "fsm_order_line_send_v2": ("fsm_order_line_send_v3", "0.4.0"),
+                     "fsm_send_at_v1": ("fsm_send_at_v2", "0.4.0")}
     text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
-    assert "16 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v2" in text
+    assert "19 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v3" in text
 
 
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:

@@ -152,6 +152,34 @@ def test_failed_view_shows_the_last_error(store: Store, raw) -> None:  # type: i
     assert (stats.instances, stats.failed, stats.completed) == (2, 2, 0)
 
 
+def test_failed_view_shows_the_reason_a_handler_gave_ctx_fail(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
+    """docs/reporting.md: an instance a handler failed on purpose has its row like any other,
+    pyfsm.HandlerFailed and the reason given; only an instance with no error recorded at all
+    (failed by an UPDATE in SQL) has NULL error columns."""
+    process = checkout(unique("refused"), backoff=0.0)
+
+    def charge(ctx: Context) -> Outcome:
+        return ctx.fail("on purpose")
+
+    process.handlers.pop("charge")
+    process.register("charge", charge)
+    store.define(process.machine)
+    process.start(store, "p-1")  # runs at once: reserve, then charge fails it
+    store.create(process.name, "s-1")
+    raw.cursor().execute(f"UPDATE `fsm_{process.name}` SET status = 'failed' WHERE instance_key = 's-1'")  # a DBA
+    failed = fetch(raw, "SELECT instance_key, current_state, handler, attempt, error_type, message, failed_at "
+                        "FROM fsm_v_failed WHERE machine = %s ORDER BY id", (process.name,))
+    assert [{k: v for k, v in r.items() if k != "failed_at"} for r in failed] == [
+        {"instance_key": "p-1", "current_state": "charge", "handler": "charge", "attempt": 1,
+         "error_type": "pyfsm.HandlerFailed", "message": "on purpose"},
+        {"instance_key": "s-1", "current_state": "reserve", "handler": None, "attempt": None, "error_type": None,
+         "message": None},
+    ]
+    assert failed[0]["failed_at"] is not None and failed[1]["failed_at"] is None
+    [listed] = [f for f in store.failed(process.name) if f.instance_key == "p-1"]  # the procedure agrees
+    assert (listed.error_type, listed.message) == ("pyfsm.HandlerFailed", "on purpose")
+
+
 def _random_sends(dsn: str, name: str, seed: int, rounds: int, out: Any) -> None:
     """One process: random events (most of them refused) on shared keys, some of them new."""
     rng = random.Random(seed)
