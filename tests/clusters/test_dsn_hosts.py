@@ -23,7 +23,7 @@ import pytest
 from helpers.common import fetch, order_machine, unique
 from helpers.galera_cluster import distinct_ports
 from helpers.kafka_broker import free_port
-from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer, skip_in_the_mysql_pass
 
 from pyfsm import DatabaseUnavailable, FsmError, InvalidArgument, Machine, Store
 from pyfsm.db import Database, Settings, connect, parse_dsn
@@ -246,6 +246,7 @@ def same_database(servers: list[SecondServer], machine: Machine) -> str:
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[list[SecondServer]]:
+    skip_in_the_mysql_pass("the tests of two servers of the tests' own")
     needs_servers()
     servers = [SecondServer(Path(tempfile.mkdtemp(prefix="pyfsm-hosts-"))) for _ in range(2)]
     try:

@@ -10,7 +10,6 @@ where the Galera library (Debian: galera-4) is not installed; .ci/run installs i
 
 from __future__ import annotations
 
-import functools
 import os
 import pwd
 import socket
@@ -23,8 +22,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
-from pyfsm.db import Settings, parse_dsn
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer, shared_server_flavour
+from pyfsm.db import Settings
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 NODES = 3
@@ -118,25 +117,6 @@ def _options(index: int, gcomm: list[int], ist: list[int], sst: list[int]) -> tu
         # connection (2006); without the thread cache, neither (docs/scaling.md)
         "--thread-cache-size=0",
     )
-
-
-@functools.cache
-def shared_server_flavour() -> str | None:
-    """"mariadb" or "mysql": the server $PYFSM_TEST_DSN names (the suite's pass); None without
-    that variable or when the server does not answer."""
-    dsn = os.environ.get("PYFSM_TEST_DSN")
-    if not dsn:
-        return None
-    try:
-        conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs(database=False))
-    except pymysql.err.MySQLError:
-        return None
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT VERSION()")
-            return "mariadb" if "mariadb" in str(cur.fetchone()[0]).lower() else "mysql"
-    finally:
-        conn.close()
 
 
 def distinct_ports(count: int) -> list[int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer
+from helpers.second_server import INSTALL_DB, MARIADBD, SecondServer, skip_in_the_mysql_pass
 from pyfsm.db import Settings
 
 REPLICATION_PASSWORD = "Repl-" + uuid.uuid4().hex[:12]
@@ -60,6 +60,7 @@ class ReplicaPair:
 
 @pytest.fixture(scope="module")
 def replica_pair() -> Iterator[ReplicaPair]:
+    skip_in_the_mysql_pass("the replica and promotion tests")
     if INSTALL_DB is None or MARIADBD is None:
         pytest.skip("the replica tests need mariadb-install-db and mariadbd on this machine")
     primary = SecondServer(Path(tempfile.mkdtemp(prefix="pyfsm-primary-")),
