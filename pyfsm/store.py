@@ -259,9 +259,12 @@ class Store:
             else:
                 row = self._call(routines.SEND, args, writes=True, retry_connection=request_id is not None,
                                  machine=name, key=key, event=event)
-        except TransitionNotAllowed as exc:  # UnknownEvent (31028 from send_v3) too: its message lists the events
+        except TransitionNotAllowed as exc:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
+            if not isinstance(exc, UnknownEvent):  # send_v3 looked the event up: the type has it
+                raise exc from exc.__cause__
+            # 31028: the events in definition order, and the version the instance follows
             raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
         return TransitionResult.from_send_row(row, key, event)
 

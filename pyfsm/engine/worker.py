@@ -148,9 +148,13 @@ class Worker:
         """
         self._sources.update(sources or {})
         gateway = self.store.gateway
+        try:
+            gateway.ensure_schema()
+        except FsmError as exc:
+            log.debug("pyfsm worker %s: could not check that its types are installed: %s", self.owner, exc)
+            return
         for process in self.processes:
             try:
-                gateway.ensure_schema()
                 defined, installed = gateway.types(process.name)
             except FsmError as exc:
                 log.debug("pyfsm worker %s: could not check that %s is installed: %s", self.owner, process.name, exc)

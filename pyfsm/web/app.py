@@ -29,7 +29,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..checks import check_name
-from ..definition import Machine
 from ..errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -186,8 +185,9 @@ class _Console:
             machine = self.reads.machine(name)
             page = self.reads.instances(name, filters)
             query = {k: v for k, v in p.items() if v and k != "before"}
-            return self.page(request, "machine.html", name=name, machine=machine, unreachable=_unreachable(machine),
-                             counts=self.reads.state_counts(name), stats=self.reads.stats(name), filters=filters,
+            return self.page(request, "machine.html", name=name, machine=machine,
+                             unreachable=machine.unreachable_states(), counts=self.reads.state_counts(name),
+                             stats=self.reads.stats(name), filters=filters,
                              page=page, statuses=STATUSES, query=query,
                              next_url=None if page.next_before is None else
                              f"/m/{name}?{urlencode({**query, 'before': page.next_before})}",
@@ -438,12 +438,6 @@ def _int_or_none(value: str | None, what: str) -> int | None:
     if not value.isdigit() or len(value) > 19:
         raise InvalidArgument(f"{what} must be a positive integer, got {value!r:.40}")
     return int(value)
-
-
-def _unreachable(machine: Machine) -> list[str]:
-    """The states no start state reaches, in definition order: those `pyfsm install` warns about
-    (UnreachableStateWarning), found by the same walk of the definition's rules."""
-    return machine.unreachable_states()
 
 
 def _count(n: int, word: str) -> str:
