@@ -246,6 +246,26 @@ class UnknownTimer(FsmError):
     errno = 31029
 
 
+class UpgradeRefused(InvalidArgument):
+    """An upgrade of instances to a newer definition version cannot be done as asked
+    (Store.upgrade_instances, fsm_upgrade_instances_v1, fsm_upgrade_plan_v1): the target
+    version does not exist or is not newer, or the state map or ``only`` is not valid (a key
+    that is no state of an older version, a value the target version lacks, a chain or cycle
+    such as ``a -> b -> c``); the message says which. Nothing was moved. A subclass of
+    InvalidArgument."""
+
+    errno = 31030
+
+
+class SyncNeeded(FsmError):
+    """The type's database objects are behind its definitions: the target version of an
+    upgrade has state timeouts and the type has no timer triggers yet (a DBA stored the
+    definition with fsm_define_v6). Run ``pyfsm sync <type>`` (or Store.define) as the owner
+    of pyfsm's schema, then upgrade."""
+
+    errno = 31031
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -314,7 +334,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
         RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
-        NotParked, ParkedBehind, UnknownEvent, UnknownTimer,
+        NotParked, ParkedBehind, UnknownEvent, UnknownTimer, UpgradeRefused, SyncNeeded,
     )
 }
 

@@ -11,14 +11,14 @@ Splitting the methods across modules would scatter one class's documentation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import pymysql
 
-from . import bulk, db, timers
+from . import bulk, db, timers, versions
 from .checks import check_after, check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .definition import Machine
 from .errors import (
@@ -66,6 +66,7 @@ from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
 from .schema.routines import Routine
+from .versions import UpgradeReport, VersionCount
 
 
 class Store:
@@ -534,6 +535,31 @@ class Store:
         waiting, paused, failed, completed, due and claimed runs, unpublished outbox events
         (fsm_stats_v2)."""
         return [TypeStats.from_row(r) for r in self._stale_rows(routines.STATS, ())]
+
+    # -- changing machines ----------------------------------------------------------------
+
+    def upgrade_instances(self, machine: str | Machine, *, to_version: int | None = None,
+                          states: Mapping[str, str] | None = None, only: Mapping[str, Any] | None = None,
+                          dry_run: bool = False, batch: int = versions.DEFAULT_BATCH,
+                          progress: Callable[[UpgradeReport], None] | None = None) -> UpgradeReport:
+        """Move existing instances of ``machine`` to a newer definition version (by default
+        the current one), each in a transaction of its own, recorded in its history (source
+        'upgrade'). A state the target version has maps to itself; ``states`` maps states it
+        renamed or dropped (``{"shipped": "sent"}``). ``only``: ``{"states": [...],
+        "versions": [...]}``, the instances to move. ``dry_run``: say, per (from version,
+        state), how many would move where and which must wait or cannot move; write nothing.
+        Instances a worker is running or whose lock is held wait (run it again later); a run
+        stopped at any moment is finished by running it again (docs/changing-machines.md).
+        UpgradeRefused (31030) for a map or target the database refuses, nothing moved."""
+        if dry_run:
+            return versions.plan(self.gateway, machine, to_version=to_version, states=states, only=only)
+        return versions.run(self.gateway, machine, to_version=to_version, states=states, only=only,
+                            batch=batch, progress=progress)
+
+    def version_counts(self, machine: str | Machine) -> list[VersionCount]:
+        """How many instances each definition version of ``machine`` holds (the current one
+        marked), oldest first: what an upgrade would move. Reads the whole instance table."""
+        return versions.version_counts(self.gateway, machine)
 
     # -- plumbing -------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ DEADLOCK_RETRY_DELAYS = (0.002, 0.008)
 #: The session variables pyfsm's procedures set around a transition (the transition
 #: context) and the history guard the triggers set; @fsm_lock_owner is a lock holder's own.
 CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source",
-                     "@fsm_count_later", "@fsm_guard")
+                     "@fsm_count_later", "@fsm_guard", "@fsm_upgrade")
 CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
 
 

@@ -33,7 +33,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0020"
+HEAD_REVISION = "0021"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -131,6 +131,7 @@ CURRENT_OBJECTS = (
     "internal/fsm_update_instance_v1.sql",
     "internal/fsm_mark_released_v1.sql",
     "internal/fsm_mark_unlocked_v1.sql",
+    "internal/fsm_upgrade_check_v1.sql",
     # definitions and instances
     "procedures/fsm_define_v6.sql",
     "procedures/fsm_definition_v1.sql",
@@ -175,6 +176,10 @@ CURRENT_OBJECTS = (
     "procedures/fsm_fire_timers_v1.sql",
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
+    # changing machines: instances moved to a newer definition version
+    "procedures/fsm_upgrade_plan_v1.sql",
+    "procedures/fsm_upgrade_instances_v1.sql",
+    "procedures/fsm_version_counts_v1.sql",
     # the web console's audit log
     "procedures/fsm_operator_action_v2.sql",
     "procedures/fsm_operator_outcome_v1.sql",
@@ -189,7 +194,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_type_transitions.sql",
     "machine/triggers/fsm_type_bi_v1.sql",
     "machine/triggers/fsm_type_ai_v4.sql",
-    "machine/triggers/fsm_type_bu_v7.sql",
+    "machine/triggers/fsm_type_bu_v8.sql",
     "machine/triggers/fsm_type_bd_v1.sql",
     "machine/triggers/fsm_type_hbi_v3.sql",
     "machine/triggers/fsm_type_hbu_v5.sql",
@@ -205,6 +210,8 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_type_step_v2.sql",
     "machine/internal/fsm_type_apply_step_v1.sql",
     "machine/procedures/fsm_type_steps_v1.sql",
+    "machine/procedures/fsm_type_upgrade_v1.sql",
+    "machine/procedures/fsm_type_upgrade_plan_v1.sql",
     "machine/views/fsm_v_type.sql",
     "machine/views/fsm_v_type_transitions.sql",
 )
@@ -216,7 +223,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v12"
+MACHINE_OBJECTS_VERSION = "v13"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
@@ -226,7 +233,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_type_bu_v7.sql",
+    "trigger_bu": "machine/triggers/fsm_type_bu_v8.sql",
     "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
@@ -293,7 +300,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v7.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v8.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

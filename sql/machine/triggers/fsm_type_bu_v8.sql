@@ -1,4 +1,4 @@
--- fsm___M___bu_v7: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
+-- fsm___M___bu_v8: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -11,6 +11,15 @@
 -- event leading from the old to the new state, and stores the rule's spelling of the target
 -- state. Any other change of the instance bumps version; unlocked_at and last_retry_at alone
 -- are bookkeeping and do not.
+-- Upgrades: definition_version changes only when @fsm_upgrade names this row and its new
+-- version ('<id>/<version>', as fsm___M___upgrade_v1 sets it; anything else is 31013). Such
+-- an UPDATE may change definition_version and current_state and nothing else; the new state
+-- must be one of the new version's (its spelling is stored) and the version newer (31030).
+-- It is recorded as one history row (source 'upgrade', event NULL, metadata {"upgrade":
+-- {from_version, to_version, from_state, to_state}} over @fsm_metadata), moves the state
+-- counters when the state changes, bumps version, writes an outbox row when kafka_topic is
+-- set, and sets status as the new version says: 'completed' at one of its final states (its
+-- run removed), 'running' for an instance 'completed' at a state that is no longer final.
 -- Waking: a transition of an instance the handler engine left 'waiting' sets it 'running'
 -- and makes it due in fsm_runs (or, at a final state, removes its run); a final state sets
 -- 'completed'. Locks: when the instance uses the global or the local lock and a row of
@@ -45,13 +54,15 @@
 -- Errors: 31024 text not valid UTF-8; 31005 transition not allowed; 31006 several events lead to the new state (set
 --         @fsm_event); 31008 data or @fsm_metadata not a JSON object; 31009 invalid status;
 --         31011 instance is paused; 31018 locked by another owner; 31013 id, machine,
---         instance_key, kafka_topic, definition_version or created_at changed.
+--         instance_key, kafka_topic, definition_version or created_at changed (an upgrade
+--         changing more than definition_version and current_state); 31030 an upgrade to a
+--         version that is not newer, or to a state the new version lacks.
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm___M___bu_v7` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
+CREATE TRIGGER `fsm___M___bu_v8` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
-  DECLARE v_count_later TINYINT DEFAULT 0;
+  DECLARE v_count_later, v_upgrade TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6);
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -60,7 +71,8 @@ BEGIN
   BEGIN
     -- the statement failed as a whole: its transition context must not outlive it and turn
     -- the session's next, unrelated UPDATE into a transition
-    SET @fsm_guard = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL;
+    SET @fsm_guard = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
+        @fsm_upgrade = NULL;
     RESIGNAL;
   END;
   -- after the handlers: an @fsm_event too long for v_event fails with the context cleared
@@ -97,7 +109,15 @@ BEGIN
             AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
             AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
             AND NEW.definition_version <=> OLD.definition_version AND NEW.created_at <=> OLD.created_at) THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: id, machine, instance_key, kafka_topic, definition_version and created_at cannot change', MYSQL_ERRNO = 31013;
+      -- an upgrade: only definition_version changes here, and @fsm_upgrade names this row and version
+      IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
+              AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
+              AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
+              AND NEW.created_at <=> OLD.created_at
+              AND COALESCE(CAST(@fsm_upgrade AS BINARY) = CAST(CONCAT(OLD.id, '/', NEW.definition_version) AS BINARY), 0)) THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: id, machine, instance_key, kafka_topic, definition_version and created_at cannot change', MYSQL_ERRNO = 31013;
+      END IF;
+      SET v_upgrade = 1;
     END IF;
     IF NEW.status NOT IN ('running', 'waiting', 'paused', 'completed', 'failed') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: status must be running, waiting, paused, completed or failed', MYSQL_ERRNO = 31009;
@@ -111,8 +131,68 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data and lookup_key must be valid UTF-8 (no encoded surrogates)', MYSQL_ERRNO = 31024;
     END IF;
   END IF;
+  IF v_upgrade THEN
+    SET @fsm_upgrade = NULL;
+    IF NOT (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY) AND NEW.status <=> OLD.status
+            AND CAST(NEW.resume_from_step AS BINARY) <=> CAST(OLD.resume_from_step AS BINARY)
+            AND NEW.save_after_step <=> OLD.save_after_step AND NEW.data <=> OLD.data
+            AND NEW.uses_global_lock <=> OLD.uses_global_lock AND NEW.uses_local_lock <=> OLD.uses_local_lock
+            AND NEW.version <=> OLD.version) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: an upgrade changes definition_version and current_state only', MYSQL_ERRNO = 31013;
+    END IF;
+    SELECT state, is_final INTO v_to, v_final FROM fsm_states
+     WHERE machine = '__M__' AND version = NEW.definition_version AND state = NEW.current_state
+       AND CAST(state AS BINARY) = CAST(NEW.current_state AS BINARY);
+    IF v_to IS NULL OR NOT NEW.definition_version > OLD.definition_version THEN
+      BEGIN
+        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: cannot upgrade __M__ ', OLD.instance_key,
+                                ' to version ', NEW.definition_version, ' state ', COALESCE(NEW.current_state, 'NULL')), 128);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31030;
+      END;
+    END IF;
+    SET v_metadata = JSON_MERGE_PATCH(CASE WHEN JSON_VALID(v_metadata) AND JSON_TYPE(v_metadata) = 'OBJECT'
+                                           THEN v_metadata ELSE '{}' END,
+                                      JSON_OBJECT('upgrade', JSON_OBJECT('from_version', OLD.definition_version,
+                                                  'to_version', NEW.definition_version, 'from_state', OLD.current_state,
+                                                  'to_state', v_to)));
+    SET NEW.current_state = v_to, NEW.version = OLD.version + 1, NEW.updated_at = v_now;
+    IF v_final THEN
+      SET NEW.status = 'completed';
+      DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
+    ELSEIF OLD.status = 'completed' THEN
+      SET NEW.status = 'running';  -- its state has a way out in the new version
+    END IF;
+    IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
+      ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
+    END IF;
+    SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
+    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+     WHERE instance_id = OLD.id AND most_recent = 1;
+    INSERT INTO `fsm___M___transitions`
+      (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
+       data_after, metadata, definition_version, request_id, source, created_at)
+    VALUES (OLD.id, NEW.version, 1, NULL, OLD.current_state, v_to, NULL, OLD.data,
+       NEW.data, v_metadata, NEW.definition_version, NULL, 'upgrade', v_now);
+    SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID(), @fsm_last_status = NEW.status,
+        @fsm_last_instance_id = OLD.id, @fsm_last_from = OLD.current_state, @fsm_last_to = v_to,
+        @fsm_last_version = NEW.version;
+    IF NEW.kafka_topic IS NOT NULL THEN
+      INSERT INTO fsm_outbox
+        (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
+         from_state, to_state, data, metadata, occurred_at)
+      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
+         NEW.version, NULL, OLD.current_state, v_to,
+         IF((SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = NEW.definition_version) = 0,
+            NULL, NEW.data),
+         v_metadata, v_now);
+    END IF;
   -- byte for byte: with PAD SPACE 'new  ' would equal 'new' and pass as no change
-  IF v_event IS NOT NULL OR NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+  ELSEIF v_event IS NOT NULL OR NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
     -- one test for the checks a transition passes (paused, locks, metadata, UTF-8)
     IF OLD.status = 'paused' OR ((OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL)
        OR NOT (v_metadata IS NULL OR CASE WHEN JSON_VALID(v_metadata) THEN JSON_TYPE(v_metadata) = 'OBJECT' ELSE 0 END)

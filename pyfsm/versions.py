@@ -1,0 +1,233 @@
+"""Moving instances to a newer definition version of their type (Store.upgrade_instances,
+`pyfsm upgrade`, docs/changing-machines.md).
+
+A type's instances keep the definition version they were created under until they are
+upgraded. The database does the moving, one instance per transaction, in batches
+(``fsm_<type>_upgrade_v1``: keyset over id, so a run killed at any moment is finished by
+running it again); this module checks the arguments' shapes, runs the dry run
+(``fsm_<type>_upgrade_plan_v1``) or the batches, and adds up what each batch reports. What
+the arguments may say (which states exist, a map without chains) is checked by the
+database, for every caller alike (31030).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pymysql
+
+from .checks import check_int, machine_name
+from .db.driver import raw_connection
+from .db.translation import translate
+from .errors import Deadlock, UpgradeRefused
+from .schema import routines
+
+if TYPE_CHECKING:
+    from .definition import Machine
+    from .gateway import Gateway
+
+#: Instances one batch looks at (one CALL; each instance still moves in a transaction of its own).
+DEFAULT_BATCH = 500
+MAX_BATCH = 10000
+#: What a batch may answer for an instance, and the dry run for a group: 'moved' (the dry run
+#: says 'move'), 'claimed' and 'locked' (they wait: the next run moves them), 'unmapped'
+#: (no counterpart in the target version and no map entry: cannot move).
+WAITING = ("claimed", "locked")
+#: How often a batch that a deadlock ended is called again before the run gives up.
+DEADLOCK_RETRIES = 10
+
+
+@dataclass(frozen=True)
+class UpgradeGroup:
+    """Instances of one (from_version, from_state) and where they go (to_state None:
+    nowhere), with what happens to them: outcome 'move' (dry run) or 'moved', 'claimed',
+    'locked' or 'unmapped'."""
+
+    from_version: int
+    from_state: str
+    to_state: str | None
+    outcome: str
+    instances: int
+
+
+@dataclass(frozen=True)
+class UpgradeReport:
+    """What an upgrade did (or, with ``dry_run``, would do) to a type's instances."""
+
+    machine: str
+    to_version: int
+    dry_run: bool
+    groups: list[UpgradeGroup] = field(default_factory=list)
+    batches: int = 0
+
+    def count(self, *outcomes: str) -> int:
+        """Instances with any of these outcomes (none given: all)."""
+        return sum(g.instances for g in self.groups if not outcomes or g.outcome in outcomes)
+
+    @property
+    def moved(self) -> int:
+        """Instances moved (the dry run: that would move)."""
+        return self.count("moved", "move")
+
+    @property
+    def waiting(self) -> int:
+        """Instances left where they are for now ('claimed', 'locked'): run it again later."""
+        return self.count(*WAITING)
+
+    @property
+    def unmapped(self) -> int:
+        """Instances whose state the target version lacks, with no map entry: they cannot move."""
+        return self.count("unmapped")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"machine": self.machine, "to_version": self.to_version, "dry_run": self.dry_run,
+                "moved": self.moved, "waiting": self.waiting, "unmapped": self.unmapped, "batches": self.batches,
+                "groups": [g.__dict__ for g in self.groups]}
+
+
+@dataclass(frozen=True)
+class VersionCount:
+    """How many instances one definition version of a type holds (fsm_version_counts_v1)."""
+
+    version: int
+    instances: int
+    is_current: bool
+    defined_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> VersionCount:
+        defined = row["defined_at"]
+        return cls(int(row["version"]), int(row["instances"]), bool(row["is_current"]),
+                   None if defined is None else defined.replace(tzinfo=UTC))
+
+
+def _arguments(to_version: int | None, states: Mapping[str, str] | None,
+               only: Mapping[str, Iterable[Any]] | None) -> tuple[int | None, str | None, str | None]:
+    """The procedures' p_to_version, p_map and p_only; shapes only (the database checks names)."""
+    if to_version is not None:
+        check_int("to_version", to_version, minimum=1, maximum=2**32 - 1)
+    if states is not None and not (isinstance(states, Mapping)
+                                   and all(isinstance(k, str) and isinstance(v, str) for k, v in states.items())):
+        raise UpgradeRefused(f"states must map old state names to new ones ({{'shipped': 'sent'}}), "
+                             f"got {states!r:.80}")
+    if only is not None:
+        if not isinstance(only, Mapping) or not set(only) <= {"states", "versions"}:
+            raise UpgradeRefused(f"only must be {{'states': [...], 'versions': [...]}}, got {only!r:.80}")
+        only = {k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | bytes) else v
+                for k, v in only.items()}
+    try:
+        return (to_version, None if states is None else json.dumps(dict(states)),
+                None if only is None else json.dumps(only))
+    except (TypeError, ValueError) as exc:
+        raise UpgradeRefused(f"only must hold state names and version numbers: {exc}") from None
+
+
+def _group(row: Mapping[str, Any]) -> UpgradeGroup:
+    return UpgradeGroup(int(row["from_version"]), str(row["from_state"]),
+                        None if row["to_state"] is None else str(row["to_state"]), str(row["outcome"]),
+                        int(row["instances"]))
+
+
+def plan(gateway: Gateway, machine: str | Machine, *, to_version: int | None = None,
+         states: Mapping[str, str] | None = None, only: Mapping[str, Iterable[Any]] | None = None) -> UpgradeReport:
+    """The dry run: per (from version, state) where the instances go and which must wait or
+    cannot move. Writes nothing."""
+    name = machine_name(machine)
+    args = _arguments(to_version, states, only)
+    rows = gateway.rows(routines.UPGRADE_PLAN, args, machine=name)
+    target = int(rows[0]["to_version"]) if rows else _target(gateway, name, to_version)
+    return UpgradeReport(name, target, True, [_group(r) for r in rows])
+
+
+def _target(gateway: Gateway, name: str, to_version: int | None) -> int:
+    if to_version is not None:
+        return to_version
+    rows = gateway.rows(routines.VERSION_COUNTS, (name,), machine=name)
+    return next(int(r["version"]) for r in rows if r["is_current"])
+
+
+def run(gateway: Gateway, machine: str | Machine, *, to_version: int | None = None,
+        states: Mapping[str, str] | None = None, only: Mapping[str, Iterable[Any]] | None = None,
+        batch: int = DEFAULT_BATCH, progress: Callable[[UpgradeReport], None] | None = None) -> UpgradeReport:
+    """Move the instances, batch after batch, on one connection, until none is left.
+
+    A batch that a deadlock ended (inside the transition trigger, which no procedure can
+    handle) has its progress read from the session (``@fsm_u_last``, ``@fsm_u_groups``) and
+    goes on from there, so the report counts every instance moved. ``progress`` is called
+    with the report so far after each batch."""
+    name = machine_name(machine)
+    args = _arguments(to_version, states, only)
+    check_int("batch", batch, minimum=1, maximum=MAX_BATCH)
+    totals: dict[tuple[int, str, str | None, str], int] = {}
+    target, batches, after, deadlocks = to_version, 0, 0, 0
+    sql = routines.UPGRADE.call_sql(name)
+    database = gateway.checked_primary()
+
+    def add(groups: Iterable[UpgradeGroup]) -> None:
+        for g in groups:
+            key = (g.from_version, g.from_state, g.to_state, g.outcome)
+            totals[key] = totals.get(key, 0) + g.instances
+
+    def report() -> UpgradeReport:
+        groups = [UpgradeGroup(*key, n) for key, n in sorted(totals.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                                             kv[0][3]))]
+        return UpgradeReport(name, int(target or 0), False, groups, batches)
+
+    with database.connection() as pooled:
+        conn = raw_connection(pooled)
+        while True:
+            try:
+                rows = _batch(conn, sql, (*args, after, batch), name)
+            except Deadlock:
+                deadlocks += 1
+                last, done_groups = _progress(conn)
+                if deadlocks > DEADLOCK_RETRIES or last is None:
+                    raise
+                add(done_groups)
+                after = last
+                continue
+            batches += 1
+            first = rows[0]
+            target, after = int(first["to_version"]), int(first["last_id"])
+            add(_group(r) for r in rows if r["from_version"] is not None)
+            if progress is not None:
+                progress(report())
+            if first["done"]:
+                return report()
+
+
+def _batch(conn: Any, sql: str, args: tuple[Any, ...], name: str) -> list[dict[str, Any]]:
+    """One CALL of fsm_<type>_upgrade_v1 on the run's own connection. Not through the pool's
+    call(), which would call a deadlocked batch again at once: its progress must be read first."""
+    try:
+        with conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute(sql, args)
+            rows = list(cur.fetchall())
+            while cur.nextset():
+                pass
+            return rows
+    except pymysql.err.MySQLError as exc:
+        raise translate(exc, machine=name) from exc
+
+
+def _progress(conn: Any) -> tuple[int | None, list[UpgradeGroup]]:
+    """What a batch that failed part way had done: its last id and counts (session variables)."""
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @fsm_u_last, @fsm_u_groups")
+            last, groups = cur.fetchone()
+    except Exception:  # the connection went with the failure: the caller raises the deadlock
+        return None, []
+    items = json.loads(groups).values() if groups else []
+    return (None if last is None else int(last),
+            [UpgradeGroup(int(v), str(s), None if t is None else str(t), str(o), int(n)) for v, s, t, o, n in items])
+
+
+def version_counts(gateway: Gateway, machine: str | Machine) -> list[VersionCount]:
+    """How many instances each definition version of ``machine`` holds, oldest first."""
+    name = machine_name(machine)
+    return [VersionCount.from_row(r) for r in gateway.rows(routines.VERSION_COUNTS, (name,), machine=name)]
