@@ -444,6 +444,7 @@ def test_claimed_and_locked_instances_wait_for_the_next_run(store: Store, settin
     for key in ("free", "claimed", "locked"):
         store.create(name, key, lookup_key=f"acct-{key}")
     store.enqueue(name, "claimed")
+    store.enqueue(name, "free")  # queued, not claimed: it moves, and its run stays due
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         with conn.cursor() as cur:
@@ -465,6 +466,11 @@ def test_claimed_and_locked_instances_wait_for_the_next_run(store: Store, settin
         conn.close()
     assert store.upgrade_instances(name).moved == 2
     assert raw_groups(settings, name) == {(2, "new"): 3}
+    runs = query(settings, f"SELECT i.instance_key, r.claimed_by FROM fsm_runs r JOIN `fsm_{name}` i "
+                           "ON i.id = r.instance_id WHERE r.machine = %s ORDER BY 1", (name,))
+    assert runs == [{"instance_key": "claimed", "claimed_by": None}, {"instance_key": "free", "claimed_by": None}]
+    info = store.run_info(name, "free")
+    assert info is not None and info.claimed_by is None and info.attempt == 0
 
 
 def sender(dsn: str, name: str, keys: list[str], worker: int, barrier: Any, out: Any) -> None:
