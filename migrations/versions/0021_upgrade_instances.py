@@ -14,10 +14,15 @@ Adds:
 * fsm_<type>_upgrade_v1 (one batch: each instance in a transaction of its own, keyset over id)
   and fsm_<type>_upgrade_plan_v1 (the dry run), and the generic fsm_upgrade_instances_v1 and
   fsm_upgrade_plan_v1 that call them; fsm_upgrade_check_v1, their argument checks (internal);
-* fsm_version_counts_v1: how many instances each definition version of a type holds.
+* fsm_version_counts_v1: how many instances each definition version of a type holds;
+* fsm_v_<type> (view_instances_v2): in_state_since and seconds_in_state count from the last
+  history row that is not such a move, so an upgrade does not make a stuck instance look
+  fresh; fsm_v_funnel (rebuilt from sql/ with the other views over every type) counts no
+  move as an entry.
 Every type at object set v12 gets the trigger swapped under LOCK TABLES as in 0010 and 0017
 (no moment with neither version on the table; it waits for running transactions on the
-type's tables 2 s at a time), then its two procedures, and is marked v13. No table changes.
+type's tables 2 s at a time), then its two procedures and its view, and is marked v13. No
+table changes.
 
 SQL frozen in migrations/sql/0021. Never edit a revision once it has landed: add the next
 number instead.
@@ -46,7 +51,8 @@ SWAPS = [("trigger_bu_v7", "trigger_bu_v8")]
 
 def _upgrade_type(conn: object, machine: str) -> None:
     replace_machine_triggers(conn, machine, SWAPS, None, also_lock=(f"fsm_{machine}_transitions",))
-    execute_ddl(conn, [render("upgrade_v1", machine), render("upgrade_plan_v1", machine)])
+    execute_ddl(conn, [render("upgrade_v1", machine), render("upgrade_plan_v1", machine),
+                       render("view_instances_v2", machine)])
 
 
 def upgrade() -> None:

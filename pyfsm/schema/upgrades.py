@@ -99,12 +99,13 @@ MACHINE_TEMPLATE_SETS["v12"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v11"]
     for new in ((name, "send_v3") if name == "send_v2" else (name,)))
 # v13 (revision 0021): the transition trigger lets fsm_<type>_upgrade_v1 move an instance to a
-# newer definition version (trigger_bu_v8), and that procedure and its dry run upgrade_plan_v1
-# (frozen in migrations/sql/0021).
+# newer definition version (trigger_bu_v8), and that procedure and its dry run upgrade_plan_v1;
+# fsm_v_<type> counts in_state_since across such a move (view_instances_v2; frozen in
+# migrations/sql/0021).
 MACHINE_TEMPLATE_SETS["v13"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v12"]
-    for new in ({"trigger_bu_v7": ("trigger_bu_v8",), "steps_v1": ("steps_v1", "upgrade_v1", "upgrade_plan_v1")}
-                .get(name, (name,))))
+    for new in ({"trigger_bu_v7": ("trigger_bu_v8",), "steps_v1": ("steps_v1", "upgrade_v1", "upgrade_plan_v1"),
+                 "view_instances_v1": ("view_instances_v2",)}.get(name, (name,))))
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

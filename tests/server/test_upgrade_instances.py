@@ -576,3 +576,32 @@ def test_sigkill_mid_upgrade_leaves_every_instance_wholly_old_or_new_and_a_rerun
     assert report.moved == total - done
     assert {v for v, _s in raw_groups(settings, name)} == {2}
     check_history(settings, name, v1(name), v2(name))
+
+
+def test_reports_count_time_in_state_and_funnel_entries_across_a_move(store: Store, settings: Settings) -> None:
+    """An upgrade is not an entry into a state: fsm_v_<type>.in_state_since stays when the
+    instance entered its state (so fsm_v_stuck still finds a stuck one) and fsm_v_funnel counts
+    no move as an entry; fsm_v_history shows the move with its source."""
+    name = unique("up")
+    populate(store, v1(name), {"new": 1, "shipped": 1})
+    store.define(v2(name))
+    since = {r["instance_key"]: r["in_state_since"] for r in query(
+        settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")}
+    funnel = query(settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state",
+                   (name,))
+    time.sleep(0.05)
+    assert store.upgrade_instances(name, states={"shipped": "sent"}).moved == 2
+    assert {r["instance_key"]: r["in_state_since"] for r in query(
+        settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")} == since
+    assert {r["instance_key"]: r["in_state_since"] for r in query(
+        settings, "SELECT instance_key, in_state_since FROM fsm_v_stuck WHERE machine = %s", (name,))} == since
+    assert query(settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state",
+                 (name,)) == funnel
+    moves = query(settings, "SELECT instance_key, from_state, to_state, event FROM fsm_v_history "
+                            "WHERE machine = %s AND source = 'upgrade' ORDER BY instance_key", (name,))
+    assert moves == [{"instance_key": "new-0", "from_state": "new", "to_state": "new", "event": None},
+                     {"instance_key": "shipped-0", "from_state": "shipped", "to_state": "sent", "event": None}]
+    # the next real transition counts from then on
+    store.send(name, "new-0", "pay")
+    row = query(settings, f"SELECT in_state_since FROM `fsm_v_{name}` WHERE instance_key = 'new-0'")[0]
+    assert row["in_state_since"] > since["new-0"]
