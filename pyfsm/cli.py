@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
-from .commands import bulk, graph, instances, machines, operations, web
+from .commands import bulk, graph, instances, machines, operations, upgrade, web
 from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
 from .commands import timers as timers_commands
@@ -36,6 +36,7 @@ EPILOG = f"""examples:
   pyfsm graph order --counts
   pyfsm types
   pyfsm stats
+  pyfsm upgrade order --dry-run && pyfsm upgrade order --map shipped=sent
   pyfsm grant --app shop_app --reporting analyst --create
   pyfsm worker myapp.processes:checkout
   pyfsm timers schedule order o-1001 cancel --after 30m && pyfsm timers run --until-idle
@@ -43,7 +44,8 @@ EPILOG = f"""examples:
   pyfsm metrics --serve --port 9464
 every command takes --dsn (default $PYFSM_DSN) and --help; all but {_TEXT_ONLY_NAMES} (text only) take --json
 exit 0 on success; 1 on an error, with one line on stderr (pyfsm: Class (errno): what is wrong, what to do);
-2 on a usage error (send-many: 1 also when an item was refused, each refusal listed)
+2 on a usage error (send-many: 1 also when an item was refused, each refusal listed;
+upgrade: 1 also when instances were left behind, the summary says why)
 """
 
 
@@ -76,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, machines, bulk, graph, operations, timers_commands, web):
+    for module in (schema_commands, instances, machines, upgrade, bulk, graph, operations, timers_commands,
+                   web):
         module.register(add)
     metrics_commands.register(add)
     return parser

@@ -23,7 +23,7 @@ import pymysql
 from .checks import check_int, machine_name
 from .db.driver import raw_connection
 from .db.translation import translate
-from .errors import Deadlock, UpgradeRefused
+from .errors import AccessDenied, Deadlock, UnknownMachine, UpgradeRefused
 from .schema import routines
 
 if TYPE_CHECKING:
@@ -182,6 +182,8 @@ def run(gateway: Gateway, machine: str | Machine, *, to_version: int | None = No
         while True:
             try:
                 rows = _batch(conn, sql, (*args, after, batch), name)
+            except (UnknownMachine, AccessDenied) as exc:  # a misspelt type: name the installed ones
+                raise gateway.explained(exc, routines.UPGRADE) from exc.__cause__
             except Deadlock:
                 deadlocks += 1
                 last, done_groups = _progress(conn)
@@ -230,4 +232,4 @@ def _progress(conn: Any) -> tuple[int | None, list[UpgradeGroup]]:
 def version_counts(gateway: Gateway, machine: str | Machine) -> list[VersionCount]:
     """How many instances each definition version of ``machine`` holds, oldest first."""
     name = machine_name(machine)
-    return [VersionCount.from_row(r) for r in gateway.rows(routines.VERSION_COUNTS, (name,), machine=name)]
+    return [VersionCount.from_row(r) for r in gateway.rows(routines.VERSION_COUNTS, (name,), machine=name, stale=True)]

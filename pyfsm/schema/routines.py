@@ -133,4 +133,5 @@ ALL: tuple[Routine, ...] = tuple(v for v in globals().values() if isinstance(v, 
 BY_NAME: dict[str, Routine] = {r.name: r for r in ALL}
 #: The per-type procedures the Store calls: an account with EXECUTE rights only is denied one
 #: that does not exist (1370), as it is denied any routine it has no right on.
-PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, SEND_MANY, GET, HISTORY, IN_STATE))
+PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, SEND_MANY, GET, HISTORY, IN_STATE, UPGRADE,
+                                                   UPGRADE_PLAN))

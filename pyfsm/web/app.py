@@ -185,9 +185,13 @@ class _Console:
             machine = self.reads.machine(name)
             page = self.reads.instances(name, filters)
             query = {k: v for k, v in p.items() if v and k != "before"}
+            versions = self.reads.version_counts(name, self.reads.current_version(name))
             return self.page(request, "machine.html", name=name, machine=machine,
                              unreachable=machine.unreachable_states(), counts=self.reads.state_counts(name),
                              stats=self.reads.stats(name), filters=filters,
+                             # shown only while instances of an older version are left (an upgrade moves them)
+                             versions=versions if any(v["instances"] and not v["is_current"] for v in versions)
+                             else [], versions_age=self.reads.version_counts_max_age,
                              page=page, statuses=STATUSES, query=query,
                              next_url=None if page.next_before is None else
                              f"/m/{name}?{urlencode({**query, 'before': page.next_before})}",
@@ -221,7 +225,7 @@ class _Console:
             if view.instance["status"] == "failed":
                 failure = next((e for e in view.errors if e["state"] == view.instance["current_state"]), None)
             return self.page(request, "instance.html", name=name, key=key, v=view, failure=failure,
-                             result=self._result(request))
+                             current_version=self.reads.current_version(name), result=self._result(request))
         return self.guarded(request, render)
 
     def failed(self, request: Request) -> Response:

@@ -23,7 +23,7 @@ import pymysql
 
 from .. import db
 from ..definition import NAME, Machine
-from ..errors import FsmError, UnknownMachine
+from ..errors import AccessDenied, FsmError, UnknownMachine
 from ..gateway import TYPES_SQL, unknown_type
 from ..reporting import reads as reporting
 from ..schema import routines
@@ -37,6 +37,9 @@ HISTORY_PAGE = 100
 TIMER_LOG_ROWS = 50
 #: How old the status counts (fsm_stats_v2) a page shows may be, in seconds.
 STATS_MAX_AGE = 5.0
+#: How old the counts of instances per definition version may be, in seconds: counting them
+#: reads every instance of the type (no index has the version), so not on every page view.
+VERSION_COUNTS_MAX_AGE = 30.0
 Row = dict[str, Any]
 
 
@@ -98,11 +101,14 @@ TIMER_COLUMNS = ("timer_id, machine, instance_key, instance_id, kind, state, eve
 class Reads:
     """The console's queries, on the reporting account's pool."""
 
-    def __init__(self, database: db.Database, *, stats_max_age: float = STATS_MAX_AGE) -> None:
+    def __init__(self, database: db.Database, *, stats_max_age: float = STATS_MAX_AGE,
+                 version_counts_max_age: float = VERSION_COUNTS_MAX_AGE) -> None:
         self.db = database
         self.stats_max_age = stats_max_age
+        self.version_counts_max_age = version_counts_max_age
         self._stats: tuple[float, list[Row]] | None = None
         self._stats_lock = threading.Lock()
+        self._version_counts: dict[tuple[str, int], tuple[float, list[Row]]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -187,6 +193,37 @@ class Reads:
     def stats(self, name: str) -> Row | None:
         return next((r for r in self.stats_rows() if r["machine"] == name), None)
 
+    def current_version(self, name: str) -> int | None:
+        """The type's current definition version (None: no such type), by the definitions' key."""
+        found = self.rows("SELECT version FROM fsm_v_definitions WHERE machine = %s AND is_current",
+                          (check_machine_name(name),))
+        return int(found[0]["version"]) if found else None
+
+    def version_counts(self, name: str, current_version: int | None) -> list[Row]:
+        """Instances per definition version (version, instances, is_current), oldest first:
+        the versions that hold some, and the current one. Empty for a type defined only once
+        (all its instances are of version 1: nothing to read), and for an account granted
+        before revision 0021 (it may not call fsm_version_counts_v1: the page goes without).
+        The call reads every instance of the type (no index has definition_version), so it
+        is made at most once every ``version_counts_max_age`` seconds per type."""
+        if current_version is None or current_version <= 1:
+            return []
+        name = check_machine_name(name)
+        key = (name, current_version)  # a new definition makes another version the current one: counted again
+        with self._stats_lock:
+            cached = self._version_counts.get(key)
+            if cached is not None and time.monotonic() - cached[0] < self.version_counts_max_age:
+                return cached[1]
+        try:
+            rows = self.db.call(routines.VERSION_COUNTS.call_sql(), (name,), retry_connection=True, writes=False)
+        except AccessDenied:
+            return []
+        counts = [{"version": int(r["version"]), "instances": int(r["instances"]), "is_current": bool(r["is_current"])}
+                  for r in rows if r["instances"] or r["is_current"]]
+        with self._stats_lock:
+            self._version_counts[key] = (time.monotonic(), counts)
+        return counts
+
     def current_state(self, name: str, key: str) -> str | None:
         """The instance's state (None: no such instance), by its unique key."""
         found = self.rows(f"SELECT current_state FROM `fsm_v_{check_machine_name(name)}` WHERE instance_key = %s",
@@ -253,6 +290,7 @@ class Reads:
         for h in history:
             h["diff"] = data_diff(h["data_before"], h["data_after"])
             h["metadata"] = _json(h["metadata"])
+            h["label"] = history_label(h)
         errors = self.rows("SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
                            "created_at FROM fsm_v_errors WHERE machine = %s AND instance_id = %s "
                            "ORDER BY id DESC LIMIT 20", (name, inst["id"]))
@@ -261,8 +299,8 @@ class Reads:
         locks = self.rows("SELECT kind, scope, lookup_key, instance_key, owner, since, expires_at, advisory_connection "
                           "FROM fsm_held_locks_v1 WHERE scope IN ('*', %s) AND lookup_key = %s ORDER BY id",
                           (name, inst["lookup_key"])) if inst["lookup_key"] is not None else []
-        outbox = self.rows("SELECT id, event, topic, sort_key, attempts, last_error, parked_at, occurred_at "
-                           "FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
+        outbox = self.rows("SELECT id, event, from_state, topic, sort_key, attempts, last_error, parked_at, "
+                           "occurred_at FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
                            (name, inst["id"]))
         actions = self.rows("SELECT id, operator, account, action, detail, requested_at, outcome, errno, message "
                             "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
@@ -374,12 +412,12 @@ class Reads:
         return self.call(routines.OUTBOX_LAG)[0]
 
     def parked(self) -> list[Row]:
-        return self.rows("SELECT id, machine, instance_key, event, topic, sort_key, attempts, last_error, parked_at, "
-                         "occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200")
+        return self.rows("SELECT id, machine, instance_key, event, from_state, topic, sort_key, attempts, last_error, "
+                         "parked_at, occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200")
 
     def oldest_unpublished(self) -> list[Row]:
-        return self.rows("SELECT id, machine, instance_key, event, topic, attempts, occurred_at, age_seconds "
-                         "FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20")
+        return self.rows("SELECT id, machine, instance_key, event, from_state, topic, attempts, occurred_at, "
+                         "age_seconds FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20")
 
     def outbox_row(self, outbox_id: int) -> Row | None:
         found = self.rows("SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox "
@@ -395,6 +433,20 @@ def with_idle(stats: Row, queued: int) -> Row:
     running = int(stats["running"])
     busy = min(running, queued)  # the status counts may be a few seconds older than the runs
     return {**stats, "status_running": running, "running": busy, "idle": running - busy}
+
+
+def history_label(h: Row) -> str:
+    """What a history row shows where its event goes: the event; for a move to a newer
+    definition version (source 'upgrade', no event) "upgrade v1 → v2", from the versions its
+    metadata records; else "(created)", a creation being the other row without an event."""
+    if h["event"] is not None:
+        return str(h["event"])
+    if h["source"] != "upgrade":
+        return "(created)"
+    moved = h["metadata"].get("upgrade") if isinstance(h["metadata"], dict) else None
+    if isinstance(moved, dict) and moved.get("from_version") is not None:
+        return f"upgrade v{moved['from_version']} → v{moved.get('to_version', h['definition_version'])}"
+    return f"upgrade to v{h['definition_version']}"
 
 
 def _definition_states(body: Any) -> dict[str, int]:
