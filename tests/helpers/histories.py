@@ -101,3 +101,73 @@ def check_chains(settings: Settings, machine: Machine) -> dict[str, int]:
         ends[rows[-1]["to_state"]] = ends.get(rows[-1]["to_state"], 0) + 1
     assert counted == ends, "the state counters drifted"
     return {key: len(rows) - 1 for key, rows in by_key.items()}
+
+
+def check_upgraded_chains(settings: Settings, name: str, before: Machine, after: Machine,
+                          states: dict[str, str] | None = None, *, from_version: int = 1, to_version: int = 2,
+                          all_moved: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """The invariants of a type some of whose instances were upgraded from ``from_version``
+    (rules ``before``) to ``to_version`` (rules ``after``), ``states`` the map used; the
+    history rows per instance key, in sort_key order.
+
+    Per instance: sort_keys 1..n; most_recent on the last row only; the first row a creation
+    under ``from_version``; each row starting where the one before ended; at most one move
+    (exactly one with ``all_moved``): event NULL, ``to_version``, to the mapped state, its
+    metadata saying so; rows before it allowed by ``before`` and recorded under
+    ``from_version``, after it by ``after`` under ``to_version``; the instance at its last
+    row's state and version, and at ``to_version`` exactly when it was moved. The counters
+    equal a GROUP BY of the instance table."""
+    import json
+
+    states = states or {}
+    rows = query(settings, f"SELECT i.instance_key, i.current_state, i.version, i.definition_version AS instance_dv, "
+                           f"t.sort_key, t.most_recent, t.event, t.from_state, t.to_state, t.source, t.request_id, "
+                           f"t.metadata, t.definition_version AS dv FROM `fsm_{name}_transitions` t "
+                           f"JOIN `fsm_{name}` i ON i.id = t.instance_id ORDER BY i.instance_key, t.sort_key")
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_key[row["instance_key"]].append(row)
+    problems: list[str] = []
+    for key, hist in by_key.items():
+        if [r["sort_key"] for r in hist] != list(range(1, len(hist) + 1)):
+            problems.append(f"{key}: sort_keys {[r['sort_key'] for r in hist]}")
+            continue
+        if [r["sort_key"] for r in hist if r["most_recent"] == 1] != [len(hist)]:
+            problems.append(f"{key}: most_recent not on the last row only")
+        first = hist[0]
+        if (first["event"], first["from_state"], first["dv"]) != (None, None, from_version) \
+                or first["to_state"] not in before.start:
+            problems.append(f"{key}: the first row is not a creation under version {from_version}: {first}")
+        moves = [r for r in hist if r["source"] == "upgrade"]
+        if len(moves) > 1 or (all_moved and not moves):
+            problems.append(f"{key}: {len(moves)} moves")
+            continue
+        rules, version = before, from_version
+        for prev, row in itertools.pairwise(hist):
+            if row["from_state"] != prev["to_state"]:
+                problems.append(f"{key}: row {row['sort_key']} starts at {row['from_state']}, not {prev['to_state']}")
+            if row["source"] == "upgrade":
+                meta = json.loads(row["metadata"])["upgrade"]
+                if row["event"] is not None or row["dv"] != to_version \
+                        or row["to_state"] != states.get(row["from_state"], row["from_state"]) \
+                        or (meta["from_version"], meta["to_version"], meta["from_state"], meta["to_state"]) \
+                        != (from_version, to_version, row["from_state"], row["to_state"]):
+                    problems.append(f"{key}: the move {row}")
+                rules, version = after, to_version
+            elif rules.target(row["from_state"], row["event"] or "") != row["to_state"] or row["dv"] != version:
+                problems.append(f"{key}: {row['from_state']} -{row['event']}-> {row['to_state']} (version "
+                                f"{row['dv']}) not a transition of version {version}")
+        last = hist[-1]
+        if (last["current_state"], last["version"]) != (last["to_state"], last["sort_key"]):
+            problems.append(f"{key}: instance at {last['current_state']} v{last['version']}, its history ends at "
+                            f"{last['to_state']} sort_key {last['sort_key']}")
+        if last["instance_dv"] != (to_version if moves else from_version):
+            problems.append(f"{key}: at definition version {last['instance_dv']} with {len(moves)} moves")
+    assert problems == [], problems[:10]
+    counted = {r["state"]: int(r["n"]) for r in query(
+        settings, "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
+                  "HAVING SUM(instances) <> 0", (name,))}
+    grouped = {r["current_state"]: int(r["n"]) for r in query(
+        settings, f"SELECT current_state, COUNT(*) AS n FROM `fsm_{name}` GROUP BY current_state")}
+    assert counted == grouped, "the state counters drifted"
+    return dict(by_key)

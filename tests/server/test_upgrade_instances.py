@@ -9,7 +9,6 @@ processes racing an upgrade; the upgrading process SIGKILLed part way and run ag
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ import pymysql
 import pytest
 from helpers.common import errno_of, unique
 from helpers.fuzz_strategies import INJECTIONS
+from helpers.histories import check_upgraded_chains
 from helpers.processes import SPAWN, run_processes
 from helpers.relay import query
 
@@ -47,6 +47,7 @@ def v2(name: str, **options: Any) -> Machine:
                    **options)
 
 
+MAP = {"shipped": "sent"}
 PATHS = {"new": [], "paid": ["pay"], "shipped": ["pay", "ship"], "delivered": ["pay", "ship", "deliver"],
          "cancelled": ["cancel"]}
 
@@ -93,50 +94,10 @@ def snapshot(settings: Settings, name: str) -> tuple[Any, ...]:
             query(settings, "SELECT id, due_at FROM fsm_timers ORDER BY id"))
 
 
-def check_history(settings: Settings, name: str, before: Machine, after: Machine) -> dict[str, list[dict[str, Any]]]:
-    """Per instance: sort_key 1..n, most_recent on the last row only, a chain where each row
-    starts where the one before ended; rows before an upgrade row follow ``before``'s rules,
-    after it ``after``'s; at most one upgrade row, whose definition_version is the target; the
-    instance where its history ends; counters equal a GROUP BY."""
-    rows = query(settings, f"SELECT i.instance_key, i.current_state, i.version, i.definition_version AS dv, t.sort_key, "
-                           f"t.most_recent, t.event, t.from_state, t.to_state, t.source, t.metadata, "
-                           f"t.definition_version AS row_dv FROM `fsm_{name}_transitions` t "
-                           f"JOIN `fsm_{name}` i ON i.id = t.instance_id ORDER BY t.instance_id, t.sort_key")
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_key.setdefault(row["instance_key"], []).append(row)
-    problems = []
-    for key, hist in by_key.items():
-        if [r["sort_key"] for r in hist] != list(range(1, len(hist) + 1)):
-            problems.append(f"{key}: sort_keys {[r['sort_key'] for r in hist]}")
-        if [r["sort_key"] for r in hist if r["most_recent"] == 1] != [len(hist)]:
-            problems.append(f"{key}: most_recent not on the last row only")
-        upgrades = [r for r in hist if r["source"] == "upgrade"]
-        if len(upgrades) > 1:
-            problems.append(f"{key}: {len(upgrades)} upgrade rows")
-        rules = before
-        for prev, row in itertools.pairwise(hist):
-            if row["from_state"] != prev["to_state"]:
-                problems.append(f"{key}: row {row['sort_key']} starts at {row['from_state']}, not {prev['to_state']}")
-            if row["source"] == "upgrade":
-                meta = json.loads(row["metadata"])["upgrade"]
-                if row["event"] is not None or meta["from_state"] != row["from_state"] \
-                        or meta["to_state"] != row["to_state"] or row["row_dv"] != meta["to_version"]:
-                    problems.append(f"{key}: upgrade row {row}")
-                rules = after
-            elif rules.target(row["from_state"], row["event"] or "") != row["to_state"]:
-                problems.append(f"{key}: {row['from_state']} -{row['event']}-> {row['to_state']} not in its version")
-        last = hist[-1]
-        if (last["current_state"], last["version"]) != (last["to_state"], last["sort_key"]):
-            problems.append(f"{key}: instance at {last['current_state']} v{last['version']}, history ends elsewhere")
-        if bool(upgrades) != (last["dv"] == 2):
-            problems.append(f"{key}: at definition version {last['dv']} with {len(upgrades)} upgrade rows")
-    assert problems == [], problems[:10]
-    counted = {r["state"]: int(r["n"]) for r in query(
-        settings, "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
-                  "HAVING SUM(instances) <> 0", (name,))}
-    assert counted == dict(Counter(h[-1]["to_state"] for h in by_key.values())), "state counters drifted"
-    return by_key
+def check_history(settings: Settings, name: str, before: Machine, after: Machine,
+                  *, all_moved: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """tests/helpers/histories.py's invariants of an upgraded type, with this module's map."""
+    return check_upgraded_chains(settings, name, before, after, MAP, all_moved=all_moved)
 
 
 # -- the dry run and the move -------------------------------------------------------------------
@@ -179,7 +140,7 @@ def test_an_upgrade_without_a_map_moves_what_can_move_and_says_what_cannot(store
     again = store.upgrade_instances(name, states={"shipped": "sent"})
     assert (again.moved, again.unmapped) == (2, 0)
     assert raw_groups(settings, name) == {(2, "new"): 2, (2, "sent"): 2}
-    check_history(settings, name, v1(name), v2(name))
+    check_history(settings, name, v1(name), v2(name), all_moved=True)
 
 
 def test_upgrade_records_history_counters_status_and_outbox(store: Store, settings: Settings) -> None:
@@ -196,7 +157,7 @@ def test_upgrade_records_history_counters_status_and_outbox(store: Store, settin
         ("cancelled", "cancelled"): 1}
     assert raw_groups(settings, name) == {(2, "new"): 2, (2, "paid"): 1, (2, "sent"): 2, (2, "delivered"): 2,
                                           (2, "cancelled"): 1}
-    check_history(settings, name, v1(name), v2(name))
+    check_history(settings, name, v1(name), v2(name), all_moved=True)
     # one outbox row per move, no event, the move in its metadata
     moves = query(settings, "SELECT instance_key, event, from_state, to_state, metadata FROM fsm_outbox "
                             "WHERE machine = %s AND event IS NULL AND from_state IS NOT NULL ORDER BY id", (name,))
@@ -439,7 +400,7 @@ def test_a_dba_moves_everything_in_keyset_batches(store: Store, settings: Settin
     assert moved == {"new>new:moved": 4, "paid>paid:moved": 3, "shipped>sent:moved": 3}
     assert calls == 4  # 10 instances, 3 at a time: the fourth call moves the last one and says done
     assert counts == [(1, 0, 0), (2, 10, 1)]
-    check_history(settings, name, v1(name), v2(name))
+    check_history(settings, name, v1(name), v2(name), all_moved=True)
 
 
 def test_claimed_and_locked_instances_wait_for_the_next_run(store: Store, settings: Settings) -> None:
@@ -531,7 +492,7 @@ def test_senders_racing_an_upgrade_lose_nothing_and_nothing_is_half_moved(store:
     assert upgrade["moved"] == len(keys), upgrade
     assert sum(r["sent"] for r in reports if r["worker"] != 0) > 0
     assert {v for v, _state in raw_groups(settings, name)} == {2}
-    history = check_history(settings, name, v1(name), v2(name))
+    history = check_history(settings, name, v1(name), v2(name), all_moved=True)
     transitions = sum(1 for h in history.values() for r in h if r["source"] != "upgrade" and r["sort_key"] > 1)
     assert transitions == sum(r["sent"] for r in reports if r["worker"] != 0) + \
         sum(len(PATHS[k.split("-")[0]]) for k in keys), "a send was lost or doubled"
@@ -579,7 +540,7 @@ def test_sigkill_mid_upgrade_leaves_every_instance_wholly_old_or_new_and_a_rerun
     report = store.upgrade_instances(name, states={"shipped": "sent"})
     assert report.moved == total - done
     assert {v for v, _s in raw_groups(settings, name)} == {2}
-    check_history(settings, name, v1(name), v2(name))
+    check_history(settings, name, v1(name), v2(name), all_moved=True)
 
 
 def test_reports_count_time_in_state_and_funnel_entries_across_a_move(store: Store, settings: Settings) -> None:
