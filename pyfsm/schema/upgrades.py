@@ -22,8 +22,8 @@ from .views import refresh_views
 #: machine in this order.
 #: fsm_machines.objects_version records which set a machine has. The tests install types
 #: as an older pyfsm did from these; the current set is schema.MACHINE_OBJECTS, whose files
-#: are named after their objects instead (frozen ``trigger_bu_v7`` and ``send_v3`` are
-#: sql/machine's ``triggers/fsm_type_bu_v7.sql`` and ``procedures/fsm_type_send_v3.sql``).
+#: are named after their objects instead (frozen ``trigger_bu_v8`` and ``send_v3`` are
+#: sql/machine's ``triggers/fsm_type_bu_v8.sql`` and ``procedures/fsm_type_send_v3.sql``).
 MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
 MACHINE_TEMPLATE_SETS["v1"] = (
     "instance_table",

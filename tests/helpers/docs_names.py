@@ -8,8 +8,8 @@ defined (tests/server/test_docs_names.py builds it), the deprecated procedures o
 The rules:
 
 * `fsm_...` names. A placeholder `<type>` or `<machine>` stands for any type, and so do the
-  example types the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v7`, `fsm_<machine>_bu_v7` and
-  `fsm_<type>_bu_v7` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
+  example types the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v8`, `fsm_<machine>_bu_v8` and
+  `fsm_<type>_bu_v8` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
   match an object. A fragment in backticks such as `_hbu_v4` must end an object's name.
   Session variables (`@fsm_event`) are not objects and are not checked.
 * A deprecated procedure exists only in upgraded databases, so it may be named only on the

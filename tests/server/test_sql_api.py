@@ -405,6 +405,11 @@ BAD_INPUT = (
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine
     ("CALL fsm_arm_timeouts_v1('no_such')", 31002),
+    ("CALL fsm_version_counts_v1('no_such')", 31002),
+    ("CALL fsm_upgrade_plan_v1('ticket', 99, NULL, NULL)", 31030),  # no such version
+    ("CALL fsm_ticket_upgrade_plan_v1(NULL, NULL, '{\"states\": \"open\"}')", 31030),  # states not an array
+    ("CALL fsm_upgrade_instances_v1('ticket', NULL, NULL, NULL, 0, 0)", 31009),  # p_limit 0
+    ("CALL fsm_ticket_upgrade_v1(NULL, '{\"open\": \"nope\"}', NULL, 0, 10)", 31030),  # ticket has no older version to map from
 )
 
 
@@ -423,6 +428,6 @@ def test_bad_input_to_each_procedure_is_refused_and_changes_nothing(dba: Any) ->
             assert errno in documented_errors(procedure(sql) or "", docs) | {WRONG_ARGUMENT_COUNT}, sql
             assert fingerprint(dba) == before, f"{sql} changed the database"
         assert q(dba, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_handler AS h, "
-                      "@fsm_source AS s, @fsm_guard AS g") == [dict.fromkeys("emrhsg")]
+                      "@fsm_source AS s, @fsm_guard AS g, @fsm_upgrade AS u") == [dict.fromkeys("emrhsgu")]
     finally:
         q(dba, "CALL fsm_unlock_v1('b:holder')")

@@ -2,8 +2,8 @@
 lists every file. No server needed: the files are parsed.
 
 The rule: ``<folder>/<object name>.sql``, version included; a per-type template, whose text
-writes the type ``__M__``, writes it ``type`` in its file name (``machine/triggers/fsm_type_bu_v7.sql``
-creates ``fsm___M___bu_v7``, that is fsm_<type>_bu_v7).
+writes the type ``__M__``, writes it ``type`` in its file name (``machine/triggers/fsm_type_bu_v8.sql``
+creates ``fsm___M___bu_v8``, that is fsm_<type>_bu_v8).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_each_trigger_family_names_its_current_file() -> None:
     for family, relative in CURRENT_TRIGGERS.items():
         stem = relative.rsplit("/", 1)[1].removesuffix(".sql")
         assert stem.startswith(prefix), relative
-        frozen = "trigger_" + stem.removeprefix(prefix)  # fsm_type_bu_v7 -> trigger_bu_v7
+        frozen = "trigger_" + stem.removeprefix(prefix)  # fsm_type_bu_v8 -> trigger_bu_v8
         assert re.fullmatch(r"trigger_[a-z]+_v\d+", frozen), relative
         assert _family(frozen) == family, f"{relative} is of family {_family(frozen)}, listed as {family}"
         template_revisions(frozen)  # frozen in exactly one revision folder, or FileNotFoundError
