@@ -22,6 +22,7 @@ import pymysql
 
 from .checks import check_int, machine_name
 from .db.driver import raw_connection
+from .db.pool import discard
 from .db.translation import translate
 from .errors import AccessDenied, Deadlock, UnknownMachine, UpgradeRefused
 from .schema import routines
@@ -91,7 +92,7 @@ class UpgradeReport:
 
 @dataclass(frozen=True)
 class VersionCount:
-    """How many instances one definition version of a type holds (fsm_version_counts_v1)."""
+    """How many instances one definition version of a type holds (fsm_instances_per_version_v1)."""
 
     version: int
     instances: int
@@ -177,29 +178,31 @@ def run(gateway: Gateway, machine: str | Machine, *, to_version: int | None = No
                                                                                              kv[0][3]))]
         return UpgradeReport(name, int(target or 0), False, groups, batches)
 
-    with database.connection() as pooled:
-        conn = raw_connection(pooled)
-        while True:
-            try:
-                rows = _batch(conn, sql, (*args, after, batch), name)
-            except (UnknownMachine, AccessDenied) as exc:  # a misspelt type: name the installed ones
-                raise gateway.explained(exc, routines.UPGRADE) from exc.__cause__
-            except Deadlock:
-                deadlocks += 1
-                last, done_groups = _progress(conn)
-                if deadlocks > DEADLOCK_RETRIES or last is None:
-                    raise
-                add(done_groups)
-                after = last
-                continue
-            batches += 1
-            first = rows[0]
-            target, after = int(first["to_version"]), int(first["last_id"])
-            add(_group(r) for r in rows if r["from_version"] is not None)
-            if progress is not None:
-                progress(report())
-            if first["done"]:
-                return report()
+    while True:  # a connection per stretch of batches: one a deadlock ended is not used again
+        with database.connection() as pooled:
+            conn = raw_connection(pooled)
+            while True:
+                try:
+                    rows = _batch(conn, sql, (*args, after, batch), name)
+                except (UnknownMachine, AccessDenied) as exc:  # a misspelt type: name the installed ones
+                    raise gateway.explained(exc, routines.UPGRADE) from exc.__cause__
+                except Deadlock:
+                    deadlocks += 1
+                    last, done_groups = _progress(conn)
+                    if deadlocks > DEADLOCK_RETRIES or last is None:
+                        raise
+                    add(done_groups)
+                    after = last
+                    discard(conn)  # as the pool does after a deadlock: a fresh session goes on
+                    break
+                batches += 1
+                first = rows[0]
+                target, after = int(first["to_version"]), int(first["last_id"])
+                add(_group(r) for r in rows if r["from_version"] is not None)
+                if progress is not None:
+                    progress(report())
+                if first["done"]:
+                    return report()
 
 
 def _batch(conn: Any, sql: str, args: tuple[Any, ...], name: str) -> list[dict[str, Any]]:

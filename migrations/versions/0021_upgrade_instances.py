@@ -14,7 +14,7 @@ Adds:
 * fsm_<type>_upgrade_v1 (one batch: each instance in a transaction of its own, keyset over id)
   and fsm_<type>_upgrade_plan_v1 (the dry run), and the generic fsm_upgrade_instances_v1 and
   fsm_upgrade_plan_v1 that call them; fsm_upgrade_check_v1, their argument checks (internal);
-* fsm_version_counts_v1: how many instances each definition version of a type holds;
+* fsm_instances_per_version_v1: how many instances each definition version of a type holds;
 * fsm_v_<type> (view_instances_v2): in_state_since and seconds_in_state count from the last
   history row that is not such a move, so an upgrade does not make a stuck instance look
   fresh; fsm_v_funnel (rebuilt from sql/ with the other views over every type) counts no
@@ -44,7 +44,7 @@ FILES = [
     "internal/fsm_upgrade_check_v1.sql",
     "procedures/fsm_upgrade_instances_v1.sql",
     "procedures/fsm_upgrade_plan_v1.sql",
-    "procedures/fsm_version_counts_v1.sql",
+    "procedures/fsm_instances_per_version_v1.sql",
 ]
 SWAPS = [("trigger_bu_v7", "trigger_bu_v8")]
 

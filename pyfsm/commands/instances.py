@@ -131,7 +131,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def _version_counts(store: Store, stats: TypeStats) -> list[dict[str, Any]] | None:
     """Instances per definition version: the versions that hold some, and the current one.
     A type defined once, or without instances (its tables may not even be there yet), needs
-    no reading; the others' instance tables are read whole (fsm_version_counts_v1). None: the
+    no reading; the others' instance tables are read whole (fsm_instances_per_version_v1). None: the
     account may not call it (granted before revision 0021; the rest of the stats stands)."""
     if stats.current_version is None:
         return None

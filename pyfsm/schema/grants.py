@@ -47,7 +47,7 @@ RELAY_PROCEDURES = tuple(r.name for r in (routines.OUTBOX_LAG, routines.SCHEMA_V
 #: the reporting views do not show (or, for the schema revision, that pyfsm does not print
 #: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
 #: fsm_v_outbox, the armed timers are fsm_v_timers' rows, which the web console and `pyfsm metrics`
-#: read, the instances per definition version (fsm_version_counts_v1, from revision 0021) a count
+#: read, the instances per definition version (fsm_instances_per_version_v1, from revision 0021) a count
 #: over fsm_v_instances that `pyfsm stats` shows. Granted where the schema has them.
 #: fsm_stats_v1 is deprecated (pyfsm.schema.DEPRECATED) and kept granted until it is removed.
 REPORTING_PROCEDURES = (*(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE,

@@ -179,7 +179,7 @@ CURRENT_OBJECTS = (
     # changing machines: instances moved to a newer definition version
     "procedures/fsm_upgrade_plan_v1.sql",
     "procedures/fsm_upgrade_instances_v1.sql",
-    "procedures/fsm_version_counts_v1.sql",
+    "procedures/fsm_instances_per_version_v1.sql",
     # the web console's audit log
     "procedures/fsm_operator_action_v2.sql",
     "procedures/fsm_operator_outcome_v1.sql",

@@ -107,7 +107,7 @@ ARM_TIMEOUTS = _r("fsm_arm_timeouts_v1", "p_machine")
 # -- changing machines: instances moved to a newer definition version ----------------------------
 UPGRADE = _r("fsm_<type>_upgrade_v1", "p_to_version", "p_map", "p_only", "p_after_id", "p_limit")
 UPGRADE_PLAN = _r("fsm_<type>_upgrade_plan_v1", "p_to_version", "p_map", "p_only")
-VERSION_COUNTS = _r("fsm_version_counts_v1", "p_machine")
+VERSION_COUNTS = _r("fsm_instances_per_version_v1", "p_machine")
 
 # -- reads across types and reporting ---------------------------------------------------------------
 INSTANCES_IN_STATE = _r("fsm_instances_in_state_v1", "p_state", "p_after_machine", "p_after_id", "p_limit")

@@ -203,7 +203,7 @@ class Reads:
         """Instances per definition version (version, instances, is_current), oldest first:
         the versions that hold some, and the current one. Empty for a type defined only once
         (all its instances are of version 1: nothing to read), and for an account granted
-        before revision 0021 (it may not call fsm_version_counts_v1: the page goes without).
+        before revision 0021 (it may not call fsm_instances_per_version_v1: the page goes without).
         The call reads every instance of the type (no index has definition_version), so it
         is made at most once every ``version_counts_max_age`` seconds per type."""
         if current_version is None or current_version <= 1:

@@ -261,7 +261,7 @@ def test_stats_shows_the_instances_of_each_version(server, database, parcel) -> 
                                            {"version": 2, "instances": 2, "is_current": True}]
     assert by_type[once]["versions"] == [{"version": 1, "instances": 1, "is_current": True}]
 
-    # a reporting account counts them too (fsm_version_counts_v1 is granted to it)
+    # a reporting account counts them too (fsm_instances_per_version_v1 is granted to it)
     with granted_accounts(server, settings, ("reporting",), "pyfsm_u") as accounts:
         reporting = run("stats", "--json", dsn=accounts["reporting"].dsn())
         assert reporting.returncode == 0, reporting.stderr

@@ -405,7 +405,7 @@ BAD_INPUT = (
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine
     ("CALL fsm_arm_timeouts_v1('no_such')", 31002),
-    ("CALL fsm_version_counts_v1('no_such')", 31002),
+    ("CALL fsm_instances_per_version_v1('no_such')", 31002),
     ("CALL fsm_upgrade_plan_v1('ticket', 99, NULL, NULL)", 31030),  # no such version
     ("CALL fsm_ticket_upgrade_plan_v1(NULL, NULL, '{\"states\": \"open\"}')", 31030),  # states not an array
     ("CALL fsm_upgrade_instances_v1('ticket', NULL, NULL, NULL, 0, 0)", 31009),  # p_limit 0

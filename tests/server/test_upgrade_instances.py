@@ -393,7 +393,7 @@ def test_a_dba_moves_everything_in_keyset_batches(store: Store, settings: Settin
                 after = rows[0]["last_id"]
                 if rows[0]["done"]:
                     break
-            cur.execute("CALL fsm_version_counts_v1(%s)", (name,))
+            cur.execute("CALL fsm_instances_per_version_v1(%s)", (name,))
             counts = [(r["version"], r["instances"], r["is_current"]) for r in cur.fetchall()]
     finally:
         conn.close()
@@ -570,3 +570,48 @@ def test_reports_count_time_in_state_and_funnel_entries_across_a_move(store: Sto
     store.send(name, "new-0", "pay")
     row = query(settings, f"SELECT in_state_since FROM `fsm_v_{name}` WHERE instance_key = 'new-0'")[0]
     assert row["in_state_since"] > since["new-0"]
+
+
+def test_a_batch_a_deadlock_ends_is_counted_and_carried_on(store: Store, settings: Settings) -> None:
+    """A deadlock inside the trigger ends the batch's CALL (no procedure can handle it): the
+    run reads what the batch had done from the session, and goes on on a new connection, so
+    the report counts every instance once. The deadlock is made by a trigger of the test's
+    own that fails the move of one instance the first time only: an AUTO_INCREMENT value is
+    not given back by a rollback, so the first try takes 1 and the next 2."""
+    name = unique("up")
+    populate(store, v1(name), {"new": 10})
+    store.define(v2(name))
+    victim = int(query(settings, f"SELECT id FROM `fsm_{name}` ORDER BY id LIMIT 1 OFFSET 5")[0]["id"])
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TABLE test_boom (n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB")
+            cur.execute(f"CREATE TRIGGER test_boom_ai AFTER INSERT ON `fsm_{name}_transitions` FOR EACH ROW "
+                        f"BEGIN IF NEW.source = 'upgrade' AND NEW.instance_id = {victim} THEN "
+                        "INSERT INTO test_boom () VALUES (); "
+                        "IF LAST_INSERT_ID() = 1 THEN "
+                        "SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'test: a deadlock', MYSQL_ERRNO = 1213; "
+                        "END IF; END IF; END")
+        report = store.upgrade_instances(name, batch=4)
+        assert (report.moved, report.batches) == (10, 3), report  # 4, then (1 before the deadlock) 4, then 1
+        with conn.cursor() as cur:
+            cur.execute("SELECT n FROM test_boom")
+            assert cur.fetchall() == ((2,),), "the first move of the victim did not fail"
+            cur.execute("DROP TRIGGER test_boom_ai")
+            cur.execute("DROP TABLE test_boom")
+    finally:
+        conn.close()
+    assert raw_groups(settings, name) == {(2, "new"): 10}
+    check_history(settings, name, v1(name), v2(name), all_moved=True)
+
+
+def test_inside_an_open_transaction_an_upgrade_is_refused_at_once(store: Store, settings: Settings) -> None:
+    name = unique("up")
+    populate(store, v1(name), {"new": 1})  # nothing older than version 1 to move: refused all the same
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+        assert errno_of(conn, "CALL fsm_upgrade_instances_v1(%s, NULL, NULL, NULL, 0, 10)", (name,)) == 31016
+    finally:
+        conn.close()

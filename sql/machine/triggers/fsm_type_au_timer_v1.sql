@@ -1,7 +1,7 @@
 -- fsm___M___au_timer_v1: AFTER UPDATE on fsm___M__ — a transition disarms the old state's timeout and arms the new one's (types with timeouts only).
 --
 -- Installed only for a type whose definition (any version) gives a state a timeout. Runs
--- after fsm___M___bu_v7 has applied the row's change, in the same statement and transaction,
+-- after the transition trigger (fsm___M___bu_v8) has applied the row's change, in the same statement and transaction,
 -- whoever wrote it (a pyfsm procedure, a DBA's CALL or a raw UPDATE). A row is a transition
 -- when its state changed, or when its version changed and the history's most recent row is
 -- the one written at that version (a transition back into the same state). On a transition,

@@ -64,6 +64,10 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: p_after_id must be 0 or more and p_limit 1 to 10000', MYSQL_ERRNO = 31009;
   END IF;
   CALL fsm_upgrade_check_v1('__M__', p_to_version, p_map, p_only);
+  -- inside a caller's transaction it would commit that: 31016 at once, whether or not an
+  -- instance is left to move (fsm_begin_v1 refuses before it starts one)
+  CALL fsm_begin_v1();
+  COMMIT;
   SET v_to = @fsm_u_to, v_last = p_after_id,
       v_states = JSON_EXTRACT(p_only, '$.states'), v_versions = JSON_EXTRACT(p_only, '$.versions');
   SET @fsm_u_last = v_last, @fsm_u_groups = NULL;

@@ -1,4 +1,4 @@
--- fsm_version_counts_v1: how many instances each definition version of a type holds.
+-- fsm_instances_per_version_v1: how many instances each definition version of a type holds.
 --
 -- One row per version the type has (instances 0 for a version none is left at), the current
 -- one marked: after a new definition, what an upgrade (fsm_upgrade_instances_v1) would move.
@@ -7,8 +7,8 @@
 -- Parameters: p_machine.
 -- Result: rows (version, instances, is_current, defined_at), ordered by version.
 -- Errors: 31002 unknown machine.
--- Example: CALL fsm_version_counts_v1('order');
-CREATE PROCEDURE `fsm_version_counts_v1`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+-- Example: CALL fsm_instances_per_version_v1('order');
+CREATE PROCEDURE `fsm_instances_per_version_v1`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   CALL fsm_require_machine_v1(p_machine);
