@@ -27,13 +27,14 @@ from ..errors import SchemaVersionMismatch
 from . import routines
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
 from .grants import grant_recorded
+from .rendering import install_transition_trigger
 from .resources import FIRST_REVISIONS, check_machine_name, migrations_dir, read_frozen, read_sql, render
 from .upgrades import fill_left_at, rebuild_state_counts, replace_machine_triggers
 from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0021"
+HEAD_REVISION = "0022"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -59,26 +60,29 @@ class Deprecated:
 #: The deprecated public procedures, in creation order. tests/server/test_migrations.py checks that
 #: none outlives its removal release.
 DEPRECATED = (
-    Deprecated("fsm_define_v1", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
-    Deprecated("fsm_define_v2", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
-    Deprecated("fsm_define_v3", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
-    Deprecated("fsm_define_v4", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
+    Deprecated("fsm_define_v1", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
+    Deprecated("fsm_define_v2", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
+    Deprecated("fsm_define_v3", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_define_v4", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
-    Deprecated("fsm_send_v1", "fsm_send_v3", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
+    Deprecated("fsm_send_v1", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
     Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
-    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v3", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
-    Deprecated("fsm_define_v5", "fsm_define_v6", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
+    Deprecated("fsm_define_v5", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
                "procedures/fsm_operator_action_v1.sql", "0013"),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
-    Deprecated("fsm_send_v2", "fsm_send_v3", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
-    Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v3", "0.3.0", "0.4.0", "send_v2"),
+    Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
+    Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v2"),
     Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
+    Deprecated("fsm_define_v6", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
+    Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
+    Deprecated("fsm_<machine>_send_v3", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -109,6 +113,7 @@ CURRENT_OBJECTS = (
     "functions/fsm_reserved_name_v1.sql",  # the deprecated fsm_define_v5's
     "functions/fsm_reserved_name_v2.sql",
     "functions/fsm_timer_triggers_ready_v1.sql",
+    "functions/fsm_rendered_ready_v1.sql",
     "functions/fsm_is_object_v1.sql",
     "functions/fsm_valid_utf8_v1.sql",
     "functions/fsm_instances_in_state_sql_v1.sql",
@@ -133,10 +138,10 @@ CURRENT_OBJECTS = (
     "internal/fsm_mark_unlocked_v1.sql",
     "internal/fsm_upgrade_check_v1.sql",
     # definitions and instances
-    "procedures/fsm_define_v6.sql",
+    "procedures/fsm_define_v7.sql",
     "procedures/fsm_definition_v1.sql",
     "procedures/fsm_create_v1.sql",
-    "procedures/fsm_send_v3.sql",
+    "procedures/fsm_send_v4.sql",
     "procedures/fsm_get_v1.sql",
     "procedures/fsm_history_v1.sql",
     "procedures/fsm_in_state_v1.sql",
@@ -188,13 +193,13 @@ CURRENT_OBJECTS = (
 
 #: The per-type objects of the current schema (files in sql/machine), in creation order. Each
 #: file is named after the object it creates with the type written ``type``
-#: (``fsm_type_send_v3.sql`` creates fsm_<type>_send_v3; sql/README.md).
+#: (``fsm_type_send_v4.sql`` creates fsm_<type>_send_v4; sql/README.md).
 MACHINE_OBJECTS = (
     "machine/tables/fsm_type.sql",
     "machine/tables/fsm_type_transitions.sql",
     "machine/triggers/fsm_type_bi_v1.sql",
     "machine/triggers/fsm_type_ai_v4.sql",
-    "machine/triggers/fsm_type_bu_v8.sql",
+    "machine/triggers/fsm_type_bu_v9.sql",
     "machine/triggers/fsm_type_bd_v1.sql",
     "machine/triggers/fsm_type_hbi_v3.sql",
     "machine/triggers/fsm_type_hbu_v5.sql",
@@ -204,7 +209,7 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_type_history_v1.sql",
     "machine/procedures/fsm_type_in_state_v1.sql",
     "machine/procedures/fsm_type_counts_v1.sql",
-    "machine/procedures/fsm_type_send_v3.sql",
+    "machine/procedures/fsm_type_send_v4.sql",
     "machine/internal/fsm_type_apply_send_v1.sql",
     "machine/procedures/fsm_type_send_many_v2.sql",
     "machine/procedures/fsm_type_step_v2.sql",
@@ -223,7 +228,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v13"
+MACHINE_OBJECTS_VERSION = "v14"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
@@ -233,7 +238,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_type_bu_v8.sql",
+    "trigger_bu": "machine/triggers/fsm_type_bu_v9.sql",
     "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
@@ -262,8 +267,10 @@ def install_machine_objects(conn: Any, machine: str) -> None:
     stale = stale_triggers(conn, machine)
     if stale:
         upgrade_machine_triggers(conn, machine, stale)
+    bu = CURRENT_TRIGGERS["trigger_bu"]
+    install_transition_trigger(conn, machine, bu)  # rendered with the type's rules (pyfsm.schema.rendering)
     execute_ddl(conn, [render(name, machine) for name in (*MACHINE_OBJECTS, *DEPRECATED_TEMPLATES)
-                       if name not in MACHINE_TABLES])
+                       if name not in MACHINE_TABLES and name != bu])
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
@@ -300,7 +307,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v8.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v9.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

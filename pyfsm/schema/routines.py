@@ -59,12 +59,12 @@ def _r(name: str, *params: str) -> Routine:
 
 
 # -- definitions --------------------------------------------------------------------------
-DEFINE = _r("fsm_define_v6", "p_machine", "p_definition")
+DEFINE = _r("fsm_define_v7", "p_machine", "p_definition")
 DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
 CREATE = _r("fsm_<type>_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
-SEND = _r("fsm_<type>_send_v3", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
+SEND = _r("fsm_<type>_send_v4", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
           "p_request_id", "p_handler", "p_lookup_key")
 SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
 GET = _r("fsm_<type>_get_v1", "p_key")

@@ -7,7 +7,7 @@ The landed revisions import these through pyfsm.schema (where they lived when th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pymysql
@@ -106,6 +106,12 @@ MACHINE_TEMPLATE_SETS["v13"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v12"]
     for new in ({"trigger_bu_v7": ("trigger_bu_v8",), "steps_v1": ("steps_v1", "upgrade_v1", "upgrade_plan_v1"),
                  "view_instances_v1": ("view_instances_v2",)}.get(name, (name,))))
+# v14 (revision 0022): the transition trigger with the type's rules inline (trigger_bu_v9, a
+# template whose marked spans pyfsm.schema.rendering fills in for each type; rendered as it
+# stands it looks the rules up in fsm_rules, as v8 did) and the leaner send_v4 beside send_v3.
+MACHINE_TEMPLATE_SETS["v14"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v13"]
+    for new in ({"trigger_bu_v8": ("trigger_bu_v9",), "send_v3": ("send_v3", "send_v4")}.get(name, (name,))))
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:
@@ -186,7 +192,8 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
 
 def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str | None,
                              *, wait_seconds: int = 2, attempts: int = 15, also_lock: Sequence[str] = (),
-                             while_locked: Callable[[Any], None] | None = None) -> None:
+                             while_locked: Callable[[Any], None] | None = None,
+                             texts: Mapping[str, str] | None = None) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
     moment where neither version fires.
 
@@ -201,6 +208,9 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     ``also_lock``: more tables to lock for writing (the history table when one of its
     triggers is swapped, tables ``while_locked`` writes); ``while_locked(cursor)`` runs after
     the swap, before the unlock, and a failure there also puts the old triggers back.
+    ``texts``: the text to create for a new template, where it is rendered for the type
+    (pyfsm.schema.rendering) rather than from the template alone. A pair (t, t) renders a
+    trigger again under its own name; if that fails, the template as it stands is put back.
     """
     table = f"fsm_{check_machine_name(machine)}"
     pairs = list(pairs)
@@ -225,17 +235,18 @@ def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
                 try:
                     for old, new in pairs:
                         had_old, had_new = (object_name(t, machine) in present for t in (old, new))
+                        had_new = had_new and old != new  # (t, t): created again, from its new text
                         if had_old:
                             cur.execute(f"DROP TRIGGER `{object_name(old, machine)}`")
                         done.append((old, new, had_old, False))
                         if not had_new:  # an interrupted earlier swap may have created it already
-                            cur.execute(render(new, machine))
+                            cur.execute((texts or {}).get(new) or render(new, machine))
                             done[-1] = (old, new, had_old, True)
                     if while_locked is not None:
                         while_locked(cur)
                 except pymysql.err.MySQLError:
                     for old, new, had_old, created in reversed(done):  # leave the tables as they were
-                        if created:
+                        if created or old == new:
                             cur.execute(f"DROP TRIGGER IF EXISTS `{object_name(new, machine)}`")
                         if had_old:
                             cur.execute(render(old, machine))

@@ -146,10 +146,12 @@ def test_the_command_line_names_the_events_for_a_new_key(settings: Settings, ord
     assert written(dba, order.name) == before
 
 
+@pytest.mark.parametrize("version", [3, 4], ids=["v3", "v4"])
 @pytest.mark.parametrize("generic", [False, True], ids=["per-type", "generic"])
-def test_send_v3_answers_31028_on_existing_and_missing_keys(order: Machine, dba: Any, generic: bool) -> None:
+def test_send_v3_and_v4_answer_31028_on_existing_and_missing_keys(order: Machine, dba: Any, generic: bool,
+                                                                   version: int) -> None:
     fetch(dba, f"CALL fsm_{order.name}_create_v1('k-1', NULL, NULL, NULL, NULL, NULL)")
-    call = send_sql(3, order.name, generic)
+    call = send_sql(version, order.name, generic)
     before = written(dba, order.name)
     message = f"fsm: {order.name} has no event delivr (definition version 1); its events: {SORTED}"
     for key, version, request_id in (("k-1", None, None), ("k-404", None, None), ("k-1", None, "r-1"),
@@ -160,12 +162,13 @@ def test_send_v3_answers_31028_on_existing_and_missing_keys(order: Machine, dba:
     assert written(dba, order.name) == before
 
 
+@pytest.mark.parametrize("version", [3, 4], ids=["v3", "v4"])
 @pytest.mark.parametrize("generic", [False, True], ids=["per-type", "generic"])
-def test_send_v3_keeps_every_other_refusal_and_what_it_does(ustore: Store, order: Machine, dba: Any,
-                                                            generic: bool) -> None:
+def test_send_v3_and_v4_keep_every_other_refusal_and_what_they_do(ustore: Store, order: Machine, dba: Any,
+                                                                  generic: bool, version: int) -> None:
     fetch(dba, f"CALL fsm_{order.name}_create_v1('k-1', NULL, NULL, NULL, NULL, NULL)")
     fetch(dba, f"CALL fsm_{order.name}_create_v1('k-2', NULL, NULL, NULL, NULL, NULL)")
-    call = send_sql(3, order.name, generic)
+    call = send_sql(version, order.name, generic)
     fetch(dba, call, ("k-1", "pay", None, "used-1"))
     fetch(dba, f"CALL fsm_pause_v1('{order.name}', 'k-2')")
     before = written(dba, order.name)
@@ -180,11 +183,11 @@ def test_send_v3_keeps_every_other_refusal_and_what_it_does(ustore: Store, order
     ]
     for args, errno in cases:
         assert refused(dba, call, args)[0] == errno, args
-        assert refused(dba, call.replace("_v3", "_v2"), args)[0] == errno, ("v2", args)
+        assert refused(dba, call.replace(f"_v{version}", "_v2"), args)[0] == errno, ("v2", args)
     assert written(dba, order.name) == before
     # what it does is v2's: the same row for the same transition
     got = fetch(dba, call, ("k-1", "ship", 2, "ship-1"))[0]
-    again = fetch(dba, call.replace("_v3", "_v2"), ("k-1", "ship", 2, "ship-1"))[0]  # a replay, through v2
+    again = fetch(dba, call.replace(f"_v{version}", "_v2"), ("k-1", "ship", 2, "ship-1"))[0]  # a replay, through v2
     assert {**got, "replayed": 1} == again and (got["from_state"], got["to_state"], got["version"]) == \
         ("paid", "shipped", 3)
     created = fetch(dba, call, ("k-3", "pay", 0, None))[0]
@@ -222,8 +225,8 @@ def test_an_instance_of_an_older_version_is_checked_against_its_version(ustore: 
     assert info.value.fields["events"] == [*EVENTS, "hold"]
 
 
-def test_the_store_calls_send_v3() -> None:
-    assert routines.SEND.name_for("order") == "fsm_order_send_v3"
+def test_the_store_calls_send_v4() -> None:
+    assert routines.SEND.name_for("order") == "fsm_order_send_v4"
     assert routines.SEND_AT.name == "fsm_send_at_v2"
 
 

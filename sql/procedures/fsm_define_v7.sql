@@ -1,4 +1,4 @@
--- fsm_define_v6: store a machine definition; a changed one becomes a new version.
+-- fsm_define_v7: store a machine definition; a changed one becomes a new version.
 --
 -- The definition is a JSON object:
 --   {"states": ["new", "paid", "shipped"],          -- at least one; order matters
@@ -34,15 +34,19 @@
 -- they exist.
 -- The body runs in two blocks, in this order: the JSON types of the names, then validation
 -- (the machine name, then whether it is reserved, then the definition) and storage in one
--- transaction. Differs from fsm_define_v5 in the timeouts (v5 ignores the key) and in the
--- names it reserves (v5: without timers and timer_log).
+-- transaction. Differs from fsm_define_v6 in tables_ready only: it is also 0 while the
+-- type's transition trigger (fsm_<type>_bu_v9) was rendered before this version became
+-- current (fsm_rendered_ready_v1): `pyfsm sync` renders the new version's rules into it.
+-- Until then that version's instances are checked against fsm_rules, correctly but at a
+-- higher price; fsm_define_v6 answered 1 there.
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready): tables_ready is 0 while the type's
---   tables, or (with timeouts) its timer triggers, are missing.
+--   tables, or (with timeouts) its timer triggers, are missing, or its transition trigger was
+--   rendered for an older current version: run `pyfsm sync <type>` (Store.define does).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
 --   reserved machine name; 31016 called inside an open transaction.
--- Example: CALL fsm_define_v6('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}],"timeouts":{"open":{"after":"2d","event":"close"}}}');
-CREATE PROCEDURE `fsm_define_v6`(
+-- Example: CALL fsm_define_v7('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}],"timeouts":{"open":{"after":"2d","event":"close"}}}');
+CREATE PROCEDURE `fsm_define_v7`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_definition LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -335,7 +339,8 @@ BEGIN
     IF v_cur > 0 AND v_diff = 0 THEN
       ROLLBACK;
       SELECT p_machine AS machine, v_cur AS version, 0 AS changed,
-             v_ready IS NOT NULL AND fsm_timer_triggers_ready_v1(p_machine) AS tables_ready;
+             v_ready IS NOT NULL AND fsm_timer_triggers_ready_v1(p_machine)
+               AND fsm_rendered_ready_v1(p_machine) AS tables_ready;
     ELSE
       INSERT INTO fsm_definitions (machine, version, body, topic, save_after_step, uses_global_lock, uses_local_lock,
                                    lock_lease_seconds, event_data, created_at)
@@ -343,7 +348,8 @@ BEGIN
       UPDATE fsm_machines SET current_version = v_new, updated_at = v_now WHERE machine = p_machine;
       COMMIT;
       SELECT p_machine AS machine, v_new AS version, 1 AS changed,
-             v_ready IS NOT NULL AND fsm_timer_triggers_ready_v1(p_machine) AS tables_ready;
+             v_ready IS NOT NULL AND fsm_timer_triggers_ready_v1(p_machine)
+               AND fsm_rendered_ready_v1(p_machine) AS tables_ready;
     END IF;
   END;
 END

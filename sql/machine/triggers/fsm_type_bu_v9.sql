@@ -1,4 +1,4 @@
--- fsm___M___bu_v8: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
+-- fsm___M___bu_v9: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -58,7 +58,7 @@
 --         changing more than definition_version and current_state); 31030 an upgrade to a
 --         version that is not newer, or to a state the new version lacks.
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm___M___bu_v8` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
+CREATE TRIGGER `fsm___M___bu_v9` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
@@ -102,9 +102,9 @@ BEGIN
                   AND NEW.status IN ('running', 'waiting', 'paused', 'completed', 'failed')
                   AND (NEW.data <=> OLD.data
                        OR (CASE WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END
-                           AND (INSTR(CAST(NEW.data AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.data))))
-                  AND (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY)
-                       OR INSTR(CAST(NEW.lookup_key AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.lookup_key)), 0) THEN
+                           /*[utf8*/AND (INSTR(CAST(NEW.data AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.data))/*utf8]*/))
+                  /*[utf8*/AND (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY)
+                       OR INSTR(CAST(NEW.lookup_key AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.lookup_key))/*utf8]*/, 0) THEN
     IF NOT (NEW.id <=> OLD.id AND NEW.machine <=> OLD.machine
             AND CAST(NEW.instance_key AS BINARY) <=> CAST(OLD.instance_key AS BINARY)
             AND CAST(NEW.kafka_topic AS BINARY) <=> CAST(OLD.kafka_topic AS BINARY)
@@ -125,11 +125,11 @@ BEGIN
     IF NOT (NEW.data <=> OLD.data OR CASE WHEN JSON_VALID(NEW.data) THEN JSON_TYPE(NEW.data) = 'OBJECT' ELSE 0 END) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data must be a JSON object', MYSQL_ERRNO = 31008;
     END IF;
-    IF NOT ((NEW.data <=> OLD.data OR INSTR(CAST(NEW.data AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.data))
+    /*[utf8*/IF NOT ((NEW.data <=> OLD.data OR INSTR(CAST(NEW.data AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.data))
             AND (CAST(NEW.lookup_key AS BINARY) <=> CAST(OLD.lookup_key AS BINARY)
                  OR INSTR(CAST(NEW.lookup_key AS BINARY), 0xED) = 0 OR fsm_valid_utf8_v1(NEW.lookup_key))) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data and lookup_key must be valid UTF-8 (no encoded surrogates)', MYSQL_ERRNO = 31024;
-    END IF;
+    END IF;/*utf8]*/
   END IF;
   IF v_upgrade THEN
     SET @fsm_upgrade = NULL;
@@ -196,11 +196,11 @@ BEGIN
     -- one test for the checks a transition passes (paused, locks, metadata, UTF-8)
     IF OLD.status = 'paused' OR ((OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL)
        OR NOT (v_metadata IS NULL OR CASE WHEN JSON_VALID(v_metadata) THEN JSON_TYPE(v_metadata) = 'OBJECT' ELSE 0 END)
-       OR INSTR(CAST(CONCAT_WS('', v_event, v_metadata, v_handler, v_request_id) AS BINARY), 0xED) > 0 THEN
-      IF INSTR(CAST(CONCAT_WS('', v_event, v_metadata, v_handler, v_request_id) AS BINARY), 0xED) > 0
+       /*[utf8*/OR INSTR(CAST(CONCAT_WS('', v_event, v_metadata, v_handler, v_request_id) AS BINARY), 0xED) > 0/*utf8]*/ THEN
+      /*[utf8*/IF INSTR(CAST(CONCAT_WS('', v_event, v_metadata, v_handler, v_request_id) AS BINARY), 0xED) > 0
          AND NOT fsm_valid_utf8_v1(CONCAT_WS('', v_event, v_metadata, v_handler, v_request_id)) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: event, @fsm_metadata, @fsm_handler and @fsm_request_id must be valid UTF-8 (no encoded surrogates)', MYSQL_ERRNO = 31024;
-      END IF;
+      END IF;/*utf8]*/
       IF OLD.status = 'paused' THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT
@@ -230,10 +230,10 @@ BEGIN
       END IF;
     END IF;
     IF v_event IS NOT NULL THEN
-      SELECT to_state, to_final INTO v_to, v_final FROM fsm_rules
+      /*[rules_by_event*/SELECT to_state, to_final INTO v_to, v_final FROM fsm_rules
        WHERE machine = '__M__' AND version = OLD.definition_version
          AND from_state = OLD.current_state AND event = v_event
-         AND CAST(event AS BINARY) = CAST(v_event AS BINARY);
+         AND CAST(event AS BINARY) = CAST(v_event AS BINARY);/*rules_by_event]*/
       IF v_to IS NULL OR NOT (NEW.current_state <=> OLD.current_state OR NEW.current_state <=> v_to) THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: event ', COALESCE(v_event, 'NULL'), ' not allowed from ',
@@ -245,9 +245,9 @@ BEGIN
       BEGIN
         DECLARE v_n INT;
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-        SELECT COUNT(*), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
+        /*[rules_by_target*/SELECT COUNT(*), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
          WHERE machine = '__M__' AND version = OLD.definition_version
-           AND from_state = OLD.current_state AND to_state = NEW.current_state;
+           AND from_state = OLD.current_state AND to_state = NEW.current_state;/*rules_by_target]*/
         IF v_n = 0 THEN
           SET v_msg = LEFT(CONCAT('fsm: no transition from ', COALESCE(OLD.current_state, 'NULL'), ' to ',
                                   COALESCE(NEW.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
@@ -310,7 +310,7 @@ BEGIN
          from_state, to_state, data, metadata, occurred_at)
       VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, v_event, OLD.current_state, v_to,
-         IF((SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = OLD.definition_version) = 0,
+         IF(/*[event_data*/(SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = OLD.definition_version)/*event_data]*/ = 0,
             NULL, NEW.data),
          COALESCE(v_metadata, '{}'), v_now);
     END IF;

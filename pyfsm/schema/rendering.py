@@ -1,0 +1,195 @@
+"""Each type's transition trigger rendered for that type: its rules inline, the server's own checks left to it.
+
+The template (sql/machine/triggers/fsm_type_bu_v9.sql) is a complete, correct trigger as it
+stands: rendered with the type's name alone (:func:`pyfsm.schema.resources.render`) it looks
+every rule up in fsm_rules, as the triggers before it did. Spans of it are marked with
+comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one type:
+
+* ``rules_by_event`` and ``rules_by_target``: the lookup of the rule becomes a CASE over the
+  definition versions that still hold instances (and the current one), each with that
+  version's rules as literals. The lookup stays as every CASE's ELSE, so an instance of a
+  version defined after the rendering (a DBA's ``fsm_define_v7`` before ``pyfsm sync``), or a
+  state spelt with trailing spaces by a writer before revision 0005, is still checked
+  against fsm_rules: the inline rules are a copy of rows that never change (a definition
+  version is immutable), never a second source of truth.
+* ``event_data``: the definition's event_data option, per version, for the outbox row.
+* ``utf8``: the checks for encoded surrogates. MariaDB's utf8mb4 stores them, so they stay;
+  MySQL's refuses them itself before a trigger sees the text (1366, 3144: tests/server/
+  test_invalid_utf8.py), so a trigger rendered on MySQL leaves them out.
+
+Nothing but validated names (``[a-z][a-z0-9_]*``, which never need quoting inside ``'...'``)
+and integers is ever spliced into the SQL: a rule that reads back otherwise is refused.
+fsm_machines records what the trigger was rendered from (``rendered_version``: the current
+definition version then; ``rendered_digest``: a digest of the text), which is how
+`pyfsm sync`, Store.define and fsm_define_v7's ``tables_ready`` know when to render again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .ddl import execute_ddl, machine_triggers, object_name
+from .resources import check_machine_name, read_sql
+from .upgrades import replace_machine_triggers
+
+#: a state or event name as fsm_define_v7 accepts it: safe between single quotes as it is
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+SPAN = re.compile(r"/\*\[(\w+)\*/(.*?)/\*\1\]\*/", re.S)
+
+
+@dataclass(frozen=True)
+class Rule:
+    version: int
+    from_state: str
+    event: str
+    to_state: str
+    to_final: bool
+
+
+@dataclass(frozen=True)
+class TypeRules:
+    """What a type's transition trigger is rendered from."""
+
+    machine: str
+    mariadb: bool
+    current_version: int
+    rules: tuple[Rule, ...]
+    event_data: Mapping[int, bool]
+
+    @property
+    def versions(self) -> list[int]:
+        """The rendered versions, newest first (most instances are there: tried first)."""
+        return sorted({r.version for r in self.rules}, reverse=True)
+
+
+def _name(value: Any) -> str:
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    if not NAME.fullmatch(text):
+        raise ValueError(f"a stored rule names {text!r:.80}, not a valid name: refused before it reaches SQL")
+    return text
+
+
+def read_rules(conn: Any, machine: str) -> TypeRules:
+    """The rules of every definition version of ``machine`` that holds instances, and of its
+    current version (new instances get it), read from fsm_rules and fsm_definitions."""
+    name = check_machine_name(machine)
+    with conn.cursor() as cur:
+        cur.execute("SELECT VERSION()")
+        mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
+        cur.execute("SELECT current_version FROM fsm_machines WHERE machine = %s", (name,))
+        found = cur.fetchone()
+        current = int(found[0]) if found else 0
+        # a scan of the instance table (no index on definition_version): sync is rare, reads take no locks
+        cur.execute(f"SELECT DISTINCT definition_version FROM `fsm_{name}`")
+        versions = sorted({int(row[0]) for row in cur.fetchall()} | {current})
+        marks = ", ".join(["%s"] * len(versions))
+        cur.execute("SELECT version, from_state, event, to_state, to_final FROM fsm_rules "
+                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event",
+                    (name, *versions))
+        rules = tuple(Rule(int(v), _name(f), _name(e), _name(t), bool(final)) for v, f, e, t, final in cur.fetchall())
+        cur.execute(f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
+                    (name, *versions))
+        event_data = {int(v): bool(on) for v, on in cur.fetchall()}
+    return TypeRules(name, mariadb, current, rules, event_data)
+
+
+def _by_version(facts: TypeRules, fallback: str, branch: Any, key: str) -> str:
+    """A CASE over the definition version, then over ``key`` (binary), with ``fallback`` (the
+    template's lookup) wherever no literal matches."""
+    fallback = fallback.strip()
+    outer = []
+    for version in facts.versions:
+        inner = branch(version)
+        if not inner:
+            continue
+        whens = "\n".join(f"            WHEN '{k}' THEN {stmt}" for k, stmt in inner)
+        outer.append(f"        WHEN {version} THEN\n          CASE CAST({key} AS BINARY)\n{whens}\n"
+                     f"            ELSE {fallback}\n          END CASE;")
+    if not outer:
+        return fallback
+    return ("CASE OLD.definition_version\n" + "\n".join(outer)
+            + f"\n        ELSE {fallback}\n      END CASE;")
+
+
+def _rules_by_event(facts: TypeRules, fallback: str) -> str:
+    def branch(version: int) -> list[tuple[str, str]]:
+        return [(f"{r.from_state}/{r.event}", f"SET v_to = '{r.to_state}', v_final = {int(r.to_final)};")
+                for r in facts.rules if r.version == version]
+    return _by_version(facts, fallback, branch, "CONCAT(OLD.current_state, '/', v_event)")
+
+
+def _rules_by_target(facts: TypeRules, fallback: str) -> str:
+    def branch(version: int) -> list[tuple[str, str]]:
+        moves: dict[tuple[str, str], list[Rule]] = {}
+        for r in facts.rules:
+            if r.version == version:
+                moves.setdefault((r.from_state, r.to_state), []).append(r)
+        return [(f"{a}/{b}", f"SET v_n = {len(rs)}, v_event = '{min(r.event for r in rs)}', v_to = '{b}', "
+                 f"v_final = {int(max(r.to_final for r in rs))};") for (a, b), rs in sorted(moves.items())]
+    return _by_version(facts, fallback, branch, "CONCAT(OLD.current_state, '/', NEW.current_state)")
+
+
+def _event_data(facts: TypeRules, fallback: str) -> str:
+    whens = " ".join(f"WHEN {v} THEN {int(on)}" for v, on in sorted(facts.event_data.items()))
+    return f"CASE OLD.definition_version {whens} ELSE {fallback} END" if whens else fallback
+
+
+def render_transition_trigger(template: str, facts: TypeRules) -> str:
+    """``template`` (the text of the bu template, ``__M__`` for the type) rendered for ``facts``."""
+    text = template.replace("__M__", check_machine_name(facts.machine))
+
+    def replace(found: re.Match[str]) -> str:
+        span, body = found.group(1), found.group(2)
+        if span == "utf8":
+            return body if facts.mariadb else ""
+        if span == "rules_by_event":
+            return _rules_by_event(facts, body)
+        if span == "rules_by_target":
+            return _rules_by_target(facts, body)
+        if span == "event_data":
+            return _event_data(facts, body)
+        raise ValueError(f"the template marks a span {span!r} this pyfsm does not render")
+    return SPAN.sub(replace, text)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def spans(template: str) -> Iterable[str]:
+    """The names of the marked spans of a template (for the tests)."""
+    return [found.group(1) for found in SPAN.finditer(template)]
+
+
+
+def record_rendered(conn: Any, facts: TypeRules, text: str) -> None:
+    """Note in fsm_machines what ``facts.machine``'s transition trigger now is (``text``)."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE fsm_machines SET rendered_version = %s, rendered_digest = %s WHERE machine = %s",
+                    (facts.current_version, digest(text), facts.machine))
+
+
+def install_transition_trigger(conn: Any, machine: str, template: str) -> None:
+    """Give ``machine`` its transition trigger rendered from ``template`` (a path under sql/),
+    and record what it was rendered for in fsm_machines.
+
+    Missing: created. Present with other text (rules of a new version, a trigger an upgrade
+    created as the template stands): swapped under LOCK TABLES, with no moment unchecked
+    (replace_machine_triggers). Present with this text: left alone.
+    """
+    name = check_machine_name(machine)
+    facts = read_rules(conn, name)
+    rendered = render_transition_trigger(read_sql(template), facts)
+    with conn.cursor() as cur:
+        cur.execute("SELECT rendered_digest FROM fsm_machines WHERE machine = %s", (name,))
+        found = cur.fetchone()
+    if object_name(template, name) not in machine_triggers(conn, name):
+        execute_ddl(conn, [rendered])
+    elif found is None or found[0] != digest(rendered):
+        replace_machine_triggers(conn, name, [(template, template)], None, also_lock=(f"fsm_{name}_transitions",),
+                                 texts={template: rendered})
+    record_rendered(conn, facts, rendered)
