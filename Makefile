@@ -71,7 +71,7 @@ bench-ops: venv ## the operators' benchmarks: every web console page and a metri
 bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB) and BENCH_MYSQL_DSN (MySQL 9.7, `make mysql`) back to back, twice, each beside its own ceiling; updates BENCHMARKS.md's servers section (about 25 minutes)
 	$(PY) bench/bench_servers.py --runs 2 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' --write BENCHMARKS.md
 
-instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition (needs valgrind; about 6 minutes; prints a table)
+instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition, on MariaDB and on the private MySQL 9.7 (needs valgrind; about 5 minutes; a table per server)
 	$(PY) bench/bench_instructions.py
 
 docs: venv ## build the documentation site into site/ (mkdocs, Material theme; --strict: a broken link or a page missing from the nav fails)

@@ -2,12 +2,16 @@
 
 CPU time per transition (bench_transitions.py) moves by ±20% between runs on a shared
 2-core machine, too much to tell a 5% change from noise. Instructions do not: this script
-starts a MariaDB server of its own under ``valgrind --tool=callgrind`` (own datadir, port
-and socket in a temporary directory, durable commits off: fsync is not CPU), and counts the
-instructions the whole server process (every thread, InnoDB's background work included)
-runs while one client makes ``--calls`` transitions of one variant. Two runs of the same
-variant agree within a few percent. Every variant is set against the ``bare CALL`` floor
-measured in the same run.
+starts a server of its own under ``valgrind --tool=callgrind`` (own datadir, port and socket
+in a temporary directory, durable commits off: fsync is not CPU, binlog off; see
+callgrind_servers.py), and counts the instructions the whole server process (every thread,
+InnoDB's background work included) runs while one client makes ``--calls`` transitions of
+one variant. Two runs of the same variant agree within a few percent. ``--server`` picks
+MariaDB (the system's mariadbd), MySQL 9.7 (the private tree of scripts/mysql-server,
+fetched on first use) or both, one after the other (default): the same variants on each,
+one table per server, every variant set against the ``bare CALL`` floor measured on the
+same server in the same run (counts of the two servers are not comparable with each other
+beyond that: different code, and MySQL keeps its default performance_schema on).
 
 Variants (all on the two-state machine of bench_transitions, one CALL per transition):
 
@@ -31,26 +35,24 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
   current trigger without any check, counter, outbox or request id, under a procedure of
   five statements.
 
-    .venv/bin/python bench/bench_instructions.py            # make instructions; about 5 minutes
+    .venv/bin/python bench/bench_instructions.py                   # make instructions; about 5 minutes
+    .venv/bin/python bench/bench_instructions.py --server mariadb  # one server: 2 (MariaDB) or 3 (MySQL)
 
-Needs valgrind and mariadb-install-db (Debian: valgrind, mariadb-server); prints a table.
+Needs valgrind, and for MariaDB mariadb-install-db (Debian: valgrind, mariadb-server); a
+server that cannot be had (MySQL's tree not fetchable, MariaDB not installed) is skipped
+with one line saying why.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import os
-import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +61,21 @@ import pymysql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_transitions as bt
 import design_floor as floor
+from callgrind_servers import (
+    ServerUnavailable,
+    callgrind_mariadb,
+    callgrind_mysql,
+    check_mariadb,
+    instructions,
+    mysql_runner,
+)
 
 from pyfsm import Machine, Store, db
 from pyfsm.db import Settings
 from pyfsm.schema import install as schema
 from pyfsm.schema.ddl import object_name
-from pyfsm.schema.resources import render
+from pyfsm.schema.rendering import read_rules, render_transition_trigger
+from pyfsm.schema.resources import read_sql, render
 
 NEXT = {"a": "go", "b": "back"}
 FLIP = {"a": "b", "b": "a"}
@@ -101,64 +112,20 @@ BARE_IN_TRIGGER = (
     END""",
 )
 
-@contextmanager
-def callgrind_server(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
-    """A fresh MariaDB under callgrind on a free port; (settings, valgrind's pid, its directory)."""
-    work = Path(tempfile.mkdtemp(prefix="pyfsm_callgrind_"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={work / 'data'}",
-                    "--auth-root-authentication-method=normal", "--skip-test-db"],
-                   check=True, capture_output=True)
-    extra = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses to run as root without it
-    help_text = subprocess.run([mariadbd, "--no-defaults", "--verbose", "--help"],
-                               capture_output=True, text=True).stdout
-    if "innodb-buffer-pool-size-max" in help_text:  # its default reserves more address space than valgrind gives
-        extra.append("--innodb-buffer-pool-size-max=256M")
-    log = (work / "server.log").open("w")
-    proc = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/cg.%p", "--dump-instr=no", mariadbd,
-         "--no-defaults", f"--datadir={work / 'data'}", f"--port={port}", f"--socket={work / 'sock'}",
-         f"--pid-file={work / 'pid'}", "--innodb-flush-log-at-trx-commit=2", "--innodb-use-native-aio=0",
-         "--innodb-buffer-pool-size=128M", "--skip-log-bin", *extra],
-        stdout=log, stderr=subprocess.STDOUT)
-    settings = db.parse_dsn(f"mysql://root@127.0.0.1:{port}/bench")
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                pymysql.connect(**settings.connect_kwargs(database=False)).close()
-                break
-            except pymysql.err.OperationalError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    tail = (work / "server.log").read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"the server under callgrind did not start:\n{tail}") from None
-                time.sleep(2)
-        yield settings, proc.pid, work
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-        shutil.rmtree(work, ignore_errors=True)
+SEND_V3 = "CALL fsm_{}_send_v3(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
+#: the types of the variants, each of the same two-state definition
+NAMES = ("bench", "old", "prev", "sendv3", "generic", "rawup", "nocount", "nohist", "unchecked", "nolock", "floor")
 
 
-def instructions(pid: int, work: Path, run: Callable[[], None]) -> int:
-    """Instructions the server ran during ``run()``: counters zeroed before, dumped after."""
-    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
-    run()
-    before = set(work.glob("cg.*"))
-    subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
-    total = 0
-    for dump in set(work.glob("cg.*")) - before:  # one file per thread that ran
-        found = re.search(r"^(?:totals|summary): (\d+)", dump.read_text(errors="replace"), re.M)
-        total += int(found.group(1)) if found else 0
-        dump.unlink()
-    return total
+def without_lock_and_outbox_tests(trigger: str) -> str:
+    """The rendered trigger without the lock test and the outbox of a transition: what
+    rendering them out for a type that uses neither would save (an ablation: locks and topics
+    are per instance and may be switched on at any time, so pyfsm renders both)."""
+    lock = "OLD.status = 'paused' OR ((OLD.uses_global_lock OR OLD.uses_local_lock) AND OLD.lookup_key IS NOT NULL)"
+    assert trigger.count(lock) == 1
+    trigger = trigger.replace(lock, "OLD.status = 'paused'")
+    start = trigger.index("IF NEW.kafka_topic IS NOT NULL THEN", trigger.index("@fsm_guard lets"))
+    return trigger[:start] + trigger[trigger.index("  ELSEIF NOT", start):]
 
 
 def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
@@ -170,7 +137,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     store.migrate()
     two_states: dict[str, Any] = {"states": ["a", "b"], "start": ["a"],
                                   "transitions": [("go", "a", "b"), ("back", "b", "a")]}
-    for name in ("bench", "old", "nocount", "nohist", "unchecked", "floor"):
+    for name in NAMES:
         store.define(Machine(name=name, **two_states))
     raw = db.connect(settings)
     cur = raw.cursor()
@@ -178,10 +145,16 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         if "same_" in statement or "bare_send" in statement or "trig_" in statement:
             cur.execute(statement)
     bu = schema.current_template("trigger_bu")
+
+    def rendered(name: str) -> str:  # the type's trigger as define installed it (rules inline)
+        return render_transition_trigger(read_sql(bu), read_rules(raw, name))
     schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8",
                                     also_lock=("fsm_old_transitions",))
-    floor.replace_transition_trigger(raw, "nocount", floor.without_counters(render(bu, "nocount")))
-    floor.replace_transition_trigger(raw, "unchecked", floor.unchecked_trigger(render(bu, "unchecked")))
+    schema.replace_machine_triggers(raw, "prev", bt.TRIGGERS_0021, "v13", also_lock=("fsm_prev_transitions",))
+    floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
+    floor.replace_transition_trigger(raw, "nocount", floor.without_counters(rendered("nocount")))
+    floor.replace_transition_trigger(raw, "unchecked", floor.unchecked_trigger(rendered("unchecked")))
+    floor.replace_transition_trigger(raw, "nolock", without_lock_and_outbox_tests(rendered("nolock")))
     floor.install_floor(raw, "floor")
     for family in ("trigger_hbi", "trigger_hbu"):
         cur.execute(f"DROP TRIGGER `{object_name(schema.current_template(family), 'nohist')}`")
@@ -192,7 +165,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
             cur.execute(f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
                         "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
                         "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')")
-    for name in ("bench", "old", "nocount", "nohist", "unchecked", "floor"):
+    for name in NAMES:
         for k in range(8):
             store.create(name, f"k{k}")
     states: dict[str, dict[str, str]] = {}
@@ -218,6 +191,17 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
                 state[key] = store.send(machine, key, NEXT[state[key]]).to_state
         return run
 
+    def raw_updates(variant: str, machine: str) -> Callable[[int], None]:
+        state = states.setdefault(variant, {f"k{k}": "a" for k in range(8)})
+
+        def run(n: int) -> None:  # a DBA's UPDATE of the state, autocommitted: the trigger finds the event
+            for i in range(n):
+                key = f"k{i % 8}"
+                cur.execute(f"UPDATE `fsm_{machine}` SET current_state = %s WHERE instance_key = %s",
+                            (FLIP[state[key]], key))
+                state[key] = FLIP[state[key]]
+        return run
+
     cur.execute(bt.TABLES[0])
     plain = bt.raw_connect(settings, autocommit=False)
 
@@ -232,6 +216,12 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "bare CALL": calls("bare CALL", "CALL bare_send(%s, %s)"),
         "bare CALL, in a trigger": calls("bare CALL, in a trigger", "CALL trig_send(%s, %s)"),
         "pyfsm": sends("pyfsm", "bench"),
+        "pyfsm, revision 0021 (send_v3, bu_v8)": calls("pyfsm, revision 0021 (send_v3, bu_v8)", SEND_V3.format("prev")),
+        "pyfsm, send_v3 (bu_v9)": calls("pyfsm, send_v3 (bu_v9)", SEND_V3.format("sendv3")),
+        "pyfsm, rules from fsm_rules (bu_v9 as the template stands)": sends(
+            "pyfsm, rules from fsm_rules (bu_v9 as the template stands)", "generic"),
+        "raw UPDATE through the same trigger": raw_updates("raw UPDATE through the same trigger", "rawup"),
+        "pyfsm, no lock and outbox tests": sends("pyfsm, no lock and outbox tests", "nolock"),
         "pyfsm, 0009 triggers": sends("pyfsm, 0009 triggers", "old"),
         "pyfsm, no counters": sends("pyfsm, no counters", "nocount"),
         "pyfsm, no history triggers": sends("pyfsm, no history triggers", "nohist"),
@@ -240,35 +230,79 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--calls", type=int, default=200, help="transitions per measurement")
-    parser.add_argument("--rounds", type=int, default=2, help="measurements per variant (the median is shown)")
-    parser.add_argument("--mariadbd", default="/usr/sbin/mariadbd")
-    args = parser.parse_args(argv)
-    for tool in ("valgrind", "callgrind_control", "mariadb-install-db"):
-        if shutil.which(tool) is None:
-            print(f"{tool} is not installed (Debian: apt-get install valgrind mariadb-server)", file=sys.stderr)
-            return 2
+SERVERS: dict[str, Callable[[argparse.Namespace], AbstractContextManager[tuple[Settings, int, Path]]]] = {
+    "mariadb": lambda args: callgrind_mariadb(args.mariadbd),
+    "mysql": lambda args: callgrind_mysql(),
+}
+
+
+def check(server: str, args: argparse.Namespace) -> None:
+    """Raise ServerUnavailable if ``server`` cannot be started here (MySQL: fetches its tree if missing)."""
+    if server == "mariadb":
+        check_mariadb(args.mariadbd)
+    else:
+        mysql_runner()
+
+
+def measure(server: str, args: argparse.Namespace) -> tuple[str, dict[str, list[float]]]:
+    """On a fresh ``server`` under callgrind: its version and every variant's instructions per transition."""
     counted: dict[str, list[float]] = {}
-    with callgrind_server(args.mariadbd) as (settings, pid, work):
+    with SERVERS[server](args) as (settings, pid, work):
+        probe = pymysql.connect(**settings.connect_kwargs(database=False))
+        with probe.cursor() as cur:
+            cur.execute("SELECT VERSION()")
+            version = str(cur.fetchone()[0])
+        version = f"MariaDB {version.split('-')[0]}" if server == "mariadb" else f"MySQL {version}"
+        probe.close()
         variants = setup(settings)
         for run in variants.values():
             run(20)  # warm: caches, the routines' first parse
         for _ in range(args.rounds):
             for name, run in variants.items():
-                print(f"counting {name}...", file=sys.stderr)
+                print(f"{server}: counting {name}...", file=sys.stderr)
                 count = instructions(pid, work, functools.partial(run, args.calls))
                 counted.setdefault(name, []).append(count / args.calls)
+    return version, counted
+
+
+def table(version: str, counted: dict[str, list[float]], args: argparse.Namespace) -> str:
     floor = statistics.median(counted["bare CALL"])
-    print(f"Server instructions per transition (callgrind, {args.calls} transitions per measurement, median of "
-          f"{args.rounds}; one client, durable commits off)\n")
-    print("| variant | instructions per transition | vs bare CALL | measurements |")
-    print("|---|---:|---:|---|")
+    lines = [f"{version}: server instructions per transition (callgrind, {args.calls} transitions per "
+             f"measurement, median of {args.rounds}; one client, durable commits off)", "",
+             "| variant | instructions per transition | vs bare CALL | measurements |", "|---|---:|---:|---|"]
     for name, values in counted.items():
         median = statistics.median(values)
-        print(f"| {name} | {median / 1e3:,.0f} k | {median / floor:.2f}x | "
-              + ", ".join(f"{v / 1e3:,.0f} k" for v in values) + " |")
+        lines.append(f"| {name} | {median / 1e3:,.0f} k | {median / floor:.2f}x | "
+                     + ", ".join(f"{v / 1e3:,.0f} k" for v in values) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--server", choices=("mariadb", "mysql", "both"), default="both",
+                        help="which server to count on (both: MariaDB, then MySQL 9.7; one table each)")
+    parser.add_argument("--calls", type=int, default=200, help="transitions per measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="measurements per variant (the median is shown)")
+    parser.add_argument("--mariadbd", default="/usr/sbin/mariadbd")
+    args = parser.parse_args(argv)
+    for tool in ("valgrind", "callgrind_control"):
+        if shutil.which(tool) is None:
+            print(f"{tool} is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
+            return 2
+    servers = []
+    for server in ("mariadb", "mysql") if args.server == "both" else (args.server,):
+        try:  # before any counting: a server that cannot be had is said at once, not after the other's minutes
+            check(server, args)
+            servers.append(server)
+        except ServerUnavailable as e:
+            print(f"{server}: skipped: {e}", file=sys.stderr)
+    if not servers:
+        return 2
+    for n, server in enumerate(servers):
+        began = time.monotonic()
+        version, counted = measure(server, args)
+        print(("\n" if n else "") + table(version, counted, args), flush=True)
+        print(f"{server}: {time.monotonic() - began:.0f} s", file=sys.stderr)
     return 0
 
 

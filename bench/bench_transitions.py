@@ -102,13 +102,13 @@ from pyfsm.schema.routines import Routine
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",
               "raw UPDATE", "direct CALL", "direct CALL, sql_log_bin=0", "pyfsm", "pyfsm, send_v1",
-              "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm send_many",
+              "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm, revision 0021", "pyfsm send_many",
               "pyfsm, trigger without checks", "trigger design floor")
 NO_BINLOG = ", sql_log_bin=0"  # approaches measured only where the server has binary logging on
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
                "raw UPDATE": 1, "direct CALL": 1, "ceiling, sql_log_bin=0": 2, "direct CALL, sql_log_bin=0": 1,
                "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1,
-               "pyfsm, 0016 history triggers": 1, "pyfsm send_many": 1 / BULK,
+               "pyfsm, 0016 history triggers": 1, "pyfsm, revision 0021": 1, "pyfsm send_many": 1 / BULK,
                "pyfsm, trigger without checks": 1, "trigger design floor": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
@@ -121,12 +121,20 @@ MACHINE_FLOOR = Machine(name="bench_floor", states=MACHINE.states, start=MACHINE
                         transitions=[("go", "a", "b"), ("back", "b", "a")])
 MACHINE_UNCHECKED = Machine(name="bench_unchecked", states=MACHINE.states, start=MACHINE.start,
                             transitions=[("go", "a", "b"), ("back", "b", "a")])
-TRIGGERS_0009 = [("trigger_bu_v7", "trigger_bu_v6"), ("trigger_hbi_v3", "trigger_hbi_v2"),
-                 ("trigger_hbu_v5", "trigger_hbu_v3")]
+#: (current, older) pairs: the current files by their paths, so that the swap drops them
+TRIGGERS_0009 = [(schema.current_template("trigger_bu"), "trigger_bu_v6"),
+                 (schema.current_template("trigger_hbi"), "trigger_hbi_v2"),
+                 (schema.current_template("trigger_hbu"), "trigger_hbu_v3")]
 #: The same definition with the history triggers of revisions 0010 to 0016 (hbi_v2, hbu_v4).
 MACHINE_0016 = Machine(name="bench_0016", states=MACHINE.states, start=MACHINE.start,
                        transitions=[("go", "a", "b"), ("back", "b", "a")])
-TRIGGERS_0016 = [("trigger_hbi_v3", "trigger_hbi_v2"), ("trigger_hbu_v5", "trigger_hbu_v4")]
+TRIGGERS_0016 = [(schema.current_template("trigger_hbi"), "trigger_hbi_v2"),
+                 (schema.current_template("trigger_hbu"), "trigger_hbu_v4")]
+#: The same definition as revision 0021 left it: bu_v8 (its rules looked up in fsm_rules), called
+#: through send_v3 (issue 36's "before").
+MACHINE_0021 = Machine(name="bench_0021", states=MACHINE.states, start=MACHINE.start,
+                       transitions=[("go", "a", "b"), ("back", "b", "a")])
+TRIGGERS_0021 = [(schema.current_template("trigger_bu"), "trigger_bu_v8")]
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
     """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -457,6 +465,8 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
            "pyfsm, send_v1": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v1"),
            "pyfsm, 0009 triggers": functools.partial(pyfsm_client, machine=MACHINE_0009.name),
            "pyfsm, 0016 history triggers": functools.partial(pyfsm_client, machine=MACHINE_0016.name),
+           "pyfsm, revision 0021": functools.partial(pyfsm_client, machine=MACHINE_0021.name,
+                                                     procedure=f"fsm_{MACHINE_0021.name}_send_v3"),
            "pyfsm send_many": send_many_client, "trigger design floor": floor_client,
            "pyfsm, trigger without checks": functools.partial(pyfsm_client, machine=MACHINE_UNCHECKED.name)}
 
@@ -721,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
             store.define(MACHINE)
             define_with_older_triggers(store, MACHINE_0009, TRIGGERS_0009, "v8")
             define_with_older_triggers(store, MACHINE_0016, TRIGGERS_0016, "v9")
+            define_with_older_triggers(store, MACHINE_0021, TRIGGERS_0021, "v13")
             store.define(MACHINE_FLOOR)
             store.define(MACHINE_UNCHECKED)
             conn = db.connect(settings)

@@ -33,15 +33,18 @@ def without_counters(trigger: str) -> str:
 def unchecked_trigger(trigger: str) -> str:
     """The current transition trigger without its checks (identity columns, status, data,
     UTF-8, pause, locks, metadata): what they cost, beside the full one. Counters, outbox and
-    waking stay."""
-    t = cut(trigger, "  -- One test for the checks every update passes", "  -- byte for byte: with PAD SPACE")
-    return cut(t, "    -- one test for the checks a transition passes",
-               "    IF v_event IS NOT NULL THEN\n      SELECT to_state")
+    waking stay. (With the first test gone v_upgrade stays 0: the upgrade branch is never taken.)"""
+    t = cut(trigger, "  -- One test for the checks every update passes", "  IF v_upgrade THEN")
+    return cut(t, "    -- one test for the checks a transition passes", "    IF v_event IS NOT NULL THEN\n")
 
 
 def floor_trigger(trigger: str) -> str:
     """The current transition trigger reduced as the module's docstring says."""
-    t = cut(unchecked_trigger(trigger), "    IF v_final OR OLD.status = 'waiting' THEN", "    -- @fsm_guard lets")
+    t = unchecked_trigger(trigger)
+    # no upgrade branch: the transition branch becomes the first
+    start, end = t.index("  IF v_upgrade THEN"), t.index("  ELSEIF v_event IS NOT NULL OR")
+    t = t[:start] + "  IF" + t[end + len("  ELSEIF"):]
+    t = cut(t, "    IF v_final OR OLD.status = 'waiting' THEN", "    -- @fsm_guard lets")
     t = cut(t, "    IF NEW.kafka_topic IS NOT NULL THEN", "  ELSEIF NOT")
     return cut(t, "  ELSEIF NOT", "  END IF;\nEND")
 

@@ -1,7 +1,7 @@
 """Machine definitions: plain declarative objects, validated without a database.
 
 A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
-``fsm_define_v6`` stores; the database
+``fsm_define_v7`` stores; the database
 validates it again, so definitions written by DBAs in SQL get the same checks.
 """
 
@@ -391,9 +391,9 @@ class Machine:
         return cast(_Timeouts, self.timeouts).get(state)
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as the JSON object ``fsm_define_v6`` takes.
+        """The definition as the JSON object ``fsm_define_v7`` takes.
 
-        "timeouts" is there only when the machine has some (``fsm_define_v6`` reads it), so
+        "timeouts" is there only when the machine has some (``fsm_define_v7`` reads it), so
         a machine without any gives the same body as before timeouts existed: defining it
         again finds it unchanged instead of making a new version.
         """

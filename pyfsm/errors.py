@@ -260,7 +260,7 @@ class UpgradeRefused(InvalidArgument):
 class SyncNeeded(FsmError):
     """The type's database objects are behind its definitions: the target version of an
     upgrade has state timeouts and the type has no timer triggers yet (a DBA stored the
-    definition with fsm_define_v6). Run ``pyfsm sync <type>`` (or Store.define) as the owner
+    definition with fsm_define_v7). Run ``pyfsm sync <type>`` (or Store.define) as the owner
     of pyfsm's schema, then upgrade."""
 
     errno = 31031

@@ -148,7 +148,8 @@ class Store:
         bring them up to date when an older pyfsm installed them).
 
         An identical definition changes nothing; a changed one becomes a new version, used
-        by instances created from now on.
+        by instances created from now on, whose rules are then rendered into the type's
+        transition trigger (what :meth:`sync` does).
         """
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
@@ -175,9 +176,11 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v6``, or gave a type
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v7``, or gave a type
         its first state timeouts (its timer triggers, and timers for instances already in such a
-        state): MySQL cannot create triggers from a procedure.
+        state): MySQL cannot create triggers from a procedure. After a DBA stored a new version of
+        a type, it renders that version's rules into the type's transition trigger (the fast
+        path; until then they are looked up in fsm_rules, and fsm_define_v7's tables_ready is 0).
         """
         name = check_machine_name(machine)
         self.definition(name)  # raises UnknownMachine if there is no stored definition
@@ -263,7 +266,7 @@ class Store:
         except TransitionNotAllowed as exc:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
-            if not isinstance(exc, UnknownEvent):  # send_v3 looked the event up: the type has it
+            if not isinstance(exc, UnknownEvent):  # send_v4 looked the event up: the type has it
                 raise exc from exc.__cause__
             # 31028: the events in definition order, and the version the instance follows
             raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
@@ -309,7 +312,7 @@ class Store:
         outcomes = bulk.send_many(self.gateway, name, checked, chunk_size)
         events = _Events(self, name)  # read only for a refused event
         # send_many_v2 answers an event the type does not have with 31005 (a key with an
-        # instance) or 31003 (a key without): UnknownEvent, as send_v3 answers send
+        # instance) or 31003 (a key without): UnknownEvent, as send_v4 answers send
         return [self._event_checked(o, events, find_instance=True)
                 if type(o) is TransitionNotAllowed or type(o) is UnknownInstance else o for o in outcomes]
 

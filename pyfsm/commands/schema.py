@@ -132,7 +132,8 @@ def register(add: Add) -> None:
         p.add_argument("source", nargs="+", help="a .yaml/.yml/.json definition file, or module.path:attribute of a "
                                                  "pyfsm.Machine or pyfsm.Process")
         progress_flag(p)
-    add("sync", cmd_sync, "create the tables, triggers and views of a machine a DBA defined in SQL",
+    add("sync", cmd_sync, "create the tables, triggers and views of a machine a DBA defined in SQL, or render a "
+        "version a DBA added into its transition trigger (`pyfsm types` says when)",
         "pyfsm sync order").add_argument("machine", help="machine name")
     g = add("grant", cmd_grant, "create least-privilege accounts: app (EXECUTE the procedures only), reporting "
             "(SELECT the views only), relay (the outbox only); run as the schema owner",

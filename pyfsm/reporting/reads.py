@@ -78,17 +78,19 @@ def path(conn: Any, machine: str, key: str) -> list[str]:
 TYPES_SQL = "SELECT machine, version, body, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"
 #: Instances per type, from the state counters.
 INSTANCES_SQL = "SELECT machine, CAST(SUM(instances) AS SIGNED) AS instances FROM fsm_v_state_counts GROUP BY machine"
-#: Which set of objects each type has, and its timer triggers: read where the account may (the owner).
-OBJECTS_SQL = ("SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers "
-               "FROM fsm_machines")
+#: Which set of objects each type has, its timer triggers, and whether its transition trigger
+#: was rendered for its current version: read where the account may (the owner).
+OBJECTS_SQL = ("SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers, "
+               "fsm_rendered_ready_v1(machine) AS rendered FROM fsm_machines")
 
 
 def machine_types(conn: Any) -> list[dict[str, Any]]:
     """Every defined machine type, by name: its current definition version, how many states
     that definition has, its instances (the state counters), and whether its tables are
     ready (``tables_ready``: its tables, triggers and procedures are installed; where the
-    account may read fsm_machines, as the schema owner may, they are also this pyfsm's set
-    and a type with timeouts has its timer triggers: what `pyfsm sync` would otherwise do)."""
+    account may read fsm_machines, as the schema owner may, they are also this pyfsm's set,
+    a type with timeouts has its timer triggers, and its transition trigger was rendered for
+    its current definition version: what `pyfsm sync` would otherwise do)."""
     instances = {r["machine"]: int(r["instances"] or 0) for r in _rows(conn, INSTANCES_SQL, ())}
     try:
         objects = {r["machine"]: r for r in _rows(conn, OBJECTS_SQL, ())}
@@ -101,7 +103,8 @@ def machine_types(conn: Any) -> list[dict[str, Any]]:
         ready = bool(row["installed"])
         more = objects.get(row["machine"])
         if ready and more is not None:
-            ready = more["objects_version"] == MACHINE_OBJECTS_VERSION and bool(more["timer_triggers"])
+            ready = (more["objects_version"] == MACHINE_OBJECTS_VERSION and bool(more["timer_triggers"])
+                     and bool(more["rendered"]))
         found.append({"machine": row["machine"], "current_version": int(row["version"]),
                       "states": len(body.get("states") or ()), "instances": instances.get(row["machine"], 0),
                       "tables_ready": ready})

@@ -66,7 +66,7 @@ class TypeRules:
         return sorted({r.version for r in self.rules}, reverse=True)
 
 
-def _name(value: Any) -> str:
+def valid_name(value: Any) -> str:
     text = value.decode() if isinstance(value, bytes) else str(value)
     if not NAME.fullmatch(text):
         raise ValueError(f"a stored rule names {text!r:.80}, not a valid name: refused before it reaches SQL")
@@ -90,7 +90,8 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
         cur.execute("SELECT version, from_state, event, to_state, to_final FROM fsm_rules "
                     f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event",
                     (name, *versions))
-        rules = tuple(Rule(int(v), _name(f), _name(e), _name(t), bool(final)) for v, f, e, t, final in cur.fetchall())
+        rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final))
+                      for v, f, e, t, final in cur.fetchall())
         cur.execute(f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
                     (name, *versions))
         event_data = {int(v): bool(on) for v, on in cur.fetchall()}
@@ -157,7 +158,8 @@ def render_transition_trigger(template: str, facts: TypeRules) -> str:
 
 
 def digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+    # not for security: a fingerprint that tells two renderings apart (the column is CHAR(40))
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def spans(template: str) -> Iterable[str]:

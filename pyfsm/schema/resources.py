@@ -2,7 +2,7 @@
 
 ``sql/`` holds the current schema, one file per object, named after it (sql/README.md): what
 a fresh install creates (``sql/machine/`` per machine type, the type written ``type`` in the
-file names: ``fsm_type_send_v3.sql``). The revisions in ``migrations/`` apply SQL frozen as it
+file names: ``fsm_type_send_v4.sql``). The revisions in ``migrations/`` apply SQL frozen as it
 was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
 ten revisions, every file named by its version; then one folder per revision). In a built
 wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
@@ -24,7 +24,7 @@ PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
 #: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v2.sql,
-#: called by fsm_define_v6; tests/server/test_reserved_names.py keeps the lists equal): a revision
+#: called by fsm_define_v7; tests/server/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
@@ -41,7 +41,7 @@ RESERVED_MACHINE_NAMES = frozenset({
 #: Names a new type may not take because one of its procedures would have a global
 #: procedure's name (fsm_<account>_history_v1 is fsm_account_history_v1). Unlike the names
 #: above, a type defined before one was reserved keeps working under it (only its history
-#: procedure was never created): fsm_define_v6 refuses these for new types only.
+#: procedure was never created): fsm_define_v7 refuses these for new types only.
 RESERVED_FOR_NEW_TYPES = frozenset({"account"})
 
 
@@ -67,7 +67,7 @@ FIRST_REVISIONS = "0001-0010"
 
 
 def read_sql(relative: str) -> str:
-    """The text of one current SQL file, e.g. ``procedures/fsm_send_v3.sql``."""
+    """The text of one current SQL file, e.g. ``procedures/fsm_send_v4.sql``."""
     return (sql_dir() / relative).read_text(encoding="utf-8")
 
 
@@ -92,7 +92,7 @@ def check_machine_name(name: object) -> str:
 def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
-    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v8.sql``), or
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v9.sql``), or
     a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
     or a later revision's ``templates/``: template_revisions; the landed migrations and the
     upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only

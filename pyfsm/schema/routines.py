@@ -6,7 +6,7 @@ version of a procedure is one line in this file (and its SQL file and migration)
 ``tests/server/test_routines.py`` checks every entry against what a fresh install creates:
 the name exists and its parameters are these, in this order.
 
-Per-type procedures (``fsm_<type>_send_v3``) are written with ``<type>``; :meth:`Routine.name_for`
+Per-type procedures (``fsm_<type>_send_v4``) are written with ``<type>``; :meth:`Routine.name_for`
 fills in the machine type, which callers have validated (``check_machine_name``) before.
 """
 
@@ -33,7 +33,7 @@ class Routine:
 
     @property
     def suffix(self) -> str:
-        """What follows ``fsm_<type>_`` in a per-type name (``send_v3``)."""
+        """What follows ``fsm_<type>_`` in a per-type name (``send_v4``)."""
         return self.name.removeprefix(f"fsm_{TYPE_MARK}_")
 
     def name_for(self, machine: str | None = None) -> str:

@@ -59,7 +59,7 @@ def _guard_is_inert(cur: Any, machine: str, guard: str) -> bool:
 
 
 def sql_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
-    """CALL fsm_<type>_send_v3 through plain PyMySQL; after each failure, the session's variables."""
+    """CALL fsm_<type>_send_v4 through plain PyMySQL; after each failure, the session's variables."""
     report: dict[str, Any] = {"error": None, "outcomes": Counter(), "problems": [], "guards": 0}
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
@@ -73,7 +73,7 @@ def sql_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: Any
                 key, request_id = _round_key(rnd, started)
                 event = rnd.choice(EVENTS)
                 try:
-                    cur.execute(f"CALL `fsm_{machine}_send_v3`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL)",
+                    cur.execute(f"CALL `fsm_{machine}_send_v4`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL)",
                                 (key, event, f'{{"w": {worker}, "n": {n}}}', request_id))
                     while cur.nextset():
                         pass

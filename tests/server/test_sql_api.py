@@ -331,6 +331,9 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
 
 
 BAD_INPUT = (
+    ("CALL fsm_define_v7('Bad Name', '{}')", 31009),
+    ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
+    ("CALL fsm_send_v4('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_define_v6('ticket', '{\"states\": [\"open\", \"closed\"], \"start\": [\"open\"], \"transitions\": "
      "[{\"event\": \"close\", \"from\": [\"open\"], \"to\": \"closed\"}], "
      "\"timeouts\": {\"open\": {\"after\": 0, \"event\": \"close\"}}}')", 31001),  # a timeout of 0 seconds
