@@ -255,6 +255,9 @@ def measure(server: str, args: argparse.Namespace) -> tuple[str, dict[str, list[
         version = f"MariaDB {version.split('-')[0]}" if server == "mariadb" else f"MySQL {version}"
         probe.close()
         variants = setup(settings)
+        if args.only:  # the bare CALL always: every ratio is against it
+            wanted = {"bare CALL", *(w.strip() for w in args.only.split(";"))}
+            variants = {name: run for name, run in variants.items() if name in wanted}
         for run in variants.values():
             run(20)  # warm: caches, the routines' first parse
         for _ in range(args.rounds):
@@ -284,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200, help="transitions per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="measurements per variant (the median is shown)")
     parser.add_argument("--mariadbd", default="/usr/sbin/mariadbd")
+    parser.add_argument("--only", help="variants to count, separated by ; (the bare CALL always is)")
     args = parser.parse_args(argv)
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:

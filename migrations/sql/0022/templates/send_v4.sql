@@ -45,10 +45,12 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_errno INT;
+  DECLARE v_dv INT UNSIGNED;
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    DECLARE v_dv INT UNSIGNED;
-    DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+    -- first: on MySQL any statement before it, a DECLARE of the handler's own included, clears
+    -- the condition it reads
     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
     IF v_started THEN
       ROLLBACK;
@@ -137,7 +139,6 @@ proc: BEGIN
     DECLARE v_created, v_replayed TINYINT DEFAULT 0;
     DECLARE v_req_event, v_start VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
-    DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
     SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
     IF v_id IS NULL THEN
