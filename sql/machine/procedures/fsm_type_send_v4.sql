@@ -45,50 +45,53 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_errno INT;
-  DECLARE v_dv INT UNSIGNED;
-  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     -- first: on MySQL any statement before it, a DECLARE of the handler's own included, clears
-    -- the condition it reads
+    -- the condition it reads (the handler's own locals are declared in a block after it: a
+    -- local costs every call, the handler runs only on failure)
     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-    IF v_started THEN
-      ROLLBACK;
-    END IF;
-    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
-        @fsm_source = NULL, @fsm_guard = NULL;
-    IF NOT COALESCE(fsm_valid_name_v1(p_event, 64), 0) THEN
-      -- not a name, so in no rule: every such call ends here, and is told so (31009) as send_v3 tells it
-      CALL fsm_check_args_v1(p_key, p_event, p_data, p_metadata, p_request_id, p_handler, p_lookup_key);
-    END IF;
-    IF v_errno = 1568 AND NOT v_started THEN
-      -- SET TRANSACTION inside the caller's transaction: nothing was done, theirs is left alone
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
-    END IF;
-    IF v_errno = 1062 THEN
-      -- with the row lock held, only the request id can collide; without one, only history
-      -- that was written outside pyfsm
-      IF p_request_id IS NULL THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
+    BEGIN
+      DECLARE v_dv INT UNSIGNED;
+      DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+      IF v_started THEN
+        ROLLBACK;
       END IF;
-      SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
-    END IF;
-    IF v_errno IN (31003, 31005) THEN
-      -- Refused by the rules (31005) or by every start state (31003): is the event one of
-      -- the type's at all? Read after the rollback, on the error path only, with scalar
-      -- subqueries (which raise no NOT FOUND when nothing matches): in the instance's
-      -- definition version, or in the current one for a key with no instance.
-      SET v_dv = COALESCE((SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key),
-                          (SELECT current_version FROM fsm_machines WHERE machine = '__M__'));
-      IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
-                        AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
-        SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
-                                '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
-                                  FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
+      SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
+          @fsm_source = NULL, @fsm_guard = NULL;
+      IF NOT COALESCE(fsm_valid_name_v1(p_event, 64), 0) THEN
+        -- not a name, so in no rule: every such call ends here, and is told so (31009) as send_v3 tells it
+        CALL fsm_check_args_v1(p_key, p_event, p_data, p_metadata, p_request_id, p_handler, p_lookup_key);
       END IF;
-    END IF;
+      IF v_errno = 1568 AND NOT v_started THEN
+        -- SET TRANSACTION inside the caller's transaction: nothing was done, theirs is left alone
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
+      END IF;
+      IF v_errno = 1062 THEN
+        -- with the row lock held, only the request id can collide; without one, only history
+        -- that was written outside pyfsm
+        IF p_request_id IS NULL THEN
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
+        END IF;
+        SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
+      END IF;
+      IF v_errno IN (31003, 31005) THEN
+        -- Refused by the rules (31005) or by every start state (31003): is the event one of
+        -- the type's at all? Read after the rollback, on the error path only, with scalar
+        -- subqueries (which raise no NOT FOUND when nothing matches): in the instance's
+        -- definition version, or in the current one for a key with no instance.
+        SET v_dv = COALESCE((SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key),
+                            (SELECT current_version FROM fsm_machines WHERE machine = '__M__'));
+        IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
+                          AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
+          SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
+                                  '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
+                                    FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
+        END IF;
+      END IF;
+    END;
     RESIGNAL;
   END;
   -- One test that the usual arguments pass (the event's name: see above); fsm_check_args_v1
@@ -139,6 +142,7 @@ proc: BEGIN
     DECLARE v_created, v_replayed TINYINT DEFAULT 0;
     DECLARE v_req_event, v_start VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
+    DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
     SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
     IF v_id IS NULL THEN
