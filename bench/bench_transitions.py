@@ -618,12 +618,12 @@ def report(results: list[Result], server: dict[str, str], seconds: float) -> str
     per_tx = max((r.round_trips() for r in results if r.approach == "pyfsm"), default=None)
     target("one round trip per transition", None if per_tx is None else (
         ROUND_TRIPS["pyfsm"] == 1 and per_tx < 1.05, f"one CALL in the code; {per_tx:.2f} statements measured"))
-    # issue 15's targets: what the server spends, against the bare CALL's floor
+    # issue 36's targets (issue 15 asked 1.3x of the CPU): what the server spends, against the bare CALL's floor
     b8, p8, c1, p1 = by.get(("bare CALL", 8)), by.get(("pyfsm", 8)), by.get(("ceiling", 1)), by.get(("pyfsm", 1))
     cpu_p, cpu_b = (p8.cpu_us() if p8 else None), (b8.cpu_us() if b8 else None)
     cpu_verdict = None if not (cpu_p and cpu_b) else (
-        cpu_p <= 1.3 * cpu_b, f"{cpu_p:,.0f} vs {cpu_b:,.0f} us = {cpu_p / cpu_b:.2f}x")
-    target("8 clients: server CPU per Store.send transition <= 1.3x the bare CALL's", cpu_verdict)
+        cpu_p <= 1.5 * cpu_b, f"{cpu_p:,.0f} vs {cpu_b:,.0f} us = {cpu_p / cpu_b:.2f}x")
+    target("8 clients: server CPU per Store.send transition <= 1.5x the bare CALL's", cpu_verdict)
     target("8 clients: Store.send >= 0.75x the bare CALL's tx/s", None if not (p8 and b8) else (
         p8.rate >= 0.75 * b8.rate, f"{p8.rate:,.0f} vs {b8.rate:,.0f} tx/s = {p8.rate / b8.rate:.2f}x"))
     m8, c8 = by.get(("pyfsm send_many", 8)), by.get(("ceiling", 8))
