@@ -7,11 +7,13 @@ comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one typ
 
 * ``rules_by_event`` and ``rules_by_target``: the lookup of the rule becomes a CASE over the
   definition versions that still hold instances (and the current one), then over the old
-  state and then over the event (or the new state), each version's rules as literals. The lookup stays as every CASE's ELSE, so an instance of a
-  version defined after the rendering (a DBA's ``fsm_define_v7`` before ``pyfsm sync``), or a
-  state spelt with trailing spaces by a writer before revision 0005, is still checked
-  against fsm_rules: the inline rules are a copy of rows that never change (a definition
-  version is immutable), never a second source of truth.
+  state and then over the event (or the new state), each version's rules as literals. The
+  lookup stays as the ELSE, so an instance of a version defined after the rendering (a
+  DBA's ``fsm_define_v7`` before ``pyfsm sync``), or a state spelt with trailing spaces by
+  a writer before revision 0005, is still checked against fsm_rules: the inline rules are a
+  copy of rows that never change (a definition version is immutable), never a second source
+  of truth. (Within a rendered version and state, an event none of its rules has is refused
+  without the read: those rules are all there.)
 * ``event_data``: the definition's event_data option, per version, for the outbox row.
 * ``utf8``: the checks for encoded surrogates. MariaDB's utf8mb4 stores them, so they stay;
   MySQL's refuses them itself before a trigger sees the text (1366, 3144: tests/server/
