@@ -113,6 +113,20 @@ BARE_IN_TRIGGER = (
 )
 
 SEND_V3 = "CALL fsm_{}_send_v3(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
+#: types of 16 states whose a and b each have 15 events: go and back, sorted last, and 14 more
+WIDE_NAMES = ("wide", "widegen")
+
+
+def wide_machine(name: str) -> Machine:
+    """The two-state flip among 14 more states, each of a and b with 14 more events, named so
+    that go and back come last in the rendered CASE (rules are rendered in name order)."""
+    others = [f"x{i:02d}" for i in range(1, 15)]
+    rules = [("go", "a", "b"), ("back", "b", "a")]
+    rules += [(f"a{i:02d}", "a", x) for i, x in enumerate(others, 1)]
+    rules += [(f"b{i:02d}", "b", x) for i, x in enumerate(others, 1)]
+    return Machine(name=name, states=["a", "b", *others], start=["a"], transitions=rules)
+
+
 #: the types of the variants, each of the same two-state definition
 NAMES = ("bench", "old", "prev", "sendv3", "generic", "rawup", "nocount", "nohist", "unchecked", "nolock", "floor")
 
@@ -139,6 +153,8 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
                                   "transitions": [("go", "a", "b"), ("back", "b", "a")]}
     for name in NAMES:
         store.define(Machine(name=name, **two_states))
+    for name in WIDE_NAMES:
+        store.define(wide_machine(name))
     raw = db.connect(settings)
     cur = raw.cursor()
     for statement in bt.TABLES[1:] + BARE_IN_TRIGGER:
@@ -152,6 +168,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
                                     also_lock=("fsm_old_transitions",))
     schema.replace_machine_triggers(raw, "prev", bt.TRIGGERS_0021, "v13", also_lock=("fsm_prev_transitions",))
     floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
+    floor.replace_transition_trigger(raw, "widegen", render(bu, "widegen"))
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(rendered("nocount")))
     floor.replace_transition_trigger(raw, "unchecked", floor.unchecked_trigger(rendered("unchecked")))
     floor.replace_transition_trigger(raw, "nolock", without_lock_and_outbox_tests(rendered("nolock")))
@@ -165,7 +182,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
             cur.execute(f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
                         "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
                         "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')")
-    for name in NAMES:
+    for name in NAMES + WIDE_NAMES:
         for k in range(8):
             store.create(name, f"k{k}")
     states: dict[str, dict[str, str]] = {}
@@ -221,6 +238,10 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "pyfsm, rules from fsm_rules (bu_v9 as the template stands)": sends(
             "pyfsm, rules from fsm_rules (bu_v9 as the template stands)", "generic"),
         "raw UPDATE through the same trigger": raw_updates("raw UPDATE through the same trigger", "rawup"),
+        "pyfsm, 15 events from each state (the one sent last in its CASE)": sends(
+            "pyfsm, 15 events from each state (the one sent last in its CASE)", "wide"),
+        "pyfsm, 15 events from each state, rules from fsm_rules": sends(
+            "pyfsm, 15 events from each state, rules from fsm_rules", "widegen"),
         "pyfsm, no lock and outbox tests": sends("pyfsm, no lock and outbox tests", "nolock"),
         "pyfsm, 0009 triggers": sends("pyfsm, 0009 triggers", "old"),
         "pyfsm, no counters": sends("pyfsm, no counters", "nocount"),
