@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,16 +100,15 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
     return TypeRules(name, mariadb, current, rules, event_data)
 
 
-def _by_version(facts: TypeRules, fallback: str, branch: Any, outer_key: str, inner_key: str,
-                inner_else: str | None = None) -> str:
+def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tuple[str, str, str]]],
+                outer_key: str, inner_key: str, inner_else: str = "SET v_final = NULL;") -> str:
     """A CASE over the definition version, then over ``outer_key`` (the old state), then over
-    ``inner_key`` (the event or the new state), both compared as bytes, with ``fallback`` (the
-    template's lookup) wherever no literal matches, or ``inner_else`` where the version and
-    the state matched but the inner key did not (when that is certain to find no rule). Two
-    levels keep each CASE short: each WHEN passed costs a comparison (about 3 k instructions
-    on MariaDB)."""
-    fallback = fallback.strip()
-    inner_else = inner_else or fallback
+    ``inner_key`` (the event or the new state), both compared as bytes; then ``fallback`` (the
+    template's lookup), once, wherever no literal matched (each ELSE leaves v_final NULL, which
+    a matched rule never does), or ``inner_else`` where the version and the state matched but
+    the inner key did not. Two levels keep each CASE short: each WHEN passed costs a
+    comparison (about 3 k instructions on MariaDB)."""
+    miss = "SET v_final = NULL;"
     outer = []
     for version in facts.versions:
         by_state: dict[str, list[tuple[str, str]]] = {}
@@ -123,11 +122,11 @@ def _by_version(facts: TypeRules, fallback: str, branch: Any, outer_key: str, in
             states.append(f"            WHEN '{state}' THEN\n              CASE CAST({inner_key} AS BINARY)\n{whens}\n"
                           f"                ELSE {inner_else}\n              END CASE;")
         outer.append(f"        WHEN {version} THEN\n          CASE CAST({outer_key} AS BINARY)\n" + "\n".join(states)
-                     + f"\n            ELSE {fallback}\n          END CASE;")
+                     + f"\n            ELSE {miss}\n          END CASE;")
     if not outer:
         return fallback
-    return ("CASE OLD.definition_version\n" + "\n".join(outer)
-            + f"\n        ELSE {fallback}\n      END CASE;")
+    return ("CASE OLD.definition_version\n" + "\n".join(outer) + f"\n        ELSE {miss}\n      END CASE;\n"
+            f"      IF v_final IS NULL THEN\n        {fallback.strip()}\n      END IF;")
 
 
 def _rules_by_event(facts: TypeRules, fallback: str) -> str:
@@ -136,7 +135,7 @@ def _rules_by_event(facts: TypeRules, fallback: str) -> str:
                 for r in facts.rules if r.version == version]
     # a rendered version's rules from a state are all there: an event none of them has (its
     # bytes compared, as fsm_rules' lookup compares them) is not allowed, with no read
-    return _by_version(facts, fallback, branch, "OLD.current_state", "v_event", "SET v_to = NULL;")
+    return _by_version(facts, fallback, branch, "OLD.current_state", "v_event", "SET v_to = NULL, v_final = 0;")
 
 
 def _rules_by_target(facts: TypeRules, fallback: str) -> str:
@@ -182,7 +181,6 @@ def digest(text: str) -> str:
 def spans(template: str) -> Iterable[str]:
     """The names of the marked spans of a template (for the tests)."""
     return [found.group(1) for found in SPAN.finditer(template)]
-
 
 
 def record_rendered(conn: Any, facts: TypeRules, text: str) -> None:

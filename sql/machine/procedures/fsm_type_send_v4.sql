@@ -136,14 +136,13 @@ proc: BEGIN
   END IF;
   BEGIN
     -- No instance with that key and version, or a request id: lock the row (if any) first.
-    DECLARE v_found TINYINT DEFAULT 1;
     DECLARE v_dup TINYINT DEFAULT 0;
     DECLARE v_id, v_version, v_tid, v_req_instance BIGINT UNSIGNED;
     DECLARE v_created, v_replayed TINYINT DEFAULT 0;
     DECLARE v_req_event, v_start VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
     DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
     DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_found = 0;
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;  -- SELECT ... INTO no row: the variables stay NULL
     SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
     IF v_id IS NULL THEN
       IF p_expected_version > 0 THEN
