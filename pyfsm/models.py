@@ -86,7 +86,7 @@ class TransitionResult:
 
     @classmethod
     def from_send_row(cls, row: dict[str, Any], key: str, event: str) -> TransitionResult:
-        """From the row of ``fsm_<type>_send_v4`` (and v3, v2), which leaves out the key and event it was given."""
+        """From the row of ``fsm_<type>_send_v4`` or ``_fire_v1`` (send_v3, v2): without the key and event."""
         version = int(row["version"])
         return cls(
             transition_id=row["transition_id"], instance_id=row["instance_id"], key=key, event=event,

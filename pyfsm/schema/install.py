@@ -34,7 +34,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0022"
+HEAD_REVISION = "0023"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -199,7 +199,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_type_transitions.sql",
     "machine/triggers/fsm_type_bi_v1.sql",
     "machine/triggers/fsm_type_ai_v4.sql",
-    "machine/triggers/fsm_type_bu_v9.sql",
+    "machine/triggers/fsm_type_bu_v10.sql",
     "machine/triggers/fsm_type_bd_v1.sql",
     "machine/triggers/fsm_type_hbi_v3.sql",
     "machine/triggers/fsm_type_hbu_v5.sql",
@@ -210,6 +210,7 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_type_in_state_v1.sql",
     "machine/procedures/fsm_type_counts_v1.sql",
     "machine/procedures/fsm_type_send_v4.sql",
+    "machine/procedures/fsm_type_fire_v1.sql",
     "machine/internal/fsm_type_apply_send_v1.sql",
     "machine/procedures/fsm_type_send_many_v2.sql",
     "machine/procedures/fsm_type_step_v2.sql",
@@ -228,7 +229,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v14"
+MACHINE_OBJECTS_VERSION = "v15"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
@@ -238,7 +239,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_type_bu_v9.sql",
+    "trigger_bu": "machine/triggers/fsm_type_bu_v10.sql",
     "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
@@ -307,7 +308,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v9.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v10.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

@@ -66,6 +66,8 @@ DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 CREATE = _r("fsm_<type>_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
 SEND = _r("fsm_<type>_send_v4", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
           "p_request_id", "p_handler", "p_lookup_key")
+#: SEND with key and event alone, at a lower cost (the same answers): Store.send without options
+FIRE = _r("fsm_<type>_fire_v1", "p_key", "p_event")
 SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
 GET = _r("fsm_<type>_get_v1", "p_key")
 HISTORY = _r("fsm_<type>_history_v1", "p_key")
@@ -133,5 +135,5 @@ ALL: tuple[Routine, ...] = tuple(v for v in globals().values() if isinstance(v, 
 BY_NAME: dict[str, Routine] = {r.name: r for r in ALL}
 #: The per-type procedures the Store calls: an account with EXECUTE rights only is denied one
 #: that does not exist (1370), as it is denied any routine it has no right on.
-PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, SEND_MANY, GET, HISTORY, IN_STATE, UPGRADE,
+PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, FIRE, SEND_MANY, GET, HISTORY, IN_STATE, UPGRADE,
                                                    UPGRADE_PLAN))

@@ -1,0 +1,88 @@
+-- fsm___M___fire_v1: send an event to an instance of __M__, with nothing else given (Store.send without options).
+--
+-- CALL fsm___M___fire_v1(k, e) answers exactly as CALL fsm___M___send_v4(k, e, NULL, NULL,
+-- NULL, NULL, NULL, NULL): the same result row, the same refusals with the same numbers. It
+-- is that call at a lower cost. It takes two parameters instead of eight and tests only what
+-- its UPDATE needs. It sets one context variable, @fsm_fire, which fsm___M___bu_v10 reads and
+-- clears, instead of six. A DBA's @fsm_metadata, @fsm_handler and @fsm_request_id are neither
+-- read nor cleared (send_v4 clears them). Two cases go to send_v4 after a rollback, with
+-- nothing written yet: a key with no instance (send_v4 creates one in a start state that
+-- allows the event, or says 31003) and an argument that is not valid (send_v4 names it).
+-- Parameters: p_key, p_event (both required).
+-- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created,
+--   replayed), as fsm___M___send_v4's.
+-- Errors: those of fsm___M___send_v4 (31028 no such event, 31003, 31016 called inside an
+--   open transaction, 31005 not allowed, 31009 invalid argument, 31011 paused, 31012, 31018
+--   locked, 31024, 1213 deadlock: call again, 1205).
+-- Example: CALL `fsm___M___fire_v1`('k-1', 'pay');
+CREATE PROCEDURE `fsm___M___fire_v1`(
+  IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+MODIFIES SQL DATA SQL SECURITY DEFINER
+proc: BEGIN
+  -- 0: nothing begun; 1: this procedure's transaction; 2: handed to send_v4, whose answer stands
+  DECLARE v_stage TINYINT DEFAULT 0;
+  DECLARE v_errno INT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    -- first: on MySQL any statement before it clears the condition it reads (send_v4's note)
+    GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
+    SET @fsm_fire = NULL;
+    IF v_stage = 1 THEN
+      ROLLBACK;
+    END IF;
+    IF v_stage < 2 THEN
+      -- send_v4's error path, in its order: the event's name, then the error's own meaning
+      BEGIN
+        DECLARE v_dv INT UNSIGNED;
+        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+        IF NOT COALESCE(fsm_valid_name_v1(p_event, 64), 0) THEN
+          CALL fsm_check_args_v1(p_key, p_event, NULL, NULL, NULL, NULL, NULL);
+        END IF;
+        IF v_errno = 1568 AND v_stage = 0 THEN
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
+        END IF;
+        IF v_errno = 1062 THEN
+          -- with the row lock held and no request id, only history written outside pyfsm collides
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: history unique key violated; history was written outside pyfsm', MYSQL_ERRNO = 31012;
+        END IF;
+        IF v_errno = 31005 THEN
+          -- is the event one of the type's at all (in the instance's definition version)? As send_v4 asks it.
+          SET v_dv = (SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key);
+          IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
+                            AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
+            SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
+                                    '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
+                                      FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
+          END IF;
+        END IF;
+      END;
+    END IF;
+    RESIGNAL;
+  END;
+  -- What the UPDATE below needs: an event (else it would not be a transition) and a key
+  -- without trailing spaces (utf8mb4_bin would find 'k1' for 'k1 '). Any other bad argument
+  -- finds no row and goes to send_v4, which names it.
+  IF NOT COALESCE(p_event IS NOT NULL AND p_key NOT LIKE '% ', 0) THEN
+    SET v_stage = 2;
+    CALL `fsm___M___send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
+    LEAVE proc;
+  END IF;
+  -- READ COMMITTED, as send_v4 begins it; inside the caller's transaction this is 1568 (31016 above)
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SET v_stage = 1, @fsm_fire = p_event;
+  UPDATE `fsm___M__` SET data = data WHERE instance_key = p_key;
+  IF ROW_COUNT() = 1 THEN
+    COMMIT;
+    SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id,
+           @fsm_last_from AS from_state, @fsm_last_to AS to_state, @fsm_last_version AS version,
+           @fsm_last_status AS status, 0 AS created, 0 AS replayed;
+    LEAVE proc;
+  END IF;
+  -- no instance: the trigger did not run, so the context is still set; send_v4 creates it (or refuses)
+  SET @fsm_fire = NULL, v_stage = 2;
+  ROLLBACK;
+  CALL `fsm___M___send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
+END

@@ -1,0 +1,219 @@
+"""fsm_<type>_fire_v1 and the one-variable context of bu_v10 (issue 36, revision 0023).
+
+fire_v1(key, event) must answer exactly as send_v4(key, event, NULL x 6): the same result row,
+the same refusal with the same number, the same rows written (none on a refusal). Here each
+case runs through both, on twin instances in the same state, and the answers are compared.
+Also checked: what fire_v1 leaves in the session, which procedure Store.send calls, and
+processes racing fire_v1 on new and existing keys.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections import Counter
+from typing import Any
+
+import pymysql
+import pytest
+from helpers.common import errno_of, fetch, order_machine, unique
+from helpers.processes import run_processes
+from pymysql.constants import SERVER_STATUS
+
+from pyfsm import Machine, Store
+from pyfsm.db import parse_dsn
+
+#: the session variables of a transition's context
+CONTEXT = ("SELECT @fsm_fire AS f, @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, "
+           "@fsm_request_id AS r, @fsm_source AS s, @fsm_guard AS g")
+CLEAR = dict.fromkeys("femhrsg")
+
+
+def answer(raw: Any, sql: str, args: tuple[Any, ...]) -> tuple[str, Any]:
+    """('row', the result row without its ids) or ('errno', the error number) of one CALL."""
+    try:
+        (row,) = fetch(raw, sql, args)
+    except pymysql.err.MySQLError as exc:
+        return "errno", int(exc.args[0])
+    return "row", {k: v for k, v in row.items() if k not in ("transition_id", "instance_id")}
+
+
+def written(raw: Any, machine: str, key: str | None) -> list[tuple[Any, ...]]:
+    """What a call may have written for ``key``: the instance and its history, ids left out."""
+    if not isinstance(key, str):
+        return []
+    instance = fetch(raw, f"SELECT current_state, version, status, data FROM `fsm_{machine}` WHERE instance_key = %s",
+                     (key,))
+    history = fetch(raw, f"SELECT t.sort_key, t.event, t.from_state, t.to_state, t.handler, t.metadata, t.source "
+                         f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
+                         "WHERE i.instance_key = %s ORDER BY t.sort_key", (key,))
+    return [tuple(r.values()) for r in instance + history]
+
+
+def fire_and_send(raw: Any, machine: str, key: Any, event: Any, twin: Any) -> None:
+    """``key`` through fire_v1 and ``twin`` (an instance in the same state, or another missing
+    key) through send_v4: the same answer, the same rows written and no context left."""
+    by_fire = answer(raw, f"CALL `fsm_{machine}_fire_v1`(%s, %s)", (key, event))
+    assert fetch(raw, CONTEXT) == [CLEAR], (key, event)
+    by_send = answer(raw, f"CALL `fsm_{machine}_send_v4`(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)", (twin, event))
+    assert fetch(raw, CONTEXT) == [CLEAR], (twin, event)
+    assert by_fire == by_send, (key, event)
+    assert written(raw, machine, key) == written(raw, machine, twin), (key, event)
+
+
+@pytest.fixture
+def twins(store: Store, raw: Any) -> tuple[Machine, Any]:
+    machine = order_machine()
+    store.define(machine)
+    for key in ("f-1", "s-1", "f-paused", "s-paused", "f-done", "s-done"):
+        store.create(machine, key)
+    for prefix in ("f", "s"):
+        store.send(machine, f"{prefix}-done", "cancel")
+        store.send(machine, f"{prefix}-paused", "pay")
+        store.pause(machine, f"{prefix}-paused")
+    return machine, raw
+
+
+def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
+    machine, raw = twins
+    name = machine.name
+    cases: list[tuple[Any, Any, Any]] = [
+        ("f-1", "pay", "s-1"),  # a transition
+        ("f-1", "pay", "s-1"),  # not allowed from paid (31005)
+        ("f-1", "nope", "s-1"),  # not one of the type's events (31028)
+        ("f-1", "Ship", "s-1"),  # not a name (31009)
+        ("f-1", "x" * 65, "s-1"),  # longer than a name (31009)
+        ("f-1", None, "s-1"),  # no event (31009)
+        ("f-1 ", "ship", "s-1 "),  # a key ending in a space: never another key's instance (31009)
+        (None, "ship", None),
+        ("", "ship", ""),
+        ("k" * 192, "ship", "j" * 192),
+        ("f-paused", "ship", "s-paused"),  # paused (31011)
+        ("f-done", "pay", "s-done"),  # at a final state (31005)
+        ("f-new", "pay", "s-new"),  # no instance: created in the start state that allows pay
+        ("f-none", "ship", "s-none"),  # no instance, and no start state allows ship (31003)
+        ("f-nil", "nope", "s-nil"),  # no instance, not an event of the type (31028)
+        ("f-1", "ship", "s-1"),  # the next transition
+    ]
+    for key, event, twin in cases:
+        fire_and_send(raw, name, key, event, twin)
+    # what the cases were for: each refusal above, as send_v4 gives it (compared call by call)
+    assert written(raw, name, "f-1")[0][:2] == ("shipped", 3)
+    assert written(raw, name, "f-new")[0][:2] == ("paid", 2)
+    assert written(raw, name, "f-none") == []
+    assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-1', 'nope')") == 31028
+    assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-1', 'Ship')") == 31009
+    assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-paused', 'ship')") == 31011
+    assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-none', 'ship')") == 31003
+
+
+def test_fire_inside_an_open_transaction_leaves_it_open(twins: tuple[Machine, Any]) -> None:
+    """31016, the caller's transaction untouched (a bad name is told first, as send_v4 tells it)."""
+    machine, raw = twins
+    raw.begin()
+    try:
+        fetch(raw, f"SELECT version FROM `fsm_{machine.name}` WHERE instance_key = 'f-1' FOR UPDATE")
+        for event, errno in (("pay", 31016), ("Pay", 31009)):
+            assert errno_of(raw, f"CALL `fsm_{machine.name}_fire_v1`('f-1', %s)", (event,)) == errno
+            assert errno_of(raw, f"CALL `fsm_{machine.name}_send_v4`('s-1', %s, NULL, NULL, NULL, NULL, NULL, NULL)",
+                            (event,)) == errno
+            assert raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
+    finally:
+        raw.rollback()
+    assert written(raw, machine.name, "f-1")[0][:2] == ("new", 1)
+
+
+def test_fire_reads_one_variable_and_leaves_a_dbas_context_alone(store: Store, order: Machine, raw: Any) -> None:
+    """fire_v1 sets @fsm_fire only: a DBA's @fsm_metadata and @fsm_handler are neither recorded
+    nor cleared by it (send_v4 would clear them), and a failed fire leaves no @fsm_fire behind."""
+    store.create(order, "c-1")
+    raw.cursor().execute("SET @fsm_metadata = '{\"by\": \"dba\"}', @fsm_handler = 'dba'")
+    fetch(raw, f"CALL `fsm_{order.name}_fire_v1`('c-1', 'pay')")
+    (row,) = fetch(raw, f"SELECT handler, metadata, source FROM `fsm_{order.name}_transitions` WHERE most_recent = 1 "
+                        f"AND instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = 'c-1')")
+    assert (row["handler"], row["source"]) == (None, "procedure") and row["metadata"] in ("{}", b"{}")
+    assert fetch(raw, "SELECT @fsm_fire AS f, @fsm_metadata AS m, @fsm_handler AS h") == \
+        [{"f": None, "m": '{"by": "dba"}', "h": "dba"}]
+    assert errno_of(raw, f"CALL `fsm_{order.name}_fire_v1`('c-1', 'pay')") == 31005
+    assert fetch(raw, "SELECT @fsm_fire AS f") == [{"f": None}]
+    raw.cursor().execute("SET @fsm_metadata = NULL, @fsm_handler = NULL")
+
+
+def test_a_raw_update_may_use_fsm_fire_and_it_wins(store: Store, order: Machine, raw: Any) -> None:
+    """@fsm_fire is part of the trigger's context for every writer: the event of one UPDATE
+    (source 'procedure'), taken before @fsm_event and cleared by it."""
+    store.create(order, "r-1")
+    raw.cursor().execute("SET @fsm_fire = 'pay', @fsm_event = 'cancel'")
+    raw.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = 'r-1'")
+    assert store.get(order, "r-1").state == "paid"
+    assert fetch(raw, "SELECT @fsm_fire AS f, @fsm_event AS e") == [{"f": None, "e": "cancel"}]
+    raw.cursor().execute("SET @fsm_event = NULL")
+
+
+def test_store_send_calls_fire_without_options_and_send_v4_with_any(store: Store, order: Machine,
+                                                                     raw: Any) -> None:
+    """Which procedure Store.send calls: without fire_v1 on the type, a send with nothing but key
+    and event fails and one with any option goes through."""
+    store.create(order, "p-1")
+    raw.cursor().execute(f"DROP PROCEDURE `fsm_{order.name}_fire_v1`")
+    try:
+        with pytest.raises(Exception) as caught:
+            store.send(order, "p-1", "pay")
+        assert "fire_v1" in str(caught.value) or "sync" in str(caught.value), caught.value
+        assert store.send(order, "p-1", "pay", metadata={"via": "send_v4"}).to_state == "paid"
+        assert store.send(order, "p-1", "ship", handler="h").to_state == "shipped"
+    finally:
+        store.sync(order.name)
+    assert store.send(order, "p-1", "deliver").to_state == "delivered"
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def fire_worker(dsn: str, machine: str, keys: list[str], worker: int, barrier: Any, out: Any) -> None:
+    """Every worker fires ``flip`` on each new key at the same moment (the first creates it),
+    then 40 flips on the shared key ``hot``; with plain PyMySQL CALLs, one connection each."""
+    report: dict[str, Any] = {"worker": worker, "rows": [], "refused": [], "error": None}
+    conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    try:
+        barrier.wait(timeout=60)
+        for key in [*keys, *["hot"] * 40]:
+            try:
+                with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                    cur.execute(f"CALL `fsm_{machine}_fire_v1`(%s, 'flip')", (key,))
+                    row = cur.fetchone()
+                    while cur.nextset():
+                        pass
+                report["rows"].append((key, row["version"], row["created"], row["from_state"], row["to_state"]))
+            except pymysql.err.MySQLError as exc:
+                report["refused"].append((key, int(exc.args[0])))
+    except BaseException:
+        report["error"] = traceback.format_exc()
+    finally:
+        conn.close()
+        out.put(report)
+
+
+def test_processes_firing_new_and_shared_keys_keep_every_invariant(store: Store, dsn: str, raw: Any) -> None:
+    machine = Machine(name=unique("fire"), states=["a", "b"], start=["a"],
+                      transitions=[("flip", "a", "b"), ("flip", "b", "a")])
+    store.define(machine)
+    store.create(machine, "hot")
+    keys = [f"n-{i}" for i in range(5)]
+    reports = run_processes(fire_worker, lambda w: (dsn, machine.name, keys, w))
+    rows = [row for r in reports for row in r["rows"]]
+    refused = [row for r in reports for row in r["refused"]]
+    assert {errno for _, errno in refused} <= {1213}, refused  # a deadlock is the only refusal (Store calls again)
+    assert len(rows) + len(refused) == 8 * (len(keys) + 40)  # every call answered
+    for key in [*keys, "hot"]:
+        acks = [row for row in rows if row[0] == key]
+        history = store.history(machine, key)
+        # each acknowledged call is one history row with its own version, created once
+        assert sorted(a[1] for a in acks) == list(range(2, 2 + len(acks))) == [h.sort_key for h in history[1:]]
+        assert sum(a[2] for a in acks) == (1 if key != "hot" else 0), key
+        assert [h.most_recent for h in history].count(True) == 1
+        assert all(h.from_state == p.to_state for p, h in itertools.pairwise(history))
+        assert store.get(machine, key).version == len(history)
+    assert len(rows) > len(refused)  # the race was run: most calls went through
+    counts = store.counts(machine)
+    assert {s: n for s, n in counts.items() if n} == Counter(store.get(machine, k).state for k in [*keys, "hot"])
