@@ -21,7 +21,11 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
   commit), no trigger, no checks.
 * ``bare CALL, in a trigger``: the same statements moved into a BEFORE UPDATE trigger that
   the procedure's one UPDATE fires, as pyfsm does: what the trigger in itself costs.
-* ``pyfsm``: ``Store.send()`` (send_v2 and the current triggers).
+* ``pyfsm``: ``Store.send()`` (fire_v1 and the current triggers: the call with no option).
+* ``pyfsm, send_v4 (bu_v10)``: the same call through send_v4, as Store.send() makes it when it
+  has an option to pass (data, metadata, a request id ...), on the current trigger.
+* ``pyfsm, revision 0022``: Store.send()'s path as revision 0022 left it (send_v4 on bu_v9,
+  rendered for the type), and ``revision 0021`` (send_v3 on bu_v8).
 * ``pyfsm, 0009 triggers``: the same with the transition and history update triggers that
   revision 0010 replaced (bu_v6, hbu_v3) put back on a type of its own.
 * ``pyfsm, no counters`` / ``pyfsm, no history triggers``: the current triggers with the
@@ -113,6 +117,7 @@ BARE_IN_TRIGGER = (
 )
 
 SEND_V3 = "CALL fsm_{}_send_v3(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
+SEND_V4 = "CALL fsm_{}_send_v4(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
 #: types of 16 states whose a and b each have 15 events: go and back, sorted last, and 14 more
 WIDE_NAMES = ("wide", "widegen")
 
@@ -128,7 +133,8 @@ def wide_machine(name: str) -> Machine:
 
 
 #: the types of the variants, each of the same two-state definition
-NAMES = ("bench", "old", "prev", "sendv3", "generic", "rawup", "nocount", "nohist", "unchecked", "nolock", "floor")
+NAMES = ("bench", "old", "prev", "r0022", "opts", "sendv3", "generic", "rawup", "nocount", "nohist", "unchecked",
+         "nolock", "floor")
 
 
 def without_lock_and_outbox_tests(trigger: str) -> str:
@@ -167,6 +173,8 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8",
                                     also_lock=("fsm_old_transitions",))
     schema.replace_machine_triggers(raw, "prev", bt.TRIGGERS_0021, "v13", also_lock=("fsm_prev_transitions",))
+    schema.replace_machine_triggers(raw, "r0022", bt.TRIGGERS_0022, "v14", also_lock=("fsm_r0022_transitions",),
+                                    texts={"trigger_bu_v9": bt.rendered_0022(raw, "r0022")})
     floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
     floor.replace_transition_trigger(raw, "widegen", render(bu, "widegen"))
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(rendered("nocount")))
@@ -234,9 +242,12 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "bare CALL, in a trigger": calls("bare CALL, in a trigger", "CALL trig_send(%s, %s)"),
         "pyfsm": sends("pyfsm", "bench"),
         "pyfsm, revision 0021 (send_v3, bu_v8)": calls("pyfsm, revision 0021 (send_v3, bu_v8)", SEND_V3.format("prev")),
-        "pyfsm, send_v3 (bu_v9)": calls("pyfsm, send_v3 (bu_v9)", SEND_V3.format("sendv3")),
-        "pyfsm, rules from fsm_rules (bu_v9 as the template stands)": sends(
-            "pyfsm, rules from fsm_rules (bu_v9 as the template stands)", "generic"),
+        "pyfsm, revision 0022 (send_v4, bu_v9)": calls("pyfsm, revision 0022 (send_v4, bu_v9)",
+                                                       SEND_V4.format("r0022")),
+        "pyfsm, send_v4 (bu_v10)": calls("pyfsm, send_v4 (bu_v10)", SEND_V4.format("opts")),
+        "pyfsm, send_v3 (bu_v10)": calls("pyfsm, send_v3 (bu_v10)", SEND_V3.format("sendv3")),
+        "pyfsm, rules from fsm_rules (bu_v10 as the template stands)": sends(
+            "pyfsm, rules from fsm_rules (bu_v10 as the template stands)", "generic"),
         "raw UPDATE through the same trigger": raw_updates("raw UPDATE through the same trigger", "rawup"),
         "pyfsm, 15 events from each state (the one sent last in its CASE)": sends(
             "pyfsm, 15 events from each state (the one sent last in its CASE)", "wide"),

@@ -96,19 +96,22 @@ import pymysql
 from pyfsm import Machine, Store, TransitionResult, db, retry
 from pyfsm.db import Settings, parse_dsn
 from pyfsm.schema import install as schema
-from pyfsm.schema.resources import render
+from pyfsm.schema.rendering import read_rules, render_transition_trigger
+from pyfsm.schema.resources import read_frozen, render
 from pyfsm.schema.routines import Routine
 
 BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",
               "raw UPDATE", "direct CALL", "direct CALL, sql_log_bin=0", "pyfsm", "pyfsm, send_v1",
-              "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm, revision 0021", "pyfsm send_many",
+              "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm, revision 0021", "pyfsm, revision 0022",
+              "pyfsm, send_v4", "pyfsm send_many",
               "pyfsm, trigger without checks", "trigger design floor")
 NO_BINLOG = ", sql_log_bin=0"  # approaches measured only where the server has binary logging on
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
                "raw UPDATE": 1, "direct CALL": 1, "ceiling, sql_log_bin=0": 2, "direct CALL, sql_log_bin=0": 1,
                "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1,
-               "pyfsm, 0016 history triggers": 1, "pyfsm, revision 0021": 1, "pyfsm send_many": 1 / BULK,
+               "pyfsm, 0016 history triggers": 1, "pyfsm, revision 0021": 1, "pyfsm, revision 0022": 1,
+               "pyfsm, send_v4": 1, "pyfsm send_many": 1 / BULK,
                "pyfsm, trigger without checks": 1, "trigger design floor": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
@@ -135,6 +138,18 @@ TRIGGERS_0016 = [(schema.current_template("trigger_hbi"), "trigger_hbi_v2"),
 MACHINE_0021 = Machine(name="bench_0021", states=MACHINE.states, start=MACHINE.start,
                        transitions=[("go", "a", "b"), ("back", "b", "a")])
 TRIGGERS_0021 = [(schema.current_template("trigger_bu"), "trigger_bu_v8")]
+#: The same definition as revision 0022 left it: bu_v9 rendered for the type, called through
+#: send_v4 (the "before" of revision 0023's fire_v1).
+MACHINE_0022 = Machine(name="bench_0022", states=MACHINE.states, start=MACHINE.start,
+                       transitions=[("go", "a", "b"), ("back", "b", "a")])
+TRIGGERS_0022 = [(schema.current_template("trigger_bu"), "trigger_bu_v9")]
+
+
+def rendered_0022(conn: Any, machine: str) -> str:
+    """bu_v9 as revision 0022 renders it for ``machine`` (its rules inline)."""
+    return render_transition_trigger(read_frozen("templates/trigger_bu_v9.sql", "0022"), read_rules(conn, machine))
+
+
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
     """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -467,18 +482,23 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
            "pyfsm, 0016 history triggers": functools.partial(pyfsm_client, machine=MACHINE_0016.name),
            "pyfsm, revision 0021": functools.partial(pyfsm_client, machine=MACHINE_0021.name,
                                                      procedure=f"fsm_{MACHINE_0021.name}_send_v3"),
+           "pyfsm, revision 0022": functools.partial(pyfsm_client, machine=MACHINE_0022.name,
+                                                     procedure=f"fsm_{MACHINE_0022.name}_send_v4"),
+           "pyfsm, send_v4": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v4"),
            "pyfsm send_many": send_many_client, "trigger design floor": floor_client,
            "pyfsm, trigger without checks": functools.partial(pyfsm_client, machine=MACHINE_UNCHECKED.name)}
 
 
 def define_with_older_triggers(store: Store, machine: Machine, swaps: list[tuple[str, str]],
-                               objects_version: str) -> None:
-    """Define ``machine`` and put its triggers back to those of an older revision."""
+                               objects_version: str, *, rendered: Callable[[Any, str], str] | None = None) -> None:
+    """Define ``machine`` and put its triggers back to those of an older revision (``rendered``:
+    the text of the older transition trigger, rendered for the type)."""
     store.define(machine)
     conn = db.connect(store.settings)
     try:
+        texts = None if rendered is None else {swaps[0][1]: rendered(conn, machine.name)}
         schema.replace_machine_triggers(conn, machine.name, swaps, objects_version,
-                                        also_lock=(f"fsm_{machine.name}_transitions",))
+                                        also_lock=(f"fsm_{machine.name}_transitions",), texts=texts)
     finally:
         conn.close()
 
@@ -732,6 +752,7 @@ def main(argv: list[str] | None = None) -> int:
             define_with_older_triggers(store, MACHINE_0009, TRIGGERS_0009, "v8")
             define_with_older_triggers(store, MACHINE_0016, TRIGGERS_0016, "v9")
             define_with_older_triggers(store, MACHINE_0021, TRIGGERS_0021, "v13")
+            define_with_older_triggers(store, MACHINE_0022, TRIGGERS_0022, "v14", rendered=rendered_0022)
             store.define(MACHINE_FLOOR)
             store.define(MACHINE_UNCHECKED)
             conn = db.connect(settings)
