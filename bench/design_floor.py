@@ -50,7 +50,7 @@ def floor_trigger(trigger: str) -> str:
 
 
 def floor_procedure(machine: str) -> str:
-    """``fsm_<machine>_send_floor(key, event)``: the context (@fsm_fire, as fire_v1 sets it), the one UPDATE, the
+    """``fsm_<machine>_send_floor(key, event)``: the context (as fire_v1 sets it), the one UPDATE, the
     commit, the answer."""
     return f"""CREATE PROCEDURE `fsm_{machine}_send_floor`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
@@ -58,7 +58,7 @@ MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET @fsm_fire = p_event;
+  SET @fsm_event = p_event, @fsm_source = 'fire';
   UPDATE `fsm_{machine}` SET data = data WHERE instance_key = p_key;
   COMMIT;
   SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id, @fsm_last_from AS from_state,

@@ -6,8 +6,8 @@ Create Date: 2026-11-27
 
 Adds, for every type:
 * fsm_<type>_bu_v10 in place of bu_v9, rendered for the type as bu_v9 is: it also takes the
-  context of the common call from one variable, @fsm_fire (the event; source 'procedure'),
-  read and cleared in place of six. What it enforces and records is bu_v9's;
+  context of the common call from two variables (@fsm_source 'fire': @fsm_event is the whole
+  context), read and cleared in place of six. What it enforces and records is bu_v9's;
 * fsm_<type>_fire_v1 beside send_v4: (key, event), the same answers as send_v4 with nothing
   else given, at less cost (Store.send calls it when it has no option to pass).
 Every type at object set v14 gets the trigger swapped under LOCK TABLES as in 0022 (no moment

@@ -112,8 +112,9 @@ MACHINE_TEMPLATE_SETS["v13"] = tuple(
 MACHINE_TEMPLATE_SETS["v14"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v13"]
     for new in ({"trigger_bu_v8": ("trigger_bu_v9",), "send_v3": ("send_v3", "send_v4")}.get(name, (name,))))
-# v15 (revision 0023): the transition trigger reads the common call's context from one variable,
-# @fsm_fire (trigger_bu_v10), and fire_v1, the two-parameter call that sets it, beside send_v4.
+# v15 (revision 0023): the transition trigger takes the common call's context from two variables
+# (@fsm_source 'fire' and @fsm_event: trigger_bu_v10), and fire_v1, the two-parameter call that
+# sets them, beside send_v4.
 MACHINE_TEMPLATE_SETS["v15"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v14"]
     for new in ({"trigger_bu_v9": ("trigger_bu_v10",), "send_v4": ("send_v4", "fire_v1")}.get(name, (name,))))

@@ -10,6 +10,7 @@ processes racing fire_v1 on new and existing keys.
 from __future__ import annotations
 
 import itertools
+import json
 import traceback
 from collections import Counter
 from typing import Any
@@ -24,9 +25,9 @@ from pyfsm import Machine, Store
 from pyfsm.db import parse_dsn
 
 #: the session variables of a transition's context
-CONTEXT = ("SELECT @fsm_fire AS f, @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, "
-           "@fsm_request_id AS r, @fsm_source AS s, @fsm_guard AS g")
-CLEAR = dict.fromkeys("femhrsg")
+CONTEXT = ("SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, "
+           "@fsm_source AS s, @fsm_guard AS g, @fsm_count_later AS c")
+CLEAR = dict.fromkeys("emhrsgc")
 
 
 def answer(raw: Any, sql: str, args: tuple[Any, ...]) -> tuple[str, Any]:
@@ -39,11 +40,13 @@ def answer(raw: Any, sql: str, args: tuple[Any, ...]) -> tuple[str, Any]:
 
 
 def written(raw: Any, machine: str, key: str | None) -> list[tuple[Any, ...]]:
-    """What a call may have written for ``key``: the instance and its history, ids left out."""
+    """What a call may have written for ``key``: the instance, its run (waiting instances) and
+    its history, ids left out."""
     if not isinstance(key, str):
         return []
-    instance = fetch(raw, f"SELECT current_state, version, status, data FROM `fsm_{machine}` WHERE instance_key = %s",
-                     (key,))
+    instance = fetch(raw, f"SELECT current_state, version, status, data, (SELECT COUNT(*) FROM fsm_runs r "
+                          f"WHERE r.machine = %s AND r.instance_id = i.id) AS runs FROM `fsm_{machine}` i "
+                          "WHERE instance_key = %s", (machine, key))
     history = fetch(raw, f"SELECT t.sort_key, t.event, t.from_state, t.to_state, t.handler, t.metadata, t.source "
                          f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
                          "WHERE i.instance_key = %s ORDER BY t.sort_key", (key,))
@@ -63,14 +66,21 @@ def fire_and_send(raw: Any, machine: str, key: Any, event: Any, twin: Any) -> No
 
 @pytest.fixture
 def twins(store: Store, raw: Any) -> tuple[Machine, Any]:
+    """Pairs f-* (for fire_v1) and s-* (for send_v4) in the same states, of definition version 1;
+    then version 2 adds the event ``hold``, which version 1's instances do not have."""
     machine = order_machine()
     store.define(machine)
-    for key in ("f-1", "s-1", "f-paused", "s-paused", "f-done", "s-done"):
+    for key in ("f-1", "s-1", "f-paused", "s-paused", "f-done", "s-done", "f-wait", "s-wait"):
         store.create(machine, key)
     for prefix in ("f", "s"):
         store.send(machine, f"{prefix}-done", "cancel")
         store.send(machine, f"{prefix}-paused", "pay")
         store.pause(machine, f"{prefix}-paused")
+        # left waiting by the handler engine: a transition makes it run again (fsm_runs)
+        raw.cursor().execute(f"UPDATE `fsm_{machine.name}` SET status = 'waiting' WHERE instance_key = %s",
+                             (f"{prefix}-wait",))
+    store.define(Machine(name=machine.name, states=[*machine.states, "held"], start=machine.start,
+                         final=machine.final, transitions=[*machine.transitions, ("hold", "new", "held")]))
     return machine, raw
 
 
@@ -81,6 +91,7 @@ def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
         ("f-1", "pay", "s-1"),  # a transition
         ("f-1", "pay", "s-1"),  # not allowed from paid (31005)
         ("f-1", "nope", "s-1"),  # not one of the type's events (31028)
+        ("f-1", "hold", "s-1"),  # an event of version 2 only: not the instance's version's (31028)
         ("f-1", "Ship", "s-1"),  # not a name (31009)
         ("f-1", "x" * 65, "s-1"),  # longer than a name (31009)
         ("f-1", None, "s-1"),  # no event (31009)
@@ -90,6 +101,8 @@ def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
         ("k" * 192, "ship", "j" * 192),
         ("f-paused", "ship", "s-paused"),  # paused (31011)
         ("f-done", "pay", "s-done"),  # at a final state (31005)
+        ("f-wait", "pay", "s-wait"),  # waiting: it runs again, and its run is due
+        ("f-v2", "hold", "s-v2"),  # no instance: created under version 2, whose start allows hold
         ("f-new", "pay", "s-new"),  # no instance: created in the start state that allows pay
         ("f-none", "ship", "s-none"),  # no instance, and no start state allows ship (31003)
         ("f-nil", "nope", "s-nil"),  # no instance, not an event of the type (31028)
@@ -101,6 +114,9 @@ def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
     assert written(raw, name, "f-1")[0][:2] == ("shipped", 3)
     assert written(raw, name, "f-new")[0][:2] == ("paid", 2)
     assert written(raw, name, "f-none") == []
+    wait = written(raw, name, "f-wait")[0]  # (state, version, status, data, runs)
+    assert (wait[0], wait[2], wait[4]) == ("paid", "running", 1)
+    assert written(raw, name, "f-v2")[0][:2] == ("held", 2)
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-1', 'nope')") == 31028
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-1', 'Ship')") == 31009
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-paused', 'ship')") == 31011
@@ -113,41 +129,83 @@ def test_fire_inside_an_open_transaction_leaves_it_open(twins: tuple[Machine, An
     raw.begin()
     try:
         fetch(raw, f"SELECT version FROM `fsm_{machine.name}` WHERE instance_key = 'f-1' FOR UPDATE")
-        for event, errno in (("pay", 31016), ("Pay", 31009)):
-            assert errno_of(raw, f"CALL `fsm_{machine.name}_fire_v1`('f-1', %s)", (event,)) == errno
-            assert errno_of(raw, f"CALL `fsm_{machine.name}_send_v4`('s-1', %s, NULL, NULL, NULL, NULL, NULL, NULL)",
-                            (event,)) == errno
+        # a bad key is told first too, also one the UPDATE alone would not notice ('' and 192 characters)
+        for key, twin, event, errno in (("f-1", "s-1", "pay", 31016), ("f-1", "s-1", "Pay", 31009),
+                                        ("", "", "pay", 31009), ("k" * 192, "k" * 192, "pay", 31009)):
+            assert errno_of(raw, f"CALL `fsm_{machine.name}_fire_v1`(%s, %s)", (key, event)) == errno
+            assert errno_of(raw, f"CALL `fsm_{machine.name}_send_v4`(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)",
+                            (twin, event)) == errno
             assert raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
     finally:
         raw.rollback()
     assert written(raw, machine.name, "f-1")[0][:2] == ("new", 1)
 
 
-def test_fire_reads_one_variable_and_leaves_a_dbas_context_alone(store: Store, order: Machine, raw: Any) -> None:
-    """fire_v1 sets @fsm_fire only: a DBA's @fsm_metadata and @fsm_handler are neither recorded
-    nor cleared by it (send_v4 would clear them), and a failed fire leaves no @fsm_fire behind."""
+def test_fire_reads_two_variables_and_leaves_a_dbas_context_alone(store: Store, order: Machine, raw: Any) -> None:
+    """fire_v1 sets @fsm_event and @fsm_source only: a DBA's @fsm_metadata and @fsm_handler are
+    neither recorded nor cleared by it (send_v4 would clear them)."""
     store.create(order, "c-1")
     raw.cursor().execute("SET @fsm_metadata = '{\"by\": \"dba\"}', @fsm_handler = 'dba'")
     fetch(raw, f"CALL `fsm_{order.name}_fire_v1`('c-1', 'pay')")
     (row,) = fetch(raw, f"SELECT handler, metadata, source FROM `fsm_{order.name}_transitions` WHERE most_recent = 1 "
                         f"AND instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = 'c-1')")
-    assert (row["handler"], row["source"]) == (None, "procedure") and row["metadata"] in ("{}", b"{}")
-    assert fetch(raw, "SELECT @fsm_fire AS f, @fsm_metadata AS m, @fsm_handler AS h") == \
-        [{"f": None, "m": '{"by": "dba"}', "h": "dba"}]
-    assert errno_of(raw, f"CALL `fsm_{order.name}_fire_v1`('c-1', 'pay')") == 31005
-    assert fetch(raw, "SELECT @fsm_fire AS f") == [{"f": None}]
+    assert (row["handler"], row["source"]) == (None, "procedure") and json.loads(row["metadata"]) == {}
+    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m, @fsm_handler AS h") == \
+        [{"e": None, "s": None, "m": '{"by": "dba"}', "h": "dba"}]
     raw.cursor().execute("SET @fsm_metadata = NULL, @fsm_handler = NULL")
 
 
-def test_a_raw_update_may_use_fsm_fire_and_it_wins(store: Store, order: Machine, raw: Any) -> None:
-    """@fsm_fire is part of the trigger's context for every writer: the event of one UPDATE
-    (source 'procedure'), taken before @fsm_event and cleared by it."""
+def test_a_context_a_failed_call_left_is_never_read(store: Store, order: Machine, raw: Any) -> None:
+    """A call killed while it waited for the row lock runs no handler and leaves its context
+    set. What fire_v1 leaves (@fsm_source 'fire') must not steer a later send_v4, and what
+    send_v4 leaves (@fsm_source 'procedure' with metadata) must not steer a later fire_v1."""
+    for key in ("x-1", "x-2"):
+        store.create(order, key)
+    raw.cursor().execute("SET @fsm_event = 'cancel', @fsm_source = 'fire'")  # as a killed fire_v1 leaves it
+    (row,) = fetch(raw, f"CALL `fsm_{order.name}_send_v4`('x-1', 'pay', NULL, '{{\"n\": 1}}', NULL, NULL, 'h', NULL)")
+    assert (row["to_state"], store.history(order, "x-1")[-1].metadata) == ("paid", {"n": 1})
+    assert fetch(raw, CONTEXT) == [CLEAR]
+    raw.cursor().execute("SET @fsm_event = 'cancel', @fsm_source = 'procedure', @fsm_metadata = '{\"stale\": 1}', "
+                         "@fsm_handler = 'stale', @fsm_request_id = 'stale-1'")  # as a killed send_v4 leaves it
+    (row,) = fetch(raw, f"CALL `fsm_{order.name}_fire_v1`('x-2', 'pay')")
+    last = store.history(order, "x-2")[-1]
+    assert (row["to_state"], last.event, last.metadata, last.handler, last.request_id) == \
+        ("paid", "pay", {}, None, None)
+    raw.cursor().execute("SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL")
+
+
+def test_a_refused_fire_leaves_no_context(store: Store, order: Machine, raw: Any, dsn: str) -> None:
+    """Refused in the trigger (31005) or before it (a lock wait timeout, 1205: the trigger never
+    ran, so fire_v1's own handler must clear what it set)."""
+    store.create(order, "w-1")
+    assert errno_of(raw, f"CALL `fsm_{order.name}_fire_v1`('w-1', 'ship')") == 31005
+    assert fetch(raw, CONTEXT) == [CLEAR]
+    holder = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+    try:
+        holder.begin()
+        fetch(holder, f"SELECT id FROM `fsm_{order.name}` WHERE instance_key = 'w-1' FOR UPDATE")
+        raw.cursor().execute("SET SESSION innodb_lock_wait_timeout = 1")
+        assert errno_of(raw, f"CALL `fsm_{order.name}_fire_v1`('w-1', 'pay')") == 1205
+        assert fetch(raw, CONTEXT) == [CLEAR]
+    finally:
+        holder.rollback()
+        holder.close()
+        raw.cursor().execute("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+    assert store.get(order, "w-1").state == "new"
+
+
+def test_a_raw_update_with_source_fire_takes_the_event_alone(store: Store, order: Machine, raw: Any) -> None:
+    """@fsm_source 'fire' is part of the trigger's context for every writer: @fsm_event is then
+    the whole context (source 'procedure'; the metadata set beside it is not read), and both
+    are cleared."""
     store.create(order, "r-1")
-    raw.cursor().execute("SET @fsm_fire = 'pay', @fsm_event = 'cancel'")
+    raw.cursor().execute("SET @fsm_event = 'pay', @fsm_source = 'fire', @fsm_metadata = '{\"by\": \"dba\"}'")
     raw.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = 'r-1'")
-    assert store.get(order, "r-1").state == "paid"
-    assert fetch(raw, "SELECT @fsm_fire AS f, @fsm_event AS e") == [{"f": None, "e": "cancel"}]
-    raw.cursor().execute("SET @fsm_event = NULL")
+    last = store.history(order, "r-1")[-1]
+    assert (last.event, last.to_state, last.metadata) == ("pay", "paid", {})
+    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m") == \
+        [{"e": None, "s": None, "m": '{"by": "dba"}'}]
+    raw.cursor().execute("SET @fsm_metadata = NULL")
 
 
 def test_store_send_calls_fire_without_options_and_send_v4_with_any(store: Store, order: Machine,

@@ -96,7 +96,8 @@ def test_define_brings_an_older_object_set_up_to_date(store: Store, order: Any, 
     """A type an older pyfsm installed (without the send procedure the Store calls, marked v4)
     works again after define()."""
     store.create(order, "old-1")
-    raw.cursor().execute(f"DROP PROCEDURE `{routines.SEND.name_for(order.name)}`")
+    for routine in (routines.SEND, routines.FIRE):  # the send procedures the Store calls
+        raw.cursor().execute(f"DROP PROCEDURE `{routine.name_for(order.name)}`")
     raw.cursor().execute("UPDATE fsm_machines SET objects_version = 'v4' WHERE machine = %s", (order.name,))
     with pytest.raises(UnknownMachine, match=f"pyfsm sync {order.name}"):
         store.send(order, "old-1", "pay")

@@ -3,10 +3,10 @@
 -- CALL fsm___M___fire_v1(k, e) answers exactly as CALL fsm___M___send_v4(k, e, NULL, NULL,
 -- NULL, NULL, NULL, NULL): the same result row, the same refusals with the same numbers. It
 -- is that call at a lower cost. It takes two parameters instead of eight and tests only what
--- its UPDATE needs. It sets one context variable, @fsm_fire, which fsm___M___bu_v10 reads and
--- clears, instead of six. A DBA's @fsm_metadata, @fsm_handler and @fsm_request_id are neither
--- read nor cleared (send_v4 clears them). Two cases go to send_v4 after a rollback, with
--- nothing written yet: a key with no instance (send_v4 creates one in a start state that
+-- its UPDATE needs. It sets two context variables instead of six: @fsm_event, and @fsm_source
+-- 'fire', which tells fsm___M___bu_v10 that the event is the whole context. A DBA's
+-- @fsm_metadata, @fsm_handler and @fsm_request_id are neither read nor cleared (send_v4
+-- clears them). Two cases go to send_v4 after a rollback, with nothing written yet: a key with no instance (send_v4 creates one in a start state that
 -- allows the event, or says 31003) and an argument that is not valid (send_v4 names it).
 -- Parameters: p_key, p_event (both required).
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created,
@@ -27,7 +27,7 @@ proc: BEGIN
   BEGIN
     -- first: on MySQL any statement before it clears the condition it reads (send_v4's note)
     GET DIAGNOSTICS CONDITION 1 v_errno = MYSQL_ERRNO;
-    SET @fsm_fire = NULL;
+    SET @fsm_event = NULL, @fsm_source = NULL;
     IF v_stage = 1 THEN
       ROLLBACK;
     END IF;
@@ -40,6 +40,8 @@ proc: BEGIN
           CALL fsm_check_args_v1(p_key, p_event, NULL, NULL, NULL, NULL, NULL);
         END IF;
         IF v_errno = 1568 AND v_stage = 0 THEN
+          -- send_v4 tests the key before it begins (below, only what the UPDATE needs is)
+          CALL fsm_check_args_v1(p_key, p_event, NULL, NULL, NULL, NULL, NULL);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
         END IF;
         IF v_errno = 1062 THEN
@@ -72,9 +74,10 @@ proc: BEGIN
   -- READ COMMITTED, as send_v4 begins it; inside the caller's transaction this is 1568 (31016 above)
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  SET v_stage = 1, @fsm_fire = p_event;
+  SET v_stage = 1, @fsm_event = p_event, @fsm_source = 'fire';
   UPDATE `fsm___M__` SET data = data WHERE instance_key = p_key;
-  IF ROW_COUNT() = 1 THEN
+  -- the trigger took the context (it clears it before its first write): the event is applied
+  IF @fsm_source IS NULL THEN
     COMMIT;
     SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id,
            @fsm_last_from AS from_state, @fsm_last_to AS to_state, @fsm_last_version AS version,
@@ -82,7 +85,7 @@ proc: BEGIN
     LEAVE proc;
   END IF;
   -- no instance: the trigger did not run, so the context is still set; send_v4 creates it (or refuses)
-  SET @fsm_fire = NULL, v_stage = 2;
+  SET @fsm_event = NULL, @fsm_source = NULL, v_stage = 2;
   ROLLBACK;
   CALL `fsm___M___send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
 END

@@ -34,11 +34,12 @@
 -- procedures need not read the row back (BENCHMARKS.md measures each part).
 -- Times: a statement's UTC_TIMESTAMP() is when it began, before any wait for the row lock,
 -- so a transition is stamped no earlier than the instance's updated_at.
--- Context: fsm___M___fire_v1, the common call, sets one variable, @fsm_fire (the event;
--- no metadata, handler or request id; source 'procedure'); it wins over the others, which it
--- leaves as they are. The other procedures (@fsm_source 'procedure' or 'engine'; their
--- UPDATEs change one row) set @fsm_event and the rest. Either is taken into local variables
--- and cleared before the first write. A deadlock inside this trigger (on the history's
+-- Context: pyfsm's procedures (@fsm_source 'procedure' or 'engine'; their UPDATEs change
+-- one row) have their context taken into local variables and cleared before the first
+-- write. fsm___M___fire_v1, the common call, sets two variables only: @fsm_source 'fire'
+-- says that @fsm_event is the whole context (no metadata, handler or request id, whatever
+-- those variables hold: a context a failed call left behind is never read; recorded as
+-- source 'procedure'; @fsm_count_later is not honoured). A deadlock inside this trigger (on the history's
 -- most_recent flip) can end the CALL without running any handler (seen on MariaDB 10.11),
 -- so a context cleared only there would outlive the failed call. A context a DBA set (no
 -- @fsm_source) is read for every row of the statement, and cleared by the handler on failure. With @fsm_count_later = 1
@@ -47,7 +48,7 @@
 -- @fsm_guard is set to the instance and time of the history rows written; the history
 -- triggers allow exactly those. Text that is not valid UTF-8 (encoded surrogates) is
 -- refused in new data and lookup_key, and in the event, metadata, handler and request id.
--- Session context read: @fsm_fire (see above), @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
+-- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
 -- Written: @fsm_last_transition_id (the history row just inserted), @fsm_last_instance_id,
@@ -59,8 +60,8 @@
 --         instance_key, kafka_topic, definition_version or created_at changed (an upgrade
 --         changing more than definition_version and current_state); 31030 an upgrade to a
 --         version that is not newer, or to a state the new version lacks.
--- Changes against bu_v9: @fsm_fire, one variable to set and clear for the common call
--- instead of six (BENCHMARKS.md, revision 0023); everything else is bu_v9's.
+-- Changes against bu_v9: @fsm_source 'fire', two variables to set and clear for the common
+-- call instead of six (BENCHMARKS.md, revision 0023); everything else is bu_v9's.
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
 CREATE TRIGGER `fsm___M___bu_v10` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
 BEGIN
@@ -75,14 +76,14 @@ BEGIN
   BEGIN
     -- the statement failed as a whole: its transition context must not outlive it and turn
     -- the session's next, unrelated UPDATE into a transition
-    SET @fsm_guard = NULL, @fsm_fire = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
+    SET @fsm_guard = NULL, @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
         @fsm_upgrade = NULL;
     RESIGNAL;
   END;
   -- after the handlers: an event too long for v_event fails with the context cleared
-  IF @fsm_fire IS NOT NULL THEN
-    -- fsm___M___fire_v1's context, the event alone: one variable read and cleared
-    SET v_event = @fsm_fire, v_source = 'procedure', @fsm_fire = NULL;
+  IF @fsm_source = 'fire' THEN
+    -- fsm___M___fire_v1's context: the event alone, two variables read and cleared
+    SET v_event = @fsm_event, v_source = 'procedure', @fsm_event = NULL, @fsm_source = NULL;
   ELSE
     SET v_event = @fsm_event, v_metadata = @fsm_metadata, v_handler = @fsm_handler,
         v_request_id = @fsm_request_id, v_source = @fsm_source;
