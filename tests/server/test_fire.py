@@ -91,6 +91,8 @@ def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
         ("f-1", "pay", "s-1"),  # a transition
         ("f-1", "pay", "s-1"),  # not allowed from paid (31005)
         ("f-1", "nope", "s-1"),  # not one of the type's events (31028)
+        ("f-1", "pay ", "s-1"),  # a trailing space: not the rule's event, byte for byte (31009)
+        ("F-1", "pay", "S-1"),  # another case: not f-1's instance (keys are binary): a new one, created
         ("f-1", "hold", "s-1"),  # an event of version 2 only: not the instance's version's (31028)
         ("f-1", "Ship", "s-1"),  # not a name (31009)
         ("f-1", "x" * 65, "s-1"),  # longer than a name (31009)
@@ -121,6 +123,22 @@ def test_fire_answers_every_call_as_send_v4(twins: tuple[Machine, Any]) -> None:
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-1', 'Ship')") == 31009
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-paused', 'ship')") == 31011
     assert errno_of(raw, f"CALL `fsm_{name}_fire_v1`('f-none', 'ship')") == 31003
+
+
+def test_a_locked_instance_is_refused_alike(store: Store, order: Machine, raw: Any) -> None:
+    """An instance whose lock another owner holds: 31018 from both, nothing written."""
+    for key in ("f-l", "s-l"):
+        store.create(order, key, lookup_key=f"lk-{key}")
+        store.set_locking(order, key, local_lock=True)
+    leases = [store.lock(order, key, owner="other", heartbeat=False) for key in ("f-l", "s-l")]
+    try:
+        fire_and_send(raw, order.name, "f-l", "pay", "s-l")
+        assert errno_of(raw, f"CALL `fsm_{order.name}_fire_v1`('f-l', 'pay')") == 31018
+    finally:
+        for lease in leases:
+            lease.release()
+    fire_and_send(raw, order.name, "f-l", "pay", "s-l")  # released: applied by both
+    assert store.get(order, "f-l").state == "paid"
 
 
 def test_fire_inside_an_open_transaction_leaves_it_open(twins: tuple[Machine, Any]) -> None:

@@ -1,13 +1,15 @@
--- fsm___M___fire_v1: send an event to an instance of __M__, with nothing else given (Store.send without options).
+-- fsm___M___fire_v1: send an event to an instance of __M__, nothing else given (Store.send without options).
 --
 -- CALL fsm___M___fire_v1(k, e) answers exactly as CALL fsm___M___send_v4(k, e, NULL, NULL,
 -- NULL, NULL, NULL, NULL): the same result row, the same refusals with the same numbers. It
 -- is that call at a lower cost. It takes two parameters instead of eight and tests only what
--- its UPDATE needs. It sets two context variables instead of six: @fsm_event, and @fsm_source
--- 'fire', which tells fsm___M___bu_v10 that the event is the whole context. A DBA's
--- @fsm_metadata, @fsm_handler and @fsm_request_id are neither read nor cleared (send_v4
--- clears them). Two cases go to send_v4 after a rollback, with nothing written yet: a key with no instance (send_v4 creates one in a start state that
--- allows the event, or says 31003) and an argument that is not valid (send_v4 names it).
+-- its UPDATE needs. It sets two context variables (send_v4 sets five): @fsm_event, and
+-- @fsm_source 'fire', which tells fsm___M___bu_v10 that the event is the whole context. On an
+-- instance that exists a DBA's @fsm_metadata, @fsm_handler and @fsm_request_id are neither
+-- read nor cleared (send_v4 clears them). Handed to send_v4, with nothing written: at once, a
+-- NULL key or event or a key ending in a space (send_v4 names it); after a rollback, a key
+-- with no instance (send_v4 creates one in a start state that allows the event, or says
+-- 31003). Every other refusal it answers itself, in send_v4's order.
 -- Parameters: p_key, p_event (both required).
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created,
 --   replayed), as fsm___M___send_v4's.
