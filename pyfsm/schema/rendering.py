@@ -100,15 +100,18 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
     return TypeRules(name, mariadb, current, rules, event_data)
 
 
+#: what every rendered ELSE does: no rule matched, so the lookup after the CASE runs
+MISS = "SET v_final = NULL;"
+
+
 def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tuple[str, str, str]]],
-                outer_key: str, inner_key: str, inner_else: str = "SET v_final = NULL;") -> str:
+                outer_key: str, inner_key: str, inner_else: str = MISS) -> str:
     """A CASE over the definition version, then over ``outer_key`` (the old state), then over
     ``inner_key`` (the event or the new state), both compared as bytes; then ``fallback`` (the
     template's lookup), once, wherever no literal matched (each ELSE leaves v_final NULL, which
     a matched rule never does), or ``inner_else`` where the version and the state matched but
     the inner key did not. Two levels keep each CASE short: each WHEN passed costs a
     comparison (about 3 k instructions on MariaDB)."""
-    miss = "SET v_final = NULL;"
     outer = []
     for version in facts.versions:
         by_state: dict[str, list[tuple[str, str]]] = {}
@@ -122,10 +125,10 @@ def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tu
             states.append(f"            WHEN '{state}' THEN\n              CASE CAST({inner_key} AS BINARY)\n{whens}\n"
                           f"                ELSE {inner_else}\n              END CASE;")
         outer.append(f"        WHEN {version} THEN\n          CASE CAST({outer_key} AS BINARY)\n" + "\n".join(states)
-                     + f"\n            ELSE {miss}\n          END CASE;")
+                     + f"\n            ELSE {MISS}\n          END CASE;")
     if not outer:
         return fallback
-    return ("CASE OLD.definition_version\n" + "\n".join(outer) + f"\n        ELSE {miss}\n      END CASE;\n"
+    return ("CASE OLD.definition_version\n" + "\n".join(outer) + f"\n        ELSE {MISS}\n      END CASE;\n"
             f"      IF v_final IS NULL THEN\n        {fallback.strip()}\n      END IF;")
 
 

@@ -38,12 +38,12 @@ proc: BEGIN
       BEGIN
         DECLARE v_dv INT UNSIGNED;
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-        IF NOT COALESCE(fsm_valid_name_v1(p_event, 64), 0) THEN
+        IF (v_errno = 1568 AND v_stage = 0) OR NOT COALESCE(fsm_valid_name_v1(p_event, 64), 0) THEN
+          -- one check names a bad key or event: send_v4 tests the key before it begins (here
+          -- only what the UPDATE needs was), and a name that is no rule's on any error
           CALL fsm_check_args_v1(p_key, p_event, NULL, NULL, NULL, NULL, NULL);
         END IF;
         IF v_errno = 1568 AND v_stage = 0 THEN
-          -- send_v4 tests the key before it begins (below, only what the UPDATE needs is)
-          CALL fsm_check_args_v1(p_key, p_event, NULL, NULL, NULL, NULL, NULL);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: called inside an open transaction; commit or roll back first', MYSQL_ERRNO = 31016;
         END IF;
         IF v_errno = 1062 THEN
