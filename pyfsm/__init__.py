@@ -14,6 +14,7 @@ from .errors import (
     DeleteRefused,
     FsmError,
     GraphvizUnavailable,
+    GuardRefused,
     HistoryImmutable,
     ImmutableColumn,
     InstanceExists,
@@ -43,6 +44,7 @@ from .errors import (
     UnknownTimer,
     UpgradeRefused,
 )
+from .guards import Guard, all_of, any_of, data, not_
 from .locks import HeldLock, Lease
 from .models import (
     AccountHistoryEntry,
@@ -80,6 +82,10 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 __all__ = [
+    "all_of",
+    "any_of",
+    "data",
+    "not_",
     "AccessDenied",
     "AccountHistoryEntry",
     "AmbiguousTransition",
@@ -93,6 +99,8 @@ __all__ = [
     "DeleteRefused",
     "FsmError",
     "GraphvizUnavailable",
+    "Guard",
+    "GuardRefused",
     "HeldLock",
     "HistoryEntry",
     "HistoryImmutable",

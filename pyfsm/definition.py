@@ -1,7 +1,7 @@
 """Machine definitions: plain declarative objects, validated without a database.
 
 A :class:`Machine` is pure data. :meth:`Machine.to_json` gives the canonical JSON that
-``fsm_define_v7`` stores; the database
+``fsm_define_v8`` stores; the database
 validates it again, so definitions written by DBAs in SQL get the same checks.
 """
 
@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
+from .guards import Guard, guard as checked_guard, holds
 from .limits import MAX_TIMEOUT_SECONDS, NAME_CHARS
 from .schema.resources import check_machine_name
 
@@ -46,17 +47,26 @@ DEFINITION_SOURCE: ContextVar[str | None] = ContextVar("pyfsm_definition_source"
 
 @dataclass(frozen=True)
 class Transition:
-    """An edge: ``event`` moves an instance from any of ``sources`` to ``target``."""
+    """An edge: ``event`` moves an instance from any of ``sources`` to ``target`` (when its
+    ``guard``, if any, holds for the instance's data: pyfsm.guards)."""
 
     event: str
     sources: tuple[str, ...]
     target: str
+    guard: Guard | None = None
 
 
-def transition(event: str, source: str | Sequence[str], target: str) -> Transition:
-    """Build a :class:`Transition`; ``source`` is one state or a list of states."""
+def transition(event: str, source: str | Sequence[str], target: str, *, guard: Any = None,
+               guard_name: str | None = None) -> Transition:
+    """Build a :class:`Transition`; ``source`` is one state or a list of states; ``guard`` a
+    condition (``data("total") >= 100``), a :class:`~pyfsm.guards.Guard` or the JSON form,
+    ``guard_name`` the short name errors and diagrams use."""
     sources = (source,) if isinstance(source, str) else tuple(source)
-    return Transition(event, sources, target)
+    if guard is None and guard_name is not None:
+        raise InvalidDefinition(f"event {event!r:.80}: guard_name without a guard", field="transitions",
+                                event=event if isinstance(event, str) else None, part="guard_name")
+    return Transition(event, sources, target,
+                      None if guard is None else checked_guard(guard, guard_name, f"event {event!r:.80}"))
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,18 @@ class Machine:
     >>> order.target("new", "ship") is None
     True
 
+    A transition may have a guard, a condition on the instance's data that the database
+    checks (pyfsm.guards, docs/guards.md); several may share (state, event), tried in order,
+    the first whose guard holds taken, and only the last may be without a guard:
+
+    >>> from pyfsm.guards import data
+    >>> review = Machine(name="claim", states=["new", "paid", "review"], start=["new"],
+    ...                  final=["paid", "review"],
+    ...                  transitions=[transition("settle", "new", "paid", guard=data("amount") < 1000),
+    ...                               ("settle", "new", "review")])
+    >>> review.target("new", "settle", {"amount": 50}), review.target("new", "settle", {"amount": 5000})
+    ('paid', 'review')
+
     ``timeouts`` maps a state to a :class:`Timeout`, a dict ``{"after": ..., "event": ...}``
     or a tuple ``(after, event)``; ``after`` is whole seconds (an int, ``"45s"``, ``"30m"``,
     ``"12h"``, ``"2d"`` or a timedelta), from 1 to MAX_TIMEOUT_SECONDS. Entering the state arms a
@@ -172,7 +194,7 @@ class Machine:
     lock_lease_seconds: int = 60
     event_data: bool = True
     timeouts: Mapping[str, TimeoutSpec] = _NO_TIMEOUTS
-    _rules: dict[tuple[str, str], str] = field(init=False, repr=False, compare=False)
+    _rules: dict[tuple[str, str], tuple[Transition, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         edges = self._normalize()
@@ -209,13 +231,15 @@ class Machine:
         return tuple(self._edge(t) for t in edges)
 
     def _edge(self, item: object) -> Transition:
+        guard: Any = None
         if isinstance(item, Transition):
-            event, source, target = item.event, item.sources, item.target
-        elif isinstance(item, list | tuple) and len(item) == 3:
-            event, source, target = item
+            event, source, target, guard = item.event, item.sources, item.target, item.guard
+        elif isinstance(item, list | tuple) and len(item) in (3, 4):
+            event, source, target = item[:3]
+            guard = item[3] if len(item) == 4 else None
         else:
-            raise self._fail(f"a transition must be (event, source(s), target) or a Transition, got {item!r:.80}",
-                             field="transitions")
+            raise self._fail(f"a transition must be (event, source(s), target[, guard]) or a Transition, "
+                             f"got {item!r:.80}", field="transitions")
         for what, value in (("event", event), ("target", target)):
             if not isinstance(value, str):
                 raise self._fail(f"transition {what} {value!r:.80} is not a name (a string)", field="transitions",
@@ -224,9 +248,12 @@ class Machine:
         if sources is None or not (isinstance(sources, str) or all(isinstance(s, str) for s in sources)):
             raise self._fail(f"event {event!r}: source must be a state name or a list of them, got {source!r:.80}",
                              field="transitions", event=event)
-        return transition(event, sources, target)
+        try:
+            return transition(event, sources, target, guard=guard)
+        except InvalidDefinition as exc:
+            raise self._fail(exc.message, field="transitions", event=event, part=exc.fields.get("part")) from None
 
-    def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], str]:
+    def _validate(self, edges: tuple[Transition, ...]) -> dict[tuple[str, str], tuple[Transition, ...]]:
         if not self.states:
             raise self._fail("states must not be empty", field="states")
         seen: set[str] = set()
@@ -250,7 +277,7 @@ class Machine:
         for option in ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data"):
             if not isinstance(getattr(self, option), bool):
                 raise self._fail(f"{option} must be True or False", field=option)
-        rules: dict[tuple[str, str], str] = {}
+        rules: dict[tuple[str, str], tuple[Transition, ...]] = {}
         for edge in edges:
             if not isinstance(edge.event, str) or not NAME.fullmatch(edge.event):
                 raise self._fail(f"bad event name {edge.event!r:.80}", field="transitions", event=str(edge.event)[:80])
@@ -266,10 +293,14 @@ class Machine:
                 if source in self.final:
                     raise self._fail(f"final state {source!r} has outgoing event {edge.event!r}",
                                      field="transitions", event=edge.event, state=source)
-                if (source, edge.event) in rules:
-                    raise self._fail(f"event {edge.event!r} from {source!r} is defined twice",
+                earlier = rules.get((source, edge.event), ())
+                if earlier and earlier[-1].guard is None:
+                    # branching: the rules are tried in order, so one without a guard must come last
+                    raise self._fail(f"event {edge.event!r} from {source!r} is defined twice" if edge.guard is None
+                                     else f"event {edge.event!r} from {source!r} has a rule after its rule without "
+                                          "a guard (the default comes last)",
                                      field="transitions", event=edge.event, state=source)
-                rules[(source, edge.event)] = edge.target
+                rules[(source, edge.event)] = (*earlier, edge)
         unreachable = self._unreachable(rules)
         if unreachable:
             origin = DEFINITION_SOURCE.get()
@@ -338,14 +369,14 @@ class Machine:
         except InvalidDefinition as exc:
             raise fail(exc.message, exc.fields.get("part")) from None
 
-    def _unreachable(self, rules: dict[tuple[str, str], str]) -> list[str]:
+    def _unreachable(self, rules: dict[tuple[str, str], tuple[Transition, ...]]) -> list[str]:
         reached = self._reachable(rules)
         return [state for state in self.states if state not in reached]
 
-    def _reachable(self, rules: dict[tuple[str, str], str]) -> set[str]:
+    def _reachable(self, rules: dict[tuple[str, str], tuple[Transition, ...]]) -> set[str]:
         following: dict[str, set[str]] = {}
-        for (source, _event), target in rules.items():  # linear in the edges, not states x edges
-            following.setdefault(source, set()).add(target)
+        for (source, _event), edges in rules.items():  # linear in the edges, not states x edges
+            following.setdefault(source, set()).update(edge.target for edge in edges)
         reached, todo = set(self.start), list(self.start)
         while todo:
             for target in following.get(todo.pop(), ()):
@@ -374,11 +405,37 @@ class Machine:
         """The transitions, normalised to :class:`Transition` objects."""
         return cast(tuple[Transition, ...], self.transitions)
 
-    def target(self, state: str, event: str) -> str | None:
-        """The state ``event`` leads to from ``state``, or None if it is not allowed."""
+    def target(self, state: str, event: str, data: Mapping[str, Any] | None = None) -> str | None:
+        """The state ``event`` leads to from ``state``, or None if it is not allowed.
+
+        With guards, the target of the first rule whose guard holds for ``data`` (the
+        instance's data after the transition), as the database decides; None if none holds,
+        or if ``data`` is not given and the first rule has a guard."""
         if not isinstance(state, str) or not isinstance(event, str):  # unhashable ones too: never a TypeError
             return None
-        return self._rules.get((state, event))
+        for edge in self._rules.get((state, event), ()):
+            if edge.guard is None:
+                return edge.target
+            if data is None:
+                return None
+            if holds(edge.guard.condition, data):
+                return edge.target
+        return None
+
+    def allows(self, state: str, event: str) -> bool:
+        """Whether ``state`` has a rule for ``event`` (guards aside)."""
+        return isinstance(state, str) and isinstance(event, str) and (state, event) in self._rules
+
+    def rules(self, state: str, event: str) -> tuple[Transition, ...]:
+        """The rules for ``event`` in ``state``, in the order they are tried (each Transition
+        as defined: its sources may name other states too)."""
+        if not isinstance(state, str) or not isinstance(event, str):
+            return ()
+        return self._rules.get((state, event), ())
+
+    @property
+    def has_guards(self) -> bool:
+        return any(edge.guard is not None for edge in self.edges)
 
     def events_from(self, state: str) -> list[str]:
         """The events allowed in ``state``, in definition order."""
@@ -391,9 +448,9 @@ class Machine:
         return cast(_Timeouts, self.timeouts).get(state)
 
     def to_dict(self) -> dict[str, Any]:
-        """The definition as the JSON object ``fsm_define_v7`` takes.
+        """The definition as the JSON object ``fsm_define_v8`` takes.
 
-        "timeouts" is there only when the machine has some (``fsm_define_v7`` reads it), so
+        "timeouts" is there only when the machine has some (``fsm_define_v8`` reads it), so
         a machine without any gives the same body as before timeouts existed: defining it
         again finds it unchanged instead of making a new version.
         """
@@ -401,7 +458,7 @@ class Machine:
             "states": list(self.states),
             "start": list(self.start),
             "final": list(self.final),
-            "transitions": [{"event": t.event, "from": list(t.sources), "to": t.target} for t in self.edges],
+            "transitions": [_edge_json(t) for t in self.edges],
             "topic": self.topic,
             "options": {
                 "save_after_step": self.save_after_step,
@@ -418,6 +475,17 @@ class Machine:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def _edge_json(edge: Transition) -> dict[str, Any]:
+    """A transition as fsm_define_v8 takes it: guard and guard_name only when it has them, so a
+    definition without guards gives the same body as before guards existed."""
+    out: dict[str, Any] = {"event": edge.event, "from": list(edge.sources), "to": edge.target}
+    if edge.guard is not None:
+        out["guard"] = edge.guard.to_json()
+        if edge.guard.name is not None:
+            out["guard_name"] = edge.guard.name
+    return out
 
 
 def _caller_level() -> int:

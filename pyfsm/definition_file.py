@@ -48,8 +48,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .definition import DEFINITION_SOURCE, NAME, Machine
+from .definition import DEFINITION_SOURCE, NAME, Machine, Transition
 from .errors import InvalidArgument, InvalidDefinition
+from .guards import Guard
+from .guards import check_name as check_guard_name
+from .guards import parse as parse_guard
 
 #: The largest definition file read, in bytes: far above any real machine, small enough that
 #: a wrong or hostile file cannot make the parser use much memory or time.
@@ -64,6 +67,8 @@ SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
 MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options", "timeouts")
 REQUIRED_FIELDS = ("name", "states", "start", "transitions")
 TRANSITION_FIELDS = ("event", "from", "to")
+#: a transition's optional fields: its guard (pyfsm.guards' JSON form) and the guard's name
+GUARD_FIELDS = ("guard", "guard_name")
 TIMEOUT_FIELDS = ("after", "event")
 BOOL_OPTIONS = ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data")
 OPTION_FIELDS = ("save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds", "event_data")
@@ -464,16 +469,17 @@ class _Reader:
         named = DEFINITION_SOURCE.set(self.source)  # a warning (an unreachable state) names the file
         try:
             return Machine(name=name, states=states, start=start, final=final, topic=topic,
-                           transitions=[(event, list(sources), target) for event, sources, target, _ in edges],
+                           transitions=[Transition(event, sources, target, guard)
+                                        for event, sources, target, _, guard in edges],
                            timeouts=timeouts, **options)
         except InvalidDefinition as exc:
             raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
         finally:
             DEFINITION_SOURCE.reset(named)
 
-    def transition(self, value: Any, path: str) -> tuple[str, tuple[str, ...], str, bool]:
-        """(event, sources, target, whether ``from`` was written as a list)."""
-        spec = self.mapping(value, path, TRANSITION_FIELDS, "an object (a transition)")
+    def transition(self, value: Any, path: str) -> tuple[str, tuple[str, ...], str, bool, Guard | None]:
+        """(event, sources, target, whether ``from`` was written as a list, guard)."""
+        spec = self.mapping(value, path, TRANSITION_FIELDS + GUARD_FIELDS, "an object (a transition)")
         for field in TRANSITION_FIELDS:
             if field not in spec:
                 raise self.fail(f"{path}.{field}", "required field is missing")
@@ -482,7 +488,20 @@ class _Reader:
         sources = self.strings(spec["from"], f"{path}.from") if listed else [self.string(spec["from"], f"{path}.from")]
         if not sources:
             raise self.fail(f"{path}.from", "must name at least one state")
-        return event, tuple(sources), self.string(spec["to"], f"{path}.to"), listed
+        target = self.string(spec["to"], f"{path}.to")
+        if "guard_name" in spec and "guard" not in spec:
+            raise self.fail(f"{path}.guard_name", "names a guard, and the transition has none")
+        checked = None
+        if "guard" in spec:
+            part = "guard"
+            try:
+                condition = parse_guard(spec["guard"], "guard")
+                part = "guard_name"
+                name = None if "guard_name" not in spec else check_guard_name(spec["guard_name"], "guard_name")
+            except InvalidDefinition as exc:
+                raise self.fail(f"{path}.{part}", exc.message.removeprefix(f"{part}: ")) from None
+            checked = Guard(condition, name)
+        return event, tuple(sources), target, listed, checked
 
     def timeouts(self, value: Any, path: str) -> dict[str, tuple[int | str, str]]:
         """{state: (after, event)}, each field's type checked; Machine checks the rest."""
@@ -508,7 +527,7 @@ class _Reader:
 
     def relocate(
         self, exc: InvalidDefinition, prefix: str, spec: Mapping[str, Any], states: list[str], start: list[str],
-        final: list[str], edges: list[tuple[str, tuple[str, ...], str, bool]], options: Mapping[str, Any],
+        final: list[str], edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]], options: Mapping[str, Any],
     ) -> InvalidDefinition:
         """Machine's error again, with the path of the field it is about.
 
@@ -564,12 +583,13 @@ def _locate_timeout(exc: InvalidDefinition, problem: str, timeouts: Any) -> tupl
 
 
 def _locate_edge(
-    edges: list[tuple[str, tuple[str, ...], str, bool]], states: list[str], final: list[str], event: str | None,
+    edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]], states: list[str], final: list[str],
+    event: str | None,
 ) -> tuple[str, str]:
     """The path of the first transition problem, in Machine's order of checks, and a note."""
     known, finals = set(states), set(final)
-    first: dict[tuple[str, str], int] = {}
-    for i, (name, sources, target, listed) in enumerate(edges):
+    first: dict[tuple[str, str], int] = {}  # the rule without a guard of (state, event), where it is
+    for i, (name, sources, target, listed, guard) in enumerate(edges):
         base = f"transitions[{i}]"
         if name[:80] == event and not NAME.fullmatch(name):
             return f"{base}.event", ""
@@ -581,5 +601,6 @@ def _locate_edge(
                 return at, ""
             if name == event and (source, name) in first:
                 return at, f" (first at transitions[{first[(source, name)]}])"
-            first.setdefault((source, name), i)
+            if guard is None:
+                first.setdefault((source, name), i)
     return "transitions", ""

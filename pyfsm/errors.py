@@ -259,11 +259,22 @@ class UpgradeRefused(InvalidArgument):
 
 class SyncNeeded(FsmError):
     """The type's database objects are behind its definitions: the target version of an
-    upgrade has state timeouts and the type has no timer triggers yet (a DBA stored the
-    definition with fsm_define_v7). Run ``pyfsm sync <type>`` (or Store.define) as the owner
-    of pyfsm's schema, then upgrade."""
+    upgrade has state timeouts and the type has no timer triggers yet, or a transition of a
+    version with guards its transition trigger was not rendered with (a DBA stored the
+    definition with fsm_define_v8). Run ``pyfsm sync <type>`` (or Store.define) as the owner
+    of pyfsm's schema, then upgrade or send again."""
 
     errno = 31031
+
+
+class GuardRefused(TransitionNotAllowed):
+    """The rules for (current state, event) have guards, and none of them holds for the
+    instance's data as it would be after the transition (docs/guards.md). The message names
+    the guards, the state and the event; nothing was written. A subclass of
+    TransitionNotAllowed: the event is allowed from the state, the data is not as it must be.
+    ``Store.allowed_events`` says beforehand which guard refuses which event."""
+
+    errno = 31032
 
 
 class AccessDenied(FsmError):
@@ -334,7 +345,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
         SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
         RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
-        NotParked, ParkedBehind, UnknownEvent, UnknownTimer, UpgradeRefused, SyncNeeded,
+        NotParked, ParkedBehind, UnknownEvent, UnknownTimer, UpgradeRefused, SyncNeeded, GuardRefused,
     )
 }
 

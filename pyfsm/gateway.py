@@ -133,7 +133,7 @@ class Gateway:
             return err
         per_type = routine is not None and routine.per_type and routine.suffix in routines.PER_TYPE_SUFFIXES
         if isinstance(err, AccessDenied) and (err.errno != 1370 or not per_type):
-            return err  # e.g. an app account may not call fsm_define_v7: that stays AccessDenied
+            return err  # e.g. an app account may not call fsm_define_v8: that stays AccessDenied
         try:
             defined, installed = self.types(name)
         except FsmError:

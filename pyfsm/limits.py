@@ -32,3 +32,15 @@ MAX_BIGINT = 2**63 - 1
 MAX_DELAY_SECONDS = 999_999_999
 #: A state's timeout (Machine ``timeouts``, its ``after``): the same bound as a delay, about 31 years.
 MAX_TIMEOUT_SECONDS = MAX_DELAY_SECONDS
+#: Guards (pyfsm.guards): a guard's name, used in errors, listings and diagrams.
+GUARD_NAME_CHARS = 64
+#: The conditions in one guard (tests, all, any and not), and how deep they nest.
+GUARD_NODES = 64
+GUARD_DEPTH = 8
+#: The literals an ``in`` test lists, a literal string's characters, a path's parts.
+GUARD_LIST_ITEMS = 64
+GUARD_STRING_CHARS = 255
+GUARD_PATH_SEGMENTS = 16
+#: Numbers in guards are within +/- 2**53: every integer there is exact as a 64-bit float,
+#: which is how guards compare numbers on both servers.
+GUARD_NUMBER_LIMIT = 2**53

@@ -176,11 +176,11 @@ class Store:
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
 
-        Needed after a DBA defined a new machine with ``CALL fsm_define_v7``, or gave a type
+        Needed after a DBA defined a new machine with ``CALL fsm_define_v8``, or gave a type
         its first state timeouts (its timer triggers, and timers for instances already in such a
         state): MySQL cannot create triggers from a procedure. After a DBA stored a new version of
         a type, it renders that version's rules into the type's transition trigger (the fast
-        path; until then they are looked up in fsm_rules, and fsm_define_v7's tables_ready is 0).
+        path; until then they are looked up in fsm_rules, and fsm_define_v8's tables_ready is 0).
         """
         name = check_machine_name(machine)
         self.definition(name)  # raises UnknownMachine if there is no stored definition

@@ -34,7 +34,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0023"
+HEAD_REVISION = "0024"
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -60,10 +60,10 @@ class Deprecated:
 #: The deprecated public procedures, in creation order. tests/server/test_migrations.py checks that
 #: none outlives its removal release.
 DEPRECATED = (
-    Deprecated("fsm_define_v1", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
-    Deprecated("fsm_define_v2", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
-    Deprecated("fsm_define_v3", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
-    Deprecated("fsm_define_v4", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
+    Deprecated("fsm_define_v1", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v1.sql"),
+    Deprecated("fsm_define_v2", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v2.sql"),
+    Deprecated("fsm_define_v3", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v3.sql"),
+    Deprecated("fsm_define_v4", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v4.sql", "0011"),
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
@@ -72,7 +72,7 @@ DEPRECATED = (
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
-    Deprecated("fsm_define_v5", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
+    Deprecated("fsm_define_v5", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
                "procedures/fsm_operator_action_v1.sql", "0013"),
@@ -80,9 +80,12 @@ DEPRECATED = (
     Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
     Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v2"),
     Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
-    Deprecated("fsm_define_v6", "fsm_define_v7", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
+    Deprecated("fsm_define_v6", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
     Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
     Deprecated("fsm_<machine>_send_v3", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
+    Deprecated("fsm_define_v7", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v7.sql", "0022"),
+    Deprecated("fsm_fire_timers_v1", "fsm_fire_timers_v2", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql",
+               "0019"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -109,6 +112,7 @@ CURRENT_OBJECTS = (
     "tables/fsm_operator_log.sql",
     "tables/fsm_timers.sql",
     "tables/fsm_timer_log.sql",
+    "triggers/fsm_definitions_bi_v1.sql",
     "functions/fsm_valid_name_v1.sql",
     "functions/fsm_reserved_name_v1.sql",  # the deprecated fsm_define_v5's
     "functions/fsm_reserved_name_v2.sql",
@@ -137,8 +141,9 @@ CURRENT_OBJECTS = (
     "internal/fsm_mark_released_v1.sql",
     "internal/fsm_mark_unlocked_v1.sql",
     "internal/fsm_upgrade_check_v1.sql",
+    "internal/fsm_check_guard_v1.sql",
     # definitions and instances
-    "procedures/fsm_define_v7.sql",
+    "procedures/fsm_define_v8.sql",
     "procedures/fsm_definition_v1.sql",
     "procedures/fsm_create_v1.sql",
     "procedures/fsm_send_v4.sql",
@@ -178,7 +183,7 @@ CURRENT_OBJECTS = (
     # timers: state timeouts and scheduled events
     "procedures/fsm_send_at_v2.sql",
     "procedures/fsm_cancel_timer_v1.sql",
-    "procedures/fsm_fire_timers_v1.sql",
+    "procedures/fsm_fire_timers_v2.sql",
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
     # changing machines: instances moved to a newer definition version
@@ -199,7 +204,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_type_transitions.sql",
     "machine/triggers/fsm_type_bi_v1.sql",
     "machine/triggers/fsm_type_ai_v4.sql",
-    "machine/triggers/fsm_type_bu_v10.sql",
+    "machine/triggers/fsm_type_bu_v11.sql",
     "machine/triggers/fsm_type_bd_v1.sql",
     "machine/triggers/fsm_type_hbi_v3.sql",
     "machine/triggers/fsm_type_hbu_v5.sql",
@@ -229,7 +234,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_type_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v15"
+MACHINE_OBJECTS_VERSION = "v16"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
@@ -239,7 +244,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_type_bu_v10.sql",
+    "trigger_bu": "machine/triggers/fsm_type_bu_v11.sql",
     "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
@@ -308,7 +313,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v10.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v11.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type: its rules inline, the server's own checks left to it.
 
-The template (sql/machine/triggers/fsm_type_bu_v10.sql) is a complete, correct trigger as it
+The template (sql/machine/triggers/fsm_type_bu_v11.sql) is a complete, correct trigger as it
 stands: rendered with the type's name alone (:func:`pyfsm.schema.resources.render`) it looks
 every rule up in fsm_rules, as the triggers before it did. Spans of it are marked with
 comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one type:
@@ -9,36 +9,47 @@ comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one typ
   definition versions that still hold instances (and the current one), then over the old
   state and then over the event (or the new state), each version's rules as literals. The
   lookup stays as the ELSE, so an instance of a version defined after the rendering (a
-  DBA's ``fsm_define_v7`` before ``pyfsm sync``), or a state spelt with trailing spaces by
+  DBA's ``fsm_define_v8`` before ``pyfsm sync``), or a state spelt with trailing spaces by
   a writer before revision 0005, is still checked against fsm_rules: the inline rules are a
   copy of rows that never change (a definition version is immutable), never a second source
   of truth. (Within a rendered version and state, an event none of its rules has is refused
   without the read: those rules are all there.)
+  A (state, event) whose rules have guards (pyfsm.guards) becomes an IF over the guards,
+  rendered by pyfsm.schema.guard_sql, in the rules' order: the first that holds sets the
+  target; when none holds and no unguarded rule comes last, ``v_refused`` names the guards
+  (the trigger refuses with 31032). A raw UPDATE naming a new state that one guarded event
+  reaches tries that event's rules the same way (the trigger then checks the target).
 * ``event_data``: the definition's event_data option, per version, for the outbox row.
 * ``utf8``: the checks for encoded surrogates. MariaDB's utf8mb4 stores them, so they stay;
   MySQL's refuses them itself before a trigger sees the text (1366, 3144: tests/server/
   test_invalid_utf8.py), so a trigger rendered on MySQL leaves them out.
 
-Nothing but validated names (``[a-z][a-z0-9_]*``, which never need quoting inside ``'...'``)
-and integers is ever spliced into the SQL: a rule that reads back otherwise is refused.
+Nothing but validated names (``[a-z][a-z0-9_]*``, which never need quoting inside ``'...'``),
+integers and guards checked again (guard_sql: paths of ``guards.PATH``, float literals,
+strings as hexadecimal bytes) is ever spliced into the SQL: a rule that reads back otherwise
+is refused.
 fsm_machines records what the trigger was rendered from (``rendered_version``: the current
 definition version then; ``rendered_digest``: a digest of the text), which is how
-`pyfsm sync`, Store.define and fsm_define_v7's ``tables_ready`` know when to render again.
+`pyfsm sync`, Store.define and fsm_define_v8's ``tables_ready`` know when to render again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import InvalidDefinition
+from ..guards import Condition, check_name, label, parse
 from .ddl import execute_ddl, machine_triggers, object_name
+from .guard_sql import condition_sql, text_literal
 from .resources import check_machine_name, read_sql
 from .upgrades import replace_machine_triggers
 
-#: a state or event name as fsm_define_v7 accepts it: safe between single quotes as it is
+#: a state or event name as fsm_define_v8 accepts it: safe between single quotes as it is
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 SPAN = re.compile(r"/\*\[(\w+)\*/(.*?)/\*\1\]\*/", re.S)
 
@@ -50,6 +61,10 @@ class Rule:
     event: str
     to_state: str
     to_final: bool
+    #: the rule's order among those of (version, from_state, event), 1 first
+    position: int = 1
+    guard: Condition | None = None
+    guard_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,19 @@ def valid_name(value: Any) -> str:
     return text
 
 
+def valid_guard(guard: Any, name: Any) -> tuple[Condition | None, str | None]:
+    """A stored guard and its name checked again as Machine checks them (ValueError if not)."""
+    if guard is None:
+        return None, None
+    try:
+        text = guard.decode() if isinstance(guard, bytes) else str(guard)
+        condition = parse(json.loads(text))
+        shown = None if name is None else check_name(name.decode() if isinstance(name, bytes) else str(name))
+    except (InvalidDefinition, ValueError) as exc:
+        raise ValueError(f"a stored guard is refused before it reaches SQL: {exc}") from None
+    return condition, shown
+
+
 def read_rules(conn: Any, machine: str) -> TypeRules:
     """The rules of every definition version of ``machine`` that holds instances, and of its
     current version (new instances get it), read from fsm_rules and fsm_definitions."""
@@ -89,11 +117,12 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
         cur.execute(f"SELECT DISTINCT definition_version FROM `fsm_{name}`")
         versions = sorted({int(row[0]) for row in cur.fetchall()} | {current})
         marks = ", ".join(["%s"] * len(versions))
-        cur.execute("SELECT version, from_state, event, to_state, to_final FROM fsm_rules "
-                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event",
+        cur.execute("SELECT version, from_state, event, to_state, to_final, position, guard, guard_name FROM fsm_rules "
+                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, position",
                     (name, *versions))
-        rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final))
-                      for v, f, e, t, final in cur.fetchall())
+        rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final), int(pos),
+                           *valid_guard(guard, guard_name))
+                      for v, f, e, t, final, pos, guard, guard_name in cur.fetchall())
         cur.execute(f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
                     (name, *versions))
         event_data = {int(v): bool(on) for v, on in cur.fetchall()}
@@ -132,10 +161,38 @@ def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tu
             f"      IF v_final IS NULL THEN\n        {fallback.strip()}\n      END IF;")
 
 
+def _take(rule: Rule) -> str:
+    return f"SET v_to = '{rule.to_state}', v_final = {int(rule.to_final)};"
+
+
+def _tried(rules: list[Rule]) -> str:
+    """The rules of one (version, state, event), in their order: the first whose guard holds
+    sets the target; when none does, v_to is NULL and v_refused names the guards."""
+    if len(rules) == 1 and rules[0].guard is None:
+        return _take(rules[0])
+    parts = []
+    for i, rule in enumerate(rules):
+        if rule.guard is None:  # the default: Machine and fsm_define_v8 keep it last
+            parts.append(f"ELSE {_take(rule)}")
+            break
+        parts.append(f"{'ELSEIF' if i else 'IF'} {condition_sql(rule.guard)} THEN {_take(rule)}")
+    else:
+        names = ", ".join(label(r.guard, r.guard_name) for r in rules if r.guard is not None)
+        parts.append(f"ELSE SET v_to = NULL, v_final = 0, v_refused = {text_literal(names[:255])};")
+    return " ".join(parts) + " END IF;"
+
+
+def _grouped(facts: TypeRules, version: int) -> dict[tuple[str, str], list[Rule]]:
+    """The rules of ``version`` by (state, event), each list in the rules' order."""
+    groups: dict[tuple[str, str], list[Rule]] = {}
+    for rule in sorted((r for r in facts.rules if r.version == version), key=lambda r: r.position):
+        groups.setdefault((rule.from_state, rule.event), []).append(rule)
+    return dict(sorted(groups.items()))
+
+
 def _rules_by_event(facts: TypeRules, fallback: str) -> str:
     def branch(version: int) -> list[tuple[str, str, str]]:
-        return [(r.from_state, r.event, f"SET v_to = '{r.to_state}', v_final = {int(r.to_final)};")
-                for r in facts.rules if r.version == version]
+        return [(state, event, _tried(rules)) for (state, event), rules in _grouped(facts, version).items()]
     # a rendered version's rules from a state are all there: an event none of them has (its
     # bytes compared, as fsm_rules' lookup compares them) is not allowed, with no read
     return _by_version(facts, fallback, branch, "OLD.current_state", "v_event", "SET v_to = NULL, v_final = 0;")
@@ -143,12 +200,22 @@ def _rules_by_event(facts: TypeRules, fallback: str) -> str:
 
 def _rules_by_target(facts: TypeRules, fallback: str) -> str:
     def branch(version: int) -> list[tuple[str, str, str]]:
-        moves: dict[tuple[str, str], list[Rule]] = {}
-        for r in facts.rules:
-            if r.version == version:
-                moves.setdefault((r.from_state, r.to_state), []).append(r)
-        return [(a, b, f"SET v_n = {len(rs)}, v_event = '{min(r.event for r in rs)}', v_to = '{b}', "
-                 f"v_final = {int(max(r.to_final for r in rs))};") for (a, b), rs in sorted(moves.items())]
+        groups = _grouped(facts, version)
+        moves: dict[tuple[str, str], set[str]] = {}
+        for (state, event), rules in groups.items():
+            for rule in rules:
+                moves.setdefault((state, rule.to_state), set()).add(event)
+        out = []
+        for (a, b), events in sorted(moves.items()):
+            event = min(events)
+            rules = groups[(a, event)]
+            if len(events) == 1 and (len(rules) > 1 or rules[0].guard is not None):
+                # the one event's rules tried in order: the trigger checks the one taken leads to b
+                out.append((a, b, f"SET v_n = 1, v_event = '{event}'; {_tried(rules)}"))
+            else:
+                out.append((a, b, f"SET v_n = {len(events)}, v_event = '{event}', v_to = '{b}', "
+                                  f"v_final = {int(max(r.to_final for r in rules if r.to_state == b))};"))
+        return out
     # not certain without a read: a new state spelt with trailing spaces matches its rule there
     return _by_version(facts, fallback, branch, "OLD.current_state", "NEW.current_state")
 

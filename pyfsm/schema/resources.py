@@ -24,7 +24,7 @@ PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
 #: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v2.sql,
-#: called by fsm_define_v7; tests/server/test_reserved_names.py keeps the lists equal): a revision
+#: called by fsm_define_v8; tests/server/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
 RESERVED_MACHINE_NAMES = frozenset({
     "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
@@ -41,7 +41,7 @@ RESERVED_MACHINE_NAMES = frozenset({
 #: Names a new type may not take because one of its procedures would have a global
 #: procedure's name (fsm_<account>_history_v1 is fsm_account_history_v1). Unlike the names
 #: above, a type defined before one was reserved keeps working under it (only its history
-#: procedure was never created): fsm_define_v7 refuses these for new types only.
+#: procedure was never created): fsm_define_v8 refuses these for new types only.
 RESERVED_FOR_NEW_TYPES = frozenset({"account"})
 
 
@@ -92,7 +92,7 @@ def check_machine_name(name: object) -> str:
 def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
-    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v10.sql``), or
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v11.sql``), or
     a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
     or a later revision's ``templates/``: template_revisions; the landed migrations and the
     upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only

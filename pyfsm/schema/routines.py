@@ -59,7 +59,7 @@ def _r(name: str, *params: str) -> Routine:
 
 
 # -- definitions --------------------------------------------------------------------------
-DEFINE = _r("fsm_define_v7", "p_machine", "p_definition")
+DEFINE = _r("fsm_define_v8", "p_machine", "p_definition")
 DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
@@ -102,7 +102,7 @@ RUN_INFO = _r("fsm_run_info_v1", "p_machine", "p_key")
 # -- timers: state timeouts and scheduled events -------------------------------------------------
 SEND_AT = _r("fsm_send_at_v2", "p_machine", "p_key", "p_event", "p_at", "p_after_seconds", "p_metadata", "p_request_id")
 CANCEL_TIMER = _r("fsm_cancel_timer_v1", "p_timer_id", "p_reason")
-FIRE_TIMERS = _r("fsm_fire_timers_v1", "p_owner", "p_limit", "p_claim_seconds")
+FIRE_TIMERS = _r("fsm_fire_timers_v2", "p_owner", "p_limit", "p_claim_seconds")
 TIMERS = _r("fsm_timers_v1", "p_machine", "p_key", "p_overdue", "p_after_id", "p_limit")
 ARM_TIMEOUTS = _r("fsm_arm_timeouts_v1", "p_machine")
 

@@ -18,7 +18,7 @@ UNION_VIEWS = ("views/fsm_v_instances.sql", "views/fsm_v_history.sql", "views/fs
                "views/fsm_v_funnel.sql")
 DEPENDENT_VIEWS = ("views/fsm_v_stuck.sql",)
 #: The object sets whose types have the reporting views the union views are built from.
-VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15")
+VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16")
 
 
 def refresh_views(conn: Any) -> None:

@@ -253,7 +253,7 @@ BAD_INPUT = [
     pytest.param("yaml", yaml_with("shipped, cancelled]\nstart", "shipped, 2024-01-31]\nstart"), "states[3]",
                  "states[3]: must be a string, got a date (line 2)", id="yaml-date"),
     pytest.param("yaml", yaml_with("{event: pay, from: new", "{event: pay, form: new"), "transitions[0].form",
-                 "transitions[0].form: unknown field; expected event, from, to (line 6)", id="unknown-field"),
+                 "transitions[0].form: unknown field; expected event, from, to, guard, guard_name (line 6)", id="unknown-field"),
     pytest.param("json", json_with(colour="red"), "colour",
                  "colour: unknown field; expected name, states, start, final, transitions, topic, options, timeouts",
                  id="unknown-machine-field"),

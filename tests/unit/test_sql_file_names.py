@@ -29,6 +29,7 @@ KINDS = {
     "internal": "PROCEDURE",
     "procedures": "PROCEDURE",
     "views": "VIEW",
+    "triggers": "TRIGGER",
     "machine/tables": "TABLE",
     "machine/triggers": "TRIGGER",
     "machine/internal": "PROCEDURE",

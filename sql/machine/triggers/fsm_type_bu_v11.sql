@@ -1,4 +1,4 @@
--- fsm___M___bu_v10: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
+-- fsm___M___bu_v11: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -54,19 +54,30 @@
 -- Written: @fsm_last_transition_id (the history row just inserted), @fsm_last_instance_id,
 -- @fsm_last_from, @fsm_last_to, @fsm_last_version and @fsm_last_status (the instance's
 -- state, version and status after it).
--- Errors: 31024 text not valid UTF-8; 31005 transition not allowed; 31006 several events lead to the new state (set
+-- Errors: 31024 text not valid UTF-8; 31005 transition not allowed; 31032 refused by the
+--         rules' guards; 31031 a guarded rule of a version the trigger was not rendered with; 31006 several events lead to the new state (set
 --         @fsm_event); 31008 data or @fsm_metadata not a JSON object; 31009 invalid status;
 --         31011 instance is paused; 31018 locked by another owner; 31013 id, machine,
 --         instance_key, kafka_topic, definition_version or created_at changed (an upgrade
 --         changing more than definition_version and current_state); 31030 an upgrade to a
 --         version that is not newer, or to a state the new version lacks.
--- Changes against bu_v9: @fsm_source 'fire', two variables to set and clear for the common
--- call instead of six (BENCHMARKS.md, revision 0023); everything else is bu_v9's.
+-- Guards: a rule may carry a guard, a condition on the instance's data as it will be after
+-- the transition (NEW.data), and several rules may share (state, event): they are tried in
+-- their order (fsm_rules.position) and the first whose guard holds is taken; when none does
+-- the transition is refused (31032, naming the guards). A raw UPDATE without @fsm_event whose
+-- new state one event reaches takes that event, tried the same way: the rule taken must lead
+-- to that state (31005 otherwise). Guards are rendered into the trigger per type
+-- (pyfsm.schema.rendering, pyfsm.schema.guard_sql): a definition version the trigger was not
+-- rendered with (a DBA's fsm_define_v8 before `pyfsm sync`) is checked against fsm_rules,
+-- which cannot test a guard, so a guarded rule of it is refused (31031) until then.
+-- Changes against bu_v10: guards and branching (revision 0024); everything else is bu_v10's.
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm___M___bu_v10` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
+CREATE TRIGGER `fsm___M___bu_v11` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
+  -- what refused the transition: the guards of the rules tried, by name (rendered code sets it)
+  DECLARE v_refused VARCHAR(255) CHARACTER SET utf8mb4;
   DECLARE v_count_later, v_upgrade TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6);
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
@@ -240,14 +251,28 @@ BEGIN
       END IF;
     END IF;
     IF v_event IS NOT NULL THEN
-      /*[rules_by_event*/SELECT to_state, to_final INTO v_to, v_final FROM fsm_rules
-       WHERE machine = '__M__' AND version = OLD.definition_version
-         AND from_state = OLD.current_state AND event = v_event
-         AND CAST(event AS BINARY) = CAST(v_event AS BINARY);/*rules_by_event]*/
+      /*[rules_by_event*/BEGIN
+        DECLARE v_guarded TINYINT;
+        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+        -- fsm_rules cannot test a guard: a guarded rule waits for the rendered trigger
+        SELECT to_state, to_final, guard IS NOT NULL INTO v_to, v_final, v_guarded FROM fsm_rules
+         WHERE machine = '__M__' AND version = OLD.definition_version
+           AND from_state = OLD.current_state AND event = v_event
+           AND CAST(event AS BINARY) = CAST(v_event AS BINARY) ORDER BY position LIMIT 1;
+        IF v_guarded THEN
+          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
+        END IF;
+      END;/*rules_by_event]*/
       IF v_to IS NULL OR NOT (NEW.current_state <=> OLD.current_state OR NEW.current_state <=> v_to) THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: event ', COALESCE(v_event, 'NULL'), ' not allowed from ',
                                   COALESCE(OLD.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
+          IF v_to IS NULL AND v_refused IS NOT NULL THEN
+            SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
+                                    ' (__M__ ', OLD.instance_key, ')'), 128);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
+          END IF;
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END;
       END IF;
@@ -255,9 +280,14 @@ BEGIN
       BEGIN
         DECLARE v_n INT;
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
-        /*[rules_by_target*/SELECT COUNT(*), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
+        /*[rules_by_target*/SELECT COUNT(DISTINCT event), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
          WHERE machine = '__M__' AND version = OLD.definition_version
-           AND from_state = OLD.current_state AND to_state = NEW.current_state;/*rules_by_target]*/
+           AND from_state = OLD.current_state AND to_state = NEW.current_state;
+        IF v_n = 1 AND EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = OLD.definition_version
+                                  AND from_state = OLD.current_state AND event = v_event AND guard IS NOT NULL) THEN
+          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
+        END IF;/*rules_by_target]*/
         IF v_n = 0 THEN
           SET v_msg = LEFT(CONCAT('fsm: no transition from ', COALESCE(OLD.current_state, 'NULL'), ' to ',
                                   COALESCE(NEW.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
@@ -267,6 +297,18 @@ BEGIN
           SET v_msg = LEFT(CONCAT('fsm: several events lead from ', COALESCE(OLD.current_state, 'NULL'), ' to ',
                                   COALESCE(NEW.current_state, 'NULL'), '; SET @fsm_event first'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31006;
+        END IF;
+        -- the one event's rules were tried (rendered code, when they have guards): the rule
+        -- taken must lead to the new state
+        IF v_to IS NULL THEN
+          SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
+                                  ' (__M__ ', OLD.instance_key, ')'), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
+        END IF;
+        IF NOT (v_to <=> NEW.current_state) THEN
+          SET v_msg = LEFT(CONCAT('fsm: event ', v_event, ' leads from ', OLD.current_state, ' to ', v_to, ' here, not ',
+                                  NEW.current_state, ' (__M__ ', OLD.instance_key, ')'), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END IF;
       END;
     END IF;

@@ -1,10 +1,13 @@
--- fsm_define_v7: store a machine definition; a changed one becomes a new version.
+-- fsm_define_v8: store a machine definition, guards included; a changed one becomes a new version.
 --
 -- The definition is a JSON object:
 --   {"states": ["new", "paid", "shipped"],          -- at least one; order matters
 --    "start": ["new"],                              -- at least one
 --    "final": ["shipped"],                          -- optional; final states have no way out
---    "transitions": [{"event": "pay", "from": ["new"], "to": "paid"}, ...],
+--    "transitions": [{"event": "pay", "from": ["new"], "to": "paid"},
+--                    {"event": "ship", "from": ["paid"], "to": "shipped",    -- guard, guard_name:
+--                     "guard": {"path": "$.address", "op": "exists"},       --   optional
+--                     "guard_name": "address set"}, ...],
 --    "topic": "orders",                             -- optional Kafka topic, or null
 --    "options": {"save_after_step": true, "uses_global_lock": false, "uses_local_lock": false,
 --                "lock_lease_seconds": 60, "event_data": true},
@@ -26,7 +29,17 @@
 -- v_* and *_transitions, and names whose per-type procedures would be global ones (account:
 -- fsm_account_history_v1). Later revisions extend that list as they add objects; a type
 -- defined before a name was reserved keeps it (and gets new versions).
--- The machine is deterministic: at most one transition per (from state, event).
+-- Guards: a transition may carry a guard, a condition on the instance's data as it will be
+-- after the transition, in pyfsm's guard language (fsm_check_guard_v1 checks it: JSON paths,
+-- ==, !=, <, <=, >, >=, in, exists, missing, is_null, all, any, not; docs/guards.md), and a
+-- guard_name (1 to 64 characters, no control characters, no spaces at its ends) that errors,
+-- listings and diagrams use. A transition has no other keys. Several rules may share (from
+-- state, event): they are tried in the order of the transitions, the first whose guard holds
+-- is taken, and only the last may be without a guard (the default). Stored in fsm_rules
+-- (position, guard, guard_name). A changed guard, name or order makes a new version. The
+-- type's transition trigger must be rendered again for guards (`pyfsm sync`): until then a
+-- guarded rule of the new version is refused (31031) and tables_ready is 0.
+-- The machine is deterministic: one target per (from state, event) and data.
 -- Storing a definition equal to the current version changes nothing (changed = 0).
 -- Instances keep the version they were created under. A new machine also needs its tables
 -- and triggers, which only a client can create (MySQL cannot create triggers from a
@@ -34,19 +47,19 @@
 -- they exist.
 -- The body runs in two blocks, in this order: the JSON types of the names, then validation
 -- (the machine name, then whether it is reserved, then the definition) and storage in one
--- transaction. Differs from fsm_define_v6 in tables_ready only: it is also 0 while the
--- type's transition trigger (fsm_<type>_bu_v9) was rendered before this version became
--- current (fsm_rendered_ready_v1): `pyfsm sync` renders the new version's rules into it.
--- Until then that version's instances are checked against fsm_rules, correctly but at a
--- higher price; fsm_define_v6 answered 1 there.
+-- transaction. Differs from fsm_define_v7 in guards, branching and the keys of a transition
+-- (v7 ignores keys it does not know, so a guard given to it is refused: 31001, by
+-- fsm_definitions_bi_v1). tables_ready is 0 while the type's transition trigger
+-- (fsm_<type>_bu_v11) was rendered before this version became current
+-- (fsm_rendered_ready_v1): `pyfsm sync` renders the new version's rules and guards into it.
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready): tables_ready is 0 while the type's
 --   tables, or (with timeouts) its timer triggers, are missing, or its transition trigger was
 --   rendered for an older current version: run `pyfsm sync <type>` (Store.define does).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
 --   reserved machine name; 31016 called inside an open transaction.
--- Example: CALL fsm_define_v7('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}],"timeouts":{"open":{"after":"2d","event":"close"}}}');
-CREATE PROCEDURE `fsm_define_v7`(
+-- Example: CALL fsm_define_v8('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}],"timeouts":{"open":{"after":"2d","event":"close"}}}');
+CREATE PROCEDURE `fsm_define_v8`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_definition LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -88,6 +101,20 @@ BEGIN
             SET v_msg = CONCAT('fsm: invalid definition: transition ', v_i + 1, ' needs string event and to');
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
           END IF;
+          -- event, from, to, and guard with its optional guard_name: nothing else (a misspelt
+          -- key must not leave a transition unguarded)
+          IF JSON_LENGTH(p_definition, v_path) <> 3 + JSON_CONTAINS_PATH(p_definition, 'one', CONCAT(v_path, '.guard'))
+                                                   + JSON_CONTAINS_PATH(p_definition, 'one', CONCAT(v_path, '.guard_name'))
+             OR NOT JSON_CONTAINS_PATH(p_definition, 'one', CONCAT(v_path, '.from')) THEN
+            SET v_msg = CONCAT('fsm: invalid definition: transition ', v_i + 1, ' has keys other than event, from, to, guard, guard_name');
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
+          END IF;
+          IF JSON_CONTAINS_PATH(p_definition, 'one', CONCAT(v_path, '.guard_name'))
+             AND (JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT(v_path, '.guard_name'))) <> 'STRING'
+                  OR NOT JSON_CONTAINS_PATH(p_definition, 'one', CONCAT(v_path, '.guard'))) THEN
+            SET v_msg = CONCAT('fsm: invalid definition: transition ', v_i + 1, ' guard_name must be a string beside a guard');
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
+          END IF;
           IF JSON_TYPE(JSON_EXTRACT(p_definition, CONCAT(v_path, '.from'))) = 'ARRAY' THEN
             SET v_j = 0;
             WHILE v_j < JSON_LENGTH(p_definition, CONCAT(v_path, '.from')) DO
@@ -120,6 +147,9 @@ BEGIN
     DECLARE v_ready VARCHAR(16) CHARACTER SET utf8mb4;
     DECLARE v_secs BIGINT;
     DECLARE v_spec LONGTEXT CHARACTER SET utf8mb4;
+    DECLARE v_guard LONGTEXT CHARACTER SET utf8mb4;
+    DECLARE v_guard_name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_pos INT;
     DECLARE EXIT HANDLER FOR 1406
     BEGIN
       ROLLBACK;
@@ -255,6 +285,21 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
       END IF;
       SET v_to = v_text;
+      SET v_guard = JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].guard')), v_guard_name = NULL;
+      IF v_guard IS NOT NULL THEN
+        CALL fsm_check_guard_v1(v_guard, v_i + 1);
+        IF JSON_CONTAINS_PATH(p_definition, 'one', CONCAT('$.transitions[', v_i, '].guard_name')) THEN
+          SET v_text = JSON_UNQUOTE(JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].guard_name')));
+          -- no control characters (U+0000-001F, U+007F-009F, read in the UTF-8 bytes' hex: one
+          -- pattern for both servers' regular expressions), no spaces at its ends
+          IF CHAR_LENGTH(v_text) NOT BETWEEN 1 AND 64 OR v_text LIKE ' %' OR v_text LIKE '% '
+             OR HEX(v_text) REGEXP '^(..)*([01].|7F|C2[89].)' THEN
+            SET v_msg = LEFT(CONCAT('fsm: invalid definition: transition ', v_i + 1, ' guard_name must be 1 to 64 characters, no control characters or spaces at its ends'), 128);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
+          END IF;
+          SET v_guard_name = v_text;
+        END IF;
+      END IF;
       SET v_list = JSON_EXTRACT(p_definition, CONCAT('$.transitions[', v_i, '].from'));
       IF COALESCE(JSON_TYPE(v_list), '') <> 'ARRAY' OR JSON_LENGTH(v_list) = 0 THEN
         SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' needs a non-empty from list'), 128);
@@ -271,12 +316,16 @@ BEGIN
           SET v_msg = LEFT(CONCAT('fsm: invalid definition: final state ', COALESCE(v_text, 'NULL'), ' has outgoing event ', COALESCE(v_name, 'NULL')), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
         END IF;
-        IF EXISTS (SELECT 1 FROM fsm_rules WHERE machine = p_machine AND version = v_new AND from_state = v_text AND event = v_name) THEN
-          SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' from ', COALESCE(v_text, 'NULL'), ' defined twice'), 128);
+        -- branching: only the last rule of (from, event) may be without a guard
+        IF EXISTS (SELECT 1 FROM fsm_rules WHERE machine = p_machine AND version = v_new AND from_state = v_text AND event = v_name
+                      AND guard IS NULL) THEN
+          SET v_msg = LEFT(CONCAT('fsm: invalid definition: event ', COALESCE(v_name, 'NULL'), ' from ', COALESCE(v_text, 'NULL'),
+                                  IF(v_guard IS NULL, ' defined twice', ' has a rule after its rule without a guard (the default comes last)')), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31001;
         END IF;
-        INSERT INTO fsm_rules (machine, version, from_state, event, to_state, to_final)
-        SELECT p_machine, v_new, v_text, v_name, v_to, is_final FROM fsm_states
+        SELECT COUNT(*) + 1 INTO v_pos FROM fsm_rules WHERE machine = p_machine AND version = v_new AND from_state = v_text AND event = v_name;
+        INSERT INTO fsm_rules (machine, version, from_state, event, to_state, to_final, position, guard, guard_name)
+        SELECT p_machine, v_new, v_text, v_name, v_to, is_final, v_pos, v_guard, v_guard_name FROM fsm_states
          WHERE machine = p_machine AND version = v_new AND state = v_to;
         SET v_j = v_j + 1;
       END WHILE;
@@ -330,7 +379,7 @@ BEGIN
       GROUP BY state, position, is_start, is_final, timeout_seconds, timeout_event HAVING COUNT(*) = 1
       UNION ALL
       SELECT event FROM fsm_rules WHERE machine = p_machine AND version IN (v_cur, v_new)
-      GROUP BY from_state, event, to_state HAVING COUNT(*) = 1
+      GROUP BY from_state, event, position, to_state, guard, CAST(guard_name AS BINARY) HAVING COUNT(*) = 1
       UNION ALL
       SELECT machine FROM fsm_definitions WHERE machine = p_machine AND version = v_cur
          AND NOT (topic <=> v_topic AND save_after_step = v_save AND uses_global_lock = v_global AND uses_local_lock = v_local

@@ -1,4 +1,4 @@
--- fsm_fire_timers_v1: fire the timers that are due: claim them with SKIP LOCKED, send each one's event once.
+-- fsm_fire_timers_v2: fire the timers that are due: claim them with SKIP LOCKED, send each one's event once.
 --
 -- What pyfsm's workers and `pyfsm timers run` call in a loop; a DBA may call it too (from a
 -- MySQL EVENT, say). Two transactions. The first claims up to p_limit timers of every type
@@ -19,7 +19,7 @@
 -- transaction: a caller that dies before its COMMIT leaves the timer armed (and claimed
 -- until fire_at), so another call fires it later, and never twice.
 -- Outcomes: 'fired'; 'dropped' when the event is not allowed from the instance's state when
--- it comes due (31005, or 31028), or a state timeout whose instance is no longer in that
+-- it comes due (31005, or 31028), or refused by the rules' guards (31032), or a state timeout whose instance is no longer in that
 -- state: logged with the error, nothing sent; 'held' when the instance is paused (31011) or
 -- locked by another owner (31018), or on any other error (the instance could not be locked
 -- in time, 1205, say: the batch's other timers go on): the timer stays armed, fire_at
@@ -38,8 +38,10 @@
 --   text, outcome, transition_id, errno, lag_seconds: how long after due_at it was handled).
 -- Errors: 31009 invalid argument; 31016 called inside an open transaction; 1213 deadlocked
 --   3 times (nothing was fired; retry later).
--- Example: CALL fsm_fire_timers_v1('dba-cron', 100, 30);
-CREATE PROCEDURE `fsm_fire_timers_v1`(
+-- Differs from fsm_fire_timers_v1 in 31032 only: v1 holds a timer its event's guards refuse
+-- (tries it again later), v2 drops it, as it drops one its state's rules refuse.
+-- Example: CALL fsm_fire_timers_v2('dba-cron', 100, 30);
+CREATE PROCEDURE `fsm_fire_timers_v2`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_limit INT,
   IN p_claim_seconds DECIMAL(12,3))
@@ -199,7 +201,7 @@ BEGIN
                                       JSON_ARRAY(v_machine, @fsm_last_to, v_instance % 16, 1), ',',
                                       JSON_ARRAY(v_machine, @fsm_last_from, v_instance % 16, -1));
               END IF;
-            ELSEIF v_errno IN (31005, 31028) THEN
+            ELSEIF v_errno IN (31005, 31028, 31032) THEN
               SET v_outcome = 'dropped';
             ELSE
               SET v_outcome = 'held';
