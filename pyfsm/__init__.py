@@ -82,10 +82,6 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 __all__ = [
-    "all_of",
-    "any_of",
-    "data",
-    "not_",
     "AccessDenied",
     "AccountHistoryEntry",
     "AmbiguousTransition",
@@ -152,6 +148,10 @@ __all__ = [
     "VersionCount",
     "Worker",
     "WorkerStats",
+    "all_of",
+    "any_of",
+    "data",
+    "not_",
     "retry",
     "transition",
 ]

@@ -144,6 +144,7 @@ class AsyncStore:
     send = _in_thread(Store.send)
     send_many = _in_thread(Store.send_many)
     get = _in_thread(Store.get)
+    allowed_events = _in_thread(Store.allowed_events)
     history = _in_thread(Store.history)
     in_state = _in_thread(Store.in_state)
     instances_in_state = _in_thread(Store.instances_in_state)

@@ -19,7 +19,8 @@ from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
-from .guards import Guard, guard as checked_guard, holds
+from .guards import Guard, holds
+from .guards import guard as checked_guard
 from .limits import MAX_TIMEOUT_SECONDS, NAME_CHARS
 from .schema.resources import check_machine_name
 

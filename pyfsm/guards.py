@@ -45,11 +45,18 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .errors import InvalidDefinition
-from .limits import (GUARD_DEPTH, GUARD_LIST_ITEMS, GUARD_NAME_CHARS, GUARD_NODES, GUARD_NUMBER_LIMIT,
-                     GUARD_PATH_SEGMENTS, GUARD_STRING_CHARS)
+from .limits import (
+    GUARD_DEPTH,
+    GUARD_LIST_ITEMS,
+    GUARD_NAME_CHARS,
+    GUARD_NODES,
+    GUARD_NUMBER_LIMIT,
+    GUARD_PATH_SEGMENTS,
+    GUARD_STRING_CHARS,
+)
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 ORDERINGS = ("<", "<=", ">", ">=")
@@ -59,9 +66,10 @@ OPERATORS = (*COMPARISONS, "in", *UNARY)
 PATH = re.compile(r"\$(?:\.[A-Za-z_][A-Za-z0-9_]{0,63}|\[[0-9]{1,6}\])+")
 SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]+)\]")
 #: a guard's name: printable, no control characters, no spaces at its ends
-NAME = re.compile(rf"[^\x00-\x1f\x7f-\x9f ](?:[^\x00-\x1f\x7f-\x9f]{{0,{GUARD_NAME_CHARS - 2}}}[^\x00-\x1f\x7f-\x9f ])?")
+CONTROL = r"\x00-\x1f\x7f-\x9f"
+NAME = re.compile(rf"[^{CONTROL} ](?:[^{CONTROL}]{{0,{GUARD_NAME_CHARS - 2}}}[^{CONTROL} ])?")
 
-Literal = Union[None, bool, int, float, str]
+Literal = None | bool | int | float | str
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,7 @@ class Not:
     __invert__ = Test.__invert__
 
 
-Condition = Union[Test, All, AnyOf, Not]
+Condition = Test | All | AnyOf | Not
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Self
+
+from .guards import Guard, holds, parse
 
 #: Every status an instance can have, in the order pages and metrics list them.
 STATUSES = ("running", "waiting", "paused", "failed", "completed")
@@ -57,6 +60,53 @@ class Instance:
             updated_at=_utc(row["updated_at"]), unlocked_at=_utc(row["unlocked_at"]),  # type: ignore[arg-type]
             last_retry_at=_utc(row["last_retry_at"]),
         )
+
+
+@dataclass(frozen=True)
+class AllowedEvent:
+    """An event of an instance's current state, as :meth:`Store.allowed_events` finds it now.
+
+    ``allowed``: its rules' guards let it through with the instance's data as it is (a send
+    that also sets data is judged on that data); ``target`` is where it leads then (None when
+    refused). ``targets``: every state its rules lead to from here, in the order they are
+    tried. ``refused_by``: when refused, the guards that refuse it, by name (a guard without
+    one by its text), as the error (GuardRefused, 31032) would name them. An instance that is
+    paused or locked by another owner refuses every event whatever this says.
+    """
+
+    event: str
+    allowed: bool
+    target: str | None
+    targets: tuple[str, ...]
+    refused_by: tuple[str, ...] = ()
+
+
+def evaluate_events(rules: Iterable[tuple[str, str, Guard | None]], doc: Mapping[str, Any]) -> list[AllowedEvent]:
+    """AllowedEvents from a state's rules, (event, to_state, guard) in the order they are tried,
+    each event's guards tested against the data ``doc`` as the transition trigger tests them."""
+    by_event: dict[str, list[tuple[str, Guard | None]]] = {}
+    for event, to_state, guard in rules:
+        by_event.setdefault(event, []).append((to_state, guard))
+    out = []
+    for event, tried in by_event.items():
+        target, refused = None, []
+        for to_state, guard in tried:
+            if guard is None or holds(guard.condition, doc):
+                target = to_state
+                break
+            refused.append(guard.label)
+        out.append(AllowedEvent(event, target is not None, target, tuple(t for t, _ in tried),
+                                () if target is not None else tuple(refused)))
+    return out
+
+
+def allowed_events(rows: list[dict[str, Any]]) -> list[AllowedEvent]:
+    """The rows of fsm_<type>_allowed_events_v1 (rules in the order they are tried, the
+    instance's data on each) as AllowedEvents."""
+    rules = [(r["event"], r["to_state"],
+              None if r["guard"] is None else Guard(parse(_json(r["guard"])), r["guard_name"]))
+             for r in rows if r["event"] is not None]
+    return evaluate_events(rules, (_json(rows[0]["data"]) or {}) if rows else {})
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from .limits import (
 from .locks import HeldLock, Lease, LeaseConnections, acquire
 from .models import (
     AccountHistoryEntry,
+    AllowedEvent,
     AttemptError,
     CancelledTimer,
     DefineResult,
@@ -61,6 +62,7 @@ from .models import (
     TimerOutcome,
     TransitionResult,
     TypeStats,
+    allowed_events,
 )
 from .schema import install as schema
 from .schema import routines
@@ -463,6 +465,15 @@ class Store:
         name = machine_name(machine)
         row = self._call(routines.GET, (check_key("key", key),), read=True, machine=name, key=key)
         return Instance.from_row(row)
+
+    def allowed_events(self, machine: str | Machine, key: str) -> list[AllowedEvent]:
+        """The events of the instance's current state (by name), each with whether its guards
+        let it through with the instance's data as it is now, where it leads, and which guards
+        refuse it (docs/guards.md). One read (fsm_<type>_allowed_events_v1), no lock: the
+        transition trigger decides under the row lock, with the data the send leaves."""
+        name = machine_name(machine)
+        rows = self._rows(routines.ALLOWED_EVENTS, (check_key("key", key),), machine=name, key=key)
+        return allowed_events(rows)
 
     def history(self, machine: str | Machine, key: str) -> list[HistoryEntry]:
         """An instance's history, oldest first (its creation is the first entry)."""

@@ -14,7 +14,8 @@ Adds:
 * fsm_fire_timers_v2 (fsm_fire_timers_v1 deprecated): a timer whose event its guards refuse
   is dropped and logged, as one its state's rules refuse;
 * fsm_<type>_bu_v11 in place of bu_v10 for every type, rendered for the type with its guards
-  inline (pyfsm.schema.rendering, guard_sql); a type without guards gets bu_v10's code.
+  inline (pyfsm.schema.rendering, guard_sql); a type without guards gets bu_v10's code;
+* fsm_<type>_allowed_events_v1: the rules an instance may take now, its guards and its data.
 Every type at object set v15 gets the trigger swapped under LOCK TABLES as in 0023, and is
 marked v16. The procedures come after the swap: until every type has bu_v11 no definition
 has a guard or a second rule for a (state, event).
@@ -26,9 +27,9 @@ number instead.
 from alembic import op
 
 from pyfsm import db
-from pyfsm.schema.ddl import ddl_waiting_briefly
+from pyfsm.schema.ddl import ddl_waiting_briefly, execute_ddl
 from pyfsm.schema.rendering import read_rules, record_rendered, render_transition_trigger
-from pyfsm.schema.resources import read_frozen
+from pyfsm.schema.resources import read_frozen, render
 from pyfsm.schema.upgrades import apply_files, replace_machine_triggers, upgrade_machines
 
 revision = "0024"
@@ -50,6 +51,7 @@ def _upgrade_type(conn: object, machine: str) -> None:
     replace_machine_triggers(conn, machine, [("trigger_bu_v10", "trigger_bu_v11")], None,
                              also_lock=(f"fsm_{machine}_transitions",), texts={"trigger_bu_v11": text})
     record_rendered(conn, facts, text)
+    execute_ddl(conn, [render("allowed_events_v1", machine)])
 
 
 def upgrade() -> None:

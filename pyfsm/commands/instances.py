@@ -1,4 +1,4 @@
-"""`pyfsm` commands on instances: create, send, show, history, list, counts, stats, the
+"""`pyfsm` commands on instances: create, send, show, events, history, list, counts, stats, the
 cross-type reports in-state and account, and the engine's controls pause, resume, retry,
 failed. Each is one procedure call (docs/sql-api.md)."""
 
@@ -46,6 +46,15 @@ def cmd_show(args: argparse.Namespace) -> None:
         f"  created     {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
         f"  updated     {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
     ])
+
+
+def cmd_events(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        events = store.allowed_events(args.machine, args.key)
+    rows = [{"event": e.event, "allowed": "yes" if e.allowed else "no", "to": e.target or "-",
+             "refused by": ", ".join(e.refused_by) or "-"} for e in events]
+    emit(args, events, table(rows, ["event", "allowed", "to", "refused by"]) if events
+         else f"{args.machine} {args.key}: no event leaves its state")
 
 
 def cmd_history(args: argparse.Namespace) -> None:
@@ -200,6 +209,8 @@ def register(add: Add) -> None:
         p.add_argument("--lookup-key", help="the account the instance belongs to (used by locks)")
         p.add_argument("--request-id", help="makes the call safe to repeat: a repeat returns the first result")
     keyed("show", cmd_show, "show an instance: state, status, version, data", "pyfsm show order o-1001 --json")
+    keyed("events", cmd_events, "the events of an instance's state: which its guards allow now, where each "
+          "leads, and which guard refuses the others", "pyfsm events order o-1001")
     add_read_dsn(keyed("history", cmd_history, "an instance's history, oldest first", "pyfsm history order o-1001"))
     listing = add("list", cmd_list, "list the instances in a state, a page at a time, in id order",
                   "pyfsm list order paid --limit 50 --after-id 1200")

@@ -231,7 +231,8 @@ class ClaimedRun:
                 if self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately:
                     return {"status": "running", "go_on": self.run_immediately}
                 # save_after_step off: go on in memory; the database checks the batch at commit
-                self.state = machine.target(self.state, step or "") or self.state
+                # with guards, the rule the data picks, as the database will (it checks at commit)
+                self.state = machine.target(self.state, step or "", ctx.data) or self.state
                 self.version += 1
                 self.entered = self.version
                 continue
@@ -256,7 +257,7 @@ class ClaimedRun:
         dump_object("data", ctx.data)  # InvalidData for what JSON cannot hold, non-string keys too
         if outcome is not None and outcome.kind == "fire":
             machine = self.process.machine
-            if machine.target(self.state, outcome.event or "") is None:
+            if not machine.allows(self.state, outcome.event or ""):  # its guards are the database's to test
                 events = list(dict.fromkeys(t.event for t in machine.edges))
                 if outcome.event not in events:
                     raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}: machine type "

@@ -65,6 +65,8 @@ class _Marks:
     steps: Mapping[Edge, tuple[int, ...]]
     #: the edges a state timeout takes, with how long it waits ("after 30m")
     timed: Mapping[Edge, str]
+    #: the guards of the guarded edges, by name (or text): drawn as "ship [address set]"
+    guarded: Mapping[Edge, str]
 
     def state_label(self, state: str) -> tuple[str, str | None]:
         count = self.state_counts.get(state)
@@ -73,7 +75,8 @@ class _Marks:
     def edge_label(self, edge: Edge) -> tuple[str, str | None]:
         """(event with its count, "step 1, 3" if the path took this edge)."""
         count = self.edge_counts.get(edge)
-        text = edge[1] if count is None else f"{edge[1]} ({count:,})"
+        text = edge[1] if edge not in self.guarded else f"{edge[1]} [{self.guarded[edge]}]"
+        text = text if count is None else f"{text} ({count:,})"
         if edge in self.timed:
             text = f"{text} after {self.timed[edge]}"
         steps = self.steps.get(edge)
@@ -124,7 +127,13 @@ def _marks(
         timeout = machine.timeout(edge[0])
         if timeout is not None and timeout.event == edge[1]:
             timed[edge] = duration_text(timeout.seconds)
+    guarded: dict[Edge, list[str]] = {}
+    for t in machine.edges:
+        if t.guard is not None:
+            for source in t.sources:
+                guarded.setdefault((source, t.event, t.target), []).append(t.guard.label)
     return _Marks(
+        guarded={edge: " | ".join(labels) for edge, labels in guarded.items()},
         state_counts=dict(state_counts or {}),
         edge_counts=dict(edge_counts or {}),
         on_path=frozenset(visited),

@@ -37,10 +37,12 @@ def _rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
         raise db.translate(exc) from exc
 
 
-def current_machine(conn: Any, machine: str) -> Machine:
-    """The machine type's current definition, read from fsm_v_definitions."""
+def current_machine(conn: Any, machine: str, version: int | None = None) -> Machine:
+    """The machine type's current definition (or its definition ``version``), read from fsm_v_definitions."""
     name = check_machine_name(machine)
-    rows = _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND is_current", (name,))
+    rows = _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND is_current", (name,)) \
+        if version is None else \
+        _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND version = %s", (name, int(version)))
     if not rows:
         raise UnknownMachine(f"unknown machine {name}", machine=name)
     body = rows[0]["body"]

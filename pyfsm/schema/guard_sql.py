@@ -10,7 +10,7 @@ hexadecimal bytes, ``X'...'``, which no text can break out of.
 
 from __future__ import annotations
 
-from ..guards import (UNARY, All, AnyOf, Condition, Literal, Not, Test, check_path)
+from ..guards import UNARY, All, AnyOf, Condition, Literal, Not, Test, check_path
 
 #: JSON_TYPE's names for numbers: MariaDB has the first and third, MySQL all four
 NUMBER_TYPES = "('INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL')"
@@ -40,7 +40,8 @@ def _compare(found: str, op: str, value: Literal) -> str:
     if value is None:
         return f"COALESCE(JSON_TYPE({found}) = 'NULL', 0)"
     if isinstance(value, bool):
-        return f"CASE WHEN JSON_TYPE({found}) = 'BOOLEAN' THEN JSON_UNQUOTE({found}) = '{'true' if value else 'false'}' ELSE 0 END"
+        word = "true" if value else "false"
+        return f"CASE WHEN JSON_TYPE({found}) = 'BOOLEAN' THEN JSON_UNQUOTE({found}) = '{word}' ELSE 0 END"
     if isinstance(value, int | float):
         # + 0e0: a number's text as a DOUBLE on every server (CAST ... AS DOUBLE needs MySQL 8.0.17)
         return (f"CASE WHEN JSON_TYPE({found}) IN {NUMBER_TYPES} "

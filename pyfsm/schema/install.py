@@ -211,6 +211,7 @@ MACHINE_OBJECTS = (
     "machine/triggers/fsm_type_hbd_v1.sql",
     "machine/procedures/fsm_type_create_v1.sql",
     "machine/procedures/fsm_type_get_v1.sql",
+    "machine/procedures/fsm_type_allowed_events_v1.sql",
     "machine/procedures/fsm_type_history_v1.sql",
     "machine/procedures/fsm_type_in_state_v1.sql",
     "machine/procedures/fsm_type_counts_v1.sql",

@@ -70,6 +70,8 @@ SEND = _r("fsm_<type>_send_v4", "p_key", "p_event", "p_data", "p_metadata", "p_e
 FIRE = _r("fsm_<type>_fire_v1", "p_key", "p_event")
 SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
 GET = _r("fsm_<type>_get_v1", "p_key")
+#: the rules an instance may take now, their guards and its data (Store.allowed_events tests them)
+ALLOWED_EVENTS = _r("fsm_<type>_allowed_events_v1", "p_key")
 HISTORY = _r("fsm_<type>_history_v1", "p_key")
 IN_STATE = _r("fsm_<type>_in_state_v1", "p_state", "p_after_id", "p_limit")
 STEP = _r("fsm_<type>_step_v2", "p_key", "p_owner", "p_expected_version", "p_steps", "p_status", "p_continue",
@@ -135,5 +137,5 @@ ALL: tuple[Routine, ...] = tuple(v for v in globals().values() if isinstance(v, 
 BY_NAME: dict[str, Routine] = {r.name: r for r in ALL}
 #: The per-type procedures the Store calls: an account with EXECUTE rights only is denied one
 #: that does not exist (1370), as it is denied any routine it has no right on.
-PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, FIRE, SEND_MANY, GET, HISTORY, IN_STATE, UPGRADE,
-                                                   UPGRADE_PLAN))
+PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, FIRE, SEND_MANY, GET, ALLOWED_EVENTS, HISTORY, IN_STATE,
+                                                   UPGRADE, UPGRADE_PLAN))

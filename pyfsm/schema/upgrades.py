@@ -119,9 +119,11 @@ MACHINE_TEMPLATE_SETS["v15"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v14"]
     for new in ({"trigger_bu_v9": ("trigger_bu_v10",), "send_v4": ("send_v4", "fire_v1")}.get(name, (name,))))
 # v16 (revision 0024): the transition trigger tries a (state, event)'s rules in order and takes
-# the first whose guard holds (trigger_bu_v11, rendered per type with the guards inline).
-MACHINE_TEMPLATE_SETS["v16"] = tuple({"trigger_bu_v10": "trigger_bu_v11"}.get(name, name)
-                                     for name in MACHINE_TEMPLATE_SETS["v15"])
+# the first whose guard holds (trigger_bu_v11, rendered per type with the guards inline), and
+# allowed_events_v1, the rules an instance may take now with their guards and its data.
+MACHINE_TEMPLATE_SETS["v16"] = tuple(
+    new for name in MACHINE_TEMPLATE_SETS["v15"]
+    for new in ({"trigger_bu_v10": ("trigger_bu_v11",), "get_v1": ("get_v1", "allowed_events_v1")}.get(name, (name,))))
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

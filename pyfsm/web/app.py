@@ -10,6 +10,7 @@ and only when the console was started with ``allow_actions``.
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,7 +39,7 @@ from ..errors import (
     UnknownInstance,
     UnknownMachine,
 )
-from ..models import STATUSES
+from ..models import STATUSES, evaluate_events
 from ..reporting import diagram
 from ..schema.resources import check_machine_name
 from ..store import Store
@@ -219,8 +220,11 @@ class _Console:
             view = self.reads.instance(name, key, history_before=before)
             if view is None:
                 raise UnknownInstance(f"no {name} instance has the key {key!r:.200}", machine=name, key=key)
-            view.events = machine.events_from(view.instance["current_state"]) \
-                if view.instance["current_state"] in machine.states else []
+            state, version = view.instance["current_state"], int(view.instance["definition_version"])
+            # the instance's own definition version: an older one may have other rules and guards
+            of_version = machine if version == self.reads.current_version(name) else self.reads.machine(name, version)
+            view.events = evaluate_events(((event, edge.target, edge.guard) for event in of_version.events_from(state)
+                                           for edge in of_version.rules(state, event)), _object(view.instance["data"]))
             failure = None  # what failed it: the newest error of its state (none: ctx.fail() or SQL failed it)
             if view.instance["status"] == "failed":
                 failure = next((e for e in view.errors if e["state"] == view.instance["current_state"]), None)
@@ -434,6 +438,12 @@ def _int(value: str | None, what: str) -> int:
     if found is None:
         raise InvalidArgument(f"{what} is required")
     return found
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """An instance's data as the view returns it (JSON text on MariaDB) as a dict."""
+    found = json.loads(value) if isinstance(value, str | bytes) else value
+    return found if isinstance(found, dict) else {}
 
 
 def _int_or_none(value: str | None, what: str) -> int | None:

@@ -25,6 +25,7 @@ from .. import db
 from ..definition import NAME, Machine
 from ..errors import AccessDenied, FsmError, UnknownMachine
 from ..gateway import TYPES_SQL, unknown_type
+from ..models import AllowedEvent
 from ..reporting import reads as reporting
 from ..schema import routines
 from ..schema.resources import check_machine_name
@@ -81,7 +82,8 @@ class InstanceView:
     locks: list[Row]
     outbox: list[Row]
     actions: list[Row]
-    events: list[str] = field(default_factory=list)
+    #: the events of its state: which its guards allow now, where each leads, which guard refuses
+    events: list[AllowedEvent] = field(default_factory=list)
     timers: list[Row] = field(default_factory=list)
 
 
@@ -182,9 +184,10 @@ class Reads:
             return err
         return unknown_type(name, [str(r["machine"]) for r in rows if r["installed"]])
 
-    def machine(self, name: str) -> Machine:
+    def machine(self, name: str, version: int | None = None) -> Machine:
+        """The type's current definition, or its definition ``version``."""
         def read(conn: Any) -> Machine:
-            return reporting.current_machine(conn, name)
+            return reporting.current_machine(conn, name, version)
         return self.db.read(read)
 
     def state_counts(self, name: str) -> dict[str, int]:
