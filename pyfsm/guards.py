@@ -16,6 +16,8 @@ What a test compares as (the same on MySQL and MariaDB, and in :func:`holds`):
   count), true/false with a boolean, null with null. ``"5" == 5`` is false;
 * a missing key, or a value of another type, makes ``==``, ``in`` and the orderings false
   and ``!=`` true (``!=`` is exactly ``not ==``);
+* ``[0]`` of a value that is not a list is that value itself, as MySQL's and MariaDB's JSON
+  paths read it (``{"tags": "x"}``: ``tags[0] == "x"`` holds); ``[1]`` of it is missing;
 * ``exists`` is true for a key that is there, even holding null; ``missing`` is its
   opposite; ``is_null`` is true only for a key that holds null;
 * orderings (``<`` ...) take a number or a string; ``in`` a list of literals.
@@ -366,10 +368,12 @@ def _at(doc: Any, path: str) -> Any:
             if not isinstance(doc, Mapping) or key not in doc:
                 return _MISSING
             doc = doc[key]
-        else:
-            if not isinstance(doc, list) or int(index) >= len(doc):
+        elif isinstance(doc, list):
+            if int(index) >= len(doc):
                 return _MISSING
             doc = doc[int(index)]
+        elif int(index) != 0:  # both servers read [0] of a value that is no list as the value itself
+            return _MISSING
     return doc
 
 

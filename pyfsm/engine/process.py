@@ -113,7 +113,7 @@ class Process:
         if max_attempts is not None:
             _check_attempts(max_attempts)
         for event in (failure_event, self.failure_event):
-            if event is not None and self.machine.target(state, event) is None:
+            if event is not None and not self.machine.allows(state, event):
                 raise InvalidDefinition(f"{self.name}: failure event {event!r} is not allowed from {state!r}",
                                         machine=self.name, state=state, event=event, field="failure_event")
         self.handlers[state] = HandlerSpec(state, fn, label, max_attempts, failure_event,
