@@ -20,8 +20,19 @@ import pytest
 from helpers.common import errno_of, fetch, unique
 from helpers.processes import run_processes
 
-from pyfsm import (GuardRefused, InvalidDefinition, Machine, Store, SyncNeeded, TransitionNotAllowed,
-                   all_of, any_of, data, not_, transition)
+from pyfsm import (
+    GuardRefused,
+    InvalidDefinition,
+    Machine,
+    Store,
+    SyncNeeded,
+    TransitionNotAllowed,
+    all_of,
+    any_of,
+    data,
+    not_,
+    transition,
+)
 from pyfsm.aio import AsyncStore
 from pyfsm.db import parse_dsn
 from pyfsm.definition_file import parse_machines
