@@ -113,12 +113,16 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
         cur.execute("SELECT current_version FROM fsm_machines WHERE machine = %s", (name,))
         found = cur.fetchone()
         current = int(found[0]) if found else 0
+        # guards came with revision 0024: the landed migrations 0022 and 0023 render before it
+        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+                    "AND table_name = 'fsm_rules' AND column_name = 'guard'")
+        guards = "position, guard, guard_name" if cur.fetchone()[0] else "1, NULL, NULL"
         # a scan of the instance table (no index on definition_version): sync is rare, reads take no locks
         cur.execute(f"SELECT DISTINCT definition_version FROM `fsm_{name}`")
         versions = sorted({int(row[0]) for row in cur.fetchall()} | {current})
         marks = ", ".join(["%s"] * len(versions))
-        cur.execute("SELECT version, from_state, event, to_state, to_final, position, guard, guard_name FROM fsm_rules "
-                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, position",
+        cur.execute(f"SELECT version, from_state, event, to_state, to_final, {guards} FROM fsm_rules "
+                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, 6",
                     (name, *versions))
         rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final), int(pos),
                            *valid_guard(guard, guard_name))
@@ -201,20 +205,20 @@ def _rules_by_event(facts: TypeRules, fallback: str) -> str:
 def _rules_by_target(facts: TypeRules, fallback: str) -> str:
     def branch(version: int) -> list[tuple[str, str, str]]:
         groups = _grouped(facts, version)
-        moves: dict[tuple[str, str], set[str]] = {}
-        for (state, event), rules in groups.items():
+        moves: dict[tuple[str, str], list[Rule]] = {}
+        for (state, _event), rules in groups.items():
             for rule in rules:
-                moves.setdefault((state, rule.to_state), set()).add(event)
+                moves.setdefault((state, rule.to_state), []).append(rule)
         out = []
-        for (a, b), events in sorted(moves.items()):
-            event = min(events)
-            rules = groups[(a, event)]
-            if len(events) == 1 and (len(rules) > 1 or rules[0].guard is not None):
+        for (a, b), rs in sorted(moves.items()):
+            events = sorted({r.event for r in rs})
+            tried = groups[(a, events[0])]
+            if len(events) == 1 and (len(tried) > 1 or tried[0].guard is not None):
                 # the one event's rules tried in order: the trigger checks the one taken leads to b
-                out.append((a, b, f"SET v_n = 1, v_event = '{event}'; {_tried(rules)}"))
+                out.append((a, b, f"SET v_n = 1, v_event = '{events[0]}'; {_tried(tried)}"))
             else:
-                out.append((a, b, f"SET v_n = {len(events)}, v_event = '{event}', v_to = '{b}', "
-                                  f"v_final = {int(max(r.to_final for r in rules if r.to_state == b))};"))
+                out.append((a, b, f"SET v_n = {len(events)}, v_event = '{events[0]}', v_to = '{b}', "
+                                  f"v_final = {int(max(r.to_final for r in rs))};"))
         return out
     # not certain without a read: a new state spelt with trailing spaces matches its rule there
     return _by_version(facts, fallback, branch, "OLD.current_state", "NEW.current_state")

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type, and send_v4 (issue 36, revision 0022).
 
-fsm_<type>_bu_v10 (bu_v9 until revision 0023) carries the rules of the definition versions
+fsm_<type>_bu_v11 (bu_v9 until revision 0023, bu_v10 until 0024) carries the rules of the definition versions
 that hold instances (and of the current one) inline; any other version is looked up in
 fsm_rules, so a version a DBA defines without `pyfsm sync` is enforced all the same, and fsm_define_v7 says tables_ready = 0 until
 the type is synced. On MySQL the encoded-surrogate checks are left to the server's utf8mb4
@@ -20,13 +20,13 @@ from pyfsm import Machine, Store, TransitionNotAllowed
 from pyfsm.schema.rendering import read_rules, render_transition_trigger, spans, valid_name
 from pyfsm.schema.resources import read_sql
 
-TEMPLATE = "machine/triggers/fsm_type_bu_v10.sql"
+TEMPLATE = "machine/triggers/fsm_type_bu_v11.sql"
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, @fsm_source AS s"
 
 
 def trigger_text(raw: Any, machine: str) -> str:
     rows = fetch(raw, "SELECT action_statement AS body FROM information_schema.triggers "
-                      "WHERE trigger_schema = DATABASE() AND trigger_name = %s", (f"fsm_{machine}_bu_v10",))
+                      "WHERE trigger_schema = DATABASE() AND trigger_name = %s", (f"fsm_{machine}_bu_v11",))
     assert len(rows) == 1
     body = rows[0]["body"]
     return body.decode() if isinstance(body, bytes) else str(body)
@@ -38,7 +38,7 @@ def machine_row(raw: Any, machine: str) -> dict[str, Any]:
 
 
 def dba_define(raw: Any, machine: Machine) -> dict[str, Any]:
-    return fetch(raw, "CALL fsm_define_v7(%s, %s)", (machine.name, machine.to_json()))[0]
+    return fetch(raw, "CALL fsm_define_v8(%s, %s)", (machine.name, machine.to_json()))[0]
 
 
 def test_the_template_marks_only_spans_pyfsm_renders() -> None:
@@ -102,11 +102,11 @@ def test_a_version_a_dba_defines_is_enforced_before_and_after_sync(store: Store,
 def test_sync_renders_again_only_when_the_text_would_differ(store: Store, order: Machine, raw: Any) -> None:
     first = machine_row(raw, order.name)
     created = fetch(raw, "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                         "AND trigger_name = %s", (f"fsm_{order.name}_bu_v10",))
+                         "AND trigger_name = %s", (f"fsm_{order.name}_bu_v11",))
     store.sync(order.name)
     assert machine_row(raw, order.name) == first
     assert fetch(raw, "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                      "AND trigger_name = %s", (f"fsm_{order.name}_bu_v10",)) == created
+                      "AND trigger_name = %s", (f"fsm_{order.name}_bu_v11",)) == created
 
 
 def test_the_rendering_matches_what_is_installed(store: Store, order: Machine, raw: Any) -> None:

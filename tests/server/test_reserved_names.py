@@ -58,7 +58,7 @@ def test_no_type_can_spell_one_of_pyfsms_objects(raw: Any, order: Any) -> None:
     patterns = {(kind, re.sub(rf"^fsm_(v_)?{order.name}", lambda m: f"fsm_{m.group(1) or ''}<m>", name))
                 for kind, name in everything if own.fullmatch(name)}
     assert {("table", "fsm_<m>"), ("table", "fsm_v_<m>"), ("table", "fsm_<m>_transitions"),
-            ("procedure", "fsm_<m>_history_v1"), ("trigger", "fsm_<m>_bu_v10")} <= patterns, patterns
+            ("procedure", "fsm_<m>_history_v1"), ("trigger", "fsm_<m>_bu_v11")} <= patterns, patterns
     global_ = [(kind, name) for kind, name in everything
                if not any(re.fullmatch(rf"fsm_(v_)?{re.escape(m)}(_.*)?", name) for m in machines)]
     assert ("procedure", "fsm_account_history_v1") in global_ and ("table", "fsm_locks") in global_

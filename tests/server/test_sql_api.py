@@ -331,6 +331,9 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
 
 
 BAD_INPUT = (
+    # a guard whose path is not one: refused whole (the hostile corpus: tests/server/test_guards.py)
+    ("CALL fsm_define_v8('ticket', '{\"states\": [\"a\"], \"start\": [\"a\"], \"transitions\": [{\"event\": \"e\", "
+     "\"from\": [\"a\"], \"to\": \"a\", \"guard\": {\"path\": \"$.x; --\", \"op\": \"exists\"}}]}')", 31001),
     ("CALL fsm_define_v7('Bad Name', '{}')", 31009),
     ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_fire_v1('b-1 ', 'assign')", 31009),  # a key ending in a space: never b-1's instance
@@ -355,6 +358,7 @@ BAD_INPUT = (
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_send_v3('ticket', 'b-404', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # no instance either
     ("CALL fsm_ticket_get_v1('b-1 ')", 31009),
+    ("CALL fsm_ticket_allowed_events_v1('b-1 ')", 31009),
     ("CALL fsm_get_v1('ticket', 'b-404')", 31003),
     ("CALL fsm_ticket_history_v1('')", 31009),
     ("CALL fsm_history_v1('ticket', 'b-404')", 31003),
@@ -406,6 +410,7 @@ BAD_INPUT = (
     ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
     ("CALL fsm_send_at_v2('ticket', 'b-1', 'assign', NULL, 60, '{\"timer\": 1}', NULL)", 31009),  # pyfsm's key
     ("CALL fsm_cancel_timer_v1(0, NULL)", 31009),
+    ("CALL fsm_fire_timers_v2('x', 0, 30)", 31009),
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine
     ("CALL fsm_arm_timeouts_v1('no_such')", 31002),
