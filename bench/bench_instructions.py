@@ -22,8 +22,13 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
 * ``bare CALL, in a trigger``: the same statements moved into a BEFORE UPDATE trigger that
   the procedure's one UPDATE fires, as pyfsm does: what the trigger in itself costs.
 * ``pyfsm``: ``Store.send()`` (fire_v1 and the current triggers: the call with no option).
-* ``pyfsm, send_v4 (bu_v10)``: the same call through send_v4, as Store.send() makes it when it
+* ``pyfsm, send_v4 (bu_v11)``: the same call through send_v4, as Store.send() makes it when it
   has an option to pass (data, metadata, a request id ...), on the current trigger.
+* ``pyfsm, revision 0023 (fire_v1, bu_v10)``: Store.send() on the trigger revision 0023 left
+  (bu_v10, rendered for the type): what a type without guards cost before revision 0024.
+* ``pyfsm, three guards (two refuse, the third holds)``: Store.send() on a type whose every
+  event has three guarded rules, the first two refusing (a number, a list), the third
+  holding (a boolean): the most three guards cost a transition (guards.md).
 * ``pyfsm, revision 0022``: Store.send()'s path as revision 0022 left it (send_v4 on bu_v9,
   rendered for the type), and ``revision 0021`` (send_v3 on bu_v8).
 * ``pyfsm, 0009 triggers``: the same with the transition and history update triggers that
@@ -133,8 +138,8 @@ def wide_machine(name: str) -> Machine:
 
 
 #: the types of the variants, each of the same two-state definition
-NAMES = ("bench", "old", "prev", "r0022", "opts", "sendv3", "generic", "rawup", "nocount", "nohist", "unchecked",
-         "nolock", "floor")
+NAMES = ("bench", "old", "prev", "r0022", "r0023", "opts", "sendv3", "generic", "rawup", "nocount", "nohist",
+         "unchecked", "nolock", "floor")
 
 
 def without_lock_and_outbox_tests(trigger: str) -> str:
@@ -161,6 +166,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         store.define(Machine(name=name, **two_states))
     for name in WIDE_NAMES:
         store.define(wide_machine(name))
+    store.define(bt.guarded_machine("guarded"))
     raw = db.connect(settings)
     cur = raw.cursor()
     for statement in bt.TABLES[1:] + BARE_IN_TRIGGER:
@@ -175,6 +181,8 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     schema.replace_machine_triggers(raw, "prev", bt.TRIGGERS_0021, "v13", also_lock=("fsm_prev_transitions",))
     schema.replace_machine_triggers(raw, "r0022", bt.TRIGGERS_0022, "v14", also_lock=("fsm_r0022_transitions",),
                                     texts={"trigger_bu_v9": bt.rendered_0022(raw, "r0022")})
+    schema.replace_machine_triggers(raw, "r0023", bt.TRIGGERS_0023, "v15", also_lock=("fsm_r0023_transitions",),
+                                    texts={"trigger_bu_v10": bt.rendered_0023(raw, "r0023")})
     floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
     floor.replace_transition_trigger(raw, "widegen", render(bu, "widegen"))
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(rendered("nocount")))
@@ -193,6 +201,8 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     for name in NAMES + WIDE_NAMES:
         for k in range(8):
             store.create(name, f"k{k}")
+    for k in range(8):
+        store.create("guarded", f"k{k}", data=bt.GUARDED_DATA)
     states: dict[str, dict[str, str]] = {}
 
     def calls(variant: str, sql: str) -> Callable[[int], None]:
@@ -244,10 +254,13 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "pyfsm, revision 0021 (send_v3, bu_v8)": calls("pyfsm, revision 0021 (send_v3, bu_v8)", SEND_V3.format("prev")),
         "pyfsm, revision 0022 (send_v4, bu_v9)": calls("pyfsm, revision 0022 (send_v4, bu_v9)",
                                                        SEND_V4.format("r0022")),
-        "pyfsm, send_v4 (bu_v10)": calls("pyfsm, send_v4 (bu_v10)", SEND_V4.format("opts")),
-        "pyfsm, send_v3 (bu_v10)": calls("pyfsm, send_v3 (bu_v10)", SEND_V3.format("sendv3")),
-        "pyfsm, rules from fsm_rules (bu_v10 as the template stands)": sends(
-            "pyfsm, rules from fsm_rules (bu_v10 as the template stands)", "generic"),
+        "pyfsm, revision 0023 (fire_v1, bu_v10)": sends("pyfsm, revision 0023 (fire_v1, bu_v10)", "r0023"),
+        "pyfsm, three guards (two refuse, the third holds)": sends(
+            "pyfsm, three guards (two refuse, the third holds)", "guarded"),
+        "pyfsm, send_v4 (bu_v11)": calls("pyfsm, send_v4 (bu_v11)", SEND_V4.format("opts")),
+        "pyfsm, send_v3 (bu_v11)": calls("pyfsm, send_v3 (bu_v11)", SEND_V3.format("sendv3")),
+        "pyfsm, rules from fsm_rules (bu_v11 as the template stands)": sends(
+            "pyfsm, rules from fsm_rules (bu_v11 as the template stands)", "generic"),
         "raw UPDATE through the same trigger": raw_updates("raw UPDATE through the same trigger", "rawup"),
         "pyfsm, 15 events from each state (the one sent last in its CASE)": sends(
             "pyfsm, 15 events from each state (the one sent last in its CASE)", "wide"),

@@ -150,6 +150,32 @@ def rendered_0022(conn: Any, machine: str) -> str:
     return render_transition_trigger(read_frozen("templates/trigger_bu_v9.sql", "0022"), read_rules(conn, machine))
 
 
+#: revision 0023's trigger (bu_v10, rendered for the type): the "before" of revision 0024's guards
+TRIGGERS_0023 = [(schema.current_template("trigger_bu"), "trigger_bu_v10")]
+
+
+def rendered_0023(conn: Any, machine: str) -> str:
+    """bu_v10 as revision 0023 renders it for ``machine`` (its rules inline)."""
+    return render_transition_trigger(read_frozen("templates/trigger_bu_v10.sql", "0023"), read_rules(conn, machine))
+
+
+def guarded_machine(name: str) -> Machine:
+    """The two-state flip with three guards on each event (revision 0024), the worst case of
+    three: two rules whose guards do not hold (to a third state) tried before the one whose
+    guard holds, with data {"amount": 5, "country": "SE", "ok": true}."""
+    from pyfsm import data, transition
+    rules = []
+    for event, source, target in (("go", "a", "b"), ("back", "b", "a")):
+        rules += [transition(event, source, "c", guard=data("amount") > 1000, guard_name="large"),
+                  transition(event, source, "c", guard=data("country").is_in(["FR", "DE"]), guard_name="eu"),
+                  transition(event, source, target, guard=data("ok") == True, guard_name="ok")]  # noqa: E712
+    return Machine(name=name, states=["a", "b", "c"], start=["a"], transitions=rules)
+
+
+#: the data every instance of guarded_machine has: the third guard holds
+GUARDED_DATA = {"amount": 5, "country": "SE", "ok": True}
+
+
 NEXT = {"a": ("go", "b"), "b": ("back", "a")}  # state -> (event, new state): MACHINE's rules
 TABLES = (
     """CREATE TABLE bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
