@@ -282,6 +282,8 @@ class _Checker:
                 raise self.fail(f"a number must be within +/- 2**53, got {_shown(value)}")
             return value
         if isinstance(value, str):
+            if not _encodable(value):
+                raise self.fail(f"a string must be valid UTF-8 (no lone surrogate), got {_shown(value)}")
             if len(value) > GUARD_STRING_CHARS:
                 raise self.fail(f"a string has at most {GUARD_STRING_CHARS} characters, got {len(value)}")
             return value
@@ -303,7 +305,7 @@ def parse(value: Any, where: str = "guard") -> Condition:
 
 
 def check_name(name: Any, where: str = "guard") -> str:
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name) or not _encodable(name):
         raise InvalidDefinition(f"{where}: guard_name must be 1 to {GUARD_NAME_CHARS} printable characters, "
                                 f"without control characters or spaces at its ends, got {_shown(name)}",
                                 field="transitions", part="guard_name")
@@ -424,6 +426,15 @@ def holds(condition: Condition, doc: Mapping[str, Any]) -> bool:
         return False
     a, b = (float(found), float(value)) if kind == "number" else (found, value)
     return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 form (a lone surrogate has none: no server could store it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _shown(value: object) -> str:

@@ -11,6 +11,7 @@ Store.allowed_events and the console use).
 from __future__ import annotations
 
 import asyncio
+import re
 import json
 import traceback
 from typing import Any
@@ -456,3 +457,99 @@ def test_processes_racing_sends_and_data_updates_never_pass_a_stale_guard(store:
                              "AND t.event IS NOT NULL", (f"hot-{i}",))
         # every transition was taken with the data its guard was tested against: ok was true
         assert all(json.loads(h["data_after"])["ok"] is True for h in history), history
+
+
+# -- the engine, the command line, the console ----------------------------------------------
+
+
+def test_the_engines_steps_meet_the_guards(store: Store) -> None:
+    from pyfsm import Context, Outcome, Process
+
+    machine = paid_orders()
+    process = Process(machine)
+
+    def packer(ctx: Context) -> Outcome:
+        if ctx.data.get("pack"):
+            ctx.data["address"] = "1 rue X"  # the step's data: the guard sees it
+        return ctx.fire("ship")
+    process.register("paid", packer, name="packer")
+    store.define(machine)
+    store.create(machine, "e-1")
+    store.send(machine, "e-1", "pay")
+    refused = process.run(store, "e-1")
+    assert (refused.state, refused.status) == ("paid", "failed")
+    (error,) = store.errors(machine, "e-1")
+    assert error.error_type == "pyfsm.errors.GuardRefused" and "address set" in error.message
+    assert [h.event for h in store.history(machine, "e-1")] == [None, "pay"]  # nothing of the step written
+    store.create(machine, "e-2", data={"pack": True})
+    store.send(machine, "e-2", "pay")
+    assert process.run(store, "e-2").state == "shipped"
+
+
+def test_pyfsm_events_and_the_console_say_which_guard_refuses(store: Store, dsn: str, orders: Machine) -> None:
+    from helpers.cli import pyfsm
+    from starlette.testclient import TestClient
+
+    from pyfsm.web.app import ConsoleConfig, create_app
+
+    shown = pyfsm("events", orders.name, "w-1", "--dsn", dsn)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(line.split() == ["ship", "no", "-", "address", "set"] for line in lines), shown.stdout
+    assert any(line.split()[:3] == ["hold", "yes", "held"] for line in lines), shown.stdout
+    as_json = pyfsm("events", orders.name, "w-1", "--dsn", dsn, "--json")
+    assert {e["event"]: e["refused_by"] for e in json.loads(as_json.stdout)} == {"hold": [], "ship": ["address set"]}
+    page = TestClient(create_app(ConsoleConfig(dsn=dsn))).get(f"/m/{orders.name}/i/w-1").text
+    row = re.search(r'<tr id="event-ship">(.*?)</tr>', page, re.S)
+    assert row is not None and "refused" in row.group(1) and "address set" in row.group(1), page
+
+
+# -- the suite's hostile corpus (helpers/fuzz_strategies.py) --------------------------------
+
+
+def test_the_hostile_corpus_as_paths_is_judged_alike_by_python_and_sql(store: Store, raw: Any) -> None:
+    from helpers.fuzz_strategies import FRAGMENTS, INJECTIONS, encodable
+
+    from pyfsm.guards import NAME, PATH
+    name = unique("hpath")
+    store.define(Machine(name=name, states=["a"], start=["a"], transitions=[("e", "a", "a")]))
+    for text in (*FRAGMENTS, *INJECTIONS):
+        for guard, guard_name in (({"path": "$." + text, "op": "exists"}, None),
+                                  ({"path": "$.a", "op": "exists"}, text)):
+            body = {"name": name, "states": ["a"], "start": ["a"],
+                    "transitions": [{"event": "e", "from": ["a"], "to": "a", "guard": guard,
+                                     **({} if guard_name is None else {"guard_name": guard_name})}]}
+            valid = bool(PATH.fullmatch(guard["path"])) and (guard_name is None or (
+                bool(NAME.fullmatch(guard_name)) and encodable(guard_name)))
+            try:
+                parse_machines(json.dumps(body), fmt="json")
+                by_python = True
+            except InvalidDefinition:
+                by_python = False
+            del body["name"]
+            errno = errno_of(raw, "CALL fsm_define_v8(%s, %s)", (name, json.dumps(body)))
+            assert (by_python, errno is None) == (valid, valid), (text, guard_name, errno)
+            if valid:  # back to the unguarded definition, so that the next case is a change again
+                store.define(Machine(name=name, states=["a"], start=["a"], transitions=[("e", "a", "a")]))
+
+
+def test_the_hostile_corpus_as_literals_and_names_is_inert(store: Store) -> None:
+    from helpers.fuzz_strategies import FRAGMENTS, INJECTIONS, encodable
+
+    from pyfsm.guards import NAME
+    texts = [t for t in dict.fromkeys((*FRAGMENTS, *INJECTIONS)) if encodable(t)]
+    machine = Machine(name=unique("hlit"), states=["a"], start=["a"],
+                      transitions=[transition(f"e{i}", "a", "a", guard=data("s") == t,
+                                              guard_name=t if NAME.fullmatch(t) else None)
+                                   for i, t in enumerate(texts)])
+    store.define(machine)
+    for i, text in enumerate(texts):
+        key = f"k{i}"
+        store.create(machine, key, data={"s": text})
+        allowed = [e.event for e in store.allowed_events(machine, key) if e.allowed]
+        # == compares code point by code point: only its own literal (and no look-alike) holds
+        assert allowed == [f"e{i}"], (text, allowed)
+        assert store.send(machine, key, f"e{i}").to_state == "a"
+        other = (i + 1) % len(texts)
+        with pytest.raises(GuardRefused):
+            store.send(machine, key, f"e{other}")
