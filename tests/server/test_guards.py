@@ -11,8 +11,8 @@ Store.allowed_events and the console use).
 from __future__ import annotations
 
 import asyncio
-import re
 import json
+import re
 import traceback
 from typing import Any
 
