@@ -356,6 +356,11 @@ def test_a_changed_guard_is_a_new_version_and_instances_keep_theirs(store: Store
     assert store.define(version(100)).version == 2
     assert store.define(version(100, None)).version == 3  # a changed name is a change too
     store.create(machine_name, "new", data={"n": 50})
+    # the definitions' view shows each version's guards as defined (what reporting accounts read)
+    bodies = {r["version"]: json.loads(r["body"]) for r in fetch(
+        raw, "SELECT version, body FROM fsm_v_definitions WHERE machine = %s", (machine_name,))}
+    assert [b["transitions"][0].get("guard_name") for _, b in sorted(bodies.items())] == ["enough", "enough", None]
+    assert bodies[2]["transitions"][0]["guard"] == {"path": "$.n", "op": ">", "value": 100}
     assert store.send(machine_name, "old", "go").to_state == "b"  # version 1's guard
     with pytest.raises(GuardRefused):
         store.send(machine_name, "new", "go")
