@@ -74,49 +74,41 @@ NAME = re.compile(rf"[^{CONTROL} ](?:[^{CONTROL}]{{0,{GUARD_NAME_CHARS - 2}}}[^{
 Literal = None | bool | int | float | str
 
 
+class _Combines:
+    """``a & b``, ``a | b`` and ``~a`` of conditions: all_of, any_of and not_."""
+
+    def __and__(self, other: Condition) -> Condition:
+        return All((self, other))  # type: ignore[arg-type]
+
+    def __or__(self, other: Condition) -> Condition:
+        return AnyOf((self, other))  # type: ignore[arg-type]
+
+    def __invert__(self) -> Condition:
+        return Not(self)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
-class Test:
+class Test(_Combines):
     """``path op value``: one value of the data tested."""
 
     path: str
     op: str
     value: Any = None
 
-    def __and__(self, other: Condition) -> Condition:
-        return All((self, other))
-
-    def __or__(self, other: Condition) -> Condition:
-        return AnyOf((self, other))
-
-    def __invert__(self) -> Condition:
-        return Not(self)
-
 
 @dataclass(frozen=True)
-class All:
+class All(_Combines):
     items: tuple[Condition, ...]
 
-    __and__ = Test.__and__
-    __or__ = Test.__or__
-    __invert__ = Test.__invert__
-
 
 @dataclass(frozen=True)
-class AnyOf:
+class AnyOf(_Combines):
     items: tuple[Condition, ...]
 
-    __and__ = Test.__and__
-    __or__ = Test.__or__
-    __invert__ = Test.__invert__
-
 
 @dataclass(frozen=True)
-class Not:
+class Not(_Combines):
     item: Condition
-
-    __and__ = Test.__and__
-    __or__ = Test.__or__
-    __invert__ = Test.__invert__
 
 
 Condition = Test | All | AnyOf | Not
