@@ -48,6 +48,10 @@ Why each reference exists:
 * ``pyfsm, 0016 history triggers``: the same with the history triggers of revisions 0010 to
   0016 (``_hbi_v2``, ``_hbu_v4``), so that what revision 0017's stricter guard costs shows
   in one run.
+* ``pyfsm, revision 0023``: ``Store.send()`` on a type whose transition trigger is put back to
+  revision 0023's (bu_v10, rendered for the type): a type without guards before revision 0024.
+* ``pyfsm, three guards``: ``Store.send()`` on a type whose every event has three guarded rules,
+  two refusing before the one that holds (``guarded_machine``): what three guards cost.
 * ``trigger design floor``: the least a transition can cost in pyfsm's design (design_floor.py:
   the current trigger without any check, counter, outbox or request id, under a procedure of
   five statements), one CALL per transition on a type of its own. Not something to run: it
@@ -104,14 +108,14 @@ BULK = 100  # items per send_many call
 APPROACHES = ("ceiling", "ceiling, sql_log_bin=0", "hand-written", "hand-written, same row", "bare CALL",
               "raw UPDATE", "direct CALL", "direct CALL, sql_log_bin=0", "pyfsm", "pyfsm, send_v1",
               "pyfsm, 0009 triggers", "pyfsm, 0016 history triggers", "pyfsm, revision 0021", "pyfsm, revision 0022",
-              "pyfsm, send_v4", "pyfsm send_many",
+              "pyfsm, revision 0023", "pyfsm, three guards", "pyfsm, send_v4", "pyfsm send_many",
               "pyfsm, trigger without checks", "trigger design floor")
 NO_BINLOG = ", sql_log_bin=0"  # approaches measured only where the server has binary logging on
 ROUND_TRIPS = {"ceiling": 2, "hand-written": 6, "hand-written, same row": 6, "pyfsm": 1,  # from the step functions
                "raw UPDATE": 1, "direct CALL": 1, "ceiling, sql_log_bin=0": 2, "direct CALL, sql_log_bin=0": 1,
                "pyfsm, send_v1": 1, "bare CALL": 1, "pyfsm, 0009 triggers": 1,
                "pyfsm, 0016 history triggers": 1, "pyfsm, revision 0021": 1, "pyfsm, revision 0022": 1,
-               "pyfsm, send_v4": 1, "pyfsm send_many": 1 / BULK,
+               "pyfsm, revision 0023": 1, "pyfsm, three guards": 1, "pyfsm, send_v4": 1, "pyfsm send_many": 1 / BULK,
                "pyfsm, trigger without checks": 1, "trigger design floor": 1}
 INSTANCES_PER_CLIENT = 8
 WARMUP_SECONDS = 1.0
@@ -151,6 +155,8 @@ def rendered_0022(conn: Any, machine: str) -> str:
 
 
 #: revision 0023's trigger (bu_v10, rendered for the type): the "before" of revision 0024's guards
+MACHINE_0023 = Machine(name="bench_0023", states=MACHINE.states, start=MACHINE.start,
+                       transitions=[("go", "a", "b"), ("back", "b", "a")])
 TRIGGERS_0023 = [(schema.current_template("trigger_bu"), "trigger_bu_v10")]
 
 
@@ -433,12 +439,13 @@ def direct_call_client(job: Job, keys: list[str], *, binlog: bool = True) -> Cli
     return step, lambda: session_questions(cur)
 
 
-def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, machine: str = MACHINE.name) -> Client:
+def pyfsm_client(job: Job, keys: list[str], *, procedure: str | None = None, machine: str = MACHINE.name,
+                 data: dict[str, Any] | None = None) -> Client:
     """Store.send() (fsm_bench_send_v2); with ``procedure``, the same call through that procedure
     instead (send_v1, as Store.send() called it before revision 0006), for an A/B in one run;
-    with ``machine``, on that type."""
+    with ``machine``, on that type, its instances created with ``data``."""
     store = Store(job.settings.dsn(), pool_size=1)
-    states = {key: store.create(machine, key).to_state for key in keys}
+    states = {key: store.create(machine, key, data=data).to_state for key in keys}
 
     def send(key: str, event: str) -> str:
         if procedure is None:
@@ -510,6 +517,8 @@ CLIENTS = {"ceiling": ceiling_client, "hand-written": hand_written("hand", full_
                                                      procedure=f"fsm_{MACHINE_0021.name}_send_v3"),
            "pyfsm, revision 0022": functools.partial(pyfsm_client, machine=MACHINE_0022.name,
                                                      procedure=f"fsm_{MACHINE_0022.name}_send_v4"),
+           "pyfsm, revision 0023": functools.partial(pyfsm_client, machine=MACHINE_0023.name),
+           "pyfsm, three guards": functools.partial(pyfsm_client, machine="bench_guarded", data=GUARDED_DATA),
            "pyfsm, send_v4": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v4"),
            "pyfsm send_many": send_many_client, "trigger design floor": floor_client,
            "pyfsm, trigger without checks": functools.partial(pyfsm_client, machine=MACHINE_UNCHECKED.name)}
@@ -779,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
             define_with_older_triggers(store, MACHINE_0016, TRIGGERS_0016, "v9")
             define_with_older_triggers(store, MACHINE_0021, TRIGGERS_0021, "v13")
             define_with_older_triggers(store, MACHINE_0022, TRIGGERS_0022, "v14", rendered=rendered_0022)
+            define_with_older_triggers(store, MACHINE_0023, TRIGGERS_0023, "v15", rendered=rendered_0023)
+            store.define(guarded_machine("bench_guarded"))
             store.define(MACHINE_FLOOR)
             store.define(MACHINE_UNCHECKED)
             conn = db.connect(settings)
