@@ -109,3 +109,16 @@ def test_holds_reads_json_as_both_servers_do() -> None:
     assert holds(parse(data("missing") != 1), doc) and not holds(parse(data("missing") < 1), doc)
     assert holds(parse(data("l[0]") == "a"), doc) and holds(parse(data("t[0]") == "x"), doc)
     assert not holds(parse(data("t[1]").exists()), doc) and holds(parse(data("o.k") == "v"), doc)
+
+
+def test_the_sql_checks_the_limits_python_checks() -> None:
+    """fsm_check_guard_v1 and fsm_define_v8 write pyfsm.limits' numbers as literals: the same ones."""
+    from pyfsm import limits
+    from pyfsm.schema.resources import read_sql
+
+    check = read_sql("internal/fsm_check_guard_v1.sql")
+    for text in (f"v_k > {limits.GUARD_NODES}", f"v_depth > {limits.GUARD_DEPTH}",
+                 f"NOT BETWEEN 1 AND {limits.GUARD_LIST_ITEMS}", f"> {limits.GUARD_STRING_CHARS} THEN",
+                 f"> {limits.GUARD_PATH_SEGMENTS} THEN", f"> {limits.GUARD_NUMBER_LIMIT}e0"):
+        assert text in check, text
+    assert f"NOT BETWEEN 1 AND {limits.GUARD_NAME_CHARS} OR" in read_sql("procedures/fsm_define_v8.sql")
