@@ -24,7 +24,7 @@ What a test compares as (the same on MySQL and MariaDB, and in :func:`holds`):
 
 Literals are numbers (within +/- 2**53, where every integer is exact), strings of at most
 GUARD_STRING_CHARS characters, true, false and null. A guard has at most GUARD_NODES
-conditions, nested at most GUARD_DEPTH deep, and may carry a short name (``guard_name``),
+conditions and GUARD_LITERALS literals, nested at most GUARD_DEPTH deep, and may carry a short name (``guard_name``),
 used in errors, listings and diagrams; without one it is described by its text.
 
 In Python, :func:`data` builds tests and ``&``, ``|``, ``~`` combine them:
@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ from .errors import InvalidDefinition
 from .limits import (
     GUARD_DEPTH,
     GUARD_LIST_ITEMS,
+    GUARD_LITERALS,
     GUARD_NAME_CHARS,
     GUARD_NODES,
     GUARD_NUMBER_LIMIT,
@@ -214,6 +216,7 @@ class _Checker:
     def __init__(self, where: str) -> None:
         self.where = where
         self.nodes = 0
+        self.literals = 0
 
     def fail(self, problem: str) -> InvalidDefinition:
         return InvalidDefinition(f"{self.where}: {problem}", field="transitions", part="guard")
@@ -267,10 +270,14 @@ class _Checker:
         return Test(path, op, value)
 
     def literal(self, value: Any) -> Literal:
+        self.literals += 1
+        if self.literals > GUARD_LITERALS:
+            raise self.fail(f"a guard has at most {GUARD_LITERALS} literals (in lists included)")
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, int | float):
-            if not (math.isfinite(value) and abs(value) <= GUARD_NUMBER_LIMIT):
+            # as a float, as both servers read it (2**53 + 1 is 2**53 there)
+            if (isinstance(value, float) and not math.isfinite(value)) or abs(_double(value)) > GUARD_NUMBER_LIMIT:
                 raise self.fail(f"a number must be within +/- 2**53, got {_shown(value)}")
             return value
         if isinstance(value, str):
@@ -362,7 +369,7 @@ def _at(doc: Any, path: str) -> Any:
             if not isinstance(doc, Mapping) or key not in doc:
                 return _MISSING
             doc = doc[key]
-        elif isinstance(doc, list):
+        elif isinstance(doc, list | tuple):
             if int(index) >= len(doc):
                 return _MISSING
             doc = doc[int(index)]
@@ -383,11 +390,21 @@ def _kind(value: Any) -> str:
     return "other"
 
 
+def _double(value: Any) -> float:
+    """A JSON number as the servers compare it: a 64-bit float, one beyond its range (which
+    MariaDB's text JSON can hold) the largest float of its sign, as MariaDB converts it."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf if value > 0 else -math.inf
+    return math.copysign(sys.float_info.max, number) if math.isinf(number) else number
+
+
 def _equal(found: Any, literal: Literal) -> bool:
     if found is _MISSING or _kind(found) != _kind(literal):
         return False
     if _kind(literal) == "number":
-        return float(found) == float(literal)  # type: ignore[arg-type]
+        return _double(found) == _double(literal)
     return bool(found == literal)
 
 
@@ -416,7 +433,7 @@ def holds(condition: Condition, doc: Mapping[str, Any]) -> bool:
     kind = _kind(value)
     if found is _MISSING or _kind(found) != kind:
         return False
-    a, b = (float(found), float(value)) if kind == "number" else (found, value)
+    a, b = (_double(found), _double(value)) if kind == "number" else (found, value)
     return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
 
 

@@ -37,8 +37,11 @@ GUARD_NAME_CHARS = 64
 #: The conditions in one guard (tests, all, any and not), and how deep they nest.
 GUARD_NODES = 64
 GUARD_DEPTH = 8
-#: The literals an ``in`` test lists, a literal string's characters, a path's parts.
+#: The literals an ``in`` test lists, and a guard holds in all (each is rendered into the
+#: trigger: the bound keeps a type's trigger text far below max_allowed_packet), a literal
+#: string's characters, a path's parts.
 GUARD_LIST_ITEMS = 64
+GUARD_LITERALS = 64
 GUARD_STRING_CHARS = 255
 GUARD_PATH_SEGMENTS = 16
 #: Numbers in guards are within +/- 2**53: every integer there is exact as a 64-bit float,

@@ -226,13 +226,19 @@ class ClaimedRun:
                 self.data = ctx.data
                 return {"status": "waiting"}
             if outcome.kind == "fire":
+                # with guards, the rule the data picks, as the database will (it checks at commit)
+                target = machine.target(self.state, step or "", ctx.data)
+                if target is None and self.pending:
+                    # its guards refuse it here: the steps before it commit without it, and the
+                    # next run judges it alone (its handler runs again, as after any lost run)
+                    return {"status": "running", "go_on": self.run_immediately}
                 self.pending.append({"event": step, "handler": spec.name, "data": ctx.data})
                 self.data = ctx.data
-                if self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately:
+                if (self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately
+                        or target is None):
                     return {"status": "running", "go_on": self.run_immediately}
                 # save_after_step off: go on in memory; the database checks the batch at commit
-                # with guards, the rule the data picks, as the database will (it checks at commit)
-                self.state = machine.target(self.state, step or "", ctx.data) or self.state
+                self.state = target
                 self.version += 1
                 self.entered = self.version
                 continue

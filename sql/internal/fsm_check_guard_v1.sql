@@ -5,10 +5,13 @@
 -- {"any": [...]} (non-empty lists) or {"not": {...}}, with no other key. path is $ followed
 -- by .key (a key of [A-Za-z_][A-Za-z0-9_]*) or [n] parts, at most 16; op is ==, !=, <, <=,
 -- >, >=, in (value a list of 1 to 64 literals), exists, missing or is_null (no value); a
--- literal is a number within +/- 2**53, a string of at most 255 characters, true, false or
--- null, and the orderings take numbers and strings only. A guard has at most 64 conditions,
--- nested at most 8 deep. The guard is walked breadth first with a queue of (path, depth):
--- no recursion (max_sp_recursion_depth is 0 by default).
+-- literal is a number within +/- 2**53 (as a float: both servers compare numbers so), written
+-- as JSON writes numbers (MariaDB's JSON_VALID lets "1." through), a string of at most 255
+-- characters, true, false or null, and the orderings take numbers and strings only. A guard
+-- has at most 64 conditions and 64 literals (in lists included), nested at most 8 deep. The
+-- guard is walked breadth first with a queue of (path, depth): no recursion
+-- (max_sp_recursion_depth is 0 by default). A JSON function failing on text JSON_VALID let
+-- through (MariaDB: "1e") is the guard's problem too: 31001, "not valid JSON".
 -- Parameters: p_guard (the guard, JSON), p_transition (its transition's number, from 1, for
 --   the message).
 -- Result: none.
@@ -28,9 +31,12 @@ BEGIN
   DECLARE v_type VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_path TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_problem VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE v_literals INT DEFAULT 0;
   IF NOT COALESCE(JSON_VALID(p_guard), 0) THEN
-    SET v_problem = 'not JSON';
+    SET v_problem = 'not valid JSON';
   END IF;
+  walk: BEGIN
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION SET v_problem = 'not valid JSON';
   WHILE v_problem IS NULL AND v_k < JSON_LENGTH(v_queue) DO
     SET v_at = JSON_UNQUOTE(JSON_EXTRACT(v_queue, CONCAT('$[', v_k, '][0]'))),
         v_depth = JSON_EXTRACT(v_queue, CONCAT('$[', v_k, '][1]')), v_k = v_k + 1;
@@ -78,8 +84,10 @@ BEGIN
         SET v_problem = CONCAT('op ', v_op, IF(CAST(v_op AS BINARY) IN ('exists', 'missing', 'is_null'),
                                ' takes op and path', ' takes op, path and value'), ', nothing else');
       -- brackets made parentheses: one pattern means the same to MySQL's ICU and MariaDB's PCRE
+      -- and no other character anywhere: a regular expression's $ also matches before a final newline
       ELSEIF CHAR_LENGTH(v_path) > 1100
              OR NOT REPLACE(REPLACE(v_path, '[', '('), ']', ')') REGEXP '^[$]([.][A-Za-z_][A-Za-z0-9_]{0,63}|[(][0-9]{1,6}[)])+$'
+             OR REPLACE(REPLACE(v_path, '[', '('), ']', ')') REGEXP '[^$.()A-Za-z0-9_]'
              OR v_path LIKE '%(%' OR v_path LIKE '%)%' THEN
         SET v_problem = 'path is not $ followed by .key or [n] parts (keys of [A-Za-z_][A-Za-z0-9_]*)';
       ELSEIF CHAR_LENGTH(v_path) - CHAR_LENGTH(REPLACE(REPLACE(v_path, '.', ''), '[', '')) > 16 THEN
@@ -87,12 +95,18 @@ BEGIN
       ELSEIF CAST(v_op AS BINARY) = 'in' AND (JSON_TYPE(v_value) <> 'ARRAY' OR JSON_LENGTH(v_value) NOT BETWEEN 1 AND 64) THEN
         SET v_problem = 'op in takes a list of 1 to 64 literals';
       ELSEIF CAST(v_op AS BINARY) NOT IN ('exists', 'missing', 'is_null') THEN
-        SET v_j = 0, v_m = IF(CAST(v_op AS BINARY) = 'in', JSON_LENGTH(v_value), 1);
+        SET v_j = 0, v_m = IF(CAST(v_op AS BINARY) = 'in', JSON_LENGTH(v_value), 1), v_literals = v_literals + v_m;
+        IF v_literals > 64 THEN
+          SET v_problem = 'a guard has at most 64 literals (in lists included)';
+        END IF;
         WHILE v_problem IS NULL AND v_j < v_m DO
           SET v_item = JSON_EXTRACT(v_node, IF(CAST(v_op AS BINARY) = 'in', CONCAT('$.value[', v_j, ']'), '$.value'));
           SET v_type = JSON_TYPE(v_item), v_j = v_j + 1;
           IF v_type IN ('INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL') THEN
-            IF ABS(JSON_UNQUOTE(v_item) + 0e0) > 9007199254740992e0 THEN
+            IF NOT CAST(v_item AS CHAR CHARACTER SET utf8mb4) REGEXP '^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][-+]?[0-9]+)?$'
+               OR CAST(v_item AS CHAR CHARACTER SET utf8mb4) REGEXP '[^-+.eE0-9]' THEN
+              SET v_problem = 'a number must be written as JSON writes numbers';
+            ELSEIF ABS(JSON_UNQUOTE(v_item) + 0e0) > 9007199254740992e0 THEN
               SET v_problem = 'a number must be within +/- 2**53';
             END IF;
           ELSEIF v_type = 'STRING' THEN
@@ -110,6 +124,7 @@ BEGIN
       END IF;
     END IF;
   END WHILE;
+  END walk;
   IF v_problem IS NOT NULL THEN
     SET v_problem = LEFT(CONCAT('fsm: invalid definition: transition ', p_transition, ' guard: ', v_problem), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_problem, MYSQL_ERRNO = 31001;
