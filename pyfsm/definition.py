@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any, cast
 
 from .errors import InvalidArgument, InvalidDefinition
-from .guards import Guard, holds
+from .guards import Guard, first_holding
 from .guards import guard as checked_guard
 from .limits import MAX_TIMEOUT_SECONDS, NAME_CHARS
 from .schema.resources import check_machine_name
@@ -414,14 +414,10 @@ class Machine:
         or if ``data`` is not given and the first rule has a guard."""
         if not isinstance(state, str) or not isinstance(event, str):  # unhashable ones too: never a TypeError
             return None
-        for edge in self._rules.get((state, event), ()):
-            if edge.guard is None:
-                return edge.target
-            if data is None:
-                return None
-            if holds(edge.guard.condition, data):
-                return edge.target
-        return None
+        edges = self._rules.get((state, event), ())
+        if data is None:
+            return edges[0].target if edges and edges[0].guard is None else None
+        return first_holding(((edge.target, edge.guard) for edge in edges), data)[0]
 
     def allows(self, state: str, event: str) -> bool:
         """Whether ``state`` has a rule for ``event`` (guards aside)."""

@@ -51,8 +51,7 @@ from typing import Any
 from .definition import DEFINITION_SOURCE, NAME, Machine, Transition
 from .errors import InvalidArgument, InvalidDefinition
 from .guards import Guard
-from .guards import check_name as check_guard_name
-from .guards import parse as parse_guard
+from .guards import guard as checked_guard
 
 #: The largest definition file read, in bytes: far above any real machine, small enough that
 #: a wrong or hostile file cannot make the parser use much memory or time.
@@ -493,14 +492,11 @@ class _Reader:
             raise self.fail(f"{path}.guard_name", "names a guard, and the transition has none")
         checked = None
         if "guard" in spec:
-            part = "guard"
             try:
-                condition = parse_guard(spec["guard"], "guard")
-                part = "guard_name"
-                name = None if "guard_name" not in spec else check_guard_name(spec["guard_name"], "guard_name")
+                checked = checked_guard(spec["guard"], spec.get("guard_name"), "guard")
             except InvalidDefinition as exc:
-                raise self.fail(f"{path}.{part}", exc.message.removeprefix(f"{part}: ")) from None
-            checked = Guard(condition, name)
+                part = exc.fields.get("part") or "guard"
+                raise self.fail(f"{path}.{part}", exc.message.removeprefix("guard: ")) from None
         return event, tuple(sources), target, listed, checked
 
     def timeouts(self, value: Any, path: str) -> dict[str, tuple[int | str, str]]:

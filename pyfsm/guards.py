@@ -46,7 +46,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +136,19 @@ class Guard:
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self.condition)
+
+
+def first_holding(rules: Iterable[tuple[str, Guard | None]],
+                  doc: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """Rules (target, guard) tried in order, as the transition trigger tries them: the target
+    of the first whose guard holds for ``doc`` (one without a guard holds), or None, and the
+    labels of the guards that refused before it."""
+    refused: list[str] = []
+    for target, condition in rules:
+        if condition is None or holds(condition.condition, doc):
+            return target, tuple(refused)
+        refused.append(condition.label)
+    return None, tuple(refused)
 
 
 def guard(value: Any, name: Any = None, where: str = "guard") -> Guard:

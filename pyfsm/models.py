@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from .guards import Guard, holds, parse
+from .guards import Guard, first_holding, guard
 
 #: Every status an instance can have, in the order pages and metrics list them.
 STATUSES = ("running", "waiting", "paused", "failed", "completed")
@@ -85,18 +85,13 @@ def evaluate_events(rules: Iterable[tuple[str, str, Guard | None]], doc: Mapping
     """AllowedEvents from a state's rules, (event, to_state, guard) in the order they are tried,
     each event's guards tested against the data ``doc`` as the transition trigger tests them."""
     by_event: dict[str, list[tuple[str, Guard | None]]] = {}
-    for event, to_state, guard in rules:
-        by_event.setdefault(event, []).append((to_state, guard))
+    for event, to_state, condition in rules:
+        by_event.setdefault(event, []).append((to_state, condition))
     out = []
     for event, tried in by_event.items():
-        target, refused = None, []
-        for to_state, guard in tried:
-            if guard is None or holds(guard.condition, doc):
-                target = to_state
-                break
-            refused.append(guard.label)
+        target, refused = first_holding(tried, doc)
         out.append(AllowedEvent(event, target is not None, target, tuple(t for t, _ in tried),
-                                () if target is not None else tuple(refused)))
+                                () if target is not None else refused))
     return out
 
 
@@ -104,7 +99,7 @@ def allowed_events(rows: list[dict[str, Any]]) -> list[AllowedEvent]:
     """The rows of fsm_<type>_allowed_events_v1 (rules in the order they are tried, the
     instance's data on each) as AllowedEvents."""
     rules = [(r["event"], r["to_state"],
-              None if r["guard"] is None else Guard(parse(_json(r["guard"])), r["guard_name"]))
+              None if r["guard"] is None else guard(_json(r["guard"]), r["guard_name"]))
              for r in rows if r["event"] is not None]
     return evaluate_events(rules, (_json(rows[0]["data"]) or {}) if rows else {})
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidDefinition
-from ..guards import Condition, check_name, label, parse
+from ..guards import Guard, guard
 from .ddl import execute_ddl, machine_triggers, object_name
 from .guard_sql import condition_sql, text_literal
 from .resources import check_machine_name, read_sql
@@ -63,8 +63,7 @@ class Rule:
     to_final: bool
     #: the rule's order among those of (version, from_state, event), 1 first
     position: int = 1
-    guard: Condition | None = None
-    guard_name: str | None = None
+    guard: Guard | None = None
 
 
 @dataclass(frozen=True)
@@ -90,17 +89,15 @@ def valid_name(value: Any) -> str:
     return text
 
 
-def valid_guard(guard: Any, name: Any) -> tuple[Condition | None, str | None]:
+def valid_guard(stored: Any, name: Any) -> Guard | None:
     """A stored guard and its name checked again as Machine checks them (ValueError if not)."""
-    if guard is None:
-        return None, None
+    if stored is None:
+        return None
     try:
-        text = guard.decode() if isinstance(guard, bytes) else str(guard)
-        condition = parse(json.loads(text))
-        shown = None if name is None else check_name(name.decode() if isinstance(name, bytes) else str(name))
+        text = stored.decode() if isinstance(stored, bytes) else str(stored)
+        return guard(json.loads(text), name.decode() if isinstance(name, bytes) else name)
     except (InvalidDefinition, ValueError) as exc:
         raise ValueError(f"a stored guard is refused before it reaches SQL: {exc}") from None
-    return condition, shown
 
 
 def read_rules(conn: Any, machine: str) -> TypeRules:
@@ -125,7 +122,7 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
                     f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, 6",
                     (name, *versions))
         rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final), int(pos),
-                           *valid_guard(guard, guard_name))
+                           valid_guard(guard, guard_name))
                       for v, f, e, t, final, pos, guard, guard_name in cur.fetchall())
         cur.execute(f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
                     (name, *versions))
@@ -179,9 +176,9 @@ def _tried(rules: list[Rule]) -> str:
         if rule.guard is None:  # the default: Machine and fsm_define_v8 keep it last
             parts.append(f"ELSE {_take(rule)}")
             break
-        parts.append(f"{'ELSEIF' if i else 'IF'} {condition_sql(rule.guard)} THEN {_take(rule)}")
+        parts.append(f"{'ELSEIF' if i else 'IF'} {condition_sql(rule.guard.condition)} THEN {_take(rule)}")
     else:
-        names = ", ".join(label(r.guard, r.guard_name) for r in rules if r.guard is not None)
+        names = ", ".join(r.guard.label for r in rules if r.guard is not None)
         parts.append(f"ELSE SET v_to = NULL, v_final = 0, v_refused = {text_literal(names[:255])};")
     return " ".join(parts) + " END IF;"
 

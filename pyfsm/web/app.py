@@ -10,7 +10,6 @@ and only when the console was started with ``allow_actions``.
 from __future__ import annotations
 
 import contextlib
-import json
 import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -221,15 +220,18 @@ class _Console:
             if view is None:
                 raise UnknownInstance(f"no {name} instance has the key {key!r:.200}", machine=name, key=key)
             state, version = view.instance["current_state"], int(view.instance["definition_version"])
+            current_version = self.reads.current_version(name)
             # the instance's own definition version: an older one may have other rules and guards
-            of_version = machine if version == self.reads.current_version(name) else self.reads.machine(name, version)
+            of_version = machine if version == current_version else self.reads.machine(name, version)
+            data = view.instance["data"]  # parsed by Reads.instance
             view.events = evaluate_events(((event, edge.target, edge.guard) for event in of_version.events_from(state)
-                                           for edge in of_version.rules(state, event)), _object(view.instance["data"]))
+                                           for edge in of_version.rules(state, event)),
+                                          data if isinstance(data, dict) else {})
             failure = None  # what failed it: the newest error of its state (none: ctx.fail() or SQL failed it)
             if view.instance["status"] == "failed":
                 failure = next((e for e in view.errors if e["state"] == view.instance["current_state"]), None)
             return self.page(request, "instance.html", name=name, key=key, v=view, failure=failure,
-                             current_version=self.reads.current_version(name), result=self._result(request))
+                             current_version=current_version, result=self._result(request))
         return self.guarded(request, render)
 
     def failed(self, request: Request) -> Response:
@@ -438,12 +440,6 @@ def _int(value: str | None, what: str) -> int:
     if found is None:
         raise InvalidArgument(f"{what} is required")
     return found
-
-
-def _object(value: Any) -> dict[str, Any]:
-    """An instance's data as the view returns it (JSON text on MariaDB) as a dict."""
-    found = json.loads(value) if isinstance(value, str | bytes) else value
-    return found if isinstance(found, dict) else {}
 
 
 def _int_or_none(value: str | None, what: str) -> int | None:
