@@ -134,8 +134,11 @@ def connect(settings: Settings) -> pymysql.connections.Connection:
 def building(admin: Any, database: str) -> list[str]:
     """Statements of other sessions running for over 10 s in ``database`` (a load under way)."""
     with admin.cursor() as cur:
-        cur.execute("SELECT id, time, LEFT(info, 80) FROM information_schema.processlist WHERE db = %s "
-                    "AND command = 'Query' AND time > 10 AND id <> CONNECTION_ID()", (database,))
+        cur.execute(
+            "SELECT id, time, LEFT(info, 80) FROM information_schema.processlist WHERE db = %s "
+            "AND command = 'Query' AND time > 10 AND id <> CONNECTION_ID()",
+            (database,),
+        )
         return [f"#{i} {t}s {info}" for i, t, info in cur.fetchall()]
 
 
@@ -163,15 +166,26 @@ def ensure_data_set(settings: Settings, args: argparse.Namespace) -> dict[str, s
                 break
             if waited >= BUILD_WAIT_S:
                 raise SystemExit(f"{settings.database} is still being built after {waited} s: {running}")
-            print(f"{settings.database} is being built by another session ({running[0]}); waiting...",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{settings.database} is being built by another session ({running[0]}); waiting...",
+                file=sys.stderr,
+                flush=True,
+            )
             time.sleep(BUILD_POLL_S)
             waited += BUILD_POLL_S
         if not complete(settings, admin):
             if args.reuse:
                 raise SystemExit(f"--reuse: {settings.database} holds no complete data set")
-            command = [sys.executable, str(HERE / "bench_reporting.py"), "--load-only", "--dsn", args.dsn,
-                       "--database", settings.database, *(["--instances", "20000"] if args.quick else [])]
+            command = [
+                sys.executable,
+                str(HERE / "bench_reporting.py"),
+                "--load-only",
+                "--dsn",
+                args.dsn,
+                "--database",
+                settings.database,
+                *(["--instances", "20000"] if args.quick else []),
+            ]
             print("building the data set: " + " ".join(command[1:]), file=sys.stderr, flush=True)
             subprocess.run(command, check=True)
     finally:
@@ -199,8 +213,9 @@ FAILED = """CREATE TABLE IF NOT EXISTS bench_console_failed (
   updated_at DATETIME(6) NULL) ENGINE=InnoDB"""
 OPS_TABLES = ("fsm_runs", "fsm_errors", "fsm_outbox", "fsm_locks", "fsm_operator_log")
 TRACEBACK = "".join(
-    f'  File "/srv/shop/handlers/{m}.py", line {40 + 7 * n}, in {m}\n    result = client.{m}(order["id"], '
-    f'timeout=5)\n' for n, m in enumerate(("charge", "reserve", "capture", "notify", "charge", "reserve")))
+    f'  File "/srv/shop/handlers/{m}.py", line {40 + 7 * n}, in {m}\n    result = client.{m}(order["id"], timeout=5)\n'
+    for n, m in enumerate(("charge", "reserve", "capture", "notify", "charge", "reserve"))
+)
 
 
 def insert_many(cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
@@ -208,12 +223,16 @@ def insert_many(cur: Any, table: str, columns: str, rows: list[tuple[Any, ...]])
     their id ranges in bench_console_added."""
     marks = "(" + ", ".join(["%s"] * len(rows[0])) + ")"
     for k in range(0, len(rows), 1000):
-        part = rows[k:k + 1000]
-        cur.execute(f"INSERT INTO `{table}` ({columns}) VALUES " + ", ".join([marks] * len(part)),
-                    [v for row in part for v in row])
+        part = rows[k : k + 1000]
+        cur.execute(
+            f"INSERT INTO `{table}` ({columns}) VALUES " + ", ".join([marks] * len(part)),
+            [v for row in part for v in row],
+        )
         first = cur.lastrowid
-        cur.execute("INSERT INTO bench_console_added (tbl, first_id, last_id) VALUES (%s, %s, %s)",
-                    (table, first, first + len(part) - 1))
+        cur.execute(
+            "INSERT INTO bench_console_added (tbl, first_id, last_id) VALUES (%s, %s, %s)",
+            (table, first, first + len(part) - 1),
+        )
 
 
 def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str, Any]:
@@ -231,13 +250,16 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
         already_run = {r[0] for r in cur.fetchall()}
         pool = [i for i in running if i not in already_failed and i not in already_run]
         picked = rng.sample(pool, scale.failed + scale.runs)
-        failed, runs = sorted(picked[:scale.failed]), picked[scale.failed:]
-        ids = sorted(set(failed) | set(runs[:scale.outbox]) | set(rng.sample(running, scale.operator_log)))
+        failed, runs = sorted(picked[: scale.failed]), picked[scale.failed :]
+        ids = sorted(set(failed) | set(runs[: scale.outbox]) | set(rng.sample(running, scale.operator_log)))
         instances: dict[int, tuple[str, str, str]] = {}
         for k in range(0, len(ids), 5000):
-            part = ids[k:k + 5000]
-            cur.execute(f"SELECT id, instance_key, lookup_key, current_state FROM `fsm_{NAME}` "
-                        f"WHERE id IN ({', '.join(['%s'] * len(part))})", part)
+            part = ids[k : k + 5000]
+            cur.execute(
+                f"SELECT id, instance_key, lookup_key, current_state FROM `fsm_{NAME}` "
+                f"WHERE id IN ({', '.join(['%s'] * len(part))})",
+                part,
+            )
             instances.update({r[0]: r[1:] for r in cur.fetchall()})
         cur.execute("SELECT UTC_TIMESTAMP(6)")
         now = cur.fetchone()[0]
@@ -247,8 +269,11 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
 
         # failed instances: their status and what it was, then 5 errors each
         conn.begin()
-        cur.executemany(f"INSERT INTO bench_console_failed (id, status, version, updated_at) "
-                        f"SELECT id, status, version, updated_at FROM `fsm_{NAME}` WHERE id = %s", failed)
+        cur.executemany(
+            f"INSERT INTO bench_console_failed (id, status, version, updated_at) "
+            f"SELECT id, status, version, updated_at FROM `fsm_{NAME}` WHERE id = %s",
+            failed,
+        )
         cur.execute(f"UPDATE `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id SET i.status = 'failed'")
         conn.commit()
         errors = []
@@ -258,13 +283,30 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
             for attempt in range(1, scale.errors_per_failed + 1):
                 last = attempt == scale.errors_per_failed
                 at = started - attempt * 60
-                errors.append((NAME, iid, key, state, f"shop.handlers.{state}", attempt,
-                               "shop.payments.GatewayTimeout", f"payment gateway timed out after 5.0 s (order {key}, "
-                               f"attempt {attempt})", f"Traceback (most recent call last):\n{TRACEBACK}"
-                               f"shop.payments.GatewayTimeout: payment gateway timed out after 5.0 s (#{n})",
-                               "failed" if last else "retry", None if last else ago(at - 60), ago(at)))
-        insert_many(cur, "fsm_errors", "machine, instance_id, instance_key, state, handler, attempt, error_type, "
-                    "message, traceback, outcome, next_run_at, created_at", errors)
+                errors.append(
+                    (
+                        NAME,
+                        iid,
+                        key,
+                        state,
+                        f"shop.handlers.{state}",
+                        attempt,
+                        "shop.payments.GatewayTimeout",
+                        f"payment gateway timed out after 5.0 s (order {key}, attempt {attempt})",
+                        f"Traceback (most recent call last):\n{TRACEBACK}"
+                        f"shop.payments.GatewayTimeout: payment gateway timed out after 5.0 s (#{n})",
+                        "failed" if last else "retry",
+                        None if last else ago(at - 60),
+                        ago(at),
+                    )
+                )
+        insert_many(
+            cur,
+            "fsm_errors",
+            "machine, instance_id, instance_key, state, handler, attempt, error_type, "
+            "message, traceback, outcome, next_run_at, created_at",
+            errors,
+        )
         # runs: 10% stuck, 5% claimed, 5% due now, 50% due later, 30% waiting
         rows = []
         for n, iid in enumerate(runs):
@@ -280,17 +322,34 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
                 due = ago(-rng.uniform(60, 86400))
             else:
                 due = None
-            rows.append((NAME, iid, f"{br.key_of(iid)}", due, claimed, int(share < 10) * rng.randint(0, 3),
-                         ago(rng.uniform(86400, 10 * 86400)), ago(rng.uniform(0, 86400))))
-        insert_many(cur, "fsm_runs", "machine, instance_id, instance_key, due_at, claimed_by, attempt, created_at, "
-                    "updated_at", rows)
+            rows.append(
+                (
+                    NAME,
+                    iid,
+                    f"{br.key_of(iid)}",
+                    due,
+                    claimed,
+                    int(share < 10) * rng.randint(0, 3),
+                    ago(rng.uniform(86400, 10 * 86400)),
+                    ago(rng.uniform(0, 86400)),
+                )
+            )
+        insert_many(
+            cur,
+            "fsm_runs",
+            "machine, instance_id, instance_key, due_at, claimed_by, attempt, created_at, updated_at",
+            rows,
+        )
         # outbox: unpublished events of the latest transition of some instances, the first ones parked
-        events = runs[:scale.outbox]
+        events = runs[: scale.outbox]
         found: dict[int, tuple[int, int, str | None, str | None, str]] = {}
         for k in range(0, len(events), 1000):
-            part = events[k:k + 1000]
-            cur.execute(f"SELECT instance_id, id, sort_key, event, from_state, to_state FROM `fsm_{NAME}_transitions` "
-                        f"WHERE most_recent = 1 AND instance_id IN ({', '.join(['%s'] * len(part))})", part)
+            part = events[k : k + 1000]
+            cur.execute(
+                f"SELECT instance_id, id, sort_key, event, from_state, to_state FROM `fsm_{NAME}_transitions` "
+                f"WHERE most_recent = 1 AND instance_id IN ({', '.join(['%s'] * len(part))})",
+                part,
+            )
             found.update({r[0]: r[1:] for r in cur.fetchall()})
         cur.execute("SELECT transition_id FROM fsm_outbox WHERE machine = %s", (NAME,))
         taken = {r[0] for r in cur.fetchall()}
@@ -299,13 +358,34 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
             tid, sort_key, event, frm, to = found[iid]
             key, lookup, _ = instances[iid]
             parked = n < scale.parked
-            rows.append((NAME, "shop.orders", iid, key, lookup, tid, sort_key, event, frm, to, '{"total": 12.99}', "{}",
-                         ago(rng.uniform(0, 600) + (86400 if parked else 0)), 5 if parked else 0,
-                         "MessageSizeTooLargeError: the message is 1,200,000 bytes" if parked else None,
-                         ago(3600) if parked else None))
-        insert_many(cur, "fsm_outbox", "machine, topic, instance_id, instance_key, lookup_key, transition_id, "
-                    "sort_key, event, from_state, to_state, data, metadata, occurred_at, attempts, last_error, "
-                    "parked_at", rows)
+            rows.append(
+                (
+                    NAME,
+                    "shop.orders",
+                    iid,
+                    key,
+                    lookup,
+                    tid,
+                    sort_key,
+                    event,
+                    frm,
+                    to,
+                    '{"total": 12.99}',
+                    "{}",
+                    ago(rng.uniform(0, 600) + (86400 if parked else 0)),
+                    5 if parked else 0,
+                    "MessageSizeTooLargeError: the message is 1,200,000 bytes" if parked else None,
+                    ago(3600) if parked else None,
+                )
+            )
+        insert_many(
+            cur,
+            "fsm_outbox",
+            "machine, topic, instance_id, instance_key, lookup_key, transition_id, "
+            "sort_key, event, from_state, to_state, data, metadata, occurred_at, attempts, last_error, "
+            "parked_at",
+            rows,
+        )
         # locks: one row per account (scope order, a tenth global), the first ones held
         cur.execute("SELECT scope, lookup_key FROM fsm_locks")
         taken_locks = set(cur.fetchall())
@@ -321,11 +401,28 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
             iid = min(iid, top)
             held = n < scale.held
             locked = ago(rng.uniform(0, 600) if held else rng.uniform(600, 30 * 86400))
-            rows.append((scope, lookup, NAME, iid, br.key_of(iid), f"api-{n % 7}", locked,
-                         None if held else locked + datetime.timedelta(seconds=rng.uniform(0.01, 5)),
-                         ago(-3600) if held else locked + datetime.timedelta(seconds=30), f"fsm_lock_{n:08x}", None))
-        insert_many(cur, "fsm_locks", "scope, lookup_key, machine, instance_id, instance_key, owner, locked_at, "
-                    "unlocked_at, expires_at, advisory_name, connection_id", rows)
+            rows.append(
+                (
+                    scope,
+                    lookup,
+                    NAME,
+                    iid,
+                    br.key_of(iid),
+                    f"api-{n % 7}",
+                    locked,
+                    None if held else locked + datetime.timedelta(seconds=rng.uniform(0.01, 5)),
+                    ago(-3600) if held else locked + datetime.timedelta(seconds=30),
+                    f"fsm_lock_{n:08x}",
+                    None,
+                )
+            )
+        insert_many(
+            cur,
+            "fsm_locks",
+            "scope, lookup_key, machine, instance_id, instance_key, owner, locked_at, "
+            "unlocked_at, expires_at, advisory_name, connection_id",
+            rows,
+        )
         # operator log: actions on random instances, most done, some refused
         rows = []
         actions = ("send", "retry", "pause", "resume", "force_unlock", "unpark")
@@ -334,12 +431,28 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
             action = actions[n % len(actions)]
             at = ago(rng.uniform(60, 90 * 86400))
             refused = n % 9 == 0
-            rows.append((f"operator{n % 12}", "pyfsm_app@10.0.0.%", action, NAME, key,
-                         '{"event": "cancel"}' if action == "send" else "{}", at, "refused" if refused else "done",
-                         31005 if refused else None, "transition not allowed" if refused else None,
-                         at + datetime.timedelta(milliseconds=30)))
-        insert_many(cur, "fsm_operator_log", "operator, account, action, machine, instance_key, detail, requested_at, "
-                    "outcome, errno, message, finished_at", rows)
+            rows.append(
+                (
+                    f"operator{n % 12}",
+                    "pyfsm_app@10.0.0.%",
+                    action,
+                    NAME,
+                    key,
+                    '{"event": "cancel"}' if action == "send" else "{}",
+                    at,
+                    "refused" if refused else "done",
+                    31005 if refused else None,
+                    "transition not allowed" if refused else None,
+                    at + datetime.timedelta(milliseconds=30),
+                )
+            )
+        insert_many(
+            cur,
+            "fsm_operator_log",
+            "operator, account, action, machine, instance_key, detail, requested_at, "
+            "outcome, errno, message, finished_at",
+            rows,
+        )
         for table in OPS_TABLES:
             cur.execute(f"ANALYZE TABLE `{table}`")
             cur.fetchall()
@@ -349,8 +462,10 @@ def add_operations_rows(conn: Any, scale: Scale, rng: random.Random) -> dict[str
 def remove_operations_rows(conn: Any) -> str:
     """Undo add_operations_rows (also what a run that died left); returns what it did."""
     with conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
-                    "AND table_name IN ('bench_console_added', 'bench_console_failed')")
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() "
+            "AND table_name IN ('bench_console_added', 'bench_console_failed')"
+        )
         if cur.fetchone()[0] < 2:
             return "nothing to remove"
         cur.execute("SELECT tbl, first_id, last_id FROM bench_console_added")
@@ -363,10 +478,14 @@ def remove_operations_rows(conn: Any) -> str:
         cur.execute(f"UPDATE `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id SET i.status = f.status")
         restored = cur.rowcount
         # version and updated_at alone: the triggers let them through as given
-        cur.execute(f"UPDATE `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id "
-                    "SET i.version = f.version, i.updated_at = f.updated_at")
-        cur.execute(f"SELECT COUNT(*) FROM `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id "
-                    "WHERE NOT (i.status <=> f.status AND i.version <=> f.version AND i.updated_at <=> f.updated_at)")
+        cur.execute(
+            f"UPDATE `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id "
+            "SET i.version = f.version, i.updated_at = f.updated_at"
+        )
+        cur.execute(
+            f"SELECT COUNT(*) FROM `fsm_{NAME}` i JOIN bench_console_failed f ON f.id = i.id "
+            "WHERE NOT (i.status <=> f.status AND i.version <=> f.version AND i.updated_at <=> f.updated_at)"
+        )
         left = cur.fetchone()[0]
         if left:
             conn.rollback()
@@ -376,15 +495,15 @@ def remove_operations_rows(conn: Any) -> str:
         for table in OPS_TABLES:
             cur.execute(f"ANALYZE TABLE `{table}`")
             cur.fetchall()
-    return (", ".join(f"{n:,} rows of {t}" for t, n in removed.items()) or "no rows") + \
-        f" removed, {restored:,} instances' status, version and updated_at restored"
+    return (
+        ", ".join(f"{n:,} rows of {t}" for t, n in removed.items()) or "no rows"
+    ) + f" removed, {restored:,} instances' status, version and updated_at restored"
 
 
 # -- the pages ----------------------------------------------------------------------------
 
 
-def pages(settings: Settings, info: dict[str, str], ops: dict[str, Any], reps: int,
-          rng: random.Random) -> list[Page]:
+def pages(settings: Settings, info: dict[str, str], ops: dict[str, Any], reps: int, rng: random.Random) -> list[Page]:
     instances = int(info["instances"])
     n = WARMUP + reps + 1  # requests per page: warm-up, timed, the recorded one
     conn = connect(settings)
@@ -405,8 +524,10 @@ def pages(settings: Settings, info: dict[str, str], ops: dict[str, Any], reps: i
     failed = ops["failed_keys"]
     accounts = rng.sample(range(br.ACCOUNTS), n)
     middle = [rng.randint(instances * 4 // 10, instances * 6 // 10) for _ in range(n)]
-    week, year = (now - datetime.timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"), \
-        (now - datetime.timedelta(days=365)).strftime("%Y-%m-%dT%H:%M")
+    week, year = (
+        (now - datetime.timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
+        (now - datetime.timedelta(days=365)).strftime("%Y-%m-%dT%H:%M"),
+    )
     m = f"/m/{NAME}"
     fixed: list[tuple[str, str]] = [
         ("/", "/"),
@@ -425,8 +546,9 @@ def pages(settings: Settings, info: dict[str, str], ops: dict[str, Any], reps: i
     out.insert(7, Page(f"{m}?lookup_key=<an account>", lambda i: f"{m}?lookup_key=acct-{accounts[i % n]}"))
     out += [
         Page(f"{m}/i/<key> (a random instance, ~10 history rows)", lambda i: f"{m}/i/{instance(i)}"),
-        Page(f"{m}/i/<key> (a failed instance: 5 errors with tracebacks)",
-             lambda i: f"{m}/i/{failed[i % len(failed)]}"),
+        Page(
+            f"{m}/i/<key> (a failed instance: 5 errors with tracebacks)", lambda i: f"{m}/i/{failed[i % len(failed)]}"
+        ),
         Page("/failed", lambda i: "/failed"),
         Page(f"/failed?machine={NAME}", lambda i: f"/failed?machine={NAME}"),
         Page("/stuck", lambda i: "/stuck"),
@@ -435,8 +557,10 @@ def pages(settings: Settings, info: dict[str, str], ops: dict[str, Any], reps: i
         Page("/outbox", lambda i: "/outbox"),
         Page("/metrics", lambda i: "/metrics"),
         Page(f"{m}/diagram.svg", lambda i: f"{m}/diagram.svg"),
-        Page(f"/confirm?action=send&machine={NAME}&key=<key>",
-             lambda i: f"/confirm?action=send&machine={NAME}&key={confirm(i)}"),
+        Page(
+            f"/confirm?action=send&machine={NAME}&key=<key>",
+            lambda i: f"/confirm?action=send&machine={NAME}&key={confirm(i)}",
+        ),
     ]
     return out
 
@@ -463,6 +587,7 @@ class Recorder:
             finally:
                 if recorder.on is not None:
                     recorder.on.append((query, args, (time.perf_counter() - started) * 1000))
+
         pymysql.cursors.Cursor.execute = execute  # type: ignore[method-assign]
 
     def close(self) -> None:
@@ -477,6 +602,7 @@ def measure_pages(settings: Settings, todo: list[Page], reps: int) -> None:
     dsn = settings.dsn()
     app = create_app(ConsoleConfig(dsn=dsn, actions_dsn=dsn, allow_actions=True))
     with TestClient(app, raise_server_exceptions=False) as client:
+
         def get(page: Page, i: int) -> tuple[float, float]:
             started = time.perf_counter()
             response = client.get(page.path(i), follow_redirects=False)
@@ -512,8 +638,10 @@ def measure_pages(settings: Settings, todo: list[Page], reps: int) -> None:
 def inner_statement(sql: str) -> str | None:
     """What a CALL runs, to EXPLAIN: the big type's part of fsm_stats_v2 (fsm_outbox_lag_v1's is one range)."""
     if "fsm_stats_v2" in sql:
-        return (f"SELECT SUM(status = 'running'), SUM(status = 'waiting'), SUM(status = 'paused'), "
-                f"SUM(status = 'failed') FROM `fsm_{NAME}` WHERE status IN ('running', 'waiting', 'paused', 'failed')")
+        return (
+            f"SELECT SUM(status = 'running'), SUM(status = 'waiting'), SUM(status = 'paused'), "
+            f"SUM(status = 'failed') FROM `fsm_{NAME}` WHERE status IN ('running', 'waiting', 'paused', 'failed')"
+        )
     if "fsm_outbox_lag_v1" in sql:
         return "SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox WHERE published_at IS NULL"
     return None
@@ -554,11 +682,18 @@ def diagnose(settings: Settings, page: Page) -> list[Diagnosis]:
 
 
 def short(sql: str, width: int = 110) -> str:
-    return sql if len(sql) <= width else sql[:width - 3] + "..."
+    return sql if len(sql) <= width else sql[: width - 3] + "..."
 
 
-def report(todo: list[Page], diagnoses: dict[str, list[Diagnosis]], ceilings: list[bt.Result], env: dict[str, Any],
-           info: dict[str, str], reps: int, scale: Scale) -> str:
+def report(
+    todo: list[Page],
+    diagnoses: dict[str, list[Diagnosis]],
+    ceilings: list[bt.Result],
+    env: dict[str, Any],
+    info: dict[str, str],
+    reps: int,
+    scale: Scale,
+) -> str:
     c50 = statistics.mean(c.pct(50) for c in ceilings)
     missed = [p for p in todo if p.pct(p.server_ms, 95) >= TARGET_MS or p.statuses != {200}]
     lines = [
@@ -588,15 +723,22 @@ def report(todo: list[Page], diagnoses: dict[str, list[Diagnosis]], ceilings: li
         s = p.server_ms
         ok = p.pct(s, 95) < TARGET_MS and p.statuses == {200}
         status = "" if p.statuses == {200} else f" (HTTP {', '.join(map(str, sorted(p.statuses)))})"
-        lines.append(f"| `{p.label}` | {p.pct(s, 50):.1f} | {p.pct(s, 95):.1f} | {max(s):.1f} | {p.first_ms:.1f} | "
-                     f"{p.pct(p.client_ms, 50):.1f} | {p.pct(s, 50) / c50:,.0f}x | {len(p.statements)} | "
-                     f"{'MET' if ok else '**MISSED**'}{status} |")
-    lines += ["", "Missed: " + (", ".join(f"`{p.label}`" for p in missed) if missed else "none") + ".", "",
-              "Where the time goes: the slowest statement of one recorded request of each page, run again on a "
-              "connection of its own (ms as the console ran it / again; rows read: the session's Handler_read%; "
-              "EXPLAIN `table:key/type`; for `CALL fsm_stats_v2()` the big type's status count it prepares).", "",
-              "| page | DB ms of the request | slowest statement | ms (console / again) | rows read | EXPLAIN |",
-              "|---|---:|---|---:|---:|---|"]
+        lines.append(
+            f"| `{p.label}` | {p.pct(s, 50):.1f} | {p.pct(s, 95):.1f} | {max(s):.1f} | {p.first_ms:.1f} | "
+            f"{p.pct(p.client_ms, 50):.1f} | {p.pct(s, 50) / c50:,.0f}x | {len(p.statements)} | "
+            f"{'MET' if ok else '**MISSED**'}{status} |"
+        )
+    lines += [
+        "",
+        "Missed: " + (", ".join(f"`{p.label}`" for p in missed) if missed else "none") + ".",
+        "",
+        "Where the time goes: the slowest statement of one recorded request of each page, run again on a "
+        "connection of its own (ms as the console ran it / again; rows read: the session's Handler_read%; "
+        "EXPLAIN `table:key/type`; for `CALL fsm_stats_v2()` the big type's status count it prepares).",
+        "",
+        "| page | DB ms of the request | slowest statement | ms (console / again) | rows read | EXPLAIN |",
+        "|---|---:|---|---:|---:|---|",
+    ]
     for p in todo:
         found = diagnoses.get(p.label) or []
         total = sum(ms for _, _, ms in p.statements)
@@ -604,20 +746,27 @@ def report(todo: list[Page], diagnoses: dict[str, list[Diagnosis]], ceilings: li
             lines.append(f"| `{p.label}` | {total:.1f} | | | | |")
             continue
         d = max(found, key=lambda x: x.ms)
-        lines.append(f"| `{p.label}` | {total:.1f} | `{short(d.sql).replace('|', '/')}` | {d.ms:.1f} / "
-                     f"{d.rerun_ms:.1f} | {d.rows_read:,} | {d.explain.replace('|', '/')} |")
+        lines.append(
+            f"| `{p.label}` | {total:.1f} | `{short(d.sql).replace('|', '/')}` | {d.ms:.1f} / "
+            f"{d.rerun_ms:.1f} | {d.rows_read:,} | {d.explain.replace('|', '/')} |"
+        )
     return "\n".join(lines)
 
 
 def write_section(path: Path, text: str) -> None:
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     if MARK[0] not in old:
-        path.write_text(old.rstrip("\n") + f"\n\n{SECTION}\n\n" + (
-            "`bench/bench_console.py` measures every page of `pyfsm web` (server time, the `Server-Timing`\n"
-            "header) on bench_reporting's data set (1,000,000 instances, 10,000,000 history rows), with\n"
-            "rows added for the operations pages and removed afterwards, beside the INSERT+COMMIT ceiling.\n"
-            "Target (issue 17): every page under 200 ms. Reproduce:\n\n"
-            "```sh\n.venv/bin/python bench/bench_console.py --reuse --write BENCHMARKS.md\n```\n"))
+        path.write_text(
+            old.rstrip("\n")
+            + f"\n\n{SECTION}\n\n"
+            + (
+                "`bench/bench_console.py` measures every page of `pyfsm web` (server time, the `Server-Timing`\n"
+                "header) on bench_reporting's data set (1,000,000 instances, 10,000,000 history rows), with\n"
+                "rows added for the operations pages and removed afterwards, beside the INSERT+COMMIT ceiling.\n"
+                "Target (issue 17): every page under 200 ms. Reproduce:\n\n"
+                "```sh\n.venv/bin/python bench/bench_console.py --reuse --write BENCHMARKS.md\n```\n"
+            )
+        )
     bt.write_results(path, text, MARK)
 
 
@@ -642,8 +791,10 @@ def busy(settings: Settings) -> str:
     admin = pymysql.connect(**settings.connect_kwargs(database=False))
     try:
         with admin.cursor() as cur:
-            cur.execute("SELECT COUNT(*), COALESCE(MAX(time), 0) FROM information_schema.processlist "
-                        "WHERE command = 'Query' AND id <> CONNECTION_ID()")
+            cur.execute(
+                "SELECT COUNT(*), COALESCE(MAX(time), 0) FROM information_schema.processlist "
+                "WHERE command = 'Query' AND id <> CONNECTION_ID()"
+            )
             count, longest = cur.fetchone()
     finally:
         admin.close()
@@ -657,8 +808,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="require the data set to be there: never build it")
     parser.add_argument("--reps", type=int, default=30, help="timed requests per page")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="length of each ceiling measurement")
-    parser.add_argument("--quick", action="store_true", help="a small data set of its own (20,000 instances, "
-                        "pyfsm_bench_reporting_quick), 5 requests per page; writes nothing")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small data set of its own (20,000 instances, "
+        "pyfsm_bench_reporting_quick), 5 requests per page; writes nothing",
+    )
     parser.add_argument("--keep", action="store_true", help="leave the operations rows in place afterwards")
     parser.add_argument("--undo", action="store_true", help="only remove the rows a previous run left")
     parser.add_argument("--write", type=Path, help="update the console block of this file (e.g. BENCHMARKS.md)")
@@ -677,8 +832,11 @@ def main(argv: list[str] | None = None) -> int:
         print(remove_operations_rows(conn), file=sys.stderr)
         conn.close()
         return 0
-    env: dict[str, Any] = {"date": datetime.date.today().isoformat(), "database": settings.database,
-                           "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    env: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "database": settings.database,
+        "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
     info = ensure_data_set(settings, args)
     conn = connect(settings)
     with conn.cursor() as cur:
@@ -717,8 +875,11 @@ def main(argv: list[str] | None = None) -> int:
     for page in todo:
         print(f"\n{page.label} ({page.size:,} bytes):", file=sys.stderr)
         for d in diagnoses.get(page.label, []):
-            print(f"  {d.ms:7.1f} ms / {d.rerun_ms:7.1f} ms again, {d.rows_read:>9,} rows: {short(d.sql, 160)}\n"
-                  f"      {d.explain}", file=sys.stderr)
+            print(
+                f"  {d.ms:7.1f} ms / {d.rerun_ms:7.1f} ms again, {d.rows_read:>9,} rows: {short(d.sql, 160)}\n"
+                f"      {d.explain}",
+                file=sys.stderr,
+            )
     if args.write:
         write_section(args.write, text)
     return 0

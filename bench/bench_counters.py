@@ -30,8 +30,12 @@ def _current(family: str) -> str:
 #: (current trigger, the one revision 0003 had): the current ones keep the counters and left_at
 #: and the history triggers of that revision too: the current ones (0017) accept only the guard's
 #: '<id>/<created_at>' form, which the v2 triggers (guard = the instance id) do not set
-V2 = [(_current("trigger_ai"), "trigger_ai_v2"), (_current("trigger_bu"), "trigger_bu_v2"),
-      (_current("trigger_hbi"), "trigger_hbi_v1"), (_current("trigger_hbu"), "trigger_hbu_v1")]
+V2 = [
+    (_current("trigger_ai"), "trigger_ai_v2"),
+    (_current("trigger_bu"), "trigger_bu_v2"),
+    (_current("trigger_hbi"), "trigger_hbi_v1"),
+    (_current("trigger_hbu"), "trigger_hbu_v1"),
+]
 MARKS = ("<!-- bench-counters:start -->", "<!-- bench-counters:end -->")
 
 
@@ -41,9 +45,13 @@ def swap(settings: db.Settings, to_v2: bool) -> None:
         name = bt.MACHINE.name
         pairs = V2 if to_v2 else [(new, old) for old, new in V2]
         schema.replace_machine_triggers(
-            conn, name, pairs, "v2" if to_v2 else schema.MACHINE_OBJECTS_VERSION,
+            conn,
+            name,
+            pairs,
+            "v2" if to_v2 else schema.MACHINE_OBJECTS_VERSION,
             also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
-            while_locked=None if to_v2 else (lambda cur: schema.rebuild_state_counts(cur, name)))
+            while_locked=None if to_v2 else (lambda cur: schema.rebuild_state_counts(cur, name)),
+        )
     finally:
         conn.close()
 
@@ -74,28 +82,45 @@ def main(argv: list[str] | None = None) -> int:
                     swap(settings, to_v2=False)
                 rates[label].append(result.rate)
                 p50[label].append(result.pct(50))
-    lines = [f"Run with {args.clients} clients, {args.rounds} alternating rounds of {args.seconds:g} s each; server "
-             f"{server['version']}, load {server['load']} at the start. Medians over the rounds.", "",
-             "| triggers | tx/s (median) | tx/s per round | p50 ms (median) | tx/s vs ceiling |",
-             "|---|---:|---|---:|---:|"]
+    lines = [
+        f"Run with {args.clients} clients, {args.rounds} alternating rounds of {args.seconds:g} s each; server "
+        f"{server['version']}, load {server['load']} at the start. Medians over the rounds.",
+        "",
+        "| triggers | tx/s (median) | tx/s per round | p50 ms (median) | tx/s vs ceiling |",
+        "|---|---:|---|---:|---:|",
+    ]
     ceiling = statistics.median(rates["ceiling"])
     for label, values in rates.items():
         med = statistics.median(values)
-        lines.append(f"| {label} | {med:,.0f} | {', '.join(f'{v:,.0f}' for v in values)} | "
-                     f"{statistics.median(p50[label]):.2f} | {100 * med / ceiling:.0f}% |")
+        lines.append(
+            f"| {label} | {med:,.0f} | {', '.join(f'{v:,.0f}' for v in values)} | "
+            f"{statistics.median(p50[label]):.2f} | {100 * med / ceiling:.0f}% |"
+        )
     v3, v2 = statistics.median(rates["current (counters)"]), statistics.median(rates["v2 (no counters)"])
     if not v2 or not v3:  # e.g. two transition triggers at once: every transition refused
         raise SystemExit(f"no transitions measured (current {v3:,.0f}, v2 {v2:,.0f} tx/s): the trigger swap failed")
-    lines += ["", f"The counters cost {100 * (1 - v3 / v2):.0f}% of the transitions per second in this run "
-                  f"({v3:,.0f} against {v2:,.0f} tx/s)."]
+    lines += [
+        "",
+        f"The counters cost {100 * (1 - v3 / v2):.0f}% of the transitions per second in this run "
+        f"({v3:,.0f} against {v2:,.0f} tx/s).",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.write:
         bt.write_results(args.write, text, MARKS)
     if args.json:
-        bt.write_json(args.json, {"server": server, "clients": args.clients, "rounds": args.rounds, "rates": rates,
-                                  "p50_ms": p50, "median_rate": {k: statistics.median(v) for k, v in rates.items()},
-                                  "median_p50_ms": {k: statistics.median(v) for k, v in p50.items()}})
+        bt.write_json(
+            args.json,
+            {
+                "server": server,
+                "clients": args.clients,
+                "rounds": args.rounds,
+                "rates": rates,
+                "p50_ms": p50,
+                "median_rate": {k: statistics.median(v) for k, v in rates.items()},
+                "median_p50_ms": {k: statistics.median(v) for k, v in p50.items()},
+            },
+        )
     return 0
 
 

@@ -127,8 +127,10 @@ def _server_now(conn: Any) -> Any:
 def _due_unclaimed(store: Store, name: str, since: Any) -> int:
     def count(conn: Any) -> int:
         with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM fsm_runs WHERE machine = %s AND due_at <= %s AND claimed_by IS NULL",
-                        (name, since))
+            cur.execute(
+                "SELECT COUNT(*) FROM fsm_runs WHERE machine = %s AND due_at <= %s AND claimed_by IS NULL",
+                (name, since),
+            )
             return int(cur.fetchone()[0])
 
     return store.gateway.read(count)
@@ -145,9 +147,12 @@ def measure_workers(settings: Settings, workers: int, instances: int, batch: int
             for start in range(0, instances, 500):
                 keys = [f"w{n}" for n in range(start, min(instances, start + 500))]
                 cur.execute(f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ", ".join(["(%s)"] * len(keys)), keys)
-            cur.execute("INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, created_at, updated_at) "
-                        f"SELECT %s, id, instance_key, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) "
-                        f"FROM `fsm_{name}`", (name,))
+            cur.execute(
+                "INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, created_at, updated_at) "
+                f"SELECT %s, id, instance_key, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) "
+                f"FROM `fsm_{name}`",
+                (name,),
+            )
     finally:
         conn.close()
     ctx = mp.get_context("spawn")
@@ -167,9 +172,12 @@ def measure_workers(settings: Settings, workers: int, instances: int, batch: int
     steps = sum(p["steps"] for p in parts)
     assert steps == instances * WORKER_STEPS, (steps, instances * WORKER_STEPS)
     elapsed = max(p["last"] for p in parts) - min(p["first"] for p in parts)
-    return {"rate": steps / elapsed, "claims": sum(p["claims"] for p in parts),
-            "deadlocks": _deadlocks(settings) - deadlocks,
-            "empty_with_work": sum(p["empty_with_work"] for p in parts)}
+    return {
+        "rate": steps / elapsed,
+        "claims": sum(p["claims"] for p in parts),
+        "deadlocks": _deadlocks(settings) - deadlocks,
+        "empty_with_work": sum(p["empty_with_work"] for p in parts),
+    }
 
 
 def _deadlocks(settings: Settings) -> int:
@@ -184,8 +192,14 @@ def _deadlocks(settings: Settings) -> int:
         conn.close()
 
 
-def report(server: dict[str, str], send: dict[str, float], step: dict[str, float], ceilings: dict[int, bt.Result],
-           workers: dict[tuple[int, int], dict[str, float]], seconds: float) -> str:
+def report(
+    server: dict[str, str],
+    send: dict[str, float],
+    step: dict[str, float],
+    ceilings: dict[int, bt.Result],
+    workers: dict[tuple[int, int], dict[str, float]],
+    seconds: float,
+) -> str:
     c1 = ceilings[1]
     lines = [
         f"Run {time.strftime('%Y-%m-%d')}: {os.cpu_count()} CPUs (load average {server['load']} at the start), "
@@ -205,8 +219,10 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         for (kk, batch), w in sorted(workers.items()):
             if kk == k:
                 what = "one run at a time" if batch == 1 else f"batch {batch}, side by side"
-                lines.append(f"| workers ({WORKER_STEPS}-step process, {what}) | {k} | | | {w['rate']:,.0f} | "
-                             f"{w['rate'] / ceilings[k].rate:.0%} |")
+                lines.append(
+                    f"| workers ({WORKER_STEPS}-step process, {what}) | {k} | | | {w['rate']:,.0f} | "
+                    f"{w['rate'] / ceilings[k].rate:.0%} |"
+                )
     empty = {key: int(w["empty_with_work"]) for key, w in workers.items()}
     lines += [
         "",
@@ -216,7 +232,8 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         + ", ".join(f"{k} worker(s), batch {b}: {n} of {int(workers[k, b]['claims'])}" for (k, b), n in empty.items())
         + ".",
         "Deadlocks while the workers ran (the server's Innodb_deadlocks, server-wide): "
-        + ", ".join(f"{k} worker(s), batch {b}: {int(w.get('deadlocks', 0))}" for (k, b), w in workers.items()) + ".",
+        + ", ".join(f"{k} worker(s), batch {b}: {int(w.get('deadlocks', 0))}" for (k, b), w in workers.items())
+        + ".",
         "",
         "Targets:",
         "",
@@ -227,10 +244,14 @@ def report(server: dict[str, str], send: dict[str, float], step: dict[str, float
         if k == 4:  # the target is the default Worker's (batch 10); batch 1 is there for comparison
             ratio = w["rate"] / ceilings[4].rate
             verdict = ("MET" if ratio >= 0.30 else "MISSED") if batch > 1 else "for comparison, no target"
-            lines.append(f"- {verdict}: 4 workers (batch {batch}) at least 30% of the ceiling with 4 clients "
-                         f"({w['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})")
-    lines.append(f"- {'MET' if not any(empty.values()) else 'MISSED'}: the claim query never came back empty "
-                 "while due work existed")
+            lines.append(
+                f"- {verdict}: 4 workers (batch {batch}) at least 30% of the ceiling with 4 clients "
+                f"({w['rate']:,.0f} vs {ceilings[4].rate:,.0f} steps/s = {ratio:.0%})"
+            )
+    lines.append(
+        f"- {'MET' if not any(empty.values()) else 'MISSED'}: the claim query never came back empty "
+        "while due work existed"
+    )
     return "\n".join(lines)
 
 
@@ -240,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each ceiling measurement")
     parser.add_argument("--workers", default="1,2,4", help="comma-separated numbers of worker processes")
     parser.add_argument("--instances", type=int, default=600, help="queued instances per worker measurement")
-    parser.add_argument("--batch", default="1,10", help="comma-separated Worker batch sizes (runs claimed and run "
-                                                      "side by side)")
+    parser.add_argument(
+        "--batch", default="1,10", help="comma-separated Worker batch sizes (runs claimed and run side by side)"
+    )
     parser.add_argument("--write", type=Path, help="update the engine block of this file (e.g. BENCHMARKS.md)")
     parser.add_argument("--json", type=Path, help="also write the measurements to this file as JSON")
     args = parser.parse_args(argv)
@@ -265,9 +287,17 @@ def main(argv: list[str] | None = None) -> int:
         bt.write_results(args.write, text, MARK)
     if args.json:
         workers_json = {f"{k}x{b}": w for (k, b), w in workers.items()}
-        bt.write_json(args.json, {"server": server, "send": send, "step": step, "workers": workers_json,
-                                  "worker_steps": WORKER_STEPS,
-                                  "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()}})
+        bt.write_json(
+            args.json,
+            {
+                "server": server,
+                "send": send,
+                "step": step,
+                "workers": workers_json,
+                "worker_steps": WORKER_STEPS,
+                "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()},
+            },
+        )
     return 0
 
 

@@ -45,14 +45,26 @@ def fill(conn: Any, accounts: int, held: int = 100) -> None:
             rows = []
             for n in range(start, min(start + 10_000, accounts)):
                 live = n < held
-                rows.append(("*" if n % 10 == 0 else "order", f"acct-{n}", n + 1, f"k-{n}", f"api-{n % 7}",
-                             n % 86_400, None if live else n % 86_400, 3600 if live else -(n % 86_400) + 30,
-                             f"fsm_lock_{n:08x}"))
+                rows.append(
+                    (
+                        "*" if n % 10 == 0 else "order",
+                        f"acct-{n}",
+                        n + 1,
+                        f"k-{n}",
+                        f"api-{n % 7}",
+                        n % 86_400,
+                        None if live else n % 86_400,
+                        3600 if live else -(n % 86_400) + 30,
+                        f"fsm_lock_{n:08x}",
+                    )
+                )
             cur.executemany(
                 "INSERT INTO fsm_locks (scope, lookup_key, machine, instance_id, instance_key, owner, locked_at, "
                 "unlocked_at, expires_at, advisory_name) VALUES (%s, %s, 'order', %s, %s, %s, "
                 "UTC_TIMESTAMP(6) - INTERVAL %s SECOND, UTC_TIMESTAMP(6) - INTERVAL %s SECOND + INTERVAL 1 SECOND, "
-                "UTC_TIMESTAMP(6) + INTERVAL %s SECOND, %s)", rows)
+                "UTC_TIMESTAMP(6) + INTERVAL %s SECOND, %s)",
+                rows,
+            )
             conn.commit()
         cur.execute("ANALYZE TABLE fsm_locks")
         cur.fetchall()
@@ -94,15 +106,20 @@ def run(settings: Settings, accounts: int, rounds: int, count: int, repeats: int
     pid = bt.server_pid(settings)
     ceilings = [bt.measure("ceiling", 1, settings, 3.0)]
     conn = pymysql.connect(**settings.connect_kwargs())
-    results: dict[str, dict[str, list[Any]]] = {"with": {"reads": [], "locks": []},
-                                                 "without": {"reads": [], "locks": []}}
+    results: dict[str, dict[str, list[Any]]] = {
+        "with": {"reads": [], "locks": []},
+        "without": {"reads": [], "locks": []},
+    }
     try:
         print(f"filling fsm_locks with {accounts:,} accounts...", file=sys.stderr, flush=True)
         fill(conn, accounts)
         with Store(settings.dsn(), pool_size=2) as store:
             name = "held_bench"
-            store.define(Machine(name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
-                                 uses_global_lock=True))
+            store.define(
+                Machine(
+                    name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], uses_global_lock=True
+                )
+            )
             keys = [f"i-{n}" for n in range(count)]
             for n, key in enumerate(keys):
                 store.create(name, key, lookup_key=f"bench-acct-{n}")
@@ -141,20 +158,31 @@ def report(server: dict[str, str], data: dict[str, Any]) -> str:
         w = [r[label] for r in res["with"]["reads"]]
         wo = [r[label] for r in res["without"]["reads"]]
         w_ms, wo_ms = statistics.median(x[0] for x in w), statistics.median(x[0] for x in wo)
-        lines.append(f"| read: {label} | {w_ms:.2f} ms | {wo_ms:.1f} ms | {w[0][1]:,} / {wo[0][1]:,} | "
-                     f"{w_ms * 1000 / ceiling_us:.1f}x |")
+        lines.append(
+            f"| read: {label} | {w_ms:.2f} ms | {wo_ms:.1f} ms | {w[0][1]:,} / {wo[0][1]:,} | "
+            f"{w_ms * 1000 / ceiling_us:.1f}x |"
+        )
     w_us = statistics.median(x[0] for x in res["with"]["locks"])
     wo_us = statistics.median(x[0] for x in res["without"]["locks"])
-    lines.append(f"| `Store.lock()` + `release()`, global, per pair | {w_us:.0f} us | {wo_us:.0f} us | | "
-                 f"{w_us / ceiling_us:.1f}x |")
+    lines.append(
+        f"| `Store.lock()` + `release()`, global, per pair | {w_us:.0f} us | {wo_us:.0f} us | | "
+        f"{w_us / ceiling_us:.1f}x |"
+    )
     w_cpu = [x[1] for x in res["with"]["locks"] if x[1] is not None]
     wo_cpu = [x[1] for x in res["without"]["locks"] if x[1] is not None]
     if w_cpu and wo_cpu:
-        lines.append(f"| server CPU per lock + release | {statistics.median(w_cpu):.0f} us | "
-                     f"{statistics.median(wo_cpu):.0f} us | | |")
-    lines += ["", f"Lock pairs per round: {data['count']:,}. Per round, with: "
-              + ", ".join(f"{x[0]:.0f}" for x in res["with"]["locks"]) + " us; without: "
-              + ", ".join(f"{x[0]:.0f}" for x in res["without"]["locks"]) + " us."]
+        lines.append(
+            f"| server CPU per lock + release | {statistics.median(w_cpu):.0f} us | "
+            f"{statistics.median(wo_cpu):.0f} us | | |"
+        )
+    lines += [
+        "",
+        f"Lock pairs per round: {data['count']:,}. Per round, with: "
+        + ", ".join(f"{x[0]:.0f}" for x in res["with"]["locks"])
+        + " us; without: "
+        + ", ".join(f"{x[0]:.0f}" for x in res["without"]["locks"])
+        + " us.",
+    ]
     return "\n".join(lines)
 
 

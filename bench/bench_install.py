@@ -33,8 +33,13 @@ from pyfsm.schema import install as schema
 
 MARK = ("<!-- bench-install:start -->", "<!-- bench-install:end -->")
 ORDER_STATES = ["new", "paid", "packed", "shipped", "delivered", "cancelled"]
-ORDER_TRANSITIONS = [("pay", "new", "paid"), ("pack", "paid", "packed"), ("ship", "packed", "shipped"),
-                     ("deliver", "shipped", "delivered"), ("cancel", ["new", "paid"], "cancelled")]
+ORDER_TRANSITIONS = [
+    ("pay", "new", "paid"),
+    ("pack", "paid", "packed"),
+    ("ship", "packed", "shipped"),
+    ("deliver", "shipped", "delivered"),
+    ("cancel", ["new", "paid"], "cancelled"),
+]
 
 
 def new_database(server: Settings) -> Settings:
@@ -60,8 +65,13 @@ def one_round(server: Settings, types: int) -> dict[str, float]:
         times["fresh install"] = time.perf_counter() - start
         with Store(fresh.dsn(), pool_size=1) as store:
             for n in range(types):
-                machine = Machine(name=f"bench_type_{n}", states=ORDER_STATES, start=["new"],
-                                  final=["delivered", "cancelled"], transitions=ORDER_TRANSITIONS)
+                machine = Machine(
+                    name=f"bench_type_{n}",
+                    states=ORDER_STATES,
+                    start=["new"],
+                    final=["delivered", "cancelled"],
+                    transitions=ORDER_TRANSITIONS,
+                )
                 start = time.perf_counter()
                 store.define(machine)
                 times[f"define type {n + 1}"] = time.perf_counter() - start
@@ -80,8 +90,11 @@ def one_round(server: Settings, types: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/pyfsm_bench",
-                        help="the server (databases of its own are created and dropped)")
+    parser.add_argument(
+        "--dsn",
+        default="mysql://root@127.0.0.1:3306/pyfsm_bench",
+        help="the server (databases of its own are created and dropped)",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--types", type=int, default=10)
     parser.add_argument("--write", type=Path, help="replace the install section of this file (BENCHMARKS.md)")
@@ -92,16 +105,21 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = bt.measure("ceiling", 1, settings, 3.0)
     ceiling_ms = ceiling.pct(50)
     rows = ["fresh install", "define type 1", f"define type {args.types}", "replay 0001..head"]
-    lines = [f"Server {info['version']}, innodb_flush_log_at_trx_commit={info['flush']}, load {info['load']}; "
-             f"{args.rounds} rounds, medians; ceiling (INSERT+COMMIT, 1 client) p50 {ceiling_ms:.2f} ms.", "",
-             "| step | median s | min s | max s | x ceiling p50 | target |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"Server {info['version']}, innodb_flush_log_at_trx_commit={info['flush']}, load {info['load']}; "
+        f"{args.rounds} rounds, medians; ceiling (INSERT+COMMIT, 1 client) p50 {ceiling_ms:.2f} ms.",
+        "",
+        "| step | median s | min s | max s | x ceiling p50 | target |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     targets = {"fresh install": "< 2 s", "define type 1": "< 1 s", f"define type {args.types}": "< 1 s"}
     for row in rows:
         values = [r[row] for r in rounds]
         med = statistics.median(values)
-        lines.append(f"| {row} | {med:.3f} | {min(values):.3f} | {max(values):.3f} | {med * 1000 / ceiling_ms:.0f}x | "
-                     f"{targets.get(row, '')} |")
+        lines.append(
+            f"| {row} | {med:.3f} | {min(values):.3f} | {max(values):.3f} | {med * 1000 / ceiling_ms:.0f}x | "
+            f"{targets.get(row, '')} |"
+        )
     text = "\n".join(lines)
     print(text)
     if args.write:

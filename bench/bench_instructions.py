@@ -138,8 +138,22 @@ def wide_machine(name: str) -> Machine:
 
 
 #: the types of the variants, each of the same two-state definition
-NAMES = ("bench", "old", "prev", "r0022", "r0023", "opts", "sendv3", "generic", "rawup", "nocount", "nohist",
-         "unchecked", "nolock", "floor")
+NAMES = (
+    "bench",
+    "old",
+    "prev",
+    "r0022",
+    "r0023",
+    "opts",
+    "sendv3",
+    "generic",
+    "rawup",
+    "nocount",
+    "nohist",
+    "unchecked",
+    "nolock",
+    "floor",
+)
 
 
 def without_lock_and_outbox_tests(trigger: str) -> str:
@@ -150,7 +164,7 @@ def without_lock_and_outbox_tests(trigger: str) -> str:
     assert trigger.count(lock) == 1
     trigger = trigger.replace(lock, "OLD.status = 'paused'")
     start = trigger.index("IF NEW.kafka_topic IS NOT NULL THEN", trigger.index("@fsm_guard lets"))
-    return trigger[:start] + trigger[trigger.index("  ELSEIF NOT", start):]
+    return trigger[:start] + trigger[trigger.index("  ELSEIF NOT", start) :]
 
 
 def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
@@ -160,8 +174,11 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     admin.close()
     store = Store(settings.dsn(), pool_size=1)
     store.migrate()
-    two_states: dict[str, Any] = {"states": ["a", "b"], "start": ["a"],
-                                  "transitions": [("go", "a", "b"), ("back", "b", "a")]}
+    two_states: dict[str, Any] = {
+        "states": ["a", "b"],
+        "start": ["a"],
+        "transitions": [("go", "a", "b"), ("back", "b", "a")],
+    }
     for name in NAMES:
         store.define(Machine(name=name, **two_states))
     for name in WIDE_NAMES:
@@ -176,13 +193,25 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
 
     def rendered(name: str) -> str:  # the type's trigger as define installed it (rules inline)
         return render_transition_trigger(read_sql(bu), read_rules(raw, name))
-    schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8",
-                                    also_lock=("fsm_old_transitions",))
+
+    schema.replace_machine_triggers(raw, "old", bt.TRIGGERS_0009, "v8", also_lock=("fsm_old_transitions",))
     schema.replace_machine_triggers(raw, "prev", bt.TRIGGERS_0021, "v13", also_lock=("fsm_prev_transitions",))
-    schema.replace_machine_triggers(raw, "r0022", bt.TRIGGERS_0022, "v14", also_lock=("fsm_r0022_transitions",),
-                                    texts={"trigger_bu_v9": bt.rendered_0022(raw, "r0022")})
-    schema.replace_machine_triggers(raw, "r0023", bt.TRIGGERS_0023, "v15", also_lock=("fsm_r0023_transitions",),
-                                    texts={"trigger_bu_v10": bt.rendered_0023(raw, "r0023")})
+    schema.replace_machine_triggers(
+        raw,
+        "r0022",
+        bt.TRIGGERS_0022,
+        "v14",
+        also_lock=("fsm_r0022_transitions",),
+        texts={"trigger_bu_v9": bt.rendered_0022(raw, "r0022")},
+    )
+    schema.replace_machine_triggers(
+        raw,
+        "r0023",
+        bt.TRIGGERS_0023,
+        "v15",
+        also_lock=("fsm_r0023_transitions",),
+        texts={"trigger_bu_v10": bt.rendered_0023(raw, "r0023")},
+    )
     floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
     floor.replace_transition_trigger(raw, "widegen", render(bu, "widegen"))
     floor.replace_transition_trigger(raw, "nocount", floor.without_counters(rendered("nocount")))
@@ -193,11 +222,16 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         cur.execute(f"DROP TRIGGER `{object_name(schema.current_template(family), 'nohist')}`")
     for table in ("same", "trig"):
         for k in range(8):
-            cur.execute(f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "
-                        f"VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{{}}')", (f"k{k}",))
-            cur.execute(f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
-                        "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
-                        "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')")
+            cur.execute(
+                f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "
+                f"VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{{}}')",
+                (f"k{k}",),
+            )
+            cur.execute(
+                f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
+                "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
+                "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')"
+            )
     for name in NAMES + WIDE_NAMES:
         for k in range(8):
             store.create(name, f"k{k}")
@@ -215,6 +249,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
                 while cur.nextset():
                     pass
                 state[key] = FLIP[state[key]]
+
         return run
 
     def sends(variant: str, machine: str) -> Callable[[int], None]:
@@ -224,6 +259,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
             for i in range(n):
                 key = f"k{i % 8}"
                 state[key] = store.send(machine, key, NEXT[state[key]]).to_state
+
         return run
 
     def raw_updates(variant: str, machine: str) -> Callable[[int], None]:
@@ -232,9 +268,11 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         def run(n: int) -> None:  # a DBA's UPDATE of the state, autocommitted: the trigger finds the event
             for i in range(n):
                 key = f"k{i % 8}"
-                cur.execute(f"UPDATE `fsm_{machine}` SET current_state = %s WHERE instance_key = %s",
-                            (FLIP[state[key]], key))
+                cur.execute(
+                    f"UPDATE `fsm_{machine}` SET current_state = %s WHERE instance_key = %s", (FLIP[state[key]], key)
+                )
                 state[key] = FLIP[state[key]]
+
         return run
 
     cur.execute(bt.TABLES[0])
@@ -252,20 +290,25 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "bare CALL, in a trigger": calls("bare CALL, in a trigger", "CALL trig_send(%s, %s)"),
         "pyfsm": sends("pyfsm", "bench"),
         "pyfsm, revision 0021 (send_v3, bu_v8)": calls("pyfsm, revision 0021 (send_v3, bu_v8)", SEND_V3.format("prev")),
-        "pyfsm, revision 0022 (send_v4, bu_v9)": calls("pyfsm, revision 0022 (send_v4, bu_v9)",
-                                                       SEND_V4.format("r0022")),
+        "pyfsm, revision 0022 (send_v4, bu_v9)": calls(
+            "pyfsm, revision 0022 (send_v4, bu_v9)", SEND_V4.format("r0022")
+        ),
         "pyfsm, revision 0023 (fire_v1, bu_v10)": sends("pyfsm, revision 0023 (fire_v1, bu_v10)", "r0023"),
         "pyfsm, three guards (two refuse, the third holds)": sends(
-            "pyfsm, three guards (two refuse, the third holds)", "guarded"),
+            "pyfsm, three guards (two refuse, the third holds)", "guarded"
+        ),
         "pyfsm, send_v4 (bu_v11)": calls("pyfsm, send_v4 (bu_v11)", SEND_V4.format("opts")),
         "pyfsm, send_v3 (bu_v11)": calls("pyfsm, send_v3 (bu_v11)", SEND_V3.format("sendv3")),
         "pyfsm, rules from fsm_rules (bu_v11 as the template stands)": sends(
-            "pyfsm, rules from fsm_rules (bu_v11 as the template stands)", "generic"),
+            "pyfsm, rules from fsm_rules (bu_v11 as the template stands)", "generic"
+        ),
         "raw UPDATE through the same trigger": raw_updates("raw UPDATE through the same trigger", "rawup"),
         "pyfsm, 15 events from each state (the one sent last in its CASE)": sends(
-            "pyfsm, 15 events from each state (the one sent last in its CASE)", "wide"),
+            "pyfsm, 15 events from each state (the one sent last in its CASE)", "wide"
+        ),
         "pyfsm, 15 events from each state, rules from fsm_rules": sends(
-            "pyfsm, 15 events from each state, rules from fsm_rules", "widegen"),
+            "pyfsm, 15 events from each state, rules from fsm_rules", "widegen"
+        ),
         "pyfsm, no lock and outbox tests": sends("pyfsm, no lock and outbox tests", "nolock"),
         "pyfsm, 0009 triggers": sends("pyfsm, 0009 triggers", "old"),
         "pyfsm, no counters": sends("pyfsm, no counters", "nocount"),
@@ -315,20 +358,31 @@ def measure(server: str, args: argparse.Namespace) -> tuple[str, dict[str, list[
 
 def table(version: str, counted: dict[str, list[float]], args: argparse.Namespace) -> str:
     floor = statistics.median(counted["bare CALL"])
-    lines = [f"{version}: server instructions per transition (callgrind, {args.calls} transitions per "
-             f"measurement, median of {args.rounds}; one client, durable commits off)", "",
-             "| variant | instructions per transition | vs bare CALL | measurements |", "|---|---:|---:|---|"]
+    lines = [
+        f"{version}: server instructions per transition (callgrind, {args.calls} transitions per "
+        f"measurement, median of {args.rounds}; one client, durable commits off)",
+        "",
+        "| variant | instructions per transition | vs bare CALL | measurements |",
+        "|---|---:|---:|---|",
+    ]
     for name, values in counted.items():
         median = statistics.median(values)
-        lines.append(f"| {name} | {median / 1e3:,.0f} k | {median / floor:.2f}x | "
-                     + ", ".join(f"{v / 1e3:,.0f} k" for v in values) + " |")
+        lines.append(
+            f"| {name} | {median / 1e3:,.0f} k | {median / floor:.2f}x | "
+            + ", ".join(f"{v / 1e3:,.0f} k" for v in values)
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--server", choices=("mariadb", "mysql", "both"), default="both",
-                        help="which server to count on (both: MariaDB, then MySQL 9.7; one table each)")
+    parser.add_argument(
+        "--server",
+        choices=("mariadb", "mysql", "both"),
+        default="both",
+        help="which server to count on (both: MariaDB, then MySQL 9.7; one table each)",
+    )
     parser.add_argument("--calls", type=int, default=200, help="transitions per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="measurements per variant (the median is shown)")
     parser.add_argument("--mariadbd", default="/usr/sbin/mariadbd")

@@ -26,8 +26,9 @@ import pyfsm
 from pyfsm import Machine, Store
 from pyfsm.db import parse_dsn
 
-MACHINE = Machine(name="bench_layers", states=["a", "b"], start=["a"],
-                  transitions=[("go", "a", "b"), ("back", "b", "a")])
+MACHINE = Machine(
+    name="bench_layers", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")]
+)
 
 
 def database(dsn: str) -> str:
@@ -91,16 +92,21 @@ def main() -> None:
     def store_get(n: int) -> None:
         store.get(MACHINE, keys[n % len(keys)])
 
-    approaches = {"ceiling (INSERT+COMMIT)": ceiling, "bare CALL send_v2 (PyMySQL)": bare_call,
-                  "Store.send": store_send, "Store.get": store_get}
+    approaches = {
+        "ceiling (INSERT+COMMIT)": ceiling,
+        "bare CALL send_v2 (PyMySQL)": bare_call,
+        "Store.send": store_send,
+        "Store.get": store_get,
+    }
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in approaches}
     for call in approaches.values():
         measure(call, 50)  # warm up
     for _round in range(args.rounds):
         for name, call in approaches.items():
             results[name].append(measure(call, args.count))
-    medians = {name: (statistics.median(w for w, _c in r), statistics.median(c for _w, c in r))
-               for name, r in results.items()}
+    medians = {
+        name: (statistics.median(w for w, _c in r), statistics.median(c for _w, c in r)) for name, r in results.items()
+    }
     ceiling_wall = medians["ceiling (INSERT+COMMIT)"][0]
     bare_cpu = medians["bare CALL send_v2 (PyMySQL)"][1]
     print(f"pyfsm {pyfsm.__version__} from {pyfsm.__file__}; {args.rounds} rounds x {args.count} calls, medians")

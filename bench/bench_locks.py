@@ -33,13 +33,18 @@ from pyfsm import LockNotAcquired, Machine, Store
 from pyfsm.db import Settings
 
 MARK = ("<!-- bench-locks:start -->", "<!-- bench-locks:end -->")
-MODES = {"none": {}, "global": {"uses_global_lock": True}, "local": {"uses_local_lock": True},
-         "both": {"uses_global_lock": True, "uses_local_lock": True}}
+MODES = {
+    "none": {},
+    "global": {"uses_global_lock": True},
+    "local": {"uses_local_lock": True},
+    "both": {"uses_global_lock": True, "uses_local_lock": True},
+}
 
 
 def machine(name: str, **options: Any) -> Machine:
-    return Machine(name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")],
-                   **options)
+    return Machine(
+        name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")], **options
+    )
 
 
 def measure_mode(settings: Settings, mode: str, count: int) -> dict[str, float]:
@@ -104,12 +109,20 @@ def measure_contended(settings: Settings, seconds: float, processes: int = 8, ac
     bad = [p for p in parts if isinstance(p, str)]
     if bad:
         raise RuntimeError(bad[0])
-    return {"rate": sum(p["done"] for p in parts) / seconds, "refused": sum(p["refused"] for p in parts),
-            "done": sum(p["done"] for p in parts)}
+    return {
+        "rate": sum(p["done"] for p in parts) / seconds,
+        "refused": sum(p["refused"] for p in parts),
+        "done": sum(p["done"] for p in parts),
+    }
 
 
-def report(server: dict[str, str], modes: dict[str, dict[str, float]], contended: dict[str, float],
-           ceilings: dict[int, bt.Result], seconds: float) -> str:
+def report(
+    server: dict[str, str],
+    modes: dict[str, dict[str, float]],
+    contended: dict[str, float],
+    ceilings: dict[int, bt.Result],
+    seconds: float,
+) -> str:
     c1, c8 = ceilings[1], ceilings[8]
     lines = [
         f"Run {time.strftime('%Y-%m-%d')}: {os.cpu_count()} CPUs (load average {server['load']} at the start), "
@@ -121,8 +134,10 @@ def report(server: dict[str, str], modes: dict[str, dict[str, float]], contended
         f"| ceiling (INSERT+COMMIT) | | 1 | {1e6 / c1.rate:.0f} us | 2.00 | {c1.rate:,.0f} | 100% |",
     ]
     for mode, m in modes.items():
-        lines.append(f"| acquire + release | {mode} | 1 | {m['us']:.0f} us | {m['trips']:.2f} | "
-                     f"{1e6 / m['us']:,.0f} | {1e6 / m['us'] / c1.rate:.0%} |")
+        lines.append(
+            f"| acquire + release | {mode} | 1 | {m['us']:.0f} us | {m['trips']:.2f} | "
+            f"{1e6 / m['us']:,.0f} | {1e6 / m['us'] / c1.rate:.0%} |"
+        )
     lines += [
         f"| ceiling (INSERT+COMMIT) | | 8 | | 2.00 | {c8.rate:,.0f} | 100% |",
         f"| lock + transition + release, 4 lookup keys | global | 8 | | | {contended['rate']:,.0f} | "
@@ -155,8 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         bt.write_results(args.write, text, MARK)
     if args.json:
-        bt.write_json(args.json, {"server": server, "modes": modes, "contended": contended,
-                                  "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()}})
+        bt.write_json(
+            args.json,
+            {
+                "server": server,
+                "modes": modes,
+                "contended": contended,
+                "ceilings": {k: bt.result_dict(r) for k, r in ceilings.items()},
+            },
+        )
     return 0
 
 

@@ -39,8 +39,10 @@ from pyfsm.metrics.server import DatabaseCollector
 
 MARK = ("<!-- bench-metrics:start -->", "<!-- bench-metrics:end -->")
 SECTION = "## Metrics: what a scrape costs"
-CEILING_TABLE = ("CREATE TABLE IF NOT EXISTS bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, "
-                 "client INT NOT NULL, n BIGINT NOT NULL, created_at DATETIME(6) NOT NULL) ENGINE=InnoDB")
+CEILING_TABLE = (
+    "CREATE TABLE IF NOT EXISTS bench_ceiling (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+    "client INT NOT NULL, n BIGINT NOT NULL, created_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+)
 
 
 def pct(times: list[float], q: int) -> float:
@@ -75,7 +77,9 @@ def add_queue(cur: pymysql.cursors.Cursor, runs: int, outbox: int) -> tuple[int,
         " WHEN MOD(i.id, 20) < 9 THEN UTC_TIMESTAMP(6) + INTERVAL 300 SECOND "  # delayed (a retry's backoff)
         " ELSE NULL END, IF(MOD(i.id, 20) = 6, 'bench-worker:1', NULL), 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) "
         "FROM fsm_order i LEFT JOIN fsm_runs r ON r.machine = 'order' AND r.instance_id = i.id "
-        "WHERE r.id IS NULL AND MOD(i.id, 97) = 0 ORDER BY i.id LIMIT %s", (runs,))
+        "WHERE r.id IS NULL AND MOD(i.id, 97) = 0 ORDER BY i.id LIMIT %s",
+        (runs,),
+    )
     cur.execute(
         "INSERT INTO fsm_outbox (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, "
         "event, from_state, to_state, data, metadata, occurred_at, parked_at, last_error) "
@@ -84,7 +88,8 @@ def add_queue(cur: pymysql.cursors.Cursor, runs: int, outbox: int) -> tuple[int,
         "IF(MOD(h.id, 100) = 0, UTC_TIMESTAMP(6), NULL), IF(MOD(h.id, 100) = 0, 'bench: parked', NULL) "
         "FROM fsm_order_transitions h LEFT JOIN fsm_outbox o ON o.machine = 'order' AND o.transition_id = h.id "
         "WHERE o.id IS NULL AND h.id > (SELECT MAX(id) FROM fsm_order_transitions) - %s ORDER BY h.id",
-        (outbox,))
+        (outbox,),
+    )
     return runs_before, outbox_before
 
 
@@ -99,14 +104,18 @@ def measure(settings: Settings, scrapes: int) -> list[tuple[str, list[float], st
         collector = DatabaseCollector(store, settle_seconds=0)
         list(collector.collect())  # the first scrape: the per-event cursor starts here
         top = dict(collector._cursor or {})
-        rows.append(("scrape, steady (no new history)",
-                     timed(lambda: list(collector.collect()), scrapes), "4 round trips"))
+        rows.append(
+            ("scrape, steady (no new history)", timed(lambda: list(collector.collect()), scrapes), "4 round trips")
+        )
         for behind in (15_000, 100_000):
+
             def catch_up(behind: int = behind) -> None:
                 collector._cursor = {m: max(0, v - behind) if m == "order" else v for m, v in top.items()}
                 list(collector.collect())
-            rows.append((f"scrape, {behind:,} new history rows to count by event", timed(catch_up, scrapes),
-                         "5 round trips"))
+
+            rows.append(
+                (f"scrape, {behind:,} new history rows to count by event", timed(catch_up, scrapes), "5 round trips")
+            )
         got = {f.name: f for f in collector.collect()}
         assert got["pyfsm_up"].samples[0].value == 1, "the scrape failed: see the log"
     conn = pymysql.connect(**settings.connect_kwargs())
@@ -115,21 +124,30 @@ def measure(settings: Settings, scrapes: int) -> list[tuple[str, list[float], st
             machines = [str(r[0]) for r in _rows(cur, "CALL fsm_stats_v2()")]
             top_order = top["order"]
             for label, statement in (
-                    ("CALL fsm_stats_v2() (status counts read the (status, id) index)", "CALL fsm_stats_v2()"),
-                    ("CALL fsm_outbox_lag_v1()", "CALL fsm_outbox_lag_v1()"),
-                    ("SELECT of the counters, locks, highest ids and queue", _snapshot_sql(machines, 300.0)),
-                    ("SELECT by event, 15,000 new rows", _events_sql({"order": (top_order - 15_000, top_order)},
-                                                                     100_000)),
-                    ("SELECT by event, 100,000 new rows", _events_sql({"order": (top_order - 100_000, top_order)},
-                                                                      100_000))):
+                ("CALL fsm_stats_v2() (status counts read the (status, id) index)", "CALL fsm_stats_v2()"),
+                ("CALL fsm_outbox_lag_v1()", "CALL fsm_outbox_lag_v1()"),
+                ("SELECT of the counters, locks, highest ids and queue", _snapshot_sql(machines, 300.0)),
+                ("SELECT by event, 15,000 new rows", _events_sql({"order": (top_order - 15_000, top_order)}, 100_000)),
+                (
+                    "SELECT by event, 100,000 new rows",
+                    _events_sql({"order": (top_order - 100_000, top_order)}, 100_000),
+                ),
+            ):
                 rows.append((f"  {label}", timed(lambda s=statement: _rows(cur, s), scrapes), ""))
     finally:
         conn.close()
     return rows
 
 
-def report(rows: list[tuple[str, list[float], str]], ceiling: bt.Result, server: dict[str, str], runs: int,
-           outbox: int, ceiling_seconds: float, scrapes: int) -> str:
+def report(
+    rows: list[tuple[str, list[float], str]],
+    ceiling: bt.Result,
+    server: dict[str, str],
+    runs: int,
+    outbox: int,
+    ceiling_seconds: float,
+    scrapes: int,
+) -> str:
     c50, c95 = ceiling.pct(50), ceiling.pct(95)
     lines = [
         f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {server['load']}), server "
@@ -146,19 +164,22 @@ def report(rows: list[tuple[str, list[float], str]], ceiling: bt.Result, server:
         f"| ceiling: INSERT+COMMIT | {c50:.2f} | {c95:.2f} | 1.0x | |",
     ]
     for label, times, note in rows:
-        lines.append(f"| {label} | {pct(times, 50):.2f} | {pct(times, 95):.2f} | {pct(times, 50) / c50:.1f}x "
-                     f"| {note} |")
+        lines.append(
+            f"| {label} | {pct(times, 50):.2f} | {pct(times, 95):.2f} | {pct(times, 50) / c50:.1f}x | {note} |"
+        )
     return "\n".join(lines)
 
 
 def write_section(path: Path, text: str) -> None:
     old = path.read_text()
     if MARK[0] not in old:
-        path.write_text(old.rstrip("\n") + f"\n\n{SECTION}\n\n"
-                        "`bench/bench_metrics.py` times a Prometheus scrape of the database (docs/metrics.md) on the\n"
-                        "data set of \"Reporting at scale\", with a realistic queue and outbox added for the run.\n"
-                        "Reproduce:\n\n```sh\n.venv/bin/python bench/bench_reporting.py --load-only   # once\n"
-                        ".venv/bin/python bench/bench_metrics.py --write BENCHMARKS.md\n```\n")
+        path.write_text(
+            old.rstrip("\n") + f"\n\n{SECTION}\n\n"
+            "`bench/bench_metrics.py` times a Prometheus scrape of the database (docs/metrics.md) on the\n"
+            'data set of "Reporting at scale", with a realistic queue and outbox added for the run.\n'
+            "Reproduce:\n\n```sh\n.venv/bin/python bench/bench_reporting.py --load-only   # once\n"
+            ".venv/bin/python bench/bench_metrics.py --write BENCHMARKS.md\n```\n"
+        )
     bt.write_results(path, text, MARK)
 
 
@@ -176,16 +197,20 @@ def main(argv: list[str] | None = None) -> int:
     admin = pymysql.connect(**settings.connect_kwargs(database=False))
     with admin.cursor() as cur:
         server = bt.server_info(cur)
-        cur.execute("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s "
-                    "AND table_name = 'bench_meta'", (args.database,))
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = %s AND table_name = 'bench_meta'",
+            (args.database,),
+        )
         present = cur.fetchone()[0] == 1
         if present:
             cur.execute(f"SELECT value FROM `{args.database}`.bench_meta WHERE name = 'complete'")
             present = (cur.fetchone() or ("0",))[0] == "1"
     admin.close()
     if not present:
-        parser.error(f"there is no complete data set in {args.database}: build it with "
-                     f"`bench/bench_reporting.py --load-only --database {args.database}` (about 3 minutes)")
+        parser.error(
+            f"there is no complete data set in {args.database}: build it with "
+            f"`bench/bench_reporting.py --load-only --database {args.database}` (about 3 minutes)"
+        )
     conn = pymysql.connect(**settings.connect_kwargs())
     conn.autocommit(True)
     try:

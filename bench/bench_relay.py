@@ -59,9 +59,13 @@ def main() -> None:
     try:
         store = Store(settings.dsn())
         store.migrate()
-        machine = Machine(name="job", states=["a", "b"], start=["a"],
-                          transitions=[("go", "a", "b"), ("back", "b", "a")],
-                          topic="bench.jobs")
+        machine = Machine(
+            name="job",
+            states=["a", "b"],
+            start=["a"],
+            transitions=[("go", "a", "b"), ("back", "b", "a")],
+            topic="bench.jobs",
+        )
         store.define(machine)
         broker.create_topic("bench.jobs", partitions=8)
         with admin.cursor() as cur:
@@ -87,13 +91,21 @@ def main() -> None:
         while relay.lag().unpublished:
             time.sleep(0.05)
         drain_s = time.perf_counter() - started
-        print(f"backlog: {args.events} events written in {write_s:.1f} s ({args.events / write_s:,.0f}/s, "
-              f"multi-row INSERT+COMMIT); relayed in {drain_s:.1f} s ({args.events / drain_s:,.0f} events/s, "
-              f"{args.events / drain_s / ceiling.rate:.1f}x the 1-client ceiling)")
+        print(
+            f"backlog: {args.events} events written in {write_s:.1f} s ({args.events / write_s:,.0f}/s, "
+            f"multi-row INSERT+COMMIT); relayed in {drain_s:.1f} s ({args.events / drain_s:,.0f} events/s, "
+            f"{args.events / drain_s / ceiling.rate:.1f}x the 1-client ceiling)"
+        )
 
         # 2. steady rate
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                             "fetch.wait.max.ms": 10})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "bench",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
         parts = consumer.list_topics("bench.jobs", timeout=5).topics["bench.jobs"].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition("bench.jobs", p), timeout=5)[1] for p in parts}
         consumer.assign([TopicPartition("bench.jobs", p, ends[p]) for p in parts])
@@ -132,24 +144,42 @@ def main() -> None:
         ids = [int(k.split(":")[1]) for k in committed]
         conn = pymysql.connect(**settings.connect_kwargs())
         with conn.cursor() as cur:  # published_at is set right after the broker's acknowledgement
-            cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, occurred_at, published_at) / 1000 FROM fsm_outbox "
-                        "WHERE machine = 'job' AND transition_id BETWEEN %s AND %s", (min(ids), max(ids)))
+            cur.execute(
+                "SELECT TIMESTAMPDIFF(MICROSECOND, occurred_at, published_at) / 1000 FROM fsm_outbox "
+                "WHERE machine = 'job' AND transition_id BETWEEN %s AND %s",
+                (min(ids), max(ids)),
+            )
             acked = [float(r[0]) for r in cur.fetchall() if r[0] is not None]
         conn.close()
-        print(f"steady: {total} transitions at {args.rate}/s; commit-to-acknowledgement (occurred_at to "
-              f"published_at, {len(acked)} events) p50 {statistics.median(acked):.1f} ms, "
-              f"p99 {pct(acked, 0.99):.1f} ms; "
-              f"commit-to-consumer ({len(lat)} received) p50 {statistics.median(lat):.1f} ms, "
-              f"p99 {pct(lat, 0.99):.1f} ms")
+        print(
+            f"steady: {total} transitions at {args.rate}/s; commit-to-acknowledgement (occurred_at to "
+            f"published_at, {len(acked)} events) p50 {statistics.median(acked):.1f} ms, "
+            f"p99 {pct(acked, 0.99):.1f} ms; "
+            f"commit-to-consumer ({len(lat)} received) p50 {statistics.median(lat):.1f} ms, "
+            f"p99 {pct(lat, 0.99):.1f} ms"
+        )
         print(f"machine: {os.cpu_count()} CPUs, {platform.python_version()}, load {os.getloadavg()}")
         store.close()
         if args.json:
-            bt.write_json(args.json, {
-                "ceiling": bt.result_dict(ceiling), "events": args.events, "write_seconds": write_s,
-                "drain_seconds": drain_s, "drain_rate": args.events / drain_s, "rate": args.rate,
-                "seconds": args.seconds, "steady_total": total, "acked": len(acked),
-                "ack_p50_ms": statistics.median(acked), "ack_p99_ms": pct(acked, 0.99), "received": len(lat),
-                "consumer_p50_ms": statistics.median(lat), "consumer_p99_ms": pct(lat, 0.99)})
+            bt.write_json(
+                args.json,
+                {
+                    "ceiling": bt.result_dict(ceiling),
+                    "events": args.events,
+                    "write_seconds": write_s,
+                    "drain_seconds": drain_s,
+                    "drain_rate": args.events / drain_s,
+                    "rate": args.rate,
+                    "seconds": args.seconds,
+                    "steady_total": total,
+                    "acked": len(acked),
+                    "ack_p50_ms": statistics.median(acked),
+                    "ack_p99_ms": pct(acked, 0.99),
+                    "received": len(lat),
+                    "consumer_p50_ms": statistics.median(lat),
+                    "consumer_p99_ms": pct(lat, 0.99),
+                },
+            )
     finally:
         broker.stop()
         admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")

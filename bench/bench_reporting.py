@@ -102,8 +102,13 @@ MACHINE = Machine(
 #: A second, small type created through the triggers: it makes the cross-type views unions of two
 #: branches, shares the state "new" with the order type and belongs to accounts of the order type
 #: (lookup key ``acct-<25 n>``), so that the cross-type procedures merge two types' rows.
-OTHER = Machine(name="ticket", states=["new", "open", "closed"], start=["new"], final=["closed"],
-                transitions=[("triage", "new", "open"), ("close", "open", "closed")])
+OTHER = Machine(
+    name="ticket",
+    states=["new", "open", "closed"],
+    start=["new"],
+    final=["closed"],
+    transitions=[("triage", "new", "open"), ("close", "open", "closed")],
+)
 OTHER_INSTANCES = 2000
 ACCOUNTS = 50_000  # lookup keys acct-0 .. acct-49999: an order instance's is acct-<id % ACCOUNTS>
 OTHER_ACCOUNT_STEP = ACCOUNTS // OTHER_INSTANCES  # ticket t-n belongs to acct-<n * step>
@@ -130,9 +135,17 @@ KEYED_QUERIES = 6  # queries that take an instance (each gets its own random ins
 ACCOUNT_QUERIES = 4  # queries that take an account (each gets its own random accounts)
 MANY_ROWS = 10_000  # rows read per run above which a query is flagged, unless a full read is its point
 WARMUP = 10
-HANDLER_READS = ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
-                 "Handler_read_prev", "Handler_read_rnd", "Handler_read_rnd_deleted", "Handler_read_rnd_next",
-                 "Handler_read_retry")
+HANDLER_READS = (
+    "Handler_read_first",
+    "Handler_read_key",
+    "Handler_read_last",
+    "Handler_read_next",
+    "Handler_read_prev",
+    "Handler_read_rnd",
+    "Handler_read_rnd_deleted",
+    "Handler_read_rnd_next",
+    "Handler_read_retry",
+)
 DERIVED = ("<derived", "<union", "<subquery", "<materialize")  # EXPLAIN's names for temporary results
 
 
@@ -162,8 +175,9 @@ def paths(h: int) -> list[tuple[int, int, int, str | None, str | None, str, int]
                 frm = walk[i - 2] if i > 1 else None
                 events = [] if frm is None else [e for e in MACHINE.events_from(frm) if MACHINE.target(frm, e) == to]
                 assert frm is None or len(events) == 1, (frm, to, events)
-                rows.append((t * LENGTH_SPREAD + r, i, length, events[0] if events else None, frm, to,
-                             int(i == length)))
+                rows.append(
+                    (t * LENGTH_SPREAD + r, i, length, events[0] if events else None, frm, to, int(i == length))
+                )
     return rows
 
 
@@ -219,7 +233,7 @@ def build(settings: Settings, instances: int, h: int, chunk: int) -> dict[str, s
         store.define(OTHER)
         for n in range(OTHER_INSTANCES):  # through the triggers: a second branch for the cross-type views
             store.create(OTHER.name, f"t-{n}", lookup_key=f"acct-{n * OTHER_ACCOUNT_STEP}")
-            for event in ("triage", "close")[:n % 3]:  # a third each in new, open and closed
+            for event in ("triage", "close")[: n % 3]:  # a third each in new, open and closed
                 store.send(OTHER.name, f"t-{n}", event)
     conn = connect(settings)
     try:
@@ -228,9 +242,12 @@ def build(settings: Settings, instances: int, h: int, chunk: int) -> dict[str, s
                 cur.execute(ddl)
             cur.execute(bt.TABLES[0])  # the ceiling's table
             set_meta(cur, complete=0, instances=instances, history_per_instance=h)
-            cur.execute("SELECT d.version, d.save_after_step, d.uses_global_lock, d.uses_local_lock "
-                        "FROM fsm_definitions d JOIN fsm_machines m ON m.machine = d.machine "
-                        "AND m.current_version = d.version WHERE d.machine = %s", (NAME,))
+            cur.execute(
+                "SELECT d.version, d.save_after_step, d.uses_global_lock, d.uses_local_lock "
+                "FROM fsm_definitions d JOIN fsm_machines m ON m.machine = d.machine "
+                "AND m.current_version = d.version WHERE d.machine = %s",
+                (NAME,),
+            )
             definition = cur.fetchone()
             fill_helpers(cur, h, chunk)
             started = time.perf_counter()
@@ -241,8 +258,11 @@ def build(settings: Settings, instances: int, h: int, chunk: int) -> dict[str, s
         schema.install_machine_objects(conn, NAME)
         loaded = time.perf_counter() - started
         with conn.cursor() as cur:
-            cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                        "AND event_object_table IN (%s, %s)", (f"fsm_{NAME}", f"fsm_{NAME}_transitions"))
+            cur.execute(
+                "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                "AND event_object_table IN (%s, %s)",
+                (f"fsm_{NAME}", f"fsm_{NAME}_transitions"),
+            )
             back = sorted(row[0] for row in cur.fetchall())
             assert back == triggers, f"triggers before the load {triggers}, after {back}"
             print("ANALYZE TABLE...", file=sys.stderr, flush=True)
@@ -251,12 +271,21 @@ def build(settings: Settings, instances: int, h: int, chunk: int) -> dict[str, s
                 cur.execute(f"ANALYZE TABLE `{table}`")
                 cur.fetchall()
             analyzed = time.perf_counter() - started
-            print(f"loaded {instances:,} instances and {history:,} history rows in {loaded:.0f} s "
-                  f"({history / loaded:,.0f} history rows/s), ANALYZE TABLE {analyzed:.0f} s", file=sys.stderr)
+            print(
+                f"loaded {instances:,} instances and {history:,} history rows in {loaded:.0f} s "
+                f"({history / loaded:,.0f} history rows/s), ANALYZE TABLE {analyzed:.0f} s",
+                file=sys.stderr,
+            )
             verify(conn, instances, history)
-            set_meta(cur, complete=1, history_rows=history, load_seconds=f"{loaded:.0f}",
-                     analyze_seconds=f"{analyzed:.0f}", loaded_on=datetime.date.today().isoformat(),
-                     chunk=chunk)
+            set_meta(
+                cur,
+                complete=1,
+                history_rows=history,
+                load_seconds=f"{loaded:.0f}",
+                analyze_seconds=f"{analyzed:.0f}",
+                loaded_on=datetime.date.today().isoformat(),
+                chunk=chunk,
+            )
             return meta(cur)
     finally:
         conn.close()
@@ -267,20 +296,25 @@ def fill_helpers(cur: Any, h: int, chunk: int) -> None:
     cur.execute("INSERT INTO bench_digits (d) VALUES " + ", ".join(f"({d})" for d in range(10)))
     width = len(str(max(chunk - 1, 1)))
     tables = ", ".join(f"bench_digits d{k}" for k in range(width))
-    number = " + ".join(f"d{k}.d * {10 ** k}" for k in range(width))
+    number = " + ".join(f"d{k}.d * {10**k}" for k in range(width))
     cur.execute(f"INSERT INTO bench_seq (n) SELECT {number} FROM {tables} WHERE {number} < %s", (chunk,))
     buckets = [t for t, (per_mille, _, _) in enumerate(TEMPLATES) for _ in range(per_mille)]
     assert len(buckets) == 1000
     cur.executemany("INSERT INTO bench_buckets (bucket, template) VALUES (%s, %s)", list(enumerate(buckets)))
     final = set(MACHINE.final)
-    cur.executemany("INSERT INTO bench_paths (path, i, length, event, from_state, to_state, is_last, is_final) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(*row, int(row[5] in final)) for row in paths(h)])
+    cur.executemany(
+        "INSERT INTO bench_paths (path, i, length, event, from_state, to_state, is_last, is_final) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        [(*row, int(row[5] in final)) for row in paths(h)],
+    )
 
 
 def drop_triggers(cur: Any) -> list[str]:
-    cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                "AND event_object_table IN (%s, %s)", (f"fsm_{NAME}", f"fsm_{NAME}_transitions"))
+    cur.execute(
+        "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+        "AND event_object_table IN (%s, %s)",
+        (f"fsm_{NAME}", f"fsm_{NAME}_transitions"),
+    )
     triggers = sorted(row[0] for row in cur.fetchall())
     assert len(triggers) >= 6, triggers
     for trigger in triggers:
@@ -310,7 +344,8 @@ def load(cur: Any, instances: int, chunk: int, definition: tuple[int, int, int, 
             "'.99}') "
             "FROM bench_seq s JOIN bench_buckets b ON b.bucket = MOD(CRC32(CONCAT('b', s.n + %(first)s)), 1000) "
             "WHERE s.n < %(count)s",
-            {"first": first, "step": step_us, "start": start, "count": count})
+            {"first": first, "step": step_us, "start": start, "count": count},
+        )
         cur.execute(
             f"INSERT INTO `fsm_{NAME}` (id, machine, instance_key, lookup_key, current_state, status, "
             "resume_from_step, save_after_step, kafka_topic, data, created_at, updated_at, uses_global_lock, "
@@ -319,7 +354,8 @@ def load(cur: Any, instances: int, chunk: int, definition: tuple[int, int, int, 
             "IF(p.is_final, 'completed', 'running'), NULL, %s, NULL, c.data, c.created_at, "
             "TIMESTAMPADD(MICROSECOND, (p.i - 1) * c.gap_us, c.created_at), %s, %s, NULL, NULL, %s, p.i "
             "FROM bench_chunk c JOIN bench_paths p ON p.path = c.path AND p.is_last = 1 ORDER BY c.id",
-            (NAME, ACCOUNTS, save, global_lock, local_lock, version))
+            (NAME, ACCOUNTS, save, global_lock, local_lock, version),
+        )
         cur.execute(
             f"INSERT INTO `fsm_{NAME}_transitions` (instance_id, sort_key, most_recent, event, from_state, "
             "to_state, handler, data_before, data_after, metadata, definition_version, request_id, source, "
@@ -329,13 +365,17 @@ def load(cur: Any, instances: int, chunk: int, definition: tuple[int, int, int, 
             "TIMESTAMPADD(MICROSECOND, (p.i - 1) * c.gap_us, c.created_at), "
             "IF(p.is_last, NULL, TIMESTAMPADD(MICROSECOND, p.i * c.gap_us, c.created_at)) "
             "FROM bench_chunk c JOIN bench_paths p ON p.path = c.path ORDER BY c.id, p.i",
-            (version,))
+            (version,),
+        )
         history += cur.rowcount
         done = first + count - 1
         elapsed = time.perf_counter() - started
-        print(f"  {done:,}/{instances:,} instances, {history:,} history rows, {elapsed:.0f} s "
-              f"({history / elapsed:,.0f} rows/s, about {elapsed * (instances - done) / done:.0f} s to go)",
-              file=sys.stderr, flush=True)
+        print(
+            f"  {done:,}/{instances:,} instances, {history:,} history rows, {elapsed:.0f} s "
+            f"({history / elapsed:,.0f} rows/s, about {elapsed * (instances - done) / done:.0f} s to go)",
+            file=sys.stderr,
+            flush=True,
+        )
     cur.execute("TRUNCATE TABLE bench_chunk")
     return history
 
@@ -352,8 +392,10 @@ def verify(conn: Any, instances: int, history: int) -> None:
         cur.execute(f"SELECT current_state, COUNT(*) FROM `fsm_{NAME}` GROUP BY current_state")
         counted = {state: int(n) for state, n in cur.fetchall()}
         assert counters == counted, (counters, counted)
-        print("counts: " + ", ".join(f"{s} {n:,}" for s, n in sorted(counted.items(), key=lambda x: -x[1])),
-              file=sys.stderr)
+        print(
+            "counts: " + ", ".join(f"{s} {n:,}" for s, n in sorted(counted.items(), key=lambda x: -x[1])),
+            file=sys.stderr,
+        )
         sample = random.Random(1).sample(range(1, instances + 1), min(2000, instances))
         marks = ", ".join(["%s"] * len(sample))
         # Per instance: rows, max sort_key, rows with most_recent 1, that row agreeing with the
@@ -368,7 +410,9 @@ def verify(conn: Any, instances: int, history: int) -> None:
             f"FROM `fsm_{NAME}` i JOIN `fsm_{NAME}_transitions` h ON h.instance_id = i.id "
             f"LEFT JOIN `fsm_{NAME}_transitions` nx ON nx.instance_id = i.id AND nx.sort_key = h.sort_key + 1 "
             f"WHERE i.id IN ({marks}) GROUP BY i.id, i.version) x "
-            "WHERE n = version AND top = version AND recent = 1 AND current_ok = 1 AND chained = n - 1", sample)
+            "WHERE n = version AND top = version AND recent = 1 AND current_ok = 1 AND chained = n - 1",
+            sample,
+        )
         good = cur.fetchone()[0]
         assert good == len(sample), f"only {good} of {len(sample)} sampled instances have a consistent history"
         # One transition through the recreated triggers, rolled back.
@@ -378,19 +422,27 @@ def verify(conn: Any, instances: int, history: int) -> None:
         try:
             cur.execute("SET @fsm_event = 'pay'")
             cur.execute(f"UPDATE `fsm_{NAME}` SET current_state = 'paid' WHERE id = %s", (instance_id,))
-            cur.execute(f"SELECT sort_key, from_state, to_state FROM `fsm_{NAME}_transitions` "
-                        "WHERE instance_id = %s AND most_recent = 1", (instance_id,))
+            cur.execute(
+                f"SELECT sort_key, from_state, to_state FROM `fsm_{NAME}_transitions` "
+                "WHERE instance_id = %s AND most_recent = 1",
+                (instance_id,),
+            )
             assert cur.fetchone() == (version + 1, "new", "paid")
-            cur.execute(f"SELECT COUNT(*) FROM `fsm_{NAME}_transitions` WHERE instance_id = %s AND left_at IS NULL",
-                        (instance_id,))
+            cur.execute(
+                f"SELECT COUNT(*) FROM `fsm_{NAME}_transitions` WHERE instance_id = %s AND left_at IS NULL",
+                (instance_id,),
+            )
             assert cur.fetchone()[0] == 1
             cur.execute("SELECT instances FROM fsm_v_state_counts WHERE machine = %s AND state = 'paid'", (NAME,))
             assert int(cur.fetchone()[0]) == counted.get("paid", 0) + 1
         finally:
             conn.rollback()
             cur.execute("SET @fsm_event = NULL")
-    print(f"verified: counters = GROUP BY, {len(sample):,} sampled histories consistent, "
-          "one transition through the triggers (rolled back)", file=sys.stderr)
+    print(
+        f"verified: counters = GROUP BY, {len(sample):,} sampled histories consistent, "
+        "one transition through the triggers (rolled back)",
+        file=sys.stderr,
+    )
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -475,8 +527,9 @@ def judge(rows: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, str]]]
             continue
         extra = str(row.get("extra") or "")
         derived = str(table).startswith(DERIVED)
-        note = "".join(f" +{word}" for word, text in (("filesort", "Using filesort"), ("temp", "Using temporary"))
-                       if text in extra)
+        note = "".join(
+            f" +{word}" for word, text in (("filesort", "Using filesort"), ("temp", "Using temporary")) if text in extra
+        )
         accesses.append(f"{table}:{key or '-'}/{kind}{note}")
         if not derived and (kind in ("ALL", "index") or key is None):
             scans.append((str(table), f"{table} ({kind}, key {key}, ~{row.get('rows')} rows)"))
@@ -496,14 +549,15 @@ def verdict(q: Query, accesses: list[str], scans: list[tuple[str, str]]) -> str:
     return ("; ".join(parts) + " — " if parts else "index only — ") + "keys: " + ", ".join(accesses)
 
 
-def queries(keys: list[str], per_query: int, at: dict[str, datetime.datetime], big: str,
-            small: str, cross: dict[str, Any]) -> list[Query]:
+def queries(
+    keys: list[str], per_query: int, at: dict[str, datetime.datetime], big: str, small: str, cross: dict[str, Any]
+) -> list[Query]:
     """The measured queries. Each query that takes an instance gets its own ``per_query`` keys,
     so that no query finds the pages an earlier one read for the same instances; so does each
     query that takes an account (``cross``: accounts, the state both types have, and the
     cursor of the page that crosses from one type to the other)."""
     m = NAME
-    pools = iter(keys[k:k + per_query] for k in range(0, len(keys), per_query))
+    pools = iter(keys[k : k + per_query] for k in range(0, len(keys), per_query))
 
     def fresh(*before: Any, with_at: bool = False) -> Callable[[int], tuple[Any, ...]]:
         """Arguments for run i: ``before``, then a key of this query's own (and its time to ask about)."""
@@ -512,77 +566,146 @@ def queries(keys: list[str], per_query: int, at: dict[str, datetime.datetime], b
             return lambda i: (*before, pool[i % len(pool)], at[pool[i % len(pool)]])
         return lambda i: (*before, pool[i % len(pool)])
 
-    in_state = (f"SELECT id, instance_key, current_state, status, version, in_state_since, seconds_in_state "
-                f"FROM `fsm_v_{m}` WHERE current_state = %s ORDER BY id LIMIT 50")
-    proc_in_state = (f"SELECT id, machine, instance_key, lookup_key, current_state, status, resume_from_step, "
-                     f"save_after_step, kafka_topic, data, created_at, updated_at, uses_global_lock, uses_local_lock, "
-                     f"unlocked_at, last_retry_at, definition_version, version FROM `fsm_{m}` "
-                     f"WHERE current_state = %s AND id > COALESCE(%s, 0) ORDER BY id LIMIT %s")
+    in_state = (
+        f"SELECT id, instance_key, current_state, status, version, in_state_since, seconds_in_state "
+        f"FROM `fsm_v_{m}` WHERE current_state = %s ORDER BY id LIMIT 50"
+    )
+    proc_in_state = (
+        f"SELECT id, machine, instance_key, lookup_key, current_state, status, resume_from_step, "
+        f"save_after_step, kafka_topic, data, created_at, updated_at, uses_global_lock, uses_local_lock, "
+        f"unlocked_at, last_retry_at, definition_version, version FROM `fsm_{m}` "
+        f"WHERE current_state = %s AND id > COALESCE(%s, 0) ORDER BY id LIMIT %s"
+    )
     states_check = "SELECT 1 FROM fsm_states WHERE machine = %s AND state = %s"
-    history_cols = ("sort_key, event, from_state, to_state, entered_at, left_at, seconds_in_state")
-    proc_history = (f"SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, handler, "
-                    f"data_before, data_after, metadata, definition_version, request_id, source, created_at "
-                    f"FROM `fsm_{m}_transitions` WHERE instance_id = (SELECT id FROM `fsm_{m}` "
-                    f"WHERE instance_key = %s) ORDER BY sort_key")
+    history_cols = "sort_key, event, from_state, to_state, entered_at, left_at, seconds_in_state"
+    proc_history = (
+        f"SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, handler, "
+        f"data_before, data_after, metadata, definition_version, request_id, source, created_at "
+        f"FROM `fsm_{m}_transitions` WHERE instance_id = (SELECT id FROM `fsm_{m}` "
+        f"WHERE instance_key = %s) ORDER BY sort_key"
+    )
     machine_check = "SELECT 1 FROM fsm_machines WHERE machine = %s AND objects_version IS NOT NULL"
     out = []
     sizes = ((big, "biggest"), (small, "smallest"))
     for state, size in sizes:
-        out.append(Query(f"in-state first page: fsm_v_{m} ({size} state, {state})", in_state,
-                         lambda i, s=state: (s,)))
-        out.append(Query(f"in-state first page: CALL fsm_{m}_in_state_v1 ({size} state)",
-                         f"CALL `fsm_{m}_in_state_v1`(%s, 0, 50)", lambda i, s=state: (s,),
-                         explain=((states_check, lambda i, s=state: (m, s)),
-                                  (proc_in_state, lambda i, s=state: (s, 0, 50)))))
+        out.append(Query(f"in-state first page: fsm_v_{m} ({size} state, {state})", in_state, lambda i, s=state: (s,)))
+        out.append(
+            Query(
+                f"in-state first page: CALL fsm_{m}_in_state_v1 ({size} state)",
+                f"CALL `fsm_{m}_in_state_v1`(%s, 0, 50)",
+                lambda i, s=state: (s,),
+                explain=((states_check, lambda i, s=state: (m, s)), (proc_in_state, lambda i, s=state: (s, 0, 50))),
+            )
+        )
     for state, size in sizes:
-        out.append(Query(f"in-state first page: fsm_v_instances WHERE machine AND current_state ({size} state, "
-                         "cross-type)", "SELECT id, instance_key, current_state, status, version, in_state_since, "
-                         "seconds_in_state FROM fsm_v_instances WHERE machine = %s AND current_state = %s "
-                         "ORDER BY id LIMIT 50", lambda i, s=state: (m, s), kind="scan"))
+        out.append(
+            Query(
+                f"in-state first page: fsm_v_instances WHERE machine AND current_state ({size} state, cross-type)",
+                "SELECT id, instance_key, current_state, status, version, in_state_since, "
+                "seconds_in_state FROM fsm_v_instances WHERE machine = %s AND current_state = %s "
+                "ORDER BY id LIMIT 50",
+                lambda i, s=state: (m, s),
+                kind="scan",
+            )
+        )
     out += [
-        Query(f"history: fsm_v_{m}_transitions WHERE instance_key", f"SELECT {history_cols} FROM "
-              f"`fsm_v_{m}_transitions` WHERE instance_key = %s ORDER BY sort_key", fresh()),
-        Query(f"history: CALL fsm_{m}_history_v1", f"CALL `fsm_{m}_history_v1`(%s)",
-              history_args := fresh(), explain=((proc_history, history_args),)),
-        Query("history: fsm_v_history WHERE machine AND instance_key (cross-type)",
-              f"SELECT {history_cols} FROM fsm_v_history WHERE machine = %s AND instance_key = %s ORDER BY sort_key",
-              fresh(m)),
-        Query("counts: fsm_v_state_counts WHERE machine",
-              "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", lambda i: (m,)),
-        Query("counts: CALL fsm_counts_v2", "CALL fsm_counts_v2(%s)", lambda i: (m,),
-              explain=((machine_check, lambda i: (m,)),
-                       ("SELECT state, CAST(SUM(instances) AS SIGNED) FROM fsm_state_counts WHERE machine = %s "
-                        "GROUP BY state HAVING SUM(instances) > 0 ORDER BY state", lambda i: (m,)))),
-        Query(f"counts, for comparison: SELECT current_state, COUNT(*) FROM fsm_{m} GROUP BY current_state",
-              f"SELECT current_state, COUNT(*) FROM `fsm_{m}` GROUP BY current_state", lambda i: (), kind="scan",
-              expected=(f"fsm_{m}",), why="the comparison: the scan the counters replace"),
-        Query("one instance: fsm_v_instances WHERE machine AND instance_key (cross-type)",
-              "SELECT instance_key, current_state, status, version, in_state_since, seconds_in_state "
-              "FROM fsm_v_instances WHERE machine = %s AND instance_key = %s", fresh(m)),
-        Query(f"one instance: fsm_v_{m} WHERE instance_key",
-              f"SELECT instance_key, current_state, status, version, in_state_since, seconds_in_state "
-              f"FROM `fsm_v_{m}` WHERE instance_key = %s", fresh()),
-        Query("state at a time: CALL fsm_state_at_v1", "CALL fsm_state_at_v1(%s, %s, %s)",
-              state_at_args := fresh(m, with_at=True),
-              explain=((machine_check, lambda i: (m,)),
-                       (f"SELECT id FROM `fsm_{m}` WHERE instance_key = %s", lambda i: state_at_args(i)[1:2]),
-                       (f"SELECT to_state AS state, sort_key, event, created_at AS entered_at, left_at "
-                        f"FROM `fsm_{m}_transitions` WHERE instance_id = (SELECT id FROM `fsm_{m}` WHERE "
-                        f"instance_key = %s) AND created_at <= %s ORDER BY sort_key DESC LIMIT 1",
-                        lambda i: state_at_args(i)[1:]))),
-        Query("other: fsm_v_failed WHERE machine (none failed)",
-              "SELECT instance_key, current_state, handler, message FROM fsm_v_failed WHERE machine = %s LIMIT 20",
-              lambda i: (m,)),
-        Query("other: fsm_v_stuck WHERE machine, longest in state first, LIMIT 20",
-              "SELECT instance_key, current_state, seconds_in_state FROM fsm_v_stuck WHERE machine = %s "
-              "ORDER BY seconds_in_state DESC LIMIT 20", lambda i: (m,), kind="scan",
-              why="reads every unfinished instance, by design (a view takes no parameters)"),
-        Query(f"other: fsm_v_stuck WHERE machine = the small type ({OTHER.name}, {OTHER_INSTANCES} instances)",
-              "SELECT instance_key, current_state, seconds_in_state FROM fsm_v_stuck WHERE machine = %s "
-              "ORDER BY seconds_in_state DESC LIMIT 20", lambda i: (OTHER.name,), kind="scan"),
-        Query("other: fsm_v_funnel WHERE machine", "SELECT state, instances, entries FROM fsm_v_funnel "
-              "WHERE machine = %s ORDER BY position", lambda i: (m,), kind="funnel",
-              expected=("h",), why="reads all history, by design (an analyst's query)"),
+        Query(
+            f"history: fsm_v_{m}_transitions WHERE instance_key",
+            f"SELECT {history_cols} FROM `fsm_v_{m}_transitions` WHERE instance_key = %s ORDER BY sort_key",
+            fresh(),
+        ),
+        Query(
+            f"history: CALL fsm_{m}_history_v1",
+            f"CALL `fsm_{m}_history_v1`(%s)",
+            history_args := fresh(),
+            explain=((proc_history, history_args),),
+        ),
+        Query(
+            "history: fsm_v_history WHERE machine AND instance_key (cross-type)",
+            f"SELECT {history_cols} FROM fsm_v_history WHERE machine = %s AND instance_key = %s ORDER BY sort_key",
+            fresh(m),
+        ),
+        Query(
+            "counts: fsm_v_state_counts WHERE machine",
+            "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s",
+            lambda i: (m,),
+        ),
+        Query(
+            "counts: CALL fsm_counts_v2",
+            "CALL fsm_counts_v2(%s)",
+            lambda i: (m,),
+            explain=(
+                (machine_check, lambda i: (m,)),
+                (
+                    "SELECT state, CAST(SUM(instances) AS SIGNED) FROM fsm_state_counts WHERE machine = %s "
+                    "GROUP BY state HAVING SUM(instances) > 0 ORDER BY state",
+                    lambda i: (m,),
+                ),
+            ),
+        ),
+        Query(
+            f"counts, for comparison: SELECT current_state, COUNT(*) FROM fsm_{m} GROUP BY current_state",
+            f"SELECT current_state, COUNT(*) FROM `fsm_{m}` GROUP BY current_state",
+            lambda i: (),
+            kind="scan",
+            expected=(f"fsm_{m}",),
+            why="the comparison: the scan the counters replace",
+        ),
+        Query(
+            "one instance: fsm_v_instances WHERE machine AND instance_key (cross-type)",
+            "SELECT instance_key, current_state, status, version, in_state_since, seconds_in_state "
+            "FROM fsm_v_instances WHERE machine = %s AND instance_key = %s",
+            fresh(m),
+        ),
+        Query(
+            f"one instance: fsm_v_{m} WHERE instance_key",
+            f"SELECT instance_key, current_state, status, version, in_state_since, seconds_in_state "
+            f"FROM `fsm_v_{m}` WHERE instance_key = %s",
+            fresh(),
+        ),
+        Query(
+            "state at a time: CALL fsm_state_at_v1",
+            "CALL fsm_state_at_v1(%s, %s, %s)",
+            state_at_args := fresh(m, with_at=True),
+            explain=(
+                (machine_check, lambda i: (m,)),
+                (f"SELECT id FROM `fsm_{m}` WHERE instance_key = %s", lambda i: state_at_args(i)[1:2]),
+                (
+                    f"SELECT to_state AS state, sort_key, event, created_at AS entered_at, left_at "
+                    f"FROM `fsm_{m}_transitions` WHERE instance_id = (SELECT id FROM `fsm_{m}` WHERE "
+                    f"instance_key = %s) AND created_at <= %s ORDER BY sort_key DESC LIMIT 1",
+                    lambda i: state_at_args(i)[1:],
+                ),
+            ),
+        ),
+        Query(
+            "other: fsm_v_failed WHERE machine (none failed)",
+            "SELECT instance_key, current_state, handler, message FROM fsm_v_failed WHERE machine = %s LIMIT 20",
+            lambda i: (m,),
+        ),
+        Query(
+            "other: fsm_v_stuck WHERE machine, longest in state first, LIMIT 20",
+            "SELECT instance_key, current_state, seconds_in_state FROM fsm_v_stuck WHERE machine = %s "
+            "ORDER BY seconds_in_state DESC LIMIT 20",
+            lambda i: (m,),
+            kind="scan",
+            why="reads every unfinished instance, by design (a view takes no parameters)",
+        ),
+        Query(
+            f"other: fsm_v_stuck WHERE machine = the small type ({OTHER.name}, {OTHER_INSTANCES} instances)",
+            "SELECT instance_key, current_state, seconds_in_state FROM fsm_v_stuck WHERE machine = %s "
+            "ORDER BY seconds_in_state DESC LIMIT 20",
+            lambda i: (OTHER.name,),
+            kind="scan",
+        ),
+        Query(
+            "other: fsm_v_funnel WHERE machine",
+            "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY position",
+            lambda i: (m,),
+            kind="funnel",
+            expected=("h",),
+            why="reads all history, by design (an analyst's query)",
+        ),
     ]
     return out + cross_type_queries(big, small, cross)
 
@@ -594,20 +717,38 @@ def cross_type_queries(big: str, small: str, cross: dict[str, Any]) -> list[Quer
     in_state = "CALL fsm_instances_in_state_v1(%s, %s, %s, 50)"
     in_state_sql = "fsm_instances_in_state_sql_v1"
     out = []
-    for label, state, after in ((f"biggest state, {big}, one type has it", big, (None, None)),
-                                (f"smallest state, {small}, one type has it", small, (None, None)),
-                                (f"state {shared}, both types have it", shared, (None, None)),
-                                (f"state {shared}, the page from {boundary[0]} into the next type", shared, boundary)):
+    for label, state, after in (
+        (f"biggest state, {big}, one type has it", big, (None, None)),
+        (f"smallest state, {small}, one type has it", small, (None, None)),
+        (f"state {shared}, both types have it", shared, (None, None)),
+        (f"state {shared}, the page from {boundary[0]} into the next type", shared, boundary),
+    ):
         first = "first page" if after == (None, None) else "a page"
-        out.append(Query(f"cross-type in-state {first}: CALL fsm_instances_in_state_v1 ({label})", in_state,
-                         lambda i, s=state, a=after: (s, *a), generated=in_state_sql))
-    view = ("SELECT id, machine, instance_key, current_state, status, version, in_state_since, seconds_in_state "
-            "FROM fsm_v_instances WHERE current_state = %s ORDER BY machine, id LIMIT 50")
+        out.append(
+            Query(
+                f"cross-type in-state {first}: CALL fsm_instances_in_state_v1 ({label})",
+                in_state,
+                lambda i, s=state, a=after: (s, *a),
+                generated=in_state_sql,
+            )
+        )
+    view = (
+        "SELECT id, machine, instance_key, current_state, status, version, in_state_since, seconds_in_state "
+        "FROM fsm_v_instances WHERE current_state = %s ORDER BY machine, id LIMIT 50"
+    )
     for label, state in ((f"biggest state, {big}", big), (f"state {shared}, both types", shared)):
-        out.append(Query(f"cross-type in-state first page, for comparison: fsm_v_instances WHERE current_state "
-                         f"ORDER BY machine, id ({label})", view, lambda i, s=state: (s,), kind="scan",
-                         expected=("i",), why="the view a cross-type listing had before fsm_instances_in_state_v1: "
-                                              "it sorts every instance in the state before it cuts the page"))
+        out.append(
+            Query(
+                f"cross-type in-state first page, for comparison: fsm_v_instances WHERE current_state "
+                f"ORDER BY machine, id ({label})",
+                view,
+                lambda i, s=state: (s,),
+                kind="scan",
+                expected=("i",),
+                why="the view a cross-type listing had before fsm_instances_in_state_v1: "
+                "it sorts every instance in the state before it cuts the page",
+            )
+        )
 
     def fresh() -> Callable[[int], tuple[Any, ...]]:
         pool = next(accounts)
@@ -616,21 +757,44 @@ def cross_type_queries(big: str, small: str, cross: dict[str, Any]) -> list[Quer
     history = "CALL fsm_account_history_v1(%s, %s, %s, %s, %s, 50)"
     history_sql = "fsm_account_history_sql_v1"
     newest, oldest = fresh(), fresh()
-    out.append(Query("account history, all types: CALL fsm_account_history_v1 (newest first, first page)", history,
-                     lambda i: (*newest(i), 1, None, None, None), generated=history_sql))
-    out.append(Query("account history, all types: CALL fsm_account_history_v1 (oldest first, first page)", history,
-                     lambda i: (*oldest(i), 0, None, None, None), generated=history_sql))
+    out.append(
+        Query(
+            "account history, all types: CALL fsm_account_history_v1 (newest first, first page)",
+            history,
+            lambda i: (*newest(i), 1, None, None, None),
+            generated=history_sql,
+        )
+    )
+    out.append(
+        Query(
+            "account history, all types: CALL fsm_account_history_v1 (oldest first, first page)",
+            history,
+            lambda i: (*oldest(i), 0, None, None, None),
+            generated=history_sql,
+        )
+    )
     following = fresh()
     cursors = cross["cursors"]  # the last row of each account's first page, newest first (read at the start)
-    out.append(Query("account history, all types: CALL fsm_account_history_v1 (newest first, the second page; "
-                     "its first page was read at the start of the run)", history,
-                     lambda i: (*following(i), 1, *cursors[following(i)[0]]), generated=history_sql))
+    out.append(
+        Query(
+            "account history, all types: CALL fsm_account_history_v1 (newest first, the second page; "
+            "its first page was read at the start of the run)",
+            history,
+            lambda i: (*following(i), 1, *cursors[following(i)[0]]),
+            generated=history_sql,
+        )
+    )
     by_view = fresh()
-    out.append(Query("account history, all types, for comparison: fsm_v_history WHERE lookup_key ORDER BY "
-                     "entered_at DESC, machine DESC, transition_id DESC LIMIT 50",
-                     "SELECT transition_id, machine, instance_key, sort_key, event, to_state, entered_at, left_at "
-                     "FROM fsm_v_history WHERE lookup_key = %s ORDER BY entered_at DESC, machine DESC, "
-                     "transition_id DESC LIMIT 50", by_view))
+    out.append(
+        Query(
+            "account history, all types, for comparison: fsm_v_history WHERE lookup_key ORDER BY "
+            "entered_at DESC, machine DESC, transition_id DESC LIMIT 50",
+            "SELECT transition_id, machine, instance_key, sort_key, event, to_state, entered_at, left_at "
+            "FROM fsm_v_history WHERE lookup_key = %s ORDER BY entered_at DESC, machine DESC, "
+            "transition_id DESC LIMIT 50",
+            by_view,
+        )
+    )
     return out
 
 
@@ -643,13 +807,16 @@ def accounts_for(cur: Any, per_query: int, rng: random.Random) -> list[list[str]
     if len(both) < need:  # an older data set: tickets without accounts, or fewer of them
         both += [f"acct-{n}" for n in rng.sample(range(ACCOUNTS), need) if f"acct-{n}" not in both]
     picked = rng.sample(both, need)
-    return [picked[k:k + per_query] for k in range(0, need, per_query)]
+    return [picked[k : k + per_query] for k in range(0, need, per_query)]
 
 
 def cross_type_setup(cur: Any, per_query: int, rng: random.Random) -> dict[str, Any]:
     """The accounts, the state both types have, the boundary cursor, and the next-page cursors."""
-    cur.execute("SELECT state FROM fsm_states WHERE machine = %s AND state IN (SELECT state FROM fsm_states "
-                "WHERE machine = %s) ORDER BY state LIMIT 1", (NAME, OTHER.name))
+    cur.execute(
+        "SELECT state FROM fsm_states WHERE machine = %s AND state IN (SELECT state FROM fsm_states "
+        "WHERE machine = %s) ORDER BY state LIMIT 1",
+        (NAME, OTHER.name),
+    )
     row = cur.fetchone()
     shared = row[0] if row else "new"
     first = min((NAME, OTHER.name), key=str.encode)  # the type whose rows come first (byte order)
@@ -681,27 +848,29 @@ def generated_statement(cur: Any, q: Query, args: Sequence[Any]) -> str:
     return str(text)
 
 
-def measure(settings: Settings, info: dict[str, str], reps: int, ceiling_seconds: float,
-            skip: Sequence[str]) -> tuple[list[Query], bt.Result]:
+def measure(
+    settings: Settings, info: dict[str, str], reps: int, ceiling_seconds: float, skip: Sequence[str]
+) -> tuple[list[Query], bt.Result]:
     conn = connect(settings)
     try:
         with conn.cursor() as cur:
             instances = int(info["instances"])
-            cur.execute("SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s AND instances > 0",
-                        (NAME,))
+            cur.execute("SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s AND instances > 0", (NAME,))
             counts = {s: int(n) for s, n in cur.fetchall()}
             big, small = max(counts, key=lambda s: counts[s]), min(counts, key=lambda s: counts[s])
             rng = random.Random(7)
             per_query = reps + WARMUP
             ids = rng.sample(range(1, instances + 1), min(instances, per_query * KEYED_QUERIES))
-            cur.execute(f"SELECT instance_key, TIMESTAMPADD(SECOND, 3600, created_at) FROM `fsm_{NAME}` "
-                        f"WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+            cur.execute(
+                f"SELECT instance_key, TIMESTAMPADD(SECOND, 3600, created_at) FROM `fsm_{NAME}` "
+                f"WHERE id IN ({', '.join(['%s'] * len(ids))})",
+                ids,
+            )
             at = dict(cur.fetchall())
             keys = [key_of(i) for i in ids]
             assert set(keys) == set(at), "the instances picked are not all there"
             cross = cross_type_setup(cur, per_query, rng)
-            todo = [q for q in queries(keys, per_query, at, big, small, cross)
-                    if not any(w in q.label for w in skip)]
+            todo = [q for q in queries(keys, per_query, at, big, small, cross) if not any(w in q.label for w in skip)]
             for q in todo:
                 statements = q.explain or ((q.sql, q.args),)
                 if q.generated:
@@ -732,8 +901,14 @@ def measure(settings: Settings, info: dict[str, str], reps: int, ceiling_seconds
 # -- report -------------------------------------------------------------------------------
 
 
-def report(todo: list[Query], ceiling: bt.Result, info: dict[str, str], server: dict[str, str],
-           sizes: dict[str, Any], ceiling_seconds: float) -> str:
+def report(
+    todo: list[Query],
+    ceiling: bt.Result,
+    info: dict[str, str],
+    server: dict[str, str],
+    sizes: dict[str, Any],
+    ceiling_seconds: float,
+) -> str:
     c50, c95 = ceiling.pct(50), ceiling.pct(95)
     lines = [
         f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {server['load']} at the "
@@ -758,37 +933,54 @@ def report(todo: list[Query], ceiling: bt.Result, info: dict[str, str], server: 
         f"| ceiling: INSERT+COMMIT | {c50:.2f} | {c95:.2f} | 1.0x | | | |",
     ]
     for q in todo:
-        lines.append(f"| {q.label} | {q.pct(50):.2f} | {q.pct(95):.2f} | {q.pct(50) / c50:.1f}x | "
-                     f"{q.rows_read:,.0f} | {q.disk_reads:,.1f} | {q.verdict} |")
+        lines.append(
+            f"| {q.label} | {q.pct(50):.2f} | {q.pct(95):.2f} | {q.pct(50) / c50:.1f}x | "
+            f"{q.rows_read:,.0f} | {q.disk_reads:,.1f} | {q.verdict} |"
+        )
     flagged = [q for q in todo if "**" in q.verdict]
-    lines += ["", "Flagged (a full scan, or many more rows read than returned): "
-              + ("none." if not flagged else ", ".join(q.label for q in flagged) + ".")]
+    lines += [
+        "",
+        "Flagged (a full scan, or many more rows read than returned): "
+        + ("none." if not flagged else ", ".join(q.label for q in flagged) + "."),
+    ]
     lines += [f"- by design: {q.label}: {q.why}." for q in todo if q.why]
     return "\n".join(lines)
 
 
 def table_sizes(cur: Any) -> dict[str, Any]:
-    cur.execute("SELECT table_name, data_length + index_length FROM information_schema.tables "
-                "WHERE table_schema = DATABASE() AND table_name IN (%s, %s)",
-                (f"fsm_{NAME}", f"fsm_{NAME}_transitions"))
+    cur.execute(
+        "SELECT table_name, data_length + index_length FROM information_schema.tables "
+        "WHERE table_schema = DATABASE() AND table_name IN (%s, %s)",
+        (f"fsm_{NAME}", f"fsm_{NAME}_transitions"),
+    )
     found = {name: float(size) for name, size in cur.fetchall()}
-    cur.execute("SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s AND instances > 0 "
-                "ORDER BY instances DESC", (NAME,))
-    return {"instances": found[f"fsm_{NAME}"], "history": found[f"fsm_{NAME}_transitions"],
-            "counts": [(s, int(n)) for s, n in cur.fetchall()]}
+    cur.execute(
+        "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s AND instances > 0 ORDER BY instances DESC",
+        (NAME,),
+    )
+    return {
+        "instances": found[f"fsm_{NAME}"],
+        "history": found[f"fsm_{NAME}_transitions"],
+        "counts": [(s, int(n)) for s, n in cur.fetchall()],
+    }
 
 
 def write_section(path: Path, text: str) -> None:
     """Replace the block between MARK in ``path``; the first time, append the section with it."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
     if MARK[0] not in old:
-        path.write_text(old.rstrip("\n") + f"\n\n{SECTION}\n\n" + (
-            "`bench/bench_reporting.py` builds a database `pyfsm_bench_reporting` with 1,000,000\n"
-            "instances and 10,000,000 history rows (loaded around the triggers, then checked), keeps it,\n"
-            "and measures the reporting views and procedures of revision 0004 on it, with EXPLAIN for\n"
-            "each. Reproduce (the first run loads the data set; `--reuse` skips the load):\n\n"
-            "```sh\n.venv/bin/python bench/bench_reporting.py --write BENCHMARKS.md           # builds\n"
-            ".venv/bin/python bench/bench_reporting.py --reuse --write BENCHMARKS.md   # measures only\n```\n"))
+        path.write_text(
+            old.rstrip("\n")
+            + f"\n\n{SECTION}\n\n"
+            + (
+                "`bench/bench_reporting.py` builds a database `pyfsm_bench_reporting` with 1,000,000\n"
+                "instances and 10,000,000 history rows (loaded around the triggers, then checked), keeps it,\n"
+                "and measures the reporting views and procedures of revision 0004 on it, with EXPLAIN for\n"
+                "each. Reproduce (the first run loads the data set; `--reuse` skips the load):\n\n"
+                "```sh\n.venv/bin/python bench/bench_reporting.py --write BENCHMARKS.md           # builds\n"
+                ".venv/bin/python bench/bench_reporting.py --reuse --write BENCHMARKS.md   # measures only\n```\n"
+            )
+        )
     bt.write_results(path, text, MARK)
 
 
@@ -815,8 +1007,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-per-instance", type=int, default=None, help="history rows per instance (10)")
     parser.add_argument("--chunk", type=int, default=50_000, help="instances per INSERT ... SELECT of the load")
     parser.add_argument("--reuse", action="store_true", help="measure the data set already in --database")
-    parser.add_argument("--reuse-if-present", action="store_true",
-                        help="reuse a complete data set when there is one, else build it (what `make bench` does)")
+    parser.add_argument(
+        "--reuse-if-present",
+        action="store_true",
+        help="reuse a complete data set when there is one, else build it (what `make bench` does)",
+    )
     parser.add_argument("--load-only", action="store_true", help="build the data set, measure nothing")
     parser.add_argument("--reps", type=int, default=REPS["fast"], help="timed runs per query")
     parser.add_argument("--ceiling-seconds", type=float, default=5.0, help="length of the ceiling measurement")
@@ -850,8 +1045,11 @@ def main(argv: list[str] | None = None) -> int:
         for flag, name in ((args.instances, "instances"), (args.history_per_instance, "history_per_instance")):
             if flag is not None and str(flag) != info[name]:
                 parser.error(f"--reuse: {args.database} holds {info[name]} {name.replace('_', ' ')}, not {flag}")
-        print(f"reusing {args.database}: {int(info['instances']):,} instances, {int(info['history_rows']):,} "
-              f"history rows, loaded {info['loaded_on']} in {info['load_seconds']} s", file=sys.stderr)
+        print(
+            f"reusing {args.database}: {int(info['instances']):,} instances, {int(info['history_rows']):,} "
+            f"history rows, loaded {info['loaded_on']} in {info['load_seconds']} s",
+            file=sys.stderr,
+        )
         refresh_objects(settings)
     else:
         instances = args.instances or 1_000_000
@@ -866,8 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
     admin.close()
     if args.load_only:
         return 0
-    todo, ceiling = measure(settings, info, args.reps, args.ceiling_seconds,
-                            [w for w in args.skip.split(",") if w])
+    todo, ceiling = measure(settings, info, args.reps, args.ceiling_seconds, [w for w in args.skip.split(",") if w])
     conn = pymysql.connect(**settings.connect_kwargs())
     with conn.cursor() as cur:
         sizes = table_sizes(cur)
@@ -879,13 +1076,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_section(args.write, text)
     if args.json:
-        bt.write_json(args.json, {
-            "server": server, "instances": int(info["instances"]), "history_rows": int(info["history_rows"]),
-            "ceiling": bt.result_dict(ceiling),
-            "queries": [{"label": q.label, "p50_ms": q.pct(50), "p95_ms": q.pct(95), "runs": len(q.times_ms),
-                         "rows_read": q.rows_read, "returned": q.returned, "disk_reads": q.disk_reads,
-                         "flagged": "**" in q.verdict, "by_design": bool(q.why), "verdict": q.verdict}
-                        for q in todo]})
+        bt.write_json(
+            args.json,
+            {
+                "server": server,
+                "instances": int(info["instances"]),
+                "history_rows": int(info["history_rows"]),
+                "ceiling": bt.result_dict(ceiling),
+                "queries": [
+                    {
+                        "label": q.label,
+                        "p50_ms": q.pct(50),
+                        "p95_ms": q.pct(95),
+                        "runs": len(q.times_ms),
+                        "rows_read": q.rows_read,
+                        "returned": q.returned,
+                        "disk_reads": q.disk_reads,
+                        "flagged": "**" in q.verdict,
+                        "by_design": bool(q.why),
+                        "verdict": q.verdict,
+                    }
+                    for q in todo
+                ],
+            },
+        )
     return 0
 
 

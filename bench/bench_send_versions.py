@@ -23,8 +23,13 @@ import pymysql
 from pyfsm import Machine, Store
 from pyfsm.db import parse_dsn
 
-MACHINE = Machine(name="bench_sv", states=["a", "b", "z"], start=["a"], final=["z"],
-                  transitions=[("go", "a", "b"), ("back", "b", "a"), ("end", "b", "z")])
+MACHINE = Machine(
+    name="bench_sv",
+    states=["a", "b", "z"],
+    start=["a"],
+    final=["z"],
+    transitions=[("go", "a", "b"), ("back", "b", "a"), ("end", "b", "z")],
+)
 KEYS = [f"k{n}" for n in range(8)]
 
 
@@ -79,6 +84,7 @@ def main() -> None:
                 while cur.nextset():
                     pass
             states[key] = "b" if event == "go" else "a"
+
         return call
 
     def refusal(version: int, event: str, expected: int) -> Callable[[int], None]:
@@ -97,6 +103,7 @@ def main() -> None:
                 assert exc.args[0] == expected, exc
             else:
                 raise AssertionError(f"{event} was not refused")
+
         return call
 
     approaches = {

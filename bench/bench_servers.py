@@ -33,8 +33,18 @@ DEFAULT_DSNS = ("mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3307
 
 def run_one(dsn: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """bench_transitions.py against ``dsn``: its JSON (its table goes to ``out``.txt)."""
-    command = [sys.executable, str(HERE / "bench_transitions.py"), "--dsn", dsn, "--seconds", str(args.seconds),
-               "--clients", args.clients, "--json", str(out.with_suffix(".json"))]
+    command = [
+        sys.executable,
+        str(HERE / "bench_transitions.py"),
+        "--dsn",
+        dsn,
+        "--seconds",
+        str(args.seconds),
+        "--clients",
+        args.clients,
+        "--json",
+        str(out.with_suffix(".json")),
+    ]
     if args.only:
         command += ["--only", args.only]
     print(f"bench_servers: {' '.join(command[1:])}", file=sys.stderr, flush=True)
@@ -60,10 +70,13 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
     keys = list(dict.fromkeys((x["approach"], x["clients"]) for r in runs for x in r["results"]))
     keys.sort(key=lambda k: (k[1], bt.APPROACHES.index(k[0]) if k[0] in bt.APPROACHES else 99))
     head = "| approach | clients | " + " | ".join(
-        f"{n} tx/s | vs its ceiling | p50 ms | p99 ms | server CPU us/tx" for n in names)
+        f"{n} tx/s | vs its ceiling | p50 ms | p99 ms | server CPU us/tx" for n in names
+    )
     two = len(runs) == 2
-    lines = [head + (" | vs ceiling, 2nd / 1st |" if two else " |"),
-             "|---|---:|" + "---:|---:|---:|---:|---:|" * len(runs) + ("---:|" if two else "")]
+    lines = [
+        head + (" | vs ceiling, 2nd / 1st |" if two else " |"),
+        "|---|---:|" + "---:|---:|---:|---:|---:|" * len(runs) + ("---:|" if two else ""),
+    ]
     for approach, clients in keys:
         cells, ratios = [], []
         for found in by:
@@ -76,14 +89,18 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
             ratios.append(ratio)
             cpu = x.get("server_cpu_us")
             errors = f" ({x['errors']} errors)" if x.get("errors") else ""
-            cells.append(f"{x['rate']:,.0f}{errors} | {fmt_ratio(ratio)} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} | "
-                         + ("n/a" if cpu is None else f"{cpu:,.0f}"))
+            cells.append(
+                f"{x['rate']:,.0f}{errors} | {fmt_ratio(ratio)} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} | "
+                + ("n/a" if cpu is None else f"{cpu:,.0f}")
+            )
         both = f" | {ratios[1] / ratios[0]:.2f}x" if two and ratios[0] and ratios[1] else (" | " if two else "")
         lines.append(f"| {approach} | {clients} | " + " | ".join(cells) + both + " |")
     settings = "; ".join(
         f"{name(r['server'])}: innodb_flush_log_at_trx_commit={r['server']['flush']}, "
         f"sync_binlog={r['server']['sync_binlog']}, log_bin={r['server']['log_bin']} "
-        f"(load average {r['server']['load']} at its start)" for r in runs)
+        f"(load average {r['server']['load']} at its start)"
+        for r in runs
+    )
     lines = [f"{seconds:g} s per measurement. Settings: {settings}.", "", *lines, ""]
     # what the binary log costs, where a server has it on: the same run's approaches without it
     for n, found in zip(names, by, strict=True):
@@ -92,21 +109,33 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
             for approach in ("ceiling", "direct CALL"):
                 on, off = found.get((approach, clients)), found.get((approach + bt.NO_BINLOG, clients))
                 if on and off and on["rate"]:
-                    parts.append(f"{approach} {off['rate'] / on['rate']:.2f}x the tx/s without it at {clients} "
-                                 f"client{'s' if clients > 1 else ''} (p50 {on['p50_ms']:.2f} -> "
-                                 f"{off['p50_ms']:.2f} ms)")
+                    parts.append(
+                        f"{approach} {off['rate'] / on['rate']:.2f}x the tx/s without it at {clients} "
+                        f"client{'s' if clients > 1 else ''} (p50 {on['p50_ms']:.2f} -> "
+                        f"{off['p50_ms']:.2f} ms)"
+                    )
         if parts:
             lines.append(f"Binary log on {n} (the same run, the session with sql_log_bin=0): " + "; ".join(parts) + ".")
     # a ceiling below what a transition reached in the same run was disturbed (the machine is shared)
     for n, r, found in zip(names, runs, by, strict=True):
         for clients in sorted({k[1] for k in found}):
             c = found.get(("ceiling", clients))
-            above = [a for (a, k), x in found.items() if k == clients and c and x["rate"] > c["rate"]
-                     and a != "ceiling" and not a.endswith(bt.NO_BINLOG) and a != "pyfsm send_many"]
+            above = [
+                a
+                for (a, k), x in found.items()
+                if k == clients
+                and c
+                and x["rate"] > c["rate"]
+                and a != "ceiling"
+                and not a.endswith(bt.NO_BINLOG)
+                and a != "pyfsm send_many"
+            ]
             if above:
-                lines.append(f"Noise: {n}'s {clients}-client ceiling was below {len(above)} transition approaches "
-                             f"of its own run (load average {r['server']['load']} at its start, "
-                             f"{os.cpu_count()} CPUs): its {clients}-client ratios are not meaningful in this run.")
+                lines.append(
+                    f"Noise: {n}'s {clients}-client ceiling was below {len(above)} transition approaches "
+                    f"of its own run (load average {r['server']['load']} at its start, "
+                    f"{os.cpu_count()} CPUs): its {clients}-client ratios are not meaningful in this run."
+                )
     if two:
         parts = []
         for clients in sorted({k[1] for k in keys}):
@@ -120,16 +149,23 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--dsn", action="append", help="a server, once per server, in the table's order "
-                                                       f"(default: {' and '.join(DEFAULT_DSNS)})")
+    parser.add_argument(
+        "--dsn",
+        action="append",
+        help=f"a server, once per server, in the table's order (default: {' and '.join(DEFAULT_DSNS)})",
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each measurement (5)")
     parser.add_argument("--clients", default="1,8", help="comma-separated numbers of client processes (1,8)")
     parser.add_argument("--runs", type=int, default=1, help="runs over every server, one table each (1)")
     parser.add_argument("--only", help="approaches, separated by ; (the ceiling always is), as bench_transitions")
     parser.add_argument("--write", type=Path, help="update the bench-servers block of this file (BENCHMARKS.md)")
     parser.add_argument("--logs", type=Path, help="directory for each run's output (default: a temporary one)")
-    parser.add_argument("--from", dest="source", type=Path, help="measure nothing: the tables of an earlier "
-                                                                 "run's --logs directory (its JSON files)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        help="measure nothing: the tables of an earlier run's --logs directory (its JSON files)",
+    )
     args = parser.parse_args(argv)
     dsns = args.dsn or list(DEFAULT_DSNS)
     logs = args.source or args.logs or Path(tempfile.mkdtemp(prefix="pyfsm-bench-servers-"))
@@ -143,10 +179,15 @@ def main(argv: list[str] | None = None) -> int:
             args.seconds = found[0]["seconds"]
         else:
             found = [run_one(dsn, args, logs / f"run{run}-server{i + 1}") for i, dsn in enumerate(dsns)]
-        day = (datetime.date.fromtimestamp(min(f.stat().st_mtime for f in args.source.glob(f"run{run}-*.json")))
-               if args.source else datetime.date.today())
-        texts.append(f"Run {run} of {args.runs}, {day.isoformat()}, {os.cpu_count()} CPUs, "
-                     f"servers one after the other. {table(found, args.seconds)}")
+        day = (
+            datetime.date.fromtimestamp(min(f.stat().st_mtime for f in args.source.glob(f"run{run}-*.json")))
+            if args.source
+            else datetime.date.today()
+        )
+        texts.append(
+            f"Run {run} of {args.runs}, {day.isoformat()}, {os.cpu_count()} CPUs, "
+            f"servers one after the other. {table(found, args.seconds)}"
+        )
     text = "\n\n".join(texts)
     print(text)
     print(f"\nbench_servers: each server's own table is in {logs}", file=sys.stderr)

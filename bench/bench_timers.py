@@ -58,8 +58,9 @@ from pyfsm.db import Settings
 from pyfsm.timers import REQUEST_ID_PREFIX, TimerLoop
 
 STATES, EDGES = ["a", "b"], [("go", "a", "b"), ("back", "b", "a")]  # bench_transitions' NEXT
-TIMED = Machine(name="bench_timed", states=STATES, start=["a"], transitions=EDGES,
-                timeouts={"a": ("1h", "go"), "b": ("1h", "back")})  # never due during the run
+TIMED = Machine(
+    name="bench_timed", states=STATES, start=["a"], transitions=EDGES, timeouts={"a": ("1h", "go"), "b": ("1h", "back")}
+)  # never due during the run
 UNTIMED = Machine(name="bench_untimed", states=STATES, start=["a"], transitions=EDGES)
 #: instances of LAG get timers from Store.send_at only (no timeouts)
 LAG = Machine(name="bench_lag", states=STATES, start=["a"], transitions=EDGES)
@@ -67,8 +68,10 @@ KINDS = {"timed": TIMED.name, "untimed": UNTIMED.name}
 VIAS = ("Store.send", "direct CALL")
 INSERT_ROWS = 2000  # instances per multi-row INSERT when arming
 LAG_FIRERS, LAG_POLL_SECONDS = 2, 0.2
-MARKS = {"mariadb": ("<!-- bench-timers-mariadb:start -->", "<!-- bench-timers-mariadb:end -->"),
-         "mysql": ("<!-- bench-timers-mysql:start -->", "<!-- bench-timers-mysql:end -->")}
+MARKS = {
+    "mariadb": ("<!-- bench-timers-mariadb:start -->", "<!-- bench-timers-mariadb:end -->"),
+    "mysql": ("<!-- bench-timers-mysql:start -->", "<!-- bench-timers-mysql:end -->"),
+}
 
 
 def drain_machine(name: str) -> Machine:
@@ -89,6 +92,7 @@ def direct_call_client(job: bt.Job, keys: list[str], *, machine: str) -> bt.Clie
         while cur.nextset():
             pass
         states[key] = row[3]
+
     return step, lambda: bt.session_questions(cur)
 
 
@@ -114,8 +118,10 @@ def rates(results: list[bt.Result]) -> str:
 
 # -- 1. per-transition cost ------------------------------------------------------------------
 
-def per_transition(settings: Settings, pid: int | None, clients: list[int], rounds: int,
-                   seconds: float) -> dict[str, Any]:
+
+def per_transition(
+    settings: Settings, pid: int | None, clients: list[int], rounds: int, seconds: float
+) -> dict[str, Any]:
     runs: dict[tuple[str, str, int], list[bt.Result]] = {}
     ceilings: dict[int, list[bt.Result]] = {c: [] for c in clients}
     for n in range(rounds):
@@ -126,8 +132,7 @@ def per_transition(settings: Settings, pid: int | None, clients: list[int], roun
             for via in VIAS:
                 for kind in kinds:
                     print(f"round {n + 1}: {via}, {kind}, {c} client(s)...", file=sys.stderr, flush=True)
-                    runs.setdefault((via, kind, c), []).append(
-                        bt.measure(f"{via}, {kind}", c, settings, seconds, pid))
+                    runs.setdefault((via, kind, c), []).append(bt.measure(f"{via}, {kind}", c, settings, seconds, pid))
     return {"runs": runs, "ceilings": ceilings, "armed": timed_armed(settings)}
 
 
@@ -140,28 +145,40 @@ def timed_armed(settings: Settings) -> dict[str, int]:
         with conn.cursor() as cur:
             cur.execute(f"SELECT COUNT(*), SUM(version - 1) FROM `fsm_{TIMED.name}`")
             instances, transitions = cur.fetchone()
-            cur.execute(f"SELECT COUNT(*) FROM `fsm_{TIMED.name}` i JOIN fsm_timers t ON t.machine = %s "
-                        "AND t.timeout_of = i.id AND t.armed_version = i.version", (TIMED.name,))
+            cur.execute(
+                f"SELECT COUNT(*) FROM `fsm_{TIMED.name}` i JOIN fsm_timers t ON t.machine = %s "
+                "AND t.timeout_of = i.id AND t.armed_version = i.version",
+                (TIMED.name,),
+            )
             current = cur.fetchone()[0]
             cur.execute("SELECT COUNT(*) FROM fsm_timers WHERE machine = %s", (UNTIMED.name,))
             untimed = cur.fetchone()[0]
-            cur.execute("SELECT event_object_table, COUNT(*) FROM information_schema.TRIGGERS "
-                        "WHERE trigger_schema = DATABASE() AND trigger_name LIKE '%%\\_timer\\_v%%' "
-                        "GROUP BY event_object_table")
+            cur.execute(
+                "SELECT event_object_table, COUNT(*) FROM information_schema.TRIGGERS "
+                "WHERE trigger_schema = DATABASE() AND trigger_name LIKE '%%\\_timer\\_v%%' "
+                "GROUP BY event_object_table"
+            )
             triggers = dict(cur.fetchall())
     finally:
         conn.close()
-    return {"instances": int(instances), "transitions": int(transitions or 0), "armed_at_version": int(current),
-            "untimed_timers": int(untimed), "timed_triggers": int(triggers.get(f"fsm_{TIMED.name}", 0)),
-            "untimed_triggers": int(triggers.get(f"fsm_{UNTIMED.name}", 0))}
+    return {
+        "instances": int(instances),
+        "transitions": int(transitions or 0),
+        "armed_at_version": int(current),
+        "untimed_timers": int(untimed),
+        "timed_triggers": int(triggers.get(f"fsm_{TIMED.name}", 0)),
+        "untimed_triggers": int(triggers.get(f"fsm_{UNTIMED.name}", 0)),
+    }
 
 
 def per_transition_report(part: dict[str, Any]) -> list[str]:
     runs, ceilings, armed = part["runs"], part["ceilings"], part["armed"]
-    lines = ["| via | clients | timed tx/s (median; rounds) | untimed tx/s (median; rounds) | timed / untimed "
-             "(median; rounds) | ceiling tx/s (median) | timed vs ceiling | untimed vs ceiling "
-             "| server CPU us/tx timed / untimed (medians) | CPU timed / untimed |",
-             "|---|---:|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| via | clients | timed tx/s (median; rounds) | untimed tx/s (median; rounds) | timed / untimed "
+        "(median; rounds) | ceiling tx/s (median) | timed vs ceiling | untimed vs ceiling "
+        "| server CPU us/tx timed / untimed (medians) | CPU timed / untimed |",
+        "|---|---:|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for via in VIAS:
         for c, ceiling_runs in ceilings.items():
             timed, untimed = runs[(via, "timed", c)], runs[(via, "untimed", c)]
@@ -173,18 +190,27 @@ def per_transition_report(part: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {via} | {c} | {t:,.0f} ({rates(timed)}) | {u:,.0f} ({rates(untimed)}) | {median(ratios):.2f} "
                 f"({' / '.join(f'{x:.2f}' for x in ratios)}) | {ceiling:,.0f} ({rates(ceiling_runs)}) | "
-                f"{t / ceiling:.0%} | {u / ceiling:.0%} | {cpu_t:,.0f} / {cpu_u:,.0f} | {cpu_t / cpu_u:.2f} |")
-    errors = [f"{via}, {kind}, {c} clients: {n} x {msg}" for (via, kind, c), rs in runs.items()
-              for r in rs for msg, n in (r.errors + r.warmup_errors).items()]
-    lines += ["", f"Errors (counted, not retried): {'; '.join(errors) if errors else 'none'}. Timer work done by the "
-              f"timed arm: {armed['instances']:,} timed instances, {armed['transitions']:,} transitions, "
-              f"{armed['armed_at_version']:,} timers armed at their instance's latest version (one each: every "
-              f"transition re-armed); timer triggers: {armed['timed_triggers']} on the timed type, "
-              f"{armed['untimed_triggers']} on the untimed one ({armed['untimed_timers']} timers)."]
+                f"{t / ceiling:.0%} | {u / ceiling:.0%} | {cpu_t:,.0f} / {cpu_u:,.0f} | {cpu_t / cpu_u:.2f} |"
+            )
+    errors = [
+        f"{via}, {kind}, {c} clients: {n} x {msg}"
+        for (via, kind, c), rs in runs.items()
+        for r in rs
+        for msg, n in (r.errors + r.warmup_errors).items()
+    ]
+    lines += [
+        "",
+        f"Errors (counted, not retried): {'; '.join(errors) if errors else 'none'}. Timer work done by the "
+        f"timed arm: {armed['instances']:,} timed instances, {armed['transitions']:,} transitions, "
+        f"{armed['armed_at_version']:,} timers armed at their instance's latest version (one each: every "
+        f"transition re-armed); timer triggers: {armed['timed_triggers']} on the timed type, "
+        f"{armed['untimed_triggers']} on the untimed one ({armed['untimed_timers']} timers).",
+    ]
     return lines
 
 
 # -- 2. drain ---------------------------------------------------------------------------------
+
 
 def arm(settings: Settings, machine: str, count: int, prefix: str) -> float:
     """Create ``count`` instances of ``machine`` with raw multi-row INSERTs (the triggers fill
@@ -195,8 +221,9 @@ def arm(settings: Settings, machine: str, count: int, prefix: str) -> float:
         with conn.cursor() as cur:
             for first in range(0, count, INSERT_ROWS):
                 keys = [f"{prefix}-{n}" for n in range(first, min(count, first + INSERT_ROWS))]
-                cur.execute(f"INSERT INTO `fsm_{machine}` (instance_key) VALUES " + ",".join(["(%s)"] * len(keys)),
-                            keys)
+                cur.execute(
+                    f"INSERT INTO `fsm_{machine}` (instance_key) VALUES " + ",".join(["(%s)"] * len(keys)), keys
+                )
     finally:
         conn.close()
     return time.perf_counter() - started
@@ -207,8 +234,10 @@ def wait_until_due(settings: Settings, machine: str) -> None:
     conn = bt.raw_connect(settings, autocommit=True)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(due_at)) FROM fsm_timers "
-                        "WHERE machine = %s", (machine,))
+            cur.execute(
+                "SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(due_at)) FROM fsm_timers WHERE machine = %s",
+                (machine,),
+            )
             wait = cur.fetchone()[0]
     finally:
         conn.close()
@@ -232,20 +261,31 @@ def drain_worker(dsn: str, owner: str, limit: int, claim_seconds: float, go: Any
             go.wait()
             started = time.time()
             loop.run(until_idle=True)
-            out.put({"started": started, "ended": time.time(), "calls": calls, "fired": loop.fired,
-                     "dropped": loop.dropped, "held": loop.held})
+            out.put(
+                {
+                    "started": started,
+                    "ended": time.time(),
+                    "calls": calls,
+                    "fired": loop.fired,
+                    "dropped": loop.dropped,
+                    "held": loop.held,
+                }
+            )
     except BaseException:
         go.abort()
         out.put(traceback.format_exc())
 
 
-def drain(settings: Settings, pid: int | None, machine: str, firers: int, limit: int,
-          claim_seconds: float) -> dict[str, Any]:
+def drain(
+    settings: Settings, pid: int | None, machine: str, firers: int, limit: int, claim_seconds: float
+) -> dict[str, Any]:
     """K processes drain every due timer; rates from the first call to the last return."""
     ctx = mp.get_context("spawn")
     go, out = ctx.Barrier(firers + 1, timeout=120), ctx.Queue()
-    procs = [ctx.Process(target=drain_worker, args=(settings.dsn(), f"drain-{k}", limit, claim_seconds, go, out))
-             for k in range(firers)]
+    procs = [
+        ctx.Process(target=drain_worker, args=(settings.dsn(), f"drain-{k}", limit, claim_seconds, go, out))
+        for k in range(firers)
+    ]
     for p in procs:
         p.start()
     try:
@@ -269,9 +309,17 @@ def drain(settings: Settings, pid: int | None, machine: str, firers: int, limit:
     elapsed = max(p["ended"] for p in parts) - min(p["started"] for p in parts)
     fired = sum(p["fired"] for p in parts)
     cpu = None if cpu_before is None or cpu_after is None or not fired else (cpu_after - cpu_before) * 1e6 / fired
-    return {"firers": firers, "limit": limit, "seconds": elapsed, "fired": fired, "rate": fired / elapsed,
-            "calls": sum(p["calls"] for p in parts), "dropped": sum(p["dropped"] for p in parts),
-            "held": sum(p["held"] for p in parts), "cpu_us": cpu}
+    return {
+        "firers": firers,
+        "limit": limit,
+        "seconds": elapsed,
+        "fired": fired,
+        "rate": fired / elapsed,
+        "calls": sum(p["calls"] for p in parts),
+        "dropped": sum(p["dropped"] for p in parts),
+        "held": sum(p["held"] for p in parts),
+        "cpu_us": cpu,
+    }
 
 
 def verify(settings: Settings, machine: str, expected: int) -> dict[str, Any]:
@@ -281,8 +329,11 @@ def verify(settings: Settings, machine: str, expected: int) -> dict[str, Any]:
         with conn.cursor() as cur:
             cur.execute("SELECT outcome, COUNT(*) FROM fsm_timer_log WHERE machine = %s GROUP BY outcome", (machine,))
             outcomes = {k: int(v) for k, v in cur.fetchall()}
-            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT request_id), COUNT(DISTINCT instance_id) "
-                        f"FROM `fsm_{machine}_transitions` WHERE request_id LIKE %s", (REQUEST_ID_PREFIX + "%",))
+            cur.execute(
+                f"SELECT COUNT(*), COUNT(DISTINCT request_id), COUNT(DISTINCT instance_id) "
+                f"FROM `fsm_{machine}_transitions` WHERE request_id LIKE %s",
+                (REQUEST_ID_PREFIX + "%",),
+            )
             history, requests, instances = map(int, cur.fetchone())
             cur.execute("SELECT COUNT(*) FROM fsm_timers WHERE machine = %s", (machine,))
             left = int(cur.fetchone()[0])
@@ -290,8 +341,7 @@ def verify(settings: Settings, machine: str, expected: int) -> dict[str, Any]:
             unmoved = int(cur.fetchone()[0])
     finally:
         conn.close()
-    ok = (outcomes == {"fired": expected} and history == requests == instances == expected
-          and left == 0 and unmoved == 0)
+    ok = outcomes == {"fired": expected} and history == requests == instances == expected and left == 0 and unmoved == 0
     return {"ok": ok, "outcomes": outcomes, "history": history, "left": left, "unmoved": unmoved}
 
 
@@ -316,9 +366,11 @@ def left_claimed(settings: Settings, machine: str) -> tuple[int, int, float]:
     conn = bt.raw_connect(settings, autocommit=True)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*), COUNT(DISTINCT claimed_by), "
-                        "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(fire_at)) FROM fsm_timers WHERE machine = %s",
-                        (machine,))
+            cur.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT claimed_by), "
+                "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), MAX(fire_at)) FROM fsm_timers WHERE machine = %s",
+                (machine,),
+            )
             left, claims, wait = cur.fetchone()
     finally:
         conn.close()
@@ -344,15 +396,24 @@ def drains(settings: Settings, pid: int | None, args: argparse.Namespace) -> dic
         # timers claimed until their claim ends: fire those in a last pass once it has.
         left, claims, wait = left_claimed(settings, name)
         if left:
-            print(f"drain, {k} firer(s): {left} timers left claimed by {claims} call(s); last pass in {wait:.0f} s...",
-                  file=sys.stderr, flush=True)
+            print(
+                f"drain, {k} firer(s): {left} timers left claimed by {claims} call(s); last pass in {wait:.0f} s...",
+                file=sys.stderr,
+                flush=True,
+            )
             time.sleep(wait + 0.05)
             result["last_pass"] = drain(settings, None, name, 1, args.limit, args.claim_seconds)
         after = server_deadlocks(settings)
-        result.update(armed_s=armed_s, timers=args.timers, ceiling=ceiling.rate, left=left, claims=claims,
-                      all_fired_s=time.perf_counter() - started,
-                      deadlocks=None if deadlocks is None or after is None else after - deadlocks,
-                      check=verify(settings, name, args.timers))
+        result.update(
+            armed_s=armed_s,
+            timers=args.timers,
+            ceiling=ceiling.rate,
+            left=left,
+            claims=claims,
+            all_fired_s=time.perf_counter() - started,
+            deadlocks=None if deadlocks is None or after is None else after - deadlocks,
+            check=verify(settings, name, args.timers),
+        )
         results.append(result)
     return {"drains": results, "sweep": sweep(settings, pid, args.sweep_limits, args.sweep_timers)}
 
@@ -377,45 +438,62 @@ def sweep(settings: Settings, pid: int | None, limits: list[int], per_step: int)
             for _ in range(calls):
                 fired += len(store.fire_timers(owner="sweep", limit=limit))
             elapsed = time.perf_counter() - started
-            steps.append({"limit": limit, "fired": fired, "rate": fired / elapsed,
-                          "ms_per_call": elapsed / calls * 1e3})
+            steps.append(
+                {"limit": limit, "fired": fired, "rate": fired / elapsed, "ms_per_call": elapsed / calls * 1e3}
+            )
     return steps
 
 
 def drain_report(part: dict[str, Any]) -> list[str]:
-    lines = ["| firing processes | limit | timers | armed (raw INSERTs, s; rows/s) | drain s | fired in the drain "
-             "| fired/s | ceiling tx/s, same clients | fired/s vs ceiling | server CPU us/timer | calls "
-             "| left claimed (calls given up) | deadlocks (server-wide) | all fired after s (timers/s) "
-             "| fired exactly once |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| firing processes | limit | timers | armed (raw INSERTs, s; rows/s) | drain s | fired in the drain "
+        "| fired/s | ceiling tx/s, same clients | fired/s vs ceiling | server CPU us/timer | calls "
+        "| left claimed (calls given up) | deadlocks (server-wide) | all fired after s (timers/s) "
+        "| fired exactly once |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for d in part["drains"]:
         check = d["check"]
-        verdict = "yes" if check["ok"] else (f"NO: log {check['outcomes']}, history {check['history']:,}, "
-                                             f"left armed {check['left']:,}, unmoved {check['unmoved']:,}")
+        verdict = (
+            "yes"
+            if check["ok"]
+            else (
+                f"NO: log {check['outcomes']}, history {check['history']:,}, "
+                f"left armed {check['left']:,}, unmoved {check['unmoved']:,}"
+            )
+        )
         cpu = "n/a" if d["cpu_us"] is None else f"{d['cpu_us']:,.0f}"
         deadlocks = "n/a" if d["deadlocks"] is None else f"{d['deadlocks']:,}"
-        lines.append(f"| {d['firers']} | {d['limit']} | {d['timers']:,} | {d['armed_s']:.1f}; "
-                     f"{d['timers'] / d['armed_s']:,.0f} | {d['seconds']:.1f} | {d['fired']:,} | {d['rate']:,.0f} | "
-                     f"{d['ceiling']:,.0f} | {d['rate'] / d['ceiling']:.2f}x | {cpu} | {d['calls']:,} | "
-                     f"{d['left']:,} ({d['claims']}) | {deadlocks} | {d['all_fired_s']:.1f} "
-                     f"({d['timers'] / d['all_fired_s']:,.0f}) | {verdict} |")
+        lines.append(
+            f"| {d['firers']} | {d['limit']} | {d['timers']:,} | {d['armed_s']:.1f}; "
+            f"{d['timers'] / d['armed_s']:,.0f} | {d['seconds']:.1f} | {d['fired']:,} | {d['rate']:,.0f} | "
+            f"{d['ceiling']:,.0f} | {d['rate'] / d['ceiling']:.2f}x | {cpu} | {d['calls']:,} | "
+            f"{d['left']:,} ({d['claims']}) | {deadlocks} | {d['all_fired_s']:.1f} "
+            f"({d['timers'] / d['all_fired_s']:,.0f}) | {verdict} |"
+        )
     if part["sweep"]:
         by: dict[int, list[dict[str, Any]]] = {}
         for s in part["sweep"]:
             by.setdefault(s["limit"], []).append(s)
-        lines += ["", f"Limit sweep (one firing process, {part['sweep'][0]['fired']:,} timers per step, the limits "
-                  "there and back):", "",
-                  "| limit | fired/s (there / back) | ms per call (there / back) | ms per timer |",
-                  "|---:|---|---|---:|"]
+        lines += [
+            "",
+            f"Limit sweep (one firing process, {part['sweep'][0]['fired']:,} timers per step, the limits "
+            "there and back):",
+            "",
+            "| limit | fired/s (there / back) | ms per call (there / back) | ms per timer |",
+            "|---:|---|---|---:|",
+        ]
         for limit, steps in by.items():
             per_timer = median([s["ms_per_call"] / limit for s in steps])
-            there_back = [" / ".join(format(s[k], f) for s in steps)
-                          for k, f in (("rate", ",.0f"), ("ms_per_call", ",.1f"))]
+            there_back = [
+                " / ".join(format(s[k], f) for s in steps) for k, f in (("rate", ",.0f"), ("ms_per_call", ",.1f"))
+            ]
             lines.append(f"| {limit} | {there_back[0]} | {there_back[1]} | {per_timer:.2f} |")
     return lines
 
 
 # -- 3. lag under load ------------------------------------------------------------------------
+
 
 def load_worker(approach: str, client: int, settings: Settings, ready: Any, stop: Any, out: Any) -> None:
     """Transitions without pause until ``stop``: bench_transitions' client step of ``approach``."""
@@ -445,8 +523,10 @@ def firer_worker(dsn: str, owner: str, limit: int, stop: Any, out: Any) -> None:
     """pyfsm's TimerLoop (what `pyfsm timers run` runs), polling every LAG_POLL_SECONDS, until ``stop``."""
     try:
         with Store(dsn, pool_size=1) as store:
-            loop = TimerLoop(lambda: store.fire_timers(owner=owner, limit=limit), limit=limit,
-                             poll_seconds=LAG_POLL_SECONDS)
+            loop = TimerLoop(
+                lambda: store.fire_timers(owner=owner, limit=limit), limit=limit, poll_seconds=LAG_POLL_SECONDS
+            )
+
             def stop_when_told() -> None:
                 stop.wait()
                 loop.stop()
@@ -467,10 +547,14 @@ def lag(settings: Settings, pid: int | None, args: argparse.Namespace) -> dict[s
     arm(settings, LAG.name, count, "lag")  # no timeouts: instances only
     ctx = mp.get_context("spawn")
     ready, stop, loads, fires = ctx.Barrier(clients + 1, timeout=120), ctx.Event(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=load_worker, args=("Store.send, timed", c, settings, ready, stop, loads))
-             for c in range(clients)]
-    procs += [ctx.Process(target=firer_worker, args=(settings.dsn(), f"lag-{k}", args.limit, stop, fires))
-              for k in range(LAG_FIRERS)]
+    procs = [
+        ctx.Process(target=load_worker, args=("Store.send, timed", c, settings, ready, stop, loads))
+        for c in range(clients)
+    ]
+    procs += [
+        ctx.Process(target=firer_worker, args=(settings.dsn(), f"lag-{k}", args.limit, stop, fires))
+        for k in range(LAG_FIRERS)
+    ]
     for p in procs:
         p.start()
     try:
@@ -497,8 +581,11 @@ def lag(settings: Settings, pid: int | None, args: argparse.Namespace) -> dict[s
             window_s = time.perf_counter() - started
             stop.set()
             after = server_deadlocks(settings)
-            cur.execute("SELECT TIMESTAMPDIFF(MICROSECOND, due_at, done_at) / 1e6, outcome FROM fsm_timer_log "
-                        "WHERE machine = %s", (LAG.name,))
+            cur.execute(
+                "SELECT TIMESTAMPDIFF(MICROSECOND, due_at, done_at) / 1e6, outcome FROM fsm_timer_log "
+                "WHERE machine = %s",
+                (LAG.name,),
+            )
             rows = cur.fetchall()
         conn.close()
         load = [loads.get(timeout=120) for _ in range(clients)]
@@ -513,32 +600,48 @@ def lag(settings: Settings, pid: int | None, args: argparse.Namespace) -> dict[s
     if failed:
         raise RuntimeError("a lag process failed:\n" + "\n".join(failed))
     lags = sorted(float(r[0]) for r in rows)
-    return {"clients": clients, "ceiling": ceiling.rate, "timers": count, "done": done, "arming_s": arming_s,
-            "window_s": window_s, "load_rate": sum(p["count"] / p["seconds"] for p in load),
-            "load_errors": sum((p["errors"] for p in load), Counter()), "outcomes": Counter(r[1] for r in rows),
-            "p50": percentile(lags, 50), "p99": percentile(lags, 99), "max": max(lags, default=float("nan")),
-            "spread": args.spread, "limit": args.limit, "late": sum(1 for x in lags if x > 1.0),
-            "deadlocks": None if deadlocks is None or after is None else after - deadlocks}
+    return {
+        "clients": clients,
+        "ceiling": ceiling.rate,
+        "timers": count,
+        "done": done,
+        "arming_s": arming_s,
+        "window_s": window_s,
+        "load_rate": sum(p["count"] / p["seconds"] for p in load),
+        "load_errors": sum((p["errors"] for p in load), Counter()),
+        "outcomes": Counter(r[1] for r in rows),
+        "p50": percentile(lags, 50),
+        "p99": percentile(lags, 99),
+        "max": max(lags, default=float("nan")),
+        "spread": args.spread,
+        "limit": args.limit,
+        "late": sum(1 for x in lags if x > 1.0),
+        "deadlocks": None if deadlocks is None or after is None else after - deadlocks,
+    }
 
 
 def lag_report(part: dict[str, Any]) -> list[str]:
     outcomes = ", ".join(f"{n:,} {o}" for o, n in sorted(part["outcomes"].items()))
     errors = sum(part["load_errors"].values())
-    return ["| load clients (Store.send, timed type) | load tx/s | ceiling tx/s, same clients | load vs ceiling "
-            "| timers (send_at, after 1 to spread s) | scheduled in s | firing processes, poll | lag p50 s | lag p99 s "
-            "| lag max s | outcomes |",
-            "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
-            f"| {part['clients']} | {part['load_rate']:,.0f} | {part['ceiling']:,.0f} | "
-            f"{part['load_rate'] / part['ceiling']:.0%} | {part['timers']:,} (spread {part['spread']:g} s) | "
-            f"{part['arming_s']:.1f} | {LAG_FIRERS}, {LAG_POLL_SECONDS:g} s (limit {part['limit']}) | "
-            f"{part['p50']:.3f} | {part['p99']:.3f} | {part['max']:.3f} | {outcomes} |",
-            "", f"Load errors: {errors}{'' if not errors else ' (' + str(dict(part['load_errors'])) + ')'}; load "
-            f"measured over {part['window_s']:.1f} s (from the first send_at to the last timer logged); "
-            f"{part['done']:,} of {part['timers']:,} timers done by then; {part['late']:,} more than 1 s late; "
-            f"deadlocks meanwhile (server-wide): {'n/a' if part['deadlocks'] is None else part['deadlocks']}."]
+    return [
+        "| load clients (Store.send, timed type) | load tx/s | ceiling tx/s, same clients | load vs ceiling "
+        "| timers (send_at, after 1 to spread s) | scheduled in s | firing processes, poll | lag p50 s | lag p99 s "
+        "| lag max s | outcomes |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|",
+        f"| {part['clients']} | {part['load_rate']:,.0f} | {part['ceiling']:,.0f} | "
+        f"{part['load_rate'] / part['ceiling']:.0%} | {part['timers']:,} (spread {part['spread']:g} s) | "
+        f"{part['arming_s']:.1f} | {LAG_FIRERS}, {LAG_POLL_SECONDS:g} s (limit {part['limit']}) | "
+        f"{part['p50']:.3f} | {part['p99']:.3f} | {part['max']:.3f} | {outcomes} |",
+        "",
+        f"Load errors: {errors}{'' if not errors else ' (' + str(dict(part['load_errors'])) + ')'}; load "
+        f"measured over {part['window_s']:.1f} s (from the first send_at to the last timer logged); "
+        f"{part['done']:,} of {part['timers']:,} timers done by then; {part['late']:,} more than 1 s late; "
+        f"deadlocks meanwhile (server-wide): {'n/a' if part['deadlocks'] is None else part['deadlocks']}.",
+    ]
 
 
 # -- main -------------------------------------------------------------------------------------
+
 
 def test_runs() -> int:
     """How many pytest processes run on this machine now (they share the CPUs and the servers)."""
@@ -552,8 +655,9 @@ def test_runs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test", help="server (its database is ignored)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes and shorter measurements (a smoke run)")
     parser.add_argument("--seconds", type=float, help="length of each tx/s measurement (default 4; quick 2)")
@@ -567,13 +671,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-timers", type=int, help="timers per sweep step (default 5000; quick 1000)")
     parser.add_argument("--load-clients", type=int, default=4, help="transition load's client processes (part 3)")
     parser.add_argument("--lag-timers", type=int, help="timers scheduled under load (default 3000; quick 500)")
-    parser.add_argument("--spread", type=float, help="timers due 1 to this many seconds after scheduling "
-                        "(default 20; quick 10)")
+    parser.add_argument(
+        "--spread", type=float, help="timers due 1 to this many seconds after scheduling (default 20; quick 10)"
+    )
     parser.add_argument("--parts", default="1,2,3", help="parts to run, comma-separated")
     parser.add_argument("--write", type=Path, help="update this server's block of this file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
-    defaults = {"seconds": (4.0, 2.0), "rounds": (3, 1), "timers": (100_000, 10_000), "sweep_timers": (5000, 1000),
-                "lag_timers": (3000, 500), "spread": (20.0, 10.0)}
+    defaults = {
+        "seconds": (4.0, 2.0),
+        "rounds": (3, 1),
+        "timers": (100_000, 10_000),
+        "sweep_timers": (5000, 1000),
+        "lag_timers": (3000, 500),
+        "spread": (20.0, 10.0),
+    }
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
@@ -591,29 +702,39 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             cost = per_transition(settings, pid, [int(c) for c in args.clients.split(",")], args.rounds, args.seconds)
             timings["per transition"] = time.perf_counter() - t
-            sections += [f"Per-transition cost of a timeout ({args.rounds} rounds of {args.seconds:g} s per "
-                         "measurement, the types alternating; medians, each round's value in brackets):", "",
-                         *per_transition_report(cost), ""]
+            sections += [
+                f"Per-transition cost of a timeout ({args.rounds} rounds of {args.seconds:g} s per "
+                "measurement, the types alternating; medians, each round's value in brackets):",
+                "",
+                *per_transition_report(cost),
+                "",
+            ]
         if 2 in parts:
             t = time.perf_counter()
             drained = drains(settings, pid, args)
             timings["drain"] = time.perf_counter() - t
-            sections += [f"Drain of {args.timers:,} timers due at once (1 s timeouts armed by the AFTER INSERT timer "
-                         f"trigger of raw {INSERT_ROWS:,}-row INSERTs; TimerLoop.run(until_idle=True) per firing "
-                         f"process, limit {args.limit}, claim_seconds {args.claim_seconds:g}):", "",
-                         *drain_report(drained), ""]
+            sections += [
+                f"Drain of {args.timers:,} timers due at once (1 s timeouts armed by the AFTER INSERT timer "
+                f"trigger of raw {INSERT_ROWS:,}-row INSERTs; TimerLoop.run(until_idle=True) per firing "
+                f"process, limit {args.limit}, claim_seconds {args.claim_seconds:g}):",
+                "",
+                *drain_report(drained),
+                "",
+            ]
         if 3 in parts:
             t = time.perf_counter()
             lagged = lag(settings, pid, args)
             timings["lag"] = time.perf_counter() - t
             sections += ["Firing lag under load (done_at - due_at in fsm_timer_log):", "", *lag_report(lagged), ""]
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    header = (f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {server['load']} at the "
-              f"start, {load_end} at the end), server {server['version']}, innodb_flush_log_at_trx_commit="
-              f"{server['flush']}; {time.perf_counter() - started:.0f} s in all ("
-              + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + f"); pytest processes on the machine: "
-              f"{tests_at_start} at the start, {test_runs()} at the end."
-              + (" Quick run (--quick)." if args.quick else ""))
+    header = (
+        f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {server['load']} at the "
+        f"start, {load_end} at the end), server {server['version']}, innodb_flush_log_at_trx_commit="
+        f"{server['flush']}; {time.perf_counter() - started:.0f} s in all ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
+        + f"); pytest processes on the machine: "
+        f"{tests_at_start} at the start, {test_runs()} at the end." + (" Quick run (--quick)." if args.quick else "")
+    )
     text = "\n".join([header, "", *sections]).rstrip("\n")
     print(text)
     if args.write:

@@ -70,13 +70,22 @@ from pyfsm.versions import UpgradeReport
 NAME = "bench_up"
 EDGES = [("go", "a", "b"), ("back", "b", "a")]  # bench_transitions' NEXT
 V1 = Machine(name=NAME, states=["a", "b"], start=["a"], transitions=EDGES)
-V2 = Machine(name=NAME, states=["a", "b", "z"], start=["a"], final=["z"],
-             transitions=[*EDGES, ("end", ["a", "b"], "z")])
+V2 = Machine(
+    name=NAME, states=["a", "b", "z"], start=["a"], final=["z"], transitions=[*EDGES, ("end", ["a", "b"], "z")]
+)
 KEYS_PER_SENDER = 8
-STATUS = ("Handler_commit", "Innodb_data_fsyncs", "Innodb_os_log_fsyncs", "Innodb_buffer_pool_reads",
-          "Innodb_buffer_pool_read_requests", "Innodb_rows_read")
-MARKS = {"mariadb": ("<!-- bench-upgrade-mariadb:start -->", "<!-- bench-upgrade-mariadb:end -->"),
-         "mysql": ("<!-- bench-upgrade-mysql:start -->", "<!-- bench-upgrade-mysql:end -->")}
+STATUS = (
+    "Handler_commit",
+    "Innodb_data_fsyncs",
+    "Innodb_os_log_fsyncs",
+    "Innodb_buffer_pool_reads",
+    "Innodb_buffer_pool_read_requests",
+    "Innodb_rows_read",
+)
+MARKS = {
+    "mariadb": ("<!-- bench-upgrade-mariadb:start -->", "<!-- bench-upgrade-mariadb:end -->"),
+    "mysql": ("<!-- bench-upgrade-mysql:start -->", "<!-- bench-upgrade-mysql:end -->"),
+}
 
 # Store.send with 1 client on this type (bench_transitions' client: 8 instances of its own,
 # created under the type's current version). Registered at import so that the spawned
@@ -98,8 +107,11 @@ def create(settings: Settings, count: int, rows: int) -> float:
                 keys = [key(n) for n in range(first, min(count, first + rows))]
                 cur.execute(f"INSERT INTO `fsm_{NAME}` (instance_key) VALUES " + ",".join(["(%s)"] * len(keys)), keys)
                 if first and first % 100_000 < rows:
-                    print(f"  created {first + len(keys):,} of {count:,} "
-                          f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"  created {first + len(keys):,} of {count:,} ({time.perf_counter() - started:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         conn.close()
     return time.perf_counter() - started
@@ -158,8 +170,12 @@ class Senders:
         ctx = mp.get_context("spawn")
         self.go, self.stop_event, self.out = ctx.Barrier(len(keys) + 1, timeout=3600), ctx.Event(), ctx.Queue()
         self.ready = ctx.Semaphore(0)
-        self.procs = [ctx.Process(target=sender, args=(settings.dsn(), k, seconds, self.ready, self.go,
-                                                       self.stop_event, self.out)) for k in keys]
+        self.procs = [
+            ctx.Process(
+                target=sender, args=(settings.dsn(), k, seconds, self.ready, self.go, self.stop_event, self.out)
+            )
+            for k in keys
+        ]
         for p in self.procs:
             p.start()
 
@@ -221,8 +237,9 @@ def references(settings: Settings, pid: int | None, senders: int, seconds: float
 
 def upgrade(settings: Settings, pid: int | None, args: argparse.Namespace, keys: list[list[str]]) -> dict[str, Any]:
     """The upgrade, with the senders' interleaved windows once ``--send-start`` of the N have moved."""
-    schedule = [kind for n in range(args.rounds) for kind in (("running", "paused") if n % 2 == 0
-                                                             else ("paused", "running"))]
+    schedule = [
+        kind for n in range(args.rounds) for kind in (("running", "paused") if n % 2 == 0 else ("paused", "running"))
+    ]
     senders = Senders(settings, keys, len(schedule) * args.window + 600)
     threshold = args.send_start * args.instances
     samples: list[tuple[float, int, float | None]] = []  # (monotonic time, moved so far, server CPU s)
@@ -261,8 +278,11 @@ def upgrade(settings: Settings, pid: int | None, args: argparse.Namespace, keys:
             state["next"] = (0, schedule[0], now, now + args.window, report.moved)
             print(f"  senders started after {report.moved:,} moved", file=sys.stderr, flush=True)
         elif report.batches % 200 == 0:
-            print(f"  moved {report.moved:,} of {args.instances:,} ({samples[-1][0] - samples[0][0]:.0f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  moved {report.moved:,} of {args.instances:,} ({samples[-1][0] - samples[0][0]:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         pace(report.moved)
 
     senders.wait_ready()  # spawned and warmed up before the upgrade starts
@@ -285,13 +305,24 @@ def upgrade(settings: Settings, pid: int | None, args: argparse.Namespace, keys:
         senders.start()
     parts = senders.results(600)
     paused = sum(end - start for kind, start, end, _ in windows if kind == "paused")
-    print(f"  moved {result.moved:,} in {elapsed:.1f} s ({paused:.1f} s of it paused; "
-          f"{result.moved / (elapsed - paused):,.0f}/s)", file=sys.stderr, flush=True)
-    return {"report": result, "seconds": elapsed, "paused": paused, "samples": samples, "windows": windows,
-            "start_sample": state.get("start_sample"), "end_sample": state.get("end_sample"),
-            "sends": sorted(x for part in parts for x in part["sends"]),
-            "errors": sorted(x for part in parts for x in part["errors"]),
-            "status": {k: after[k] - before[k] for k in after if k in before}}
+    print(
+        f"  moved {result.moved:,} in {elapsed:.1f} s ({paused:.1f} s of it paused; "
+        f"{result.moved / (elapsed - paused):,.0f}/s)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {
+        "report": result,
+        "seconds": elapsed,
+        "paused": paused,
+        "samples": samples,
+        "windows": windows,
+        "start_sample": state.get("start_sample"),
+        "end_sample": state.get("end_sample"),
+        "sends": sorted(x for part in parts for x in part["sends"]),
+        "errors": sorted(x for part in parts for x in part["errors"]),
+        "status": {k: after[k] - before[k] for k in after if k in before},
+    }
 
 
 def windows_of(part: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -301,8 +332,9 @@ def windows_of(part: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for kind, start, end, moved in part["windows"]:
         lat = [ms for at, ms in part["sends"] if start <= at < end]
         errs = [e for at, e in part["errors"] if start <= at < end]
-        w = out.setdefault(kind, {"windows": 0, "seconds": 0.0, "latencies": [], "errors": Counter(), "moved": 0,
-                                  "p50s": []})
+        w = out.setdefault(
+            kind, {"windows": 0, "seconds": 0.0, "latencies": [], "errors": Counter(), "moved": 0, "p50s": []}
+        )
         w["windows"] += 1
         w["seconds"] += end - start
         w["latencies"] += lat
@@ -315,13 +347,17 @@ def windows_of(part: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def alone(part: dict[str, Any]) -> dict[str, Any]:
     """The upgrade's batches without the senders: before their first window and after their last."""
     samples, first, last = part["samples"], part["start_sample"], part["end_sample"]
-    spans = ([(samples[0], samples[-1])] if first is None
-             else [(samples[0], samples[first]), (samples[last], samples[-1])])
+    spans = (
+        [(samples[0], samples[-1])] if first is None else [(samples[0], samples[first]), (samples[last], samples[-1])]
+    )
     moved = sum(b[1] - a[1] for a, b in spans)
     secs = sum(b[0] - a[0] for a, b in spans)
     cpu = [b[2] - a[2] for a, b in spans if a[2] is not None and b[2] is not None]
-    return {"moved": moved, "seconds": secs, "cpu_us": sum(cpu) * 1e6 / moved if len(cpu) == len(spans) and moved
-            else None}
+    return {
+        "moved": moved,
+        "seconds": secs,
+        "cpu_us": sum(cpu) * 1e6 / moved if len(cpu) == len(spans) and moved else None,
+    }
 
 
 def profile(settings: Settings, count: int, rows: int) -> dict[str, Any] | None:
@@ -341,8 +377,7 @@ def profile(settings: Settings, count: int, rows: int) -> dict[str, Any] | None:
             for first in range(0, count, rows):
                 keys = [key(n) for n in range(first, min(count, first + rows))]
                 c.execute(f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ",".join(["(%s)"] * len(keys)), keys)
-        store.define(Machine(name=name, states=V2.states, start=V2.start, final=V2.final,
-                             transitions=V2.transitions))
+        store.define(Machine(name=name, states=V2.states, start=V2.start, final=V2.final, transitions=V2.transitions))
         with store.gateway.primary.connection() as pooled, pooled.cursor() as c:
             c.execute("SELECT THREAD_ID FROM performance_schema.threads WHERE PROCESSLIST_ID = CONNECTION_ID()")
             thread = c.fetchone()[0]
@@ -350,8 +385,11 @@ def profile(settings: Settings, count: int, rows: int) -> dict[str, Any] | None:
         done = threading.Event()
 
         def events() -> list[tuple[int, str, int]]:
-            cur.execute("SELECT EVENT_ID, SQL_TEXT, TIMER_WAIT FROM performance_schema.events_statements_history "
-                        "WHERE THREAD_ID = %s AND END_EVENT_ID IS NOT NULL", (thread,))
+            cur.execute(
+                "SELECT EVENT_ID, SQL_TEXT, TIMER_WAIT FROM performance_schema.events_statements_history "
+                "WHERE THREAD_ID = %s AND END_EVENT_ID IS NOT NULL",
+                (thread,),
+            )
             return [(int(e), " ".join(str(t).split()), int(w or 0)) for e, t, w in cur.fetchall()]
 
         earlier = {e for e, _t, _w in events()}  # the define's statements, before the upgrade
@@ -377,9 +415,12 @@ def profile(settings: Settings, count: int, rows: int) -> dict[str, Any] | None:
     for text, wait in seen.values():
         if not text.startswith("CALL `fsm_"):  # the batches themselves
             groups.setdefault(text, []).append(wait)
-    return {"instances": moved, "seconds": elapsed, "sampled": len(seen),
-            "statements": sorted(((t, len(w), statistics.fmean(w) / 1e6) for t, w in groups.items()),
-                                 key=lambda g: -g[2])}
+    return {
+        "instances": moved,
+        "seconds": elapsed,
+        "sampled": len(seen),
+        "statements": sorted(((t, len(w), statistics.fmean(w) / 1e6) for t, w in groups.items()), key=lambda g: -g[2]),
+    }
 
 
 def check(settings: Settings) -> dict[str, Any]:
@@ -388,8 +429,9 @@ def check(settings: Settings) -> dict[str, Any]:
         with conn.cursor() as cur:
             cur.execute(f"SELECT definition_version, COUNT(*) FROM `fsm_{NAME}` GROUP BY definition_version")
             versions = {int(v): int(n) for v, n in cur.fetchall()}
-            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT instance_id) FROM `fsm_{NAME}_transitions` "
-                        "WHERE source = 'upgrade'")
+            cur.execute(
+                f"SELECT COUNT(*), COUNT(DISTINCT instance_id) FROM `fsm_{NAME}_transitions` WHERE source = 'upgrade'"
+            )
             rows, distinct = map(int, cur.fetchone())
     finally:
         conn.close()
@@ -415,10 +457,16 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> str:
     win, lone = windows_of(up), alone(up)
     running, paused = win.get("running"), win.get("paused")
     rate = rep.moved / (up["seconds"] - up["paused"])
-    beside = (f"{running['moved'] / running['seconds']:,.0f} ({running['moved']:,} in {running['seconds']:.1f} s)"
-              if running and running["seconds"] > 0 else "n/a")
-    lone_text = (f"{lone['moved'] / lone['seconds']:,.0f} ({lone['moved']:,} in {lone['seconds']:.1f} s)"
-                 if lone["seconds"] > 0 else "n/a")
+    beside = (
+        f"{running['moved'] / running['seconds']:,.0f} ({running['moved']:,} in {running['seconds']:.1f} s)"
+        if running and running["seconds"] > 0
+        else "n/a"
+    )
+    lone_text = (
+        f"{lone['moved'] / lone['seconds']:,.0f} ({lone['moved']:,} in {lone['seconds']:.1f} s)"
+        if lone["seconds"] > 0
+        else "n/a"
+    )
     lines = [
         f"{args.instances:,} instances created by raw {args.insert_rows:,}-row INSERTs in {r['create_s']:.1f} s "
         f"({args.instances / r['create_s']:,.0f} instances/s, with their creation history; not the result); version "
@@ -442,17 +490,24 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     cpu_c1 = both("ceiling/1", "cpu_us")[2]
     lone_rate = lone["moved"] / lone["seconds"] if lone["seconds"] > 0 else rate
-    for name, per_s, cpu in (("INSERT + COMMIT (ceiling)", c1[2], cpu_c1),
-                             ("Store.send transition", s1[2], both("Store.send, 1 client/1", "cpu_us")[2]),
-                             ("upgrade, per instance moved", lone_rate, lone["cpu_us"])):
+    for name, per_s, cpu in (
+        ("INSERT + COMMIT (ceiling)", c1[2], cpu_c1),
+        ("Store.send transition", s1[2], both("Store.send, 1 client/1", "cpu_us")[2]),
+        ("upgrade, per instance moved", lone_rate, lone["cpu_us"]),
+    ):
         cpu_text = "n/a" if cpu is None else f"{cpu:,.0f}"
         cpu_ratio = f"{cpu / cpu_c1:.2f}x" if cpu is not None and cpu_c1 else "n/a"
-        lines.append(f"| {name} | {per_s:,.0f} | {1e6 / per_s:,.0f} | {c1[2] / per_s:.2f}x | {cpu_text} | "
-                     f"{cpu_ratio} |")
+        lines.append(
+            f"| {name} | {per_s:,.0f} | {1e6 / per_s:,.0f} | {c1[2] / per_s:.2f}x | {cpu_text} | {cpu_ratio} |"
+        )
     if up["status"] and rep.moved:
-        lines += ["", "Server-wide status counters over the upgrade, per instance moved (they include the senders' "
-                  "windows and anything else the server did): "
-                  + ", ".join(f"{name} {n / rep.moved:,.2f}" for name, n in up["status"].items()) + "."]
+        lines += [
+            "",
+            "Server-wide status counters over the upgrade, per instance moved (they include the senders' "
+            "windows and anything else the server did): "
+            + ", ".join(f"{name} {n / rep.moved:,.2f}" for name, n in up["status"].items())
+            + ".",
+        ]
     lines += [
         "",
         f"Store.send latency, {k} sender processes (a Store each, {KEYS_PER_SENDER} instances each of the N, go/back "
@@ -471,55 +526,74 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> str:
         lat, errors = w["latencies"], sum(w["errors"].values())
         detail = "" if not errors else " " + str(dict(w["errors"]))
         per_s = len(lat) / w["seconds"] if w["seconds"] else float("nan")
-        lines.append(f"| {name} | {w['windows']} | {w['seconds']:.1f} | {len(lat):,} | {per_s:,.0f} | "
-                     f"{per_s / ck[2]:.0%} | {pct(lat, 50):.2f} | {pct(lat, 99):.2f} | {max(lat, default=0):.1f} | "
-                     f"{' / '.join(f'{x:.2f}' for x in w['p50s'])} | {errors}{detail} |")
+        lines.append(
+            f"| {name} | {w['windows']} | {w['seconds']:.1f} | {len(lat):,} | {per_s:,.0f} | "
+            f"{per_s / ck[2]:.0%} | {pct(lat, 50):.2f} | {pct(lat, 99):.2f} | {max(lat, default=0):.1f} | "
+            f"{' / '.join(f'{x:.2f}' for x in w['p50s'])} | {errors}{detail} |"
+        )
     if running and paused and running["latencies"] and paused["latencies"]:
         ra, pa = running["latencies"], paused["latencies"]
         ratio = len(ra) / running["seconds"] / (len(pa) / paused["seconds"])
-        lines.append(f"| **running / paused** | | | | **{ratio:.2f}x** | | **{pct(ra, 50) / pct(pa, 50):.2f}x** | "
-                     f"**{pct(ra, 99) / pct(pa, 99):.2f}x** | | | |")
+        lines.append(
+            f"| **running / paused** | | | | **{ratio:.2f}x** | | **{pct(ra, 50) / pct(pa, 50):.2f}x** | "
+            f"**{pct(ra, 99) / pct(pa, 99):.2f}x** | | | |"
+        )
     prof = r.get("profile")
     if prof:
         per = prof["seconds"] / prof["instances"] * 1e6
-        lines += ["", f"Where an instance's time goes (--profile: {prof['instances']:,} instances of a second type "
-                  f"upgraded in {prof['seconds']:.1f} s, {per:,.0f} us each; {prof['sampled']:,} statement events "
-                  "sampled from performance_schema.events_statements_history; the statements inside the batches "
-                  "with a mean of 50 us or more that are run for each instance (caught in at least 0.1% of the "
-                  "samples: a batch's own statements, such as its result, once per batch, are caught in about "
-                  "0.01%), a trigger's statements inside the UPDATE that fired them):", "",
-                  "| statement (inside fsm_<type>_upgrade_v1 and its triggers) | sampled | mean us | of an instance's "
-                  "time |", "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            f"Where an instance's time goes (--profile: {prof['instances']:,} instances of a second type "
+            f"upgraded in {prof['seconds']:.1f} s, {per:,.0f} us each; {prof['sampled']:,} statement events "
+            "sampled from performance_schema.events_statements_history; the statements inside the batches "
+            "with a mean of 50 us or more that are run for each instance (caught in at least 0.1% of the "
+            "samples: a batch's own statements, such as its result, once per batch, are caught in about "
+            "0.01%), a trigger's statements inside the UPDATE that fired them):",
+            "",
+            "| statement (inside fsm_<type>_upgrade_v1 and its triggers) | sampled | mean us | of an instance's time |",
+            "|---|---:|---:|---:|",
+        ]
         for text, n, mean_us in prof["statements"]:
             if mean_us >= 50 and n >= prof["sampled"] / 1000:
-                lines.append(f"| `{text[:90]}{'...' if len(text) > 90 else ''}` | {n:,} | {mean_us:,.0f} | "
-                             f"{mean_us / per:.0%} |")
+                lines.append(
+                    f"| `{text[:90]}{'...' if len(text) > 90 else ''}` | {n:,} | {mean_us:,.0f} | {mean_us / per:.0%} |"
+                )
     elif args.profile:
         lines += ["", "--profile: this server has no performance_schema (MariaDB's default): not profiled."]
     chk = r["check"]
-    lines += ["", f"Checks: instances per definition version after the upgrade {chk['versions']} (the N, and the "
-              "1-client Store.send's own instances, created at version 2); history rows with source 'upgrade': "
-              f"{chk['upgrade_rows']:,} ({chk['upgrade_instances']:,} instances); moved {rep.moved:,} of the "
-              f"{args.instances:,} version-1 instances."]
+    lines += [
+        "",
+        f"Checks: instances per definition version after the upgrade {chk['versions']} (the N, and the "
+        "1-client Store.send's own instances, created at version 2); history rows with source 'upgrade': "
+        f"{chk['upgrade_rows']:,} ({chk['upgrade_instances']:,} instances); moved {rep.moved:,} of the "
+        f"{args.instances:,} version-1 instances.",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dsn", default="mysql://root@127.0.0.1:3306/test", help="server (its database is ignored)")
     parser.add_argument("--instances", type=int, default=1_000_000, help="instances to upgrade (N)")
     parser.add_argument("--senders", type=int, default=2, help="sending processes (part b)")
     parser.add_argument("--window", type=float, default=15.0, help="seconds per send window")
     parser.add_argument("--rounds", type=int, default=4, help="rounds of a running and a paused window")
-    parser.add_argument("--send-start", type=float, default=0.1,
-                        help="the senders' windows start once this share of the N has moved")
+    parser.add_argument(
+        "--send-start", type=float, default=0.1, help="the senders' windows start once this share of the N has moved"
+    )
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each ceiling / Store.send measurement")
     parser.add_argument("--batch", type=int, default=500, help="Store.upgrade_instances' batch")
     parser.add_argument("--insert-rows", type=int, default=2000, help="rows per INSERT when creating the N")
-    parser.add_argument("--profile", type=int, default=0, metavar="P",
-                        help="also sample where an instance's time goes, upgrading P instances of a second type "
-                        "(needs performance_schema: MySQL)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="P",
+        help="also sample where an instance's time goes, upgrading P instances of a second type "
+        "(needs performance_schema: MySQL)",
+    )
     parser.add_argument("--write", type=Path, help="update this server's block of this file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
     began, load_start = time.perf_counter(), " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -556,10 +630,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"profiling an upgrade of {args.profile:,} instances...", file=sys.stderr, flush=True)
             r["profile"] = profile(settings, args.profile, args.insert_rows)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    header = (f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {load_start} at the "
-              f"start, {load_end} at the end), server {server['version']}, innodb_flush_log_at_trx_commit="
-              f"{server['flush']}, log_bin={server['log_bin']}, sync_binlog={server['sync_binlog']}, buffer pool "
-              f"{server['pool_mib']} MiB; {time.perf_counter() - began:.0f} s in all.")
+    header = (
+        f"Run {datetime.date.today().isoformat()}: {os.cpu_count()} CPUs (load average {load_start} at the "
+        f"start, {load_end} at the end), server {server['version']}, innodb_flush_log_at_trx_commit="
+        f"{server['flush']}, log_bin={server['log_bin']}, sync_binlog={server['sync_binlog']}, buffer pool "
+        f"{server['pool_mib']} MiB; {time.perf_counter() - began:.0f} s in all."
+    )
     text = header + "\n\n" + report(r, args)
     print(text)
     if args.write:

@@ -44,13 +44,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _under_callgrind(server: list[str], work: Path, port: int, *,
-                     start_timeout: float) -> Iterator[tuple[Settings, int, Path]]:
+def _under_callgrind(
+    server: list[str], work: Path, port: int, *, start_timeout: float
+) -> Iterator[tuple[Settings, int, Path]]:
     """Run ``server`` under callgrind until it answers on ``port``; at the end stop it and delete ``work``."""
     log = (work / "server.log").open("w")
     proc = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/cg.%p", "--dump-instr=no", *server],
-        stdout=log, stderr=subprocess.STDOUT)
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     settings = db.parse_dsn(f"mysql://root@127.0.0.1:{port}/bench")
     try:
         deadline = time.monotonic() + start_timeout
@@ -91,17 +94,36 @@ def callgrind_mariadb(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
     work = Path(tempfile.mkdtemp(prefix="pyfsm_callgrind_"))
     try:
         port = _free_port()
-        subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={work / 'data'}",
-                        "--auth-root-authentication-method=normal", "--skip-test-db"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={work / 'data'}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+        )
         extra = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses to run as root without it
-        help_text = subprocess.run([mariadbd, "--no-defaults", "--verbose", "--help"],
-                                   capture_output=True, text=True).stdout
+        help_text = subprocess.run(
+            [mariadbd, "--no-defaults", "--verbose", "--help"], capture_output=True, text=True
+        ).stdout
         if "innodb-buffer-pool-size-max" in help_text:  # its default reserves more address space than valgrind gives
             extra.append("--innodb-buffer-pool-size-max=256M")
-        server = [mariadbd, "--no-defaults", f"--datadir={work / 'data'}", f"--port={port}",
-                  f"--socket={work / 'sock'}", f"--pid-file={work / 'pid'}", "--innodb-flush-log-at-trx-commit=2",
-                  "--innodb-use-native-aio=0", "--innodb-buffer-pool-size=128M", "--skip-log-bin", *extra]
+        server = [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={work / 'data'}",
+            f"--port={port}",
+            f"--socket={work / 'sock'}",
+            f"--pid-file={work / 'pid'}",
+            "--innodb-flush-log-at-trx-commit=2",
+            "--innodb-use-native-aio=0",
+            "--innodb-buffer-pool-size=128M",
+            "--skip-log-bin",
+            *extra,
+        ]
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -112,6 +134,7 @@ def callgrind_mariadb(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
 def mysql_runner() -> tuple[Path, list[str]]:
     """The unpacked MySQL root of scripts/mysql-server (fetched on first use, cached after) and the
     command prefix that runs one of its binaries (the root's loader, --library-path ...)."""
+
     def ask(command: str) -> str:
         try:
             # a first fetch downloads and unpacks a few hundred MB of packages
@@ -122,6 +145,7 @@ def mysql_runner() -> tuple[Path, list[str]]:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise ServerUnavailable(f"scripts/mysql-server {command} failed: {last}")
         return done.stdout
+
     root = Path(ask("root").strip())
     return root, ask("runner").splitlines()
 
@@ -137,7 +161,9 @@ def callgrind_mysql() -> Iterator[tuple[Settings, int, Path]]:
         port = _free_port()
         # the tree is not installed where mysqld looks by default: every path of its own is named
         options = [
-            "--no-defaults", f"--basedir={root / 'usr'}", f"--datadir={work / 'data'}",
+            "--no-defaults",
+            f"--basedir={root / 'usr'}",
+            f"--datadir={work / 'data'}",
             f"--lc-messages-dir={root / 'usr/share/mysql'}",
             f"--character-sets-dir={root / 'usr/share/mysql/charsets'}",
             f"--plugin-dir={root / 'usr/lib/mysql/plugin'}",
@@ -147,17 +173,21 @@ def callgrind_mysql() -> Iterator[tuple[Settings, int, Path]]:
         if os.geteuid() == 0:
             options.append("--user=root")  # mysqld refuses to run as root otherwise
         # without valgrind: it takes seconds, and under valgrind minutes that count nothing
-        init = subprocess.run([*mysqld, *options, "--initialize-insecure"], capture_output=True, text=True,
-                              timeout=300)
+        init = subprocess.run([*mysqld, *options, "--initialize-insecure"], capture_output=True, text=True, timeout=300)
         if init.returncode != 0:
             raise RuntimeError(f"mysqld --initialize-insecure failed ({init.returncode}):\n{init.stderr[-2000:]}")
         server = [
-            *mysqld, *options, f"--port={port}", "--bind-address=127.0.0.1", f"--socket={work / 'sock'}",
+            *mysqld,
+            *options,
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={work / 'sock'}",
             f"--pid-file={work / 'pid'}",
             "--mysqlx=OFF",  # else it listens on 33060 too, which another MySQL may hold
             # no binlog: its writes are not what is measured, and MySQL's default (on) would also demand
             # log_bin_trust_function_creators for pyfsm's routines
-            "--disable-log-bin", "--innodb-flush-log-at-trx-commit=2",
+            "--disable-log-bin",
+            "--innodb-flush-log-at-trx-commit=2",
             # valgrind 3.19 does not know io_pgetevents (syscall 333), with which the tree's libaio reaps
             # InnoDB's native AIO: synchronous I/O threads instead
             "--innodb-use-native-aio=0",

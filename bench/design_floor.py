@@ -22,7 +22,7 @@ from pyfsm.schema.resources import render
 def cut(text: str, start: str, end: str) -> str:
     """``text`` without the part from ``start`` up to (not including) ``end``; both must be there."""
     i = text.index(start)
-    return text[:i] + text[text.index(end, i):]
+    return text[:i] + text[text.index(end, i) :]
 
 
 def without_counters(trigger: str) -> str:
@@ -43,7 +43,7 @@ def floor_trigger(trigger: str) -> str:
     t = unchecked_trigger(trigger)
     # no upgrade branch: the transition branch becomes the first
     start, end = t.index("  IF v_upgrade THEN"), t.index("  ELSEIF v_event IS NOT NULL OR")
-    t = t[:start] + "  IF" + t[end + len("  ELSEIF"):]
+    t = t[:start] + "  IF" + t[end + len("  ELSEIF") :]
     t = cut(t, "    IF v_final OR OLD.status = 'waiting' THEN", "    -- @fsm_guard lets")
     t = cut(t, "    IF NEW.kafka_topic IS NOT NULL THEN", "  ELSEIF NOT")
     return cut(t, "  ELSEIF NOT", "  END IF;\nEND")

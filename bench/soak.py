@@ -101,8 +101,13 @@ RSS_SLACK_SHARE = 0.20
 #: connections per process at most: the Store's pool (2), a lease's own connection, side tables
 MAX_CONNECTIONS = {"sender": 2, "locker": 4, "feeder": 3, "worker": 3, "relay": 2}
 ORDER_RULES = {  # state -> events it allows (ORDER's transitions)
-    "new": ("pay", "cancel", "remind"), "paid": ("pack", "hold", "cancel"), "packed": ("ship", "hold"),
-    "on_hold": ("release",), "shipped": ("deliver",), "delivered": ("recycle",), "cancelled": ("reopen",),
+    "new": ("pay", "cancel", "remind"),
+    "paid": ("pack", "hold", "cancel"),
+    "packed": ("ship", "hold"),
+    "on_hold": ("release",),
+    "shipped": ("deliver",),
+    "delivered": ("recycle",),
+    "cancelled": ("reopen",),
 }
 SIDE_TABLES = (
     """CREATE TABLE soak_lock_occupancy (lookup_key VARCHAR(191) NOT NULL PRIMARY KEY,
@@ -123,18 +128,30 @@ def order_machine(topic: str) -> Machine:
         states=["new", "paid", "packed", "on_hold", "shipped", "delivered", "cancelled"],
         start=["new"],
         transitions=[
-            ("pay", "new", "paid"), ("remind", "new", "new"), ("pack", "paid", "packed"),
-            ("hold", ["paid", "packed"], "on_hold"), ("release", "on_hold", "paid"), ("ship", "packed", "shipped"),
-            ("deliver", "shipped", "delivered"), ("recycle", "delivered", "new"),
-            ("cancel", ["new", "paid"], "cancelled"), ("reopen", "cancelled", "new"),
+            ("pay", "new", "paid"),
+            ("remind", "new", "new"),
+            ("pack", "paid", "packed"),
+            ("hold", ["paid", "packed"], "on_hold"),
+            ("release", "on_hold", "paid"),
+            ("ship", "packed", "shipped"),
+            ("deliver", "shipped", "delivered"),
+            ("recycle", "delivered", "new"),
+            ("cancel", ["new", "paid"], "cancelled"),
+            ("reopen", "cancelled", "new"),
         ],
         topic=topic,
     )
 
 
 def account_machine(name: str) -> Machine:
-    return Machine(name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")],
-                   uses_global_lock=True, lock_lease_seconds=5)
+    return Machine(
+        name=name,
+        states=["a", "b"],
+        start=["a"],
+        transitions=[("go", "a", "b"), ("back", "b", "a")],
+        uses_global_lock=True,
+        lock_lease_seconds=5,
+    )
 
 
 # -- the handlers the workers run (module level: spawned workers import them) ----------------
@@ -144,8 +161,9 @@ _effects: dict[str, Any] = {"conn": None, "flaky": 0}
 
 def _effect(ctx: Context) -> Outcome:
     ctx.data.setdefault("trail", []).append(ctx.state)
-    _effects["conn"].cursor().execute("INSERT INTO soak_effects (instance_key, state, pid) VALUES (%s, %s, %s)",
-                                      (ctx.key, ctx.state, os.getpid()))
+    _effects["conn"].cursor().execute(
+        "INSERT INTO soak_effects (instance_key, state, pid) VALUES (%s, %s, %s)", (ctx.key, ctx.state, os.getpid())
+    )
     return ctx.next()
 
 
@@ -291,8 +309,9 @@ def sender(spec: Spec, index: int, tally: Tally) -> Loop:
                 event = rng.choice(ORDER_RULES[instance.state])
                 expected = instance.version if rng.random() < 0.10 else None
                 rid = f"s{index}-{os.getpid()}-{n}" if rng.random() < 0.25 else None
-                result = store.send(ORDER, key, event, expected_version=expected, request_id=rid,
-                                    metadata={"by": tally.name})
+                result = store.send(
+                    ORDER, key, event, expected_version=expected, request_id=rid, metadata={"by": tally.name}
+                )
                 tally.ops["send"] += 1
                 if result.replayed:
                     tally.error("first send came back replayed", f"{key} {event} {rid}")
@@ -301,8 +320,9 @@ def sender(spec: Spec, index: int, tally: Tally) -> Loop:
                 if rid is not None:
                     tally.ops["send with request id"] += 1
                     if rng.random() < 1 / 3:
-                        again = store.send(ORDER, key, event, expected_version=expected, request_id=rid,
-                                           metadata={"by": tally.name})
+                        again = store.send(
+                            ORDER, key, event, expected_version=expected, request_id=rid, metadata={"by": tally.name}
+                        )
                         tally.ops["replay"] += 1
                         if not again.replayed or again.transition_id != result.transition_id:
                             tally.error("replay mismatch", f"{rid}: {result} then {again}")
@@ -319,6 +339,7 @@ def sender(spec: Spec, index: int, tally: Tally) -> Loop:
             except Exception as exc:
                 tally.error(type(exc).__name__, exc)
         store.close()
+
     return loop
 
 
@@ -346,8 +367,10 @@ def locker(spec: Spec, index: int, tally: Tally) -> Loop:
         entered = time.monotonic_ns()
         with side.cursor() as cur:
             try:
-                cur.execute("INSERT INTO soak_lock_occupancy (lookup_key, owner, pid) VALUES (%s, %s, %s)",
-                            (account, lease.owner, os.getpid()))
+                cur.execute(
+                    "INSERT INTO soak_lock_occupancy (lookup_key, owner, pid) VALUES (%s, %s, %s)",
+                    (account, lease.owner, os.getpid()),
+                )
             except pymysql.err.IntegrityError:
                 cur.execute("SELECT owner, pid FROM soak_lock_occupancy WHERE lookup_key = %s", (account,))
                 tally.error("lock overlap (occupancy)", f"{account}: held by {cur.fetchone()} and {lease.owner}")
@@ -361,13 +384,16 @@ def locker(spec: Spec, index: int, tally: Tally) -> Loop:
                     tally.error("moved under our lease", exc)
                 time.sleep(rng.uniform(0.0005, 0.003))
             finally:
-                cur.execute("DELETE FROM soak_lock_occupancy WHERE lookup_key = %s AND owner = %s",
-                            (account, lease.owner))
+                cur.execute(
+                    "DELETE FROM soak_lock_occupancy WHERE lookup_key = %s AND owner = %s", (account, lease.owner)
+                )
                 left = time.monotonic_ns()
         with side.cursor() as cur:
-            cur.execute("INSERT INTO soak_lock_spans (lookup_key, machine, instance_key, owner, pid, entered_ns, "
-                        "left_ns) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        (account, machine, key, lease.owner, os.getpid(), entered, left))
+            cur.execute(
+                "INSERT INTO soak_lock_spans (lookup_key, machine, instance_key, owner, pid, entered_ns, "
+                "left_ns) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (account, machine, key, lease.owner, os.getpid(), entered, left),
+            )
 
     def loop(stop: Any, _halt: Any) -> None:
         while not stop.is_set():
@@ -392,6 +418,7 @@ def locker(spec: Spec, index: int, tally: Tally) -> Loop:
                 tally.error(type(exc).__name__, exc)
         store.close()
         side.close()
+
     return loop
 
 
@@ -421,6 +448,7 @@ def feeder(spec: Spec, index: int, tally: Tally) -> Loop:
                     tally.error(type(exc).__name__, exc)
         store.close()
         side.close()
+
     return loop
 
 
@@ -439,13 +467,20 @@ def worker(spec: Spec, index: int, tally: Tally) -> Loop:
     def loop(_stop: Any, halt: Any) -> None:
         threading.Thread(target=lambda: (halt.wait(), pool.stop()), daemon=True).start()
         stats = pool.run(handle_signals=False)
-        tally.ops.update({"runs": stats.runs, "steps": stats.steps, "handed back": stats.handed_back,
-                          "handler raised (flaky, retried)": _effects["flaky"]})
+        tally.ops.update(
+            {
+                "runs": stats.runs,
+                "steps": stats.steps,
+                "handed back": stats.handed_back,
+                "handler raised (flaky, retried)": _effects["flaky"],
+            }
+        )
         tally.extra["flaky"] = _effects["flaky"]
         if stats.errors:
             tally.error("worker errors (claim or run refused by the database)", f"{stats.errors} errors")
         store.close()
         _effects["conn"].close()
+
     return loop
 
 
@@ -472,15 +507,28 @@ def relay(spec: Spec, index: int, tally: Tally) -> Loop:
             tally.error("relay did not stop within 60 s", "")
         publisher.close()
         stats = publisher.stats
-        tally.ops.update({"published": stats.published, "batches": stats.batches, "failed deliveries": stats.failed,
-                          "parked": stats.parked, "leader terms": stats.leader_terms})
+        tally.ops.update(
+            {
+                "published": stats.published,
+                "batches": stats.batches,
+                "failed deliveries": stats.failed,
+                "parked": stats.parked,
+                "leader terms": stats.leader_terms,
+            }
+        )
         if failure:
             tally.error("relay run() failed", failure[0])
+
     return loop
 
 
 ROLES: dict[str, Callable[[Spec, int, Tally], Loop]] = {
-    "sender": sender, "locker": locker, "feeder": feeder, "worker": worker, "relay": relay}
+    "sender": sender,
+    "locker": locker,
+    "feeder": feeder,
+    "worker": worker,
+    "relay": relay,
+}
 
 
 def child(role: str, index: int, spec: Spec, begin: Any, start: Any, stop: Any, halt: Any, out: Any) -> None:
@@ -523,8 +571,13 @@ class Config:
         return self.warmup if self.warmup is not None else min(30.0, max(5.0, self.seconds / 4))
 
     def roles(self) -> list[tuple[str, int]]:
-        return ([("sender", i) for i in range(self.senders)] + [("locker", i) for i in range(self.lockers)]
-                + [("feeder", 0)] + [("worker", i) for i in range(self.workers)] + [("relay", 0)])
+        return (
+            [("sender", i) for i in range(self.senders)]
+            + [("locker", i) for i in range(self.lockers)]
+            + [("feeder", 0)]
+            + [("worker", i) for i in range(self.workers)]
+            + [("relay", 0)]
+        )
 
 
 class ConnectionMonitor:
@@ -576,9 +629,11 @@ class Report:
 
     def summary(self) -> str:
         c = self.config
-        lines = [f"soak: {c.seconds:g} s (warm-up {c.warmup_seconds:g} s), {c.senders} senders, {c.lockers} lock "
-                 f"users, {c.workers} workers, 1 feeder, 1 relay; "
-                 + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())]
+        lines = [
+            f"soak: {c.seconds:g} s (warm-up {c.warmup_seconds:g} s), {c.senders} senders, {c.lockers} lock "
+            f"users, {c.workers} workers, 1 feeder, 1 relay; "
+            + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
+        ]
         by_role: dict[str, Counter[str]] = defaultdict(Counter)
         for t in self.tallies:
             by_role[t.role].update(t.ops)
@@ -586,8 +641,9 @@ class Report:
         for role, ops in by_role.items():
             lines.append(f"  {role}: " + ", ".join(f"{k} {v:,}" for k, v in ops.items()))
         refused = self.total("refused")
-        lines.append("refusals (expected under contention): "
-                     + (", ".join(f"{k} {v:,}" for k, v in refused.items()) or "none"))
+        lines.append(
+            "refusals (expected under contention): " + (", ".join(f"{k} {v:,}" for k, v in refused.items()) or "none")
+        )
         errors = self.total("errors")
         lines.append("errors (unexpected): " + (", ".join(f"{k} {v:,}" for k, v in errors.items()) or "none"))
         for t in self.tallies:
@@ -596,18 +652,24 @@ class Report:
         warnings = self.total("warnings")
         if warnings:
             lines.append("pyfsm log warnings: " + "; ".join(f"{k!r} x{v:,}" for k, v in warnings.most_common()))
-        lines.append(f"RSS per process after the warm-up (MiB; allowed growth max({RSS_SLACK_SHARE:.0%}, "
-                     f"{RSS_SLACK_BYTES // MIB} MiB)):")
+        lines.append(
+            f"RSS per process after the warm-up (MiB; allowed growth max({RSS_SLACK_SHARE:.0%}, "
+            f"{RSS_SLACK_BYTES // MIB} MiB)):"
+        )
         lines.append("  | process | pid | start | warm | end | max | growth | slope MiB/min | samples |")
         for m in self.memory:
-            lines.append(f"  | {m['name']} | {m['pid']} | {m['start'] / MIB:.1f} | {m['warm'] / MIB:.1f} | "
-                         f"{m['end'] / MIB:.1f} | {m['max'] / MIB:.1f} | {m['growth'] / MIB:+.1f} | "
-                         f"{m['slope']:+.2f} | {m['samples']} |")
+            lines.append(
+                f"  | {m['name']} | {m['pid']} | {m['start'] / MIB:.1f} | {m['warm'] / MIB:.1f} | "
+                f"{m['end'] / MIB:.1f} | {m['max'] / MIB:.1f} | {m['growth'] / MIB:+.1f} | "
+                f"{m['slope']:+.2f} | {m['samples']} |"
+            )
         cn = self.connections
         if cn:
-            lines.append(f"connections to the database: {cn.get('ready')} when all were ready, max "
-                         f"{cn.get('warm_max')} in the warm-up, max {cn.get('late_max')} after it "
-                         f"(bound {cn.get('bound')}), {cn.get('end')} after the processes exited")
+            lines.append(
+                f"connections to the database: {cn.get('ready')} when all were ready, max "
+                f"{cn.get('warm_max')} in the warm-up, max {cn.get('late_max')} after it "
+                f"(bound {cn.get('bound')}), {cn.get('end')} after the processes exited"
+            )
         lines.append("checks:")
         lines += [f"  {c}" for c in self.checks]
         lines.append("PROBLEMS:" if self.problems else "problems: none")
@@ -616,8 +678,11 @@ class Report:
 
 
 ORDER_KEYS = tuple(f"o-{n:03d}" for n in range(ORDER_INSTANCES))
-ACCOUNT_TARGETS = tuple((name, f"{name[-1]}-{n}", f"acct-{n % ACCOUNT_KEYS}")  # (machine, key, lookup key)
-                        for name in ACCOUNTS for n in range(ACCOUNT_INSTANCES))
+ACCOUNT_TARGETS = tuple(
+    (name, f"{name[-1]}-{n}", f"acct-{n % ACCOUNT_KEYS}")  # (machine, key, lookup key)
+    for name in ACCOUNTS
+    for n in range(ACCOUNT_INSTANCES)
+)
 
 
 def setup(settings: Settings, topics: dict[str, str]) -> None:
@@ -647,13 +712,23 @@ def run(settings: Settings, broker: Any, config: Config) -> Report:
     started = time.monotonic()
     tag = uuid.uuid4().hex[:8]
     topics = {ORDER: f"soak.{tag}.orders", FLOW: f"soak.{tag}.flow"}
-    spec = Spec(settings.dsn(), broker.bootstrap, topics, ORDER_KEYS, ACCOUNT_TARGETS,
-                sample_every=max(0.5, config.seconds / 300))
+    spec = Spec(
+        settings.dsn(),
+        broker.bootstrap,
+        topics,
+        ORDER_KEYS,
+        ACCOUNT_TARGETS,
+        sample_every=max(0.5, config.seconds / 300),
+    )
     ctx = mp.get_context("spawn")
     begin, start, stop, halt, out = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue()
     roles = config.roles()
-    procs = {f"{role}-{i}": ctx.Process(target=child, args=(role, i, spec, begin, start, stop, halt, out),
-                                        name=f"soak-{role}-{i}", daemon=True) for role, i in roles}
+    procs = {
+        f"{role}-{i}": ctx.Process(
+            target=child, args=(role, i, spec, begin, start, stop, halt, out), name=f"soak-{role}-{i}", daemon=True
+        )
+        for role, i in roles
+    }
     tallies: dict[str, Tally] = {}
     monitor = None
     admin = pymysql.connect(**settings.connect_kwargs(database=False))
@@ -715,12 +790,17 @@ def run(settings: Settings, broker: Any, config: Config) -> Report:
         writers = {f"{r}-{i}" for r, i in roles if r in ("sender", "locker", "feeder")} - early
         collect(writers, 120)
         t_drain = time.monotonic()
-        drained = wait_until(lambda: scalar(f"SELECT COUNT(*) FROM `{db}`.fsm_runs WHERE machine = %s", (FLOW,)) == 0,
-                             120)
+        drained = wait_until(
+            lambda: scalar(f"SELECT COUNT(*) FROM `{db}`.fsm_runs WHERE machine = %s", (FLOW,)) == 0, 120
+        )
         if not drained:
             report.problems.append("the workers did not drain the queue within 120 s of the stop")
-        published = wait_until(lambda: scalar(f"SELECT COUNT(*) FROM `{db}`.fsm_outbox WHERE published_at IS NULL "
-                                              "AND parked_at IS NULL") == 0, 120)
+        published = wait_until(
+            lambda: (
+                scalar(f"SELECT COUNT(*) FROM `{db}`.fsm_outbox WHERE published_at IS NULL AND parked_at IS NULL") == 0
+            ),
+            120,
+        )
         if not published:
             report.problems.append("the relay did not publish the outbox within 120 s of the stop")
         report.timings["drain"] = time.monotonic() - t_drain
@@ -737,7 +817,8 @@ def run(settings: Settings, broker: Any, config: Config) -> Report:
         report.connections.update(
             warm_max=max((n for t, n in samples if t <= warm), default=None),
             late_max=max((n for t, n in samples if warm < t <= config.seconds), default=None),
-            bound=sum(MAX_CONNECTIONS[r] for r, _ in roles))
+            bound=sum(MAX_CONNECTIONS[r] for r, _ in roles),
+        )
         report.tallies = [tallies[n] for n in procs if n in tallies]
         check_connections(report)
         check_memory(report, warm)
@@ -774,11 +855,14 @@ def wait_until(check: Callable[[], bool], timeout: float) -> bool:
 def check_connections(report: Report) -> None:
     cn = report.connections
     late = cn["late_max"] if cn["late_max"] is not None else 0
-    report.checks.append(f"connections: max {max(late, cn['warm_max'] or 0)} of at most {cn['bound']}, "
-                         f"{cn['end']} left at the end")
+    report.checks.append(
+        f"connections: max {max(late, cn['warm_max'] or 0)} of at most {cn['bound']}, {cn['end']} left at the end"
+    )
     if max(late, cn["warm_max"] or 0) > cn["bound"]:
-        report.problems.append(f"connections: {max(late, cn['warm_max'] or 0)} open to the database, more than the "
-                               f"pools allow ({cn['bound']}): a connection leak")
+        report.problems.append(
+            f"connections: {max(late, cn['warm_max'] or 0)} open to the database, more than the "
+            f"pools allow ({cn['bound']}): a connection leak"
+        )
     if cn["end"] != 0:
         report.problems.append(f"connections: {cn['end']} still open after every process exited")
 
@@ -793,18 +877,30 @@ def check_memory(report: Report, warm: float) -> None:
         if len(later) >= 3 and later[-1][0] > later[0][0]:
             slope = statistics.linear_regression([s for s, _ in later], [b for _, b in later]).slope * 60 / MIB
         growth = end - base
-        m = {"name": t.name, "pid": t.pid, "start": t.rss[0][1], "warm": base, "end": end,
-             "max": max(b for _, b in t.rss), "growth": growth, "slope": slope, "samples": len(t.rss)}
+        m = {
+            "name": t.name,
+            "pid": t.pid,
+            "start": t.rss[0][1],
+            "warm": base,
+            "end": end,
+            "max": max(b for _, b in t.rss),
+            "growth": growth,
+            "slope": slope,
+            "samples": len(t.rss),
+        }
         report.memory.append(m)
         allowed = max(RSS_SLACK_SHARE * base, RSS_SLACK_BYTES)
         if growth > allowed:
             report.problems.append(
                 f"memory: {t.name} (pid {t.pid}) grew by {growth / MIB:.1f} MiB after the warm-up "
-                f"({base / MIB:.1f} -> {end / MIB:.1f} MiB, {slope:+.2f} MiB/min), more than {allowed / MIB:.1f} MiB")
+                f"({base / MIB:.1f} -> {end / MIB:.1f} MiB, {slope:+.2f} MiB/min), more than {allowed / MIB:.1f} MiB"
+            )
     if report.memory:
         worst = max(report.memory, key=lambda m: m["growth"])
-        report.checks.append(f"memory: largest growth after the warm-up {worst['growth'] / MIB:+.1f} MiB "
-                             f"({worst['name']}), {len(report.memory)} processes sampled")
+        report.checks.append(
+            f"memory: largest growth after the warm-up {worst['growth'] / MIB:+.1f} MiB "
+            f"({worst['name']}), {len(report.memory)} processes sampled"
+        )
 
 
 def check_errors(report: Report) -> None:
@@ -844,12 +940,20 @@ def _check_database(report: Report, conn: Any, broker: Any) -> None:
         by_role[t.role].update(t.ops)
     for machine in (ORDER, FLOW, *ACCOUNTS):
         i, h = f"`fsm_{machine}`", f"`fsm_{machine}_transitions`"
-        expect(f"{machine}: instances without exactly one most_recent history row",
-               one(conn, f"SELECT COUNT(*) FROM {i} x LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM {h} "
-                         "WHERE most_recent = 1 GROUP BY instance_id) r ON r.instance_id = x.id "
-                         "WHERE COALESCE(r.n, 0) <> 1"), 0)
+        expect(
+            f"{machine}: instances without exactly one most_recent history row",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {i} x LEFT JOIN (SELECT instance_id, COUNT(*) AS n FROM {h} "
+                "WHERE most_recent = 1 GROUP BY instance_id) r ON r.instance_id = x.id "
+                "WHERE COALESCE(r.n, 0) <> 1",
+            ),
+            0,
+        )
         over = "OVER (PARTITION BY instance_id ORDER BY sort_key)"
-        chain = rows(conn, f"""
+        chain = rows(
+            conn,
+            f"""
             SELECT SUM(rn = 1 AND (event IS NOT NULL OR from_state IS NOT NULL)),
                    SUM(rn > 1 AND NOT (from_state <=> prev_to)),
                    SUM(rn > 1 AND id < prev_id),
@@ -862,34 +966,74 @@ def _check_database(report: Report, conn: Any, broker: Any) -> None:
                          ROW_NUMBER() {over} AS rn, COUNT(*) OVER (PARTITION BY instance_id) AS n,
                          LAG(to_state) {over} AS prev_to, LAG(id) {over} AS prev_id,
                          LAG(created_at) {over} AS prev_created, LEAD(created_at) {over} AS next_created
-                  FROM {h}) t""")[0]
-        labels = ("first row not a creation", "from_state not the previous row's to_state",
-                  "ids not increasing with sort_key", "created_at decreasing along sort_key",
-                  "most_recent not on the last row only", "left_at not the next row's created_at",
-                  "left_at set on the last row")
+                  FROM {h}) t""",
+        )[0]
+        labels = (
+            "first row not a creation",
+            "from_state not the previous row's to_state",
+            "ids not increasing with sort_key",
+            "created_at decreasing along sort_key",
+            "most_recent not on the last row only",
+            "left_at not the next row's created_at",
+            "left_at set on the last row",
+        )
         for label, n in zip(labels, chain[:-1], strict=True):
             expect(f"{machine}: history rows with {label}", int(n or 0), 0)
         history_rows = int(chain[-1])
-        expect(f"{machine}: transitions not in fsm_rules",
-               one(conn, f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_rules r ON r.machine = %s "
-                         "AND r.version = x.definition_version AND r.from_state = x.from_state AND r.event = x.event "
-                         "WHERE x.event IS NOT NULL AND NOT (r.to_state <=> x.to_state)", (machine,)), 0)
-        expect(f"{machine}: creations not into a start state",
-               one(conn, f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_states s ON s.machine = %s "
-                         "AND s.version = x.definition_version AND s.state = x.to_state "
-                         "WHERE x.event IS NULL AND NOT (s.is_start <=> 1)", (machine,)), 0)
-        expect(f"{machine}: instances whose state is not their last history row's",
-               one(conn, f"SELECT COUNT(*) FROM {i} x JOIN {h} r ON r.instance_id = x.id AND r.most_recent = 1 "
-                         "WHERE NOT (x.current_state <=> r.to_state)"), 0)
-        expect(f"{machine}: instances whose version is not their last history row's sort_key",
-               one(conn, f"SELECT COUNT(*) FROM {i} x JOIN {h} r ON r.instance_id = x.id AND r.most_recent = 1 "
-                         "WHERE x.version <> r.sort_key"), 0)
-        counted = {s: int(n) for s, n in rows(conn, "SELECT state, SUM(instances) FROM fsm_state_counts "
-                                                    "WHERE machine = %s GROUP BY state", (machine,)) if int(n)}
+        expect(
+            f"{machine}: transitions not in fsm_rules",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_rules r ON r.machine = %s "
+                "AND r.version = x.definition_version AND r.from_state = x.from_state AND r.event = x.event "
+                "WHERE x.event IS NOT NULL AND NOT (r.to_state <=> x.to_state)",
+                (machine,),
+            ),
+            0,
+        )
+        expect(
+            f"{machine}: creations not into a start state",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_states s ON s.machine = %s "
+                "AND s.version = x.definition_version AND s.state = x.to_state "
+                "WHERE x.event IS NULL AND NOT (s.is_start <=> 1)",
+                (machine,),
+            ),
+            0,
+        )
+        expect(
+            f"{machine}: instances whose state is not their last history row's",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {i} x JOIN {h} r ON r.instance_id = x.id AND r.most_recent = 1 "
+                "WHERE NOT (x.current_state <=> r.to_state)",
+            ),
+            0,
+        )
+        expect(
+            f"{machine}: instances whose version is not their last history row's sort_key",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {i} x JOIN {h} r ON r.instance_id = x.id AND r.most_recent = 1 "
+                "WHERE x.version <> r.sort_key",
+            ),
+            0,
+        )
+        counted = {
+            s: int(n)
+            for s, n in rows(
+                conn, "SELECT state, SUM(instances) FROM fsm_state_counts WHERE machine = %s GROUP BY state", (machine,)
+            )
+            if int(n)
+        }
         grouped = {s: int(n) for s, n in rows(conn, f"SELECT current_state, COUNT(*) FROM {i} GROUP BY current_state")}
         expect(f"{machine}: fsm_state_counts equal to a GROUP BY", counted, grouped)
-        expect(f"{machine}: negative counter shards",
-               one(conn, "SELECT COUNT(*) FROM fsm_state_counts WHERE machine = %s AND instances < 0", (machine,)), 0)
+        expect(
+            f"{machine}: negative counter shards",
+            one(conn, "SELECT COUNT(*) FROM fsm_state_counts WHERE machine = %s AND instances < 0", (machine,)),
+            0,
+        )
         instances = one(conn, f"SELECT COUNT(*) FROM {i}")
         if machine == ORDER:
             want = instances + by_role["sender"]["transitions"]
@@ -901,59 +1045,97 @@ def _check_database(report: Report, conn: Any, broker: Any) -> None:
             expect(f"{machine}: history rows (instances + transitions the processes reported)", history_rows, want)
     account_rows = sum(one(conn, f"SELECT COUNT(*) FROM `fsm_{m}_transitions`") for m in ACCOUNTS)
     account_instances = sum(one(conn, f"SELECT COUNT(*) FROM `fsm_{m}`") for m in ACCOUNTS)
-    expect("lock types: history rows (instances + transitions the lock users reported)", account_rows,
-           account_instances + by_role["locker"]["transitions"])
+    expect(
+        "lock types: history rows (instances + transitions the lock users reported)",
+        account_rows,
+        account_instances + by_role["locker"]["transitions"],
+    )
     # request ids
-    rid_rows, rid_distinct = rows(conn, f"SELECT COUNT(*), COUNT(DISTINCT request_id) FROM `fsm_{ORDER}_transitions` "
-                                        "WHERE request_id IS NOT NULL")[0]
-    expect(f"{ORDER}: history rows with a request id (one per request id sent)", (int(rid_rows), int(rid_distinct)),
-           (ops["send with request id"], ops["send with request id"]))
+    rid_rows, rid_distinct = rows(
+        conn, f"SELECT COUNT(*), COUNT(DISTINCT request_id) FROM `fsm_{ORDER}_transitions` WHERE request_id IS NOT NULL"
+    )[0]
+    expect(
+        f"{ORDER}: history rows with a request id (one per request id sent)",
+        (int(rid_rows), int(rid_distinct)),
+        (ops["send with request id"], ops["send with request id"]),
+    )
     # the engine
     flow_i, flow_h = f"`fsm_{FLOW}`", f"`fsm_{FLOW}_transitions`"
     enqueued = by_role["feeder"]["enqueue"]
-    expect(f"{FLOW}: instances (created and enqueued by the feeder)", one(conn, f"SELECT COUNT(*) FROM {flow_i}"),
-           enqueued)
-    expect(f"{FLOW}: instances not done and completed",
-           one(conn, f"SELECT COUNT(*) FROM {flow_i} WHERE current_state <> 'done' OR status <> 'completed'"), 0)
+    expect(
+        f"{FLOW}: instances (created and enqueued by the feeder)", one(conn, f"SELECT COUNT(*) FROM {flow_i}"), enqueued
+    )
+    expect(
+        f"{FLOW}: instances not done and completed",
+        one(conn, f"SELECT COUNT(*) FROM {flow_i} WHERE current_state <> 'done' OR status <> 'completed'"),
+        0,
+    )
     expect(f"{FLOW}: runs left in fsm_runs", one(conn, "SELECT COUNT(*) FROM fsm_runs WHERE machine = %s", (FLOW,)), 0)
-    expect(f"{FLOW}: instances without exactly one transition per step, by its handler",
-           one(conn, f"SELECT COUNT(*) FROM (SELECT instance_id, COUNT(*) AS n, SUM(event = 'next') AS nx, "
-                     f"GROUP_CONCAT(handler ORDER BY sort_key) AS hs FROM {flow_h} GROUP BY instance_id) t "
-                     "WHERE n <> %s OR nx <> %s OR NOT (hs <=> %s)",
-               (1 + len(FLOW_STEPS), len(FLOW_STEPS), ",".join(FLOW_STEPS))), 0)
-    expect(f"{FLOW}: steps the workers reported (3 per instance)", by_role["worker"]["steps"],
-           enqueued * len(FLOW_STEPS))
-    effects = Counter(dict(((k, s), int(n)) for k, s, n in rows(
-        conn, "SELECT instance_key, state, COUNT(*) FROM soak_effects GROUP BY instance_key, state")))
-    steps_done = rows(conn, f"SELECT x.instance_key, h.from_state FROM {flow_h} h "
-                            f"JOIN {flow_i} x ON x.id = h.instance_id WHERE h.event = 'next'")
+    expect(
+        f"{FLOW}: instances without exactly one transition per step, by its handler",
+        one(
+            conn,
+            f"SELECT COUNT(*) FROM (SELECT instance_id, COUNT(*) AS n, SUM(event = 'next') AS nx, "
+            f"GROUP_CONCAT(handler ORDER BY sort_key) AS hs FROM {flow_h} GROUP BY instance_id) t "
+            "WHERE n <> %s OR nx <> %s OR NOT (hs <=> %s)",
+            (1 + len(FLOW_STEPS), len(FLOW_STEPS), ",".join(FLOW_STEPS)),
+        ),
+        0,
+    )
+    expect(
+        f"{FLOW}: steps the workers reported (3 per instance)", by_role["worker"]["steps"], enqueued * len(FLOW_STEPS)
+    )
+    effects = Counter(
+        dict(
+            ((k, s), int(n))
+            for k, s, n in rows(
+                conn, "SELECT instance_key, state, COUNT(*) FROM soak_effects GROUP BY instance_key, state"
+            )
+        )
+    )
+    steps_done = rows(
+        conn,
+        f"SELECT x.instance_key, h.from_state FROM {flow_h} h "
+        f"JOIN {flow_i} x ON x.id = h.instance_id WHERE h.event = 'next'",
+    )
     missing = sum(1 for k, s in steps_done if effects[(k, s)] < 1)
     reruns = sum(n - 1 for n in effects.values() if n > 1)
-    explained = sum(t.ops["handed back"] + t.ops["runs ended by a database refusal"] for t in report.tallies) + \
-        sum(report.total("errors").values())
-    report.checks.append(f"{FLOW}: handler side effects {sum(effects.values()):,} for {len(steps_done):,} steps, "
-                         f"{missing} missing, {reruns} handlers ran again")
+    explained = sum(t.ops["handed back"] + t.ops["runs ended by a database refusal"] for t in report.tallies) + sum(
+        report.total("errors").values()
+    )
+    report.checks.append(
+        f"{FLOW}: handler side effects {sum(effects.values()):,} for {len(steps_done):,} steps, "
+        f"{missing} missing, {reruns} handlers ran again"
+    )
     if missing:
         report.problems.append(f"{FLOW}: {missing} committed steps whose handler left no side effect")
     if reruns > explained:
         report.problems.append(f"{FLOW}: {reruns} handlers ran more than once with no crash, hand-back or error")
     flaky = sum(t.extra.get("flaky", 0) for t in report.tallies)
     recorded = sum(t.extra.get("flaky recorded", 0) for t in report.tallies)
-    errors = {o: int(n) for o, n in rows(conn, "SELECT outcome, COUNT(*) FROM fsm_errors WHERE machine = %s "
-                                               "GROUP BY outcome", (FLOW,))}
-    expect(f"{FLOW}: fsm_errors rows (the passing failures the workers recorded, all retried)", errors,
-           {"retry": recorded} if recorded else {})
+    errors = {
+        o: int(n)
+        for o, n in rows(conn, "SELECT outcome, COUNT(*) FROM fsm_errors WHERE machine = %s GROUP BY outcome", (FLOW,))
+    }
+    expect(
+        f"{FLOW}: fsm_errors rows (the passing failures the workers recorded, all retried)",
+        errors,
+        {"retry": recorded} if recorded else {},
+    )
     # a raise the database did not record was handed back (or its claim was lost): each is a
     # hand-back or an error the workers counted
     refused = sum(t.ops["runs ended by a database refusal"] for t in report.tallies)
     if recorded > flaky or flaky - recorded > refused + sum(report.total("errors").values()):
-        report.problems.append(f"{FLOW}: handlers raised {flaky} passing failures, {recorded} recorded, and only "
-                               f"{refused} runs ended by a database refusal to explain the rest")
+        report.problems.append(
+            f"{FLOW}: handlers raised {flaky} passing failures, {recorded} recorded, and only "
+            f"{refused} runs ended by a database refusal to explain the rest"
+        )
     report.checks.append(f"{FLOW}: {flaky} passing failures raised, {recorded} recorded in fsm_errors")
     # the locks
     spans: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-    for account, owner, entered, left in rows(conn, "SELECT lookup_key, owner, entered_ns, left_ns "
-                                                    "FROM soak_lock_spans"):
+    for account, owner, entered, left in rows(
+        conn, "SELECT lookup_key, owner, entered_ns, left_ns FROM soak_lock_spans"
+    ):
         spans[account].append((int(entered), int(left), owner))
     overlaps = []
     for account, found in spans.items():
@@ -961,28 +1143,52 @@ def _check_database(report: Report, conn: Any, broker: Any) -> None:
         for (_e1, l1, o1), (e2, _l2, o2) in itertools.pairwise(found):
             if e2 < l1:
                 overlaps.append(f"{account}: {o2} entered {(l1 - e2) / 1e6:.3f} ms before {o1} left")
-    report.checks.append(f"locks: {sum(len(v) for v in spans.values()):,} spans over {len(spans)} lookup keys, "
-                         f"{len(overlaps)} overlapping")
+    report.checks.append(
+        f"locks: {sum(len(v) for v in spans.values()):,} spans over {len(spans)} lookup keys, "
+        f"{len(overlaps)} overlapping"
+    )
     for text in overlaps[:5]:
         report.problems.append(f"locks overlap: {text}")
     expect("locks: occupancy rows left", one(conn, "SELECT COUNT(*) FROM soak_lock_occupancy"), 0)
-    expect("locks: still held at the end",
-           one(conn, "SELECT COUNT(*) FROM fsm_locks WHERE unlocked_at IS NULL AND expires_at > UTC_TIMESTAMP(6)"), 0)
+    expect(
+        "locks: still held at the end",
+        one(conn, "SELECT COUNT(*) FROM fsm_locks WHERE unlocked_at IS NULL AND expires_at > UTC_TIMESTAMP(6)"),
+        0,
+    )
     # the outbox and the topics
     for machine in (ORDER, FLOW):
         h = f"`fsm_{machine}_transitions`"
-        expect(f"{machine}: history rows without an outbox row",
-               one(conn, f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_outbox o ON o.machine = %s "
-                         "AND o.transition_id = x.id WHERE o.id IS NULL", (machine,)), 0)
-        expect(f"{machine}: outbox rows without a history row",
-               one(conn, f"SELECT COUNT(*) FROM fsm_outbox o LEFT JOIN {h} x ON x.id = o.transition_id "
-                         "WHERE o.machine = %s AND x.id IS NULL", (machine,)), 0)
-    expect("outbox rows not published (or parked)",
-           one(conn, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL OR parked_at IS NOT NULL"), 0)
+        expect(
+            f"{machine}: history rows without an outbox row",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM {h} x LEFT JOIN fsm_outbox o ON o.machine = %s "
+                "AND o.transition_id = x.id WHERE o.id IS NULL",
+                (machine,),
+            ),
+            0,
+        )
+        expect(
+            f"{machine}: outbox rows without a history row",
+            one(
+                conn,
+                f"SELECT COUNT(*) FROM fsm_outbox o LEFT JOIN {h} x ON x.id = o.transition_id "
+                "WHERE o.machine = %s AND x.id IS NULL",
+                (machine,),
+            ),
+            0,
+        )
+    expect(
+        "outbox rows not published (or parked)",
+        one(conn, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL OR parked_at IS NOT NULL"),
+        0,
+    )
     topics = {m: t for m, t in rows(conn, "SELECT DISTINCT machine, topic FROM fsm_outbox")}
     for machine, topic in sorted(topics.items()):
-        want = {f"{machine}:{tid}": int(sk) for tid, sk in rows(
-            conn, "SELECT transition_id, sort_key FROM fsm_outbox WHERE machine = %s", (machine,))}
+        want = {
+            f"{machine}:{tid}": int(sk)
+            for tid, sk in rows(conn, "SELECT transition_id, sort_key FROM fsm_outbox WHERE machine = %s", (machine,))
+        }
         check_topic(report, broker, machine, topic, want)
 
 
@@ -1008,11 +1214,17 @@ def check_topic(report: Report, broker: Any, machine: str, topic: str, want: dic
             order[key].append(m.event["sort_key"])
     split = [k for k, p in partitions.items() if len(p) > 1]
     unordered = [k for k, sks in order.items() if sks != sorted(sks)]
-    report.checks.append(f"{topic}: {len(got):,} messages read back for {len(want):,} outbox rows, {len(missing)} "
-                         f"missing, {len(unknown)} unknown, {duplicates} duplicates (at least once), "
-                         f"{len(split)} instances over several partitions, {len(unordered)} out of order")
-    for what, found in (("missing", missing), ("unknown", unknown), ("split over partitions", split),
-                        ("out of order", unordered)):
+    report.checks.append(
+        f"{topic}: {len(got):,} messages read back for {len(want):,} outbox rows, {len(missing)} "
+        f"missing, {len(unknown)} unknown, {duplicates} duplicates (at least once), "
+        f"{len(split)} instances over several partitions, {len(unordered)} out of order"
+    )
+    for what, found in (
+        ("missing", missing),
+        ("unknown", unknown),
+        ("split over partitions", split),
+        ("out of order", unordered),
+    ):
         if found:
             report.problems.append(f"{topic}: {len(found)} events {what}, e.g. {sorted(found)[:3]}")
 
@@ -1051,8 +1263,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from helpers.kafka_broker import Broker
 
-    config = Config(seconds=args.seconds, senders=args.processes, lockers=args.processes, workers=args.workers,
-                    warmup=args.warmup)
+    config = Config(
+        seconds=args.seconds, senders=args.processes, lockers=args.processes, workers=args.workers, warmup=args.warmup
+    )
     broker = Broker()
     broker.start()
     try:

@@ -81,6 +81,7 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
+
 __all__ = [
     "AccessDenied",
     "AccountHistoryEntry",

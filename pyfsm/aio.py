@@ -36,8 +36,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _in_thread(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[AsyncStore, P],
-                                                                        Coroutine[Any, Any, R]]:
+def _in_thread(
+    method: Callable[Concatenate[Store, P], R],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, R]]:
     """The Store method as a coroutine method of AsyncStore that runs it in the pool."""
 
     @functools.wraps(method)
@@ -86,10 +87,18 @@ class AsyncStore:
     is the Store underneath (for what is not offered as a coroutine).
     """
 
-    def __init__(self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
-                 write_timeout: float | None = None, read_dsn: str | None = None) -> None:
-        self.store = Store(dsn, pool_size=pool_size, read_timeout=read_timeout, write_timeout=write_timeout,
-                           read_dsn=read_dsn)
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool_size: int = 8,
+        read_timeout: float | None = None,
+        write_timeout: float | None = None,
+        read_dsn: str | None = None,
+    ) -> None:
+        self.store = Store(
+            dsn, pool_size=pool_size, read_timeout=read_timeout, write_timeout=write_timeout, read_dsn=read_dsn
+        )
         self._executor = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="pyfsm-aio")
 
     async def _run(self, call: Callable[[], R]) -> R:
@@ -106,7 +115,8 @@ class AsyncStore:
         (in the pool), so a cancelled caller never leaves locks held until they expire.
         """
         taking = asyncio.get_running_loop().run_in_executor(
-            self._executor, functools.partial(self.store.lock, machine, key, **kwargs))
+            self._executor, functools.partial(self.store.lock, machine, key, **kwargs)
+        )
         try:
             lease = await asyncio.shield(taking)
         except asyncio.CancelledError:

@@ -40,8 +40,9 @@ def check_items(items: Iterable[Any], check: Any) -> list[dict[str, Any]]:
     validates the values as Store.send does and returns them.
     """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
-        raise InvalidArgument(f"items must be an iterable of (key, event) pairs or mappings, got "
-                              f"{type(items).__name__}")
+        raise InvalidArgument(
+            f"items must be an iterable of (key, event) pairs or mappings, got {type(items).__name__}"
+        )
     checked = []
     for position, item in enumerate(items):
         if isinstance(item, Mapping):
@@ -95,10 +96,15 @@ def send_many(gateway: Gateway, machine: str, items: list[dict[str, Any]], chunk
     outcomes: list[Outcome] = []
     gateway.ensure_schema()
     for count, text in chunks(items, chunk_size):
-        batch = items[len(outcomes):len(outcomes) + count]
+        batch = items[len(outcomes) : len(outcomes) + count]
         try:
-            rows = gateway.rows(routines.SEND_MANY, (text,), writes=True, machine=machine,
-                                retry_connection=all("request_id" in i for i in batch))
+            rows = gateway.rows(
+                routines.SEND_MANY,
+                (text,),
+                writes=True,
+                machine=machine,
+                retry_connection=all("request_id" in i for i in batch),
+            )
         except Deadlock as err:  # rolled back whole after the retries: nothing of it was applied
             outcomes += [err] * len(batch)
             continue

@@ -24,7 +24,8 @@ def machine_name(machine: str | Machine) -> str:
 def check_name(what: str, value: object) -> str:
     if not isinstance(value, str) or not NAME.fullmatch(value):
         raise InvalidArgument(
-            f"{what} must match [a-z][a-z0-9_]* and have at most {NAME_CHARS} characters, got {value!r:.80}")
+            f"{what} must match [a-z][a-z0-9_]* and have at most {NAME_CHARS} characters, got {value!r:.80}"
+        )
     return value
 
 
@@ -41,7 +42,8 @@ def check_text(what: str, value: object, maximum: int, *, required: bool = False
         return None
     if not isinstance(value, str) or not 1 <= len(value) <= maximum or value.endswith(" "):
         raise InvalidArgument(
-            f"{what} must be a string of 1 to {maximum} characters not ending in a space, got {value!r:.80}")
+            f"{what} must be a string of 1 to {maximum} characters not ending in a space, got {value!r:.80}"
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -71,8 +73,11 @@ def check_after(what: str, value: object, kinds: tuple[type, ...]) -> tuple[Any,
     """A page cursor: None (the first page), or a tuple (or list) of those kinds: the last row's."""
     if value is None:
         return (None,) * len(kinds)
-    if (not isinstance(value, (tuple, list)) or len(value) != len(kinds)
-            or any(isinstance(v, bool) or not isinstance(v, k) for v, k in zip(value, kinds, strict=False))):
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != len(kinds)
+        or any(isinstance(v, bool) or not isinstance(v, k) for v, k in zip(value, kinds, strict=False))
+    ):
         names = ", ".join(k.__name__ for k in kinds)
         raise InvalidArgument(f"{what} must be None or the last row's cursor ({names}), got {value!r:.80}")
     return tuple(value)

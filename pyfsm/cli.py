@@ -63,14 +63,24 @@ def _one_line(text: object) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="pyfsm", description="Persistent state machines enforced by MySQL.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="pyfsm",
+        description="Persistent state machines enforced by MySQL.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    def add(name: str, func: Handler, help_text: str, example: str,
-            aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter, aliases=list(aliases))
+    def add(
+        name: str, func: Handler, help_text: str, example: str, aliases: Sequence[str] = ()
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            aliases=list(aliases),
+        )
         p.add_argument("--dsn", default=None, help="mysql://user:password@host:port/db (default: $PYFSM_DSN)")
         if name not in TEXT_ONLY:
             p.add_argument("--json", action="store_true", help="print JSON (for scripts)")
@@ -78,15 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, machines, upgrade, bulk, graph, operations, timers_commands,
-                   web):
+    for module in (schema_commands, instances, machines, upgrade, bulk, graph, operations, timers_commands, web):
         module.register(add)
     metrics_commands.register(add)
     return parser
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: TextIO | None = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     """A warning as one line on stderr, as errors are: pyfsm's own (an unreachable state) say
     everything in their message; another's is named by its category. No file, no source line."""
     del filename, lineno, line

@@ -57,17 +57,23 @@ class Transition:
     guard: Guard | None = None
 
 
-def transition(event: str, source: str | Sequence[str], target: str, *, guard: Any = None,
-               guard_name: str | None = None) -> Transition:
+def transition(
+    event: str, source: str | Sequence[str], target: str, *, guard: Any = None, guard_name: str | None = None
+) -> Transition:
     """Build a :class:`Transition`; ``source`` is one state or a list of states; ``guard`` a
     condition (``data("total") >= 100``), a :class:`~pyfsm.guards.Guard` or the JSON form,
     ``guard_name`` the short name errors and diagrams use."""
     sources = (source,) if isinstance(source, str) else tuple(source)
     if guard is None and guard_name is not None:
-        raise InvalidDefinition(f"event {event!r:.80}: guard_name without a guard", field="transitions",
-                                event=event if isinstance(event, str) else None, part="guard_name")
-    return Transition(event, sources, target,
-                      None if guard is None else checked_guard(guard, guard_name, f"event {event!r:.80}"))
+        raise InvalidDefinition(
+            f"event {event!r:.80}: guard_name without a guard",
+            field="transitions",
+            event=event if isinstance(event, str) else None,
+            part="guard_name",
+        )
+    return Transition(
+        event, sources, target, None if guard is None else checked_guard(guard, guard_name, f"event {event!r:.80}")
+    )
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,11 @@ class Timeout:
         try:
             seconds = _duration_seconds(self.after)
         except ValueError as exc:
-            raise InvalidDefinition(f"after {exc}, got {_shown(self.after)}", field="timeouts",
-                                    part="after") from None
+            raise InvalidDefinition(f"after {exc}, got {_shown(self.after)}", field="timeouts", part="after") from None
         if not isinstance(self.event, str):
-            raise InvalidDefinition(f"event must be an event name (a string), got {_shown(self.event)}",
-                                    field="timeouts", part="event")
+            raise InvalidDefinition(
+                f"event must be an event name (a string), got {_shown(self.event)}", field="timeouts", part="event"
+            )
         object.__setattr__(self, "after", seconds)
 
     @property
@@ -218,17 +224,24 @@ class Machine:
         for group in ("states", "start", "final"):
             names = _listed(getattr(self, group))
             if names is None:
-                raise self._fail(f"{group} must be a list of state names, got {type(getattr(self, group)).__name__}",
-                                 field=group)
+                raise self._fail(
+                    f"{group} must be a list of state names, got {type(getattr(self, group)).__name__}", field=group
+                )
             for state in names:
                 if not isinstance(state, str):
-                    raise self._fail(f"{group} holds {state!r:.80}, which is not a state name (a string)",
-                                     field=group, state=str(state)[:80])
+                    raise self._fail(
+                        f"{group} holds {state!r:.80}, which is not a state name (a string)",
+                        field=group,
+                        state=str(state)[:80],
+                    )
             object.__setattr__(self, group, tuple(names))
         edges = _listed(self.transitions)
         if edges is None:
-            raise self._fail("transitions must be a list of (event, source(s), target) tuples or Transitions, "
-                             f"got {type(self.transitions).__name__}", field="transitions")
+            raise self._fail(
+                "transitions must be a list of (event, source(s), target) tuples or Transitions, "
+                f"got {type(self.transitions).__name__}",
+                field="transitions",
+            )
         return tuple(self._edge(t) for t in edges)
 
     def _edge(self, item: object) -> Transition:
@@ -239,16 +252,25 @@ class Machine:
             event, source, target = item[:3]
             guard = item[3] if len(item) == 4 else None
         else:
-            raise self._fail(f"a transition must be (event, source(s), target[, guard]) or a Transition, "
-                             f"got {item!r:.80}", field="transitions")
+            raise self._fail(
+                f"a transition must be (event, source(s), target[, guard]) or a Transition, got {item!r:.80}",
+                field="transitions",
+            )
         for what, value in (("event", event), ("target", target)):
             if not isinstance(value, str):
-                raise self._fail(f"transition {what} {value!r:.80} is not a name (a string)", field="transitions",
-                                 event=event if isinstance(event, str) else None, state=str(value)[:80])
+                raise self._fail(
+                    f"transition {what} {value!r:.80} is not a name (a string)",
+                    field="transitions",
+                    event=event if isinstance(event, str) else None,
+                    state=str(value)[:80],
+                )
         sources = source if isinstance(source, str) else _listed(source)
         if sources is None or not (isinstance(sources, str) or all(isinstance(s, str) for s in sources)):
-            raise self._fail(f"event {event!r}: source must be a state name or a list of them, got {source!r:.80}",
-                             field="transitions", event=event)
+            raise self._fail(
+                f"event {event!r}: source must be a state name or a list of them, got {source!r:.80}",
+                field="transitions",
+                event=event,
+            )
         try:
             return transition(event, sources, target, guard=guard)
         except InvalidDefinition as exc:
@@ -283,24 +305,41 @@ class Machine:
             if not isinstance(edge.event, str) or not NAME.fullmatch(edge.event):
                 raise self._fail(f"bad event name {edge.event!r:.80}", field="transitions", event=str(edge.event)[:80])
             if edge.target not in seen:
-                raise self._fail(f"event {edge.event!r} goes to unknown state {edge.target!r:.80}",
-                                 field="transitions", event=edge.event, state=str(edge.target)[:80])
+                raise self._fail(
+                    f"event {edge.event!r} goes to unknown state {edge.target!r:.80}",
+                    field="transitions",
+                    event=edge.event,
+                    state=str(edge.target)[:80],
+                )
             if not edge.sources:
                 raise self._fail(f"event {edge.event!r} has no source state", field="transitions", event=edge.event)
             for source in edge.sources:
                 if source not in seen:
-                    raise self._fail(f"event {edge.event!r} comes from unknown state {source!r:.80}",
-                                     field="transitions", event=edge.event, state=str(source)[:80])
+                    raise self._fail(
+                        f"event {edge.event!r} comes from unknown state {source!r:.80}",
+                        field="transitions",
+                        event=edge.event,
+                        state=str(source)[:80],
+                    )
                 if source in self.final:
-                    raise self._fail(f"final state {source!r} has outgoing event {edge.event!r}",
-                                     field="transitions", event=edge.event, state=source)
+                    raise self._fail(
+                        f"final state {source!r} has outgoing event {edge.event!r}",
+                        field="transitions",
+                        event=edge.event,
+                        state=source,
+                    )
                 earlier = rules.get((source, edge.event), ())
                 if earlier and earlier[-1].guard is None:
                     # branching: the rules are tried in order, so one without a guard must come last
-                    raise self._fail(f"event {edge.event!r} from {source!r} is defined twice" if edge.guard is None
-                                     else f"event {edge.event!r} from {source!r} has a rule after its rule without "
-                                          "a guard (the default comes last)",
-                                     field="transitions", event=edge.event, state=source)
+                    raise self._fail(
+                        f"event {edge.event!r} from {source!r} is defined twice"
+                        if edge.guard is None
+                        else f"event {edge.event!r} from {source!r} has a rule after its rule without "
+                        "a guard (the default comes last)",
+                        field="transitions",
+                        event=edge.event,
+                        state=source,
+                    )
                 rules[(source, edge.event)] = (*earlier, edge)
         unreachable = self._unreachable(rules)
         if unreachable:
@@ -311,7 +350,9 @@ class Machine:
                 f"{', '.join(repr(s) for s in unreachable)} cannot be reached from "
                 f"{'its start state' if len(self.start) == 1 else 'any of its start states'} "
                 f"{', '.join(repr(s) for s in self.start)}: no instance will ever enter {'it' if one else 'them'}",
-                UnreachableStateWarning, stacklevel=_caller_level())
+                UnreachableStateWarning,
+                stacklevel=_caller_level(),
+            )
         return rules
 
     def _checked_timeouts(self) -> _Timeouts:
@@ -324,29 +365,42 @@ class Machine:
             if not given:
                 return given
         elif not isinstance(given, Mapping):
-            raise self._fail(f"timeouts must be a mapping of state name to timeout, got {type(given).__name__}",
-                             field="timeouts")
+            raise self._fail(
+                f"timeouts must be a mapping of state name to timeout, got {type(given).__name__}", field="timeouts"
+            )
         known = set(self.states)
         checked: dict[str, Timeout] = {}
         for state, spec in given.items():
             if not isinstance(state, str):
-                raise self._fail(f"timeouts names {state!r:.80}, which is not a state name (a string)",
-                                 field="timeouts", state=str(state)[:80])
+                raise self._fail(
+                    f"timeouts names {state!r:.80}, which is not a state name (a string)",
+                    field="timeouts",
+                    state=str(state)[:80],
+                )
             if state not in known:
                 raise self._fail(f"timeouts names unknown state {state!r:.80}", field="timeouts", state=state[:80])
             if state in self.final:
-                raise self._fail(f"final state {state!r} cannot have a timeout: no event leaves a final state",
-                                 field="timeouts", state=state)
+                raise self._fail(
+                    f"final state {state!r} cannot have a timeout: no event leaves a final state",
+                    field="timeouts",
+                    state=state,
+                )
             checked[state] = timeout = self._timeout(state, spec)
             if (state, timeout.event) not in self._rules:
                 allowed = ", ".join(self.events_from(state))
-                raise self._fail(f"timeout of state {state!r}: event {timeout.event!r:.80} is not allowed from "
-                                 f"{state!r} ({'its events: ' + allowed if allowed else 'no event leaves it'})",
-                                 field="timeouts", state=state, event=timeout.event[:80], part="event")
+                raise self._fail(
+                    f"timeout of state {state!r}: event {timeout.event!r:.80} is not allowed from "
+                    f"{state!r} ({'its events: ' + allowed if allowed else 'no event leaves it'})",
+                    field="timeouts",
+                    state=state,
+                    event=timeout.event[:80],
+                    part="event",
+                )
         return _Timeouts({state: checked[state] for state in self.states if state in checked})
 
     def _timeout(self, state: str, spec: object) -> Timeout:
         """One state's timeout, given in any of the accepted forms, as a Timeout."""
+
         def fail(problem: str, part: str | None = None) -> InvalidDefinition:
             return self._fail(f"timeout of state {state!r}: {problem}", field="timeouts", state=state, part=part)
 
@@ -363,8 +417,12 @@ class Machine:
         elif isinstance(spec, tuple | list) and len(spec) == 2:
             after, event = spec
         else:
-            raise self._fail(f"timeout of state {state!r} must be a Timeout, {{'after': ..., 'event': ...}} or "
-                             f"(after, event), got {_shown(spec)}", field="timeouts", state=state)
+            raise self._fail(
+                f"timeout of state {state!r} must be a Timeout, {{'after': ..., 'event': ...}} or "
+                f"(after, event), got {_shown(spec)}",
+                field="timeouts",
+                state=state,
+            )
         try:
             return Timeout(after, event)
         except InvalidDefinition as exc:
@@ -505,16 +563,16 @@ def _duration_seconds(value: object) -> int:
     elif isinstance(value, str):
         match = DURATION.fullmatch(value)
         if match is None:
-            raise ValueError("must be a whole number and a unit s, m, h or d, without spaces "
-                             "(e.g. '45s', '30m', '12h', '2d')")
+            raise ValueError(
+                "must be a whole number and a unit s, m, h or d, without spaces (e.g. '45s', '30m', '12h', '2d')"
+            )
         digits = match[1].lstrip("0") or "0"
         # int() of a huge digit string is slow (and refused past 4300 digits): it is too large anyway
         seconds = int(digits) * UNIT_SECONDS[match[2]] if len(digits) <= 12 else MAX_TIMEOUT_SECONDS + 1
     elif isinstance(value, int) and not isinstance(value, bool):
         seconds = value
     else:
-        raise ValueError("must be whole seconds: an integer, a string such as '30m' (units s, m, h, d) "
-                         "or a timedelta")
+        raise ValueError("must be whole seconds: an integer, a string such as '30m' (units s, m, h, d) or a timedelta")
     if not 1 <= seconds <= MAX_TIMEOUT_SECONDS:
         raise ValueError(f"must be from 1 second to {MAX_TIMEOUT_SECONDS} seconds (about 31 years)")
     return seconds

@@ -142,8 +142,11 @@ def dump_machines(machines: Iterable[Machine], fmt: str) -> str:
     seen: set[str] = set()
     for machine in items:
         if machine.name in seen:
-            raise InvalidArgument(f"machine {machine.name!r} is given twice; a file holds each name once",
-                                  field="machines", machine=machine.name)
+            raise InvalidArgument(
+                f"machine {machine.name!r} is given twice; a file holds each name once",
+                field="machines",
+                machine=machine.name,
+            )
         seen.add(machine.name)
     doc: dict[str, Any] = (
         machine_document(items[0]) if len(items) == 1 else {"machines": [machine_document(m) for m in items]}
@@ -178,8 +181,9 @@ def dump_machines(machines: Iterable[Machine], fmt: str) -> str:
 
 
 def _too_large(source: str) -> InvalidDefinition:
-    return _document_error(source, f"the file is larger than {MAX_FILE_BYTES:,} bytes (1 MiB), "
-                                   "the limit for definition files")
+    return _document_error(
+        source, f"the file is larger than {MAX_FILE_BYTES:,} bytes (1 MiB), the limit for definition files"
+    )
 
 
 def _document_error(source: str, problem: str, line: int | None = None, column: int | None = None) -> InvalidDefinition:
@@ -293,7 +297,10 @@ def _yaml_lines(yaml: Any, root: Any, source: str) -> dict[str, int]:
                 if key.value in keys:
                     raise InvalidDefinition(
                         f"{source}: {child}: field is given twice, first on line {keys[key.value]} (line {line})",
-                        field=child, source=source, line=line)
+                        field=child,
+                        source=source,
+                        line=line,
+                    )
                 keys[key.value] = line
                 lines.setdefault(child, line)
                 children.append((value, child))
@@ -316,8 +323,9 @@ def _check_yaml_size(root: Any, source: str) -> None:
         if finished:
             size = 1 + sum(sizes[id(child)] for child in _children(node))
             if size > MAX_YAML_NODES:
-                raise _document_error(source, f"aliases expand to more than {MAX_YAML_NODES:,} values; "
-                                              "write the definition out instead")
+                raise _document_error(
+                    source, f"aliases expand to more than {MAX_YAML_NODES:,} values; write the definition out instead"
+                )
             sizes[id(node)] = size
             open_nodes.discard(id(node))
             continue
@@ -327,8 +335,11 @@ def _check_yaml_size(root: Any, source: str) -> None:
         todo.append((node, True))
         for child in _children(node):
             if id(child) in open_nodes:
-                raise _document_error(source, "an alias refers to a node that contains it (a recursive document)",
-                                      child.start_mark.line + 1)
+                raise _document_error(
+                    source,
+                    "an alias refers to a node that contains it (a recursive document)",
+                    child.start_mark.line + 1,
+                )
             if id(child) not in sizes:
                 todo.append((child, False))
 
@@ -375,15 +386,16 @@ class _Reader:
         while path:
             if path in self.lines:
                 return self.lines[path]
-            path = path[:max(path.rfind("."), path.rfind("["), 0)]
+            path = path[: max(path.rfind("."), path.rfind("["), 0)]
         return None
 
     def fail(self, path: str, problem: str, *, machine: str | None = None) -> InvalidDefinition:
         line = self.line(path)
         where = f"{path}: " if path else ""
         suffix = f" (line {line})" if line else ""
-        return InvalidDefinition(f"{self.source}: {where}{problem}{suffix}",
-                                 machine=machine, field=path, source=self.source, line=line)
+        return InvalidDefinition(
+            f"{self.source}: {where}{problem}{suffix}", machine=machine, field=path, source=self.source, line=line
+        )
 
     # -- typed fields --
 
@@ -420,8 +432,9 @@ class _Reader:
 
     def document(self, doc: Any) -> list[Machine]:
         if not isinstance(doc, dict):
-            raise self.fail("", "the top level must be an object: one machine, or {\"machines\": [...]}, "
-                                f"got {_describe(doc)}")
+            raise self.fail(
+                "", f'the top level must be an object: one machine, or {{"machines": [...]}}, got {_describe(doc)}'
+            )
         if "machines" not in doc:
             return [self.machine(doc, "")]
         self.mapping(doc, "", tuple(key for key in doc if isinstance(key, str)), "an object")  # odd/duplicate keys
@@ -436,8 +449,11 @@ class _Reader:
         for index, entry in enumerate(entries):
             machine = self.machine(entry, f"machines[{index}]")
             if machine.name in first:
-                raise self.fail(f"machines[{index}].name", f"machine {machine.name!r} is already defined "
-                                f"at machines[{first[machine.name]}]", machine=machine.name)
+                raise self.fail(
+                    f"machines[{index}].name",
+                    f"machine {machine.name!r} is already defined at machines[{first[machine.name]}]",
+                    machine=machine.name,
+                )
             first[machine.name] = index
             machines.append(machine)
         return machines
@@ -455,22 +471,31 @@ class _Reader:
         start = self.strings(spec["start"], at("start"))
         final = [] if spec.get("final") is None else self.strings(spec["final"], at("final"))
         topic = None if spec.get("topic") is None else self.string(spec["topic"], at("topic"))
-        edges = [self.transition(item, f"{at('transitions')}[{i}]")
-                 for i, item in enumerate(self.items(spec["transitions"], at("transitions")))]
+        edges = [
+            self.transition(item, f"{at('transitions')}[{i}]")
+            for i, item in enumerate(self.items(spec["transitions"], at("transitions")))
+        ]
         options: dict[str, Any] = {}
         if spec.get("options") is not None:
             options = dict(self.mapping(spec["options"], at("options"), OPTION_FIELDS, "an object of options"))
             for option in BOOL_OPTIONS:
                 if option in options and not isinstance(options[option], bool):
-                    raise self.fail(f"{at('options')}.{option}",
-                                    f"must be true or false, got {_describe(options[option])}")
+                    raise self.fail(
+                        f"{at('options')}.{option}", f"must be true or false, got {_describe(options[option])}"
+                    )
         timeouts = {} if spec.get("timeouts") is None else self.timeouts(spec["timeouts"], at("timeouts"))
         named = DEFINITION_SOURCE.set(self.source)  # a warning (an unreachable state) names the file
         try:
-            return Machine(name=name, states=states, start=start, final=final, topic=topic,
-                           transitions=[Transition(event, sources, target, guard)
-                                        for event, sources, target, _, guard in edges],
-                           timeouts=timeouts, **options)
+            return Machine(
+                name=name,
+                states=states,
+                start=start,
+                final=final,
+                topic=topic,
+                transitions=[Transition(event, sources, target, guard) for event, sources, target, _, guard in edges],
+                timeouts=timeouts,
+                **options,
+            )
         except InvalidDefinition as exc:
             raise self.relocate(exc, prefix, spec, states, start, final, edges, options) from exc
         finally:
@@ -502,8 +527,11 @@ class _Reader:
     def timeouts(self, value: Any, path: str) -> dict[str, tuple[int | str, str]]:
         """{state: (after, event)}, each field's type checked; Machine checks the rest."""
         if not isinstance(value, dict):
-            raise self.fail(path, "must be an object of timeouts by state, e.g. {new: {after: 30m, event: cancel}}, "
-                                  f"got {_describe(value)}")
+            raise self.fail(
+                path,
+                "must be an object of timeouts by state, e.g. {new: {after: 30m, event: cancel}}, "
+                f"got {_describe(value)}",
+            )
         self.mapping(value, path, tuple(value), "an object")  # state names are strings, each given once
         timeouts: dict[str, tuple[int | str, str]] = {}
         for state, entry in value.items():
@@ -514,16 +542,26 @@ class _Reader:
                     raise self.fail(f"{at}.{field}", "required field is missing")
             after = spec["after"]
             if isinstance(after, bool) or not isinstance(after, int | str):
-                raise self.fail(f"{at}.after", "must be whole seconds (an integer) or a number and a unit s, m, h "
-                                               f"or d (e.g. 30m), got {_describe(after)}")
+                raise self.fail(
+                    f"{at}.after",
+                    "must be whole seconds (an integer) or a number and a unit s, m, h "
+                    f"or d (e.g. 30m), got {_describe(after)}",
+                )
             timeouts[state] = (after, self.string(spec["event"], f"{at}.event"))
         return timeouts
 
     # -- Machine's own errors --
 
     def relocate(
-        self, exc: InvalidDefinition, prefix: str, spec: Mapping[str, Any], states: list[str], start: list[str],
-        final: list[str], edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]], options: Mapping[str, Any],
+        self,
+        exc: InvalidDefinition,
+        prefix: str,
+        spec: Mapping[str, Any],
+        states: list[str],
+        start: list[str],
+        final: list[str],
+        edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]],
+        options: Mapping[str, Any],
     ) -> InvalidDefinition:
         """Machine's error again, with the path of the field it is about.
 
@@ -533,7 +571,7 @@ class _Reader:
         field = str(exc.fields.get("field") or "")
         problem = exc.message.removeprefix(f"invalid definition of {exc.machine!r}: ")
         if problem.startswith(f"{field} must "):
-            problem = problem[len(field) + 1:]
+            problem = problem[len(field) + 1 :]
         note = ""
         path = field
         if field == "states":
@@ -545,8 +583,10 @@ class _Reader:
                 seen.add(state)
         elif field in ("start", "final"):
             values = start if field == "start" else final
-            path = next((f"{field}[{i}]" for i, state in enumerate(values)
-                         if state not in states and state[:80] == exc.state), field)
+            path = next(
+                (f"{field}[{i}]" for i, state in enumerate(values) if state not in states and state[:80] == exc.state),
+                field,
+            )
         elif field == "transitions":
             path, note = _locate_edge(edges, states, final, exc.event)
         elif field in OPTION_FIELDS:
@@ -579,7 +619,9 @@ def _locate_timeout(exc: InvalidDefinition, problem: str, timeouts: Any) -> tupl
 
 
 def _locate_edge(
-    edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]], states: list[str], final: list[str],
+    edges: list[tuple[str, tuple[str, ...], str, bool, Guard | None]],
+    states: list[str],
+    final: list[str],
     event: str | None,
 ) -> tuple[str, str]:
     """The path of the first transition problem, in Machine's order of checks, and a note."""

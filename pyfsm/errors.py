@@ -340,12 +340,38 @@ class Deadlock(FsmError):
 SIGNALLED: dict[int, type[FsmError]] = {
     cls.errno: cls
     for cls in (
-        InvalidDefinition, UnknownMachine, UnknownInstance, InstanceExists,
-        TransitionNotAllowed, AmbiguousTransition, Conflict, InvalidData, InvalidArgument,
-        RequestIdReused, InstancePaused, HistoryImmutable, ImmutableColumn, LockNotAcquired,
-        SchemaVersionMismatch, TransactionOpen, DeleteRefused, LockHeld, LockLost,
-        RunClaimed, ClaimLost, InvalidStatus, GraphvizUnavailable, InvalidEncoding, NotWriterNode,
-        NotParked, ParkedBehind, UnknownEvent, UnknownTimer, UpgradeRefused, SyncNeeded, GuardRefused,
+        InvalidDefinition,
+        UnknownMachine,
+        UnknownInstance,
+        InstanceExists,
+        TransitionNotAllowed,
+        AmbiguousTransition,
+        Conflict,
+        InvalidData,
+        InvalidArgument,
+        RequestIdReused,
+        InstancePaused,
+        HistoryImmutable,
+        ImmutableColumn,
+        LockNotAcquired,
+        SchemaVersionMismatch,
+        TransactionOpen,
+        DeleteRefused,
+        LockHeld,
+        LockLost,
+        RunClaimed,
+        ClaimLost,
+        InvalidStatus,
+        GraphvizUnavailable,
+        InvalidEncoding,
+        NotWriterNode,
+        NotParked,
+        ParkedBehind,
+        UnknownEvent,
+        UnknownTimer,
+        UpgradeRefused,
+        SyncNeeded,
+        GuardRefused,
     )
 }
 
@@ -412,14 +438,46 @@ SERVER: dict[int, type[FsmError]] = {
 }
 
 #: The DatabaseUnavailable numbers worth retrying: the server may answer a moment later.
-TRANSIENT = frozenset({0, 1040, 1047, 1053, 1927, 2003, 2005, 2006, 2013, 2055, 4031, NotWriterNode.errno,
-                       # MySQL Group Replication and read-only servers (see SERVER)
-                       1290, 1836, 4049, 3032, 3100, 3781, 3782, 3783, 3796, 3797, 3798, 3799, 4094, 6141})
+TRANSIENT = frozenset(
+    {
+        0,
+        1040,
+        1047,
+        1053,
+        1927,
+        2003,
+        2005,
+        2006,
+        2013,
+        2055,
+        4031,
+        NotWriterNode.errno,
+        # MySQL Group Replication and read-only servers (see SERVER)
+        1290,
+        1836,
+        4049,
+        3032,
+        3100,
+        3781,
+        3782,
+        3783,
+        3796,
+        3797,
+        3798,
+        3799,
+        4094,
+        6141,
+    }
+)
 
 
 def from_mysql_error(
-    exc: BaseException, *, machine: str | None = None, key: str | None = None,
-    event: str | None = None, state: str | None = None,
+    exc: BaseException,
+    *,
+    machine: str | None = None,
+    key: str | None = None,
+    event: str | None = None,
+    state: str | None = None,
 ) -> FsmError | None:
     """Translate a PyMySQL error into a pyfsm error by its number, or None if it has no meaning here."""
     args = getattr(exc, "args", ())
@@ -433,8 +491,13 @@ def from_mysql_error(
 
 
 def error_for(
-    errno: int, text: str, *, machine: str | None = None, key: str | None = None,
-    event: str | None = None, state: str | None = None,
+    errno: int,
+    text: str,
+    *,
+    machine: str | None = None,
+    key: str | None = None,
+    event: str | None = None,
+    state: str | None = None,
 ) -> FsmError | None:
     """The pyfsm error for a MySQL error number and message (also one a procedure reported in
     a result row rather than raised), or None if the number has no meaning here."""
@@ -442,6 +505,8 @@ def error_for(
     if cls is None:
         return None
     if errno == 1305 and machine is not None:  # no such procedure: the type's are missing or older
-        text = (f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
-                f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema")
+        text = (
+            f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
+            f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema"
+        )
     return cls(text, errno=errno, machine=machine, key=key, event=event, state=state)

@@ -82,7 +82,9 @@ class Gateway:
                     raise SchemaVersionMismatch(
                         f"the read replica at {replica.host}:{replica.port} has pyfsm schema {found or 'none'}, "
                         f"this pyfsm needs {schema.HEAD_REVISION}: migrate the primary and let the replica catch up",
-                        found=found, expected=schema.HEAD_REVISION)
+                        found=found,
+                        expected=schema.HEAD_REVISION,
+                    )
                 self._replica_schema_ok = True
         return self._replica
 
@@ -92,9 +94,19 @@ class Gateway:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def rows(self, routine: Routine, args: tuple[Any, ...], *, machine: str | None = None, writes: bool = False,
-             retry_connection: bool | None = None, stale: bool = False, on: Any = None, checked: bool = True,
-             **context: Any) -> list[Row]:
+    def rows(
+        self,
+        routine: Routine,
+        args: tuple[Any, ...],
+        *,
+        machine: str | None = None,
+        writes: bool = False,
+        retry_connection: bool | None = None,
+        stale: bool = False,
+        on: Any = None,
+        checked: bool = True,
+        **context: Any,
+    ) -> list[Row]:
         """Every row of ``CALL routine(args)``.
 
         ``writes``: the call changes data (never retried after its reply was lost unless
@@ -109,8 +121,7 @@ class Gateway:
             context["machine"] = machine
         try:
             target = self.stale() if stale else (self.checked_primary() if checked else self.primary)
-            return target.call(routine.call_sql(machine), args, retry_connection=retry, writes=writes, on=on,
-                               **context)
+            return target.call(routine.call_sql(machine), args, retry_connection=retry, writes=writes, on=on, **context)
         except (UnknownMachine, AccessDenied) as exc:
             raise self.explained(exc, routine) from exc.__cause__
 
@@ -142,19 +153,25 @@ class Gateway:
         if not defined:
             return unknown_type(name, installed, **context)
         if isinstance(err, AccessDenied) and name not in installed:  # what 1305 says to the owner
-            return UnknownMachine(f"machine type {name!r} is defined but not installed: run `pyfsm sync {name}` "
-                                  "(or Store.sync) as the owner of pyfsm's schema", machine=name,
-                                  installed=installed, **context)
+            return UnknownMachine(
+                f"machine type {name!r} is defined but not installed: run `pyfsm sync {name}` "
+                "(or Store.sync) as the owner of pyfsm's schema",
+                machine=name,
+                installed=installed,
+                **context,
+            )
         return err
 
     def types(self, name: str) -> tuple[bool, list[str]]:
         """Whether a machine type ``name`` is defined, and the installed types. The owner and
         reporting accounts read fsm_v_definitions; an app account (EXECUTE only) asks
         fsm_definition_v1, and fsm_stats_v2 for the installed types."""
+
         def read(conn: Any) -> Any:
             with conn.cursor() as cur:
                 cur.execute(TYPES_SQL)
                 return cur.fetchall()
+
         try:
             found = self.primary.read(read)
         except AccessDenied:
@@ -176,8 +193,9 @@ def _check_arity(routine: Routine, args: tuple[Any, ...]) -> None:
 def unknown_type(name: str, installed: Iterable[str], **context: Any) -> UnknownMachine:
     """UnknownMachine (31002) for a machine type that is not defined, naming the installed ones."""
     listed = sorted(installed)
-    return UnknownMachine(f"no machine type {name!r}; installed: {', '.join(listed) or 'none'}",
-                          machine=name, installed=listed, **context)
+    return UnknownMachine(
+        f"no machine type {name!r}; installed: {', '.join(listed) or 'none'}", machine=name, installed=listed, **context
+    )
 
 
 def dsn_hint(settings: db.Settings) -> str:

@@ -138,8 +138,9 @@ class Guard:
         return to_json(self.condition)
 
 
-def first_holding(rules: Iterable[tuple[str, Guard | None]],
-                  doc: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+def first_holding(
+    rules: Iterable[tuple[str, Guard | None]], doc: Mapping[str, Any]
+) -> tuple[str | None, tuple[str, ...]]:
     """Rules (target, guard) tried in order, as the transition trigger tries them: the target
     of the first whose guard holds for ``doc`` (one without a guard holds), or None, and the
     labels of the guards that refused before it."""
@@ -155,8 +156,11 @@ def guard(value: Any, name: Any = None, where: str = "guard") -> Guard:
     """``value`` (a Guard, a condition, or the JSON form) and ``name`` as a checked Guard."""
     if isinstance(value, Guard):
         if name is not None and name != value.name:
-            raise InvalidDefinition(f"{where}: the guard is named twice ({value.name!r:.40}, {name!r:.40})",
-                                    field="transitions", part="guard_name")
+            raise InvalidDefinition(
+                f"{where}: the guard is named twice ({value.name!r:.40}, {name!r:.40})",
+                field="transitions",
+                part="guard_name",
+            )
         name, value = value.name, value.condition
     return Guard(parse(value, where), None if name is None else check_name(name, where))
 
@@ -263,8 +267,9 @@ class _Checker:
     def test(self, node: Mapping[str, Any], keys: set[Any]) -> Test:
         op = node.get("op")
         if "path" not in keys or "op" not in keys:
-            raise self.fail("a test needs path and op (or a condition all, any or not), got keys "
-                            f"{sorted(map(str, keys))}")
+            raise self.fail(
+                f"a test needs path and op (or a condition all, any or not), got keys {sorted(map(str, keys))}"
+            )
         if op not in OPERATORS:
             raise self.fail(f"unknown op {_shown(op)}; ops: {', '.join(OPERATORS)}")
         expected = {"path", "op"} if op in UNARY else {"path", "op", "value"}
@@ -318,9 +323,12 @@ def parse(value: Any, where: str = "guard") -> Condition:
 
 def check_name(name: Any, where: str = "guard") -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name) or not _encodable(name):
-        raise InvalidDefinition(f"{where}: guard_name must be 1 to {GUARD_NAME_CHARS} printable characters, "
-                                f"without control characters or spaces at its ends, got {_shown(name)}",
-                                field="transitions", part="guard_name")
+        raise InvalidDefinition(
+            f"{where}: guard_name must be 1 to {GUARD_NAME_CHARS} printable characters, "
+            f"without control characters or spaces at its ends, got {_shown(name)}",
+            field="transitions",
+            part="guard_name",
+        )
     return name
 
 
@@ -359,7 +367,8 @@ def describe(condition: Condition, *, top: bool = True) -> str:
     if isinstance(condition, Not):
         return f"not ({describe(condition.item, top=False)})"
     joined = (" and " if isinstance(condition, All) else " or ").join(
-        describe(item, top=False) for item in condition.items)
+        describe(item, top=False) for item in condition.items
+    )
     return joined if top else f"({joined})"
 
 
@@ -368,7 +377,7 @@ def label(condition: Condition, name: str | None) -> str:
     if name:
         return name
     text = describe(condition)
-    return text if len(text) <= GUARD_NAME_CHARS else text[:GUARD_NAME_CHARS - 3] + "..."
+    return text if len(text) <= GUARD_NAME_CHARS else text[: GUARD_NAME_CHARS - 3] + "..."
 
 
 # -- evaluated in Python, as the database does ---------------------------------------------------

@@ -79,9 +79,15 @@ class HeldLock:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> HeldLock:
         return cls(
-            kind=row["kind"], scope=row["scope"], lookup_key=row["lookup_key"], machine=row["machine"],
-            instance_key=row["instance_key"], owner=row["owner"], since=row["since"].replace(tzinfo=UTC),
-            expires_at=row["expires_at"].replace(tzinfo=UTC), connection_id=row["connection_id"],
+            kind=row["kind"],
+            scope=row["scope"],
+            lookup_key=row["lookup_key"],
+            machine=row["machine"],
+            instance_key=row["instance_key"],
+            owner=row["owner"],
+            since=row["since"].replace(tzinfo=UTC),
+            expires_at=row["expires_at"].replace(tzinfo=UTC),
+            connection_id=row["connection_id"],
             advisory_connection=row["advisory_connection"],
         )
 
@@ -94,7 +100,6 @@ RENEWAL_BOUND = 1.0
 RENEWAL_BOUND_MAX = 30.0
 
 
-
 class Lease:
     """The locks one owner holds for one instance. Use it as a context manager.
 
@@ -105,8 +110,18 @@ class Lease:
     without a renewal; from then on :meth:`send` and :meth:`renew` raise LockLost.
     """
 
-    def __init__(self, gateway: Gateway, connections: LeaseConnections, conn: Any, row: dict[str, Any],
-                 lease_seconds: float, heartbeat: bool, *, send: Sender, taken_at: float | None = None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        connections: LeaseConnections,
+        conn: Any,
+        row: dict[str, Any],
+        lease_seconds: float,
+        heartbeat: bool,
+        *,
+        send: Sender,
+        taken_at: float | None = None,
+    ) -> None:
         self._gateway = gateway
         self._connections = connections
         self._send = send
@@ -132,9 +147,12 @@ class Lease:
         self._beat: threading.Thread | None = None
         if heartbeat and self._count:
             # the thread holds only a weak reference, so that a forgotten lease can still be collected
-            self._beat = threading.Thread(target=_heartbeat, args=(weakref.ref(self), self._stop,
-                                                                    max(self.lease_seconds / 3, 0.05)),
-                                          name=f"pyfsm-lease-{self.owner}", daemon=True)
+            self._beat = threading.Thread(
+                target=_heartbeat,
+                args=(weakref.ref(self), self._stop, max(self.lease_seconds / 3, 0.05)),
+                name=f"pyfsm-lease-{self.owner}",
+                daemon=True,
+            )
             self._beat.start()
 
     def __enter__(self) -> Lease:
@@ -144,8 +162,10 @@ class Lease:
         self.release()
 
     def __repr__(self) -> str:
-        return (f"Lease(owner={self.owner!r}, machine={self.machine!r}, key={self.key!r}, "
-                f"global_lock={self.global_lock}, local_lock={self.local_lock}, lost={self.lost})")
+        return (
+            f"Lease(owner={self.owner!r}, machine={self.machine!r}, key={self.key!r}, "
+            f"global_lock={self.global_lock}, local_lock={self.local_lock}, lost={self.lost})"
+        )
 
     @property
     def lost(self) -> bool:
@@ -165,8 +185,9 @@ class Lease:
     def _lost_error(self) -> LockLost:
         if self._conn is None:
             return LockLost(f"lease {self.owner} was released", machine=self.machine, key=self.key)
-        return LockLost(f"lease {self.owner} was lost: its locks expired or were taken over",
-                        machine=self.machine, key=self.key)
+        return LockLost(
+            f"lease {self.owner} was lost: its locks expired or were taken over", machine=self.machine, key=self.key
+        )
 
     # -- use ------------------------------------------------------------------------------
 
@@ -225,8 +246,11 @@ class Lease:
         left = self._valid_until - time.monotonic()
         if left <= 0:
             self._lost = True
-            raise LockLost(f"lease {self.owner} ran out: not renewed within {self.lease_seconds:g} s",
-                           machine=self.machine, key=self.key)
+            raise LockLost(
+                f"lease {self.owner} ran out: not renewed within {self.lease_seconds:g} s",
+                machine=self.machine,
+                key=self.key,
+            )
         return min(left, self._step_bound())
 
     def _step_bound(self) -> float:
@@ -237,12 +261,23 @@ class Lease:
         bound = self._bound()
         sent = time.monotonic()
         with db.bounded(conn, bound):
-            rows = self._gateway.rows(routines.RENEW_LOCK, (self.owner, self.lease_seconds), retry_connection=False,
-                                      writes=True, on=conn, checked=False, machine=self.machine, key=self.key)
+            rows = self._gateway.rows(
+                routines.RENEW_LOCK,
+                (self.owner, self.lease_seconds),
+                retry_connection=False,
+                writes=True,
+                on=conn,
+                checked=False,
+                machine=self.machine,
+                key=self.key,
+            )
         renewed = int(rows[0]["renewed"])
         if renewed < self._count:  # one of the two locks was taken over meanwhile
-            raise LockLost(f"lease {self.owner}: {self._count - renewed} of its locks were taken over",
-                           machine=self.machine, key=self.key)
+            raise LockLost(
+                f"lease {self.owner}: {self._count - renewed} of its locks were taken over",
+                machine=self.machine,
+                key=self.key,
+            )
         self.expires_at = rows[0]["expires_at"].replace(tzinfo=UTC)
         self._valid_until = sent + self.lease_seconds
 
@@ -256,9 +291,12 @@ class Lease:
         settings = self._gateway.settings
         if self._count:
             bound = self._bound()
-            settings = replace(settings, connect_timeout=min(settings.connect_timeout, bound),
-                               read_timeout=min(settings.read_timeout, bound),
-                               write_timeout=min(settings.write_timeout, bound))
+            settings = replace(
+                settings,
+                connect_timeout=min(settings.connect_timeout, bound),
+                read_timeout=min(settings.read_timeout, bound),
+                write_timeout=min(settings.write_timeout, bound),
+            )
         conn = db.connect(settings, timeouts=True)
         try:
             if self._count:
@@ -267,19 +305,29 @@ class Lease:
                 sent = time.monotonic()
                 with db.bounded(conn, bound):
                     try:
-                        rows = self._gateway.rows(routines.LOCK, (self.machine, self.key, self.owner,
-                                                                  self.lease_seconds),
-                                                  retry_connection=False, writes=True, on=conn, checked=False,
-                                                  machine=self.machine, key=self.key)
+                        rows = self._gateway.rows(
+                            routines.LOCK,
+                            (self.machine, self.key, self.owner, self.lease_seconds),
+                            retry_connection=False,
+                            writes=True,
+                            on=conn,
+                            checked=False,
+                            machine=self.machine,
+                            key=self.key,
+                        )
                     except FsmError as exc:
                         if exc.errno != 31014:
                             raise
-                        raise LockLost(f"lease {self.owner}: its locks could not be taken back on a new "
-                                       f"connection: {exc}", machine=self.machine, key=self.key) from exc
+                        raise LockLost(
+                            f"lease {self.owner}: its locks could not be taken back on a new connection: {exc}",
+                            machine=self.machine,
+                            key=self.key,
+                        ) from exc
                 row = rows[0]
                 if (bool(row["global_lock"]), bool(row["local_lock"])) != (self.global_lock, self.local_lock):
-                    raise LockLost(f"lease {self.owner}: the instance's locking changed", machine=self.machine,
-                                   key=self.key)
+                    raise LockLost(
+                        f"lease {self.owner}: the instance's locking changed", machine=self.machine, key=self.key
+                    )
                 self.expires_at = row["expires_at"].replace(tzinfo=UTC)
                 self._valid_until = sent + self.lease_seconds
             db.set_timeouts(conn, self._gateway.settings.read_timeout, self._gateway.settings.write_timeout)
@@ -311,8 +359,9 @@ class Lease:
         for attempt in range(3 if conn.open else 0):  # a dead connection: straight to another one
             try:
                 with self._use, db.bounded(conn, self._step_bound()):  # a stalled connection: give up soon
-                    rows = self._gateway.rows(routines.UNLOCK, (self.owner,), retry_connection=False,
-                                              writes=True, on=conn, checked=False)
+                    rows = self._gateway.rows(
+                        routines.UNLOCK, (self.owner,), retry_connection=False, writes=True, on=conn, checked=False
+                    )
                 released, ok = int(rows[0]["released"]), True
                 break
             except FsmError as exc:
@@ -325,8 +374,9 @@ class Lease:
             # from any other connection (the owner check makes that safe).
             self._closer()
             try:
-                rows = self._gateway.rows(routines.UNLOCK, (self.owner,), retry_connection=True, writes=True,
-                                          checked=False)
+                rows = self._gateway.rows(
+                    routines.UNLOCK, (self.owner,), retry_connection=True, writes=True, checked=False
+                )
                 released = int(rows[0]["released"])
             except FsmError as exc:
                 log.warning("pyfsm: lease %s left to expire: %s", self.owner, exc)
@@ -346,12 +396,26 @@ def check_owner(owner: object) -> str:
     return owner
 
 
-def acquire(gateway: Gateway, connections: LeaseConnections, machine: str, key: str, *, owner: str | None,
-            lease_seconds: float | None, attempts: int, backoff: float, heartbeat: bool, send: Sender) -> Lease:
+def acquire(
+    gateway: Gateway,
+    connections: LeaseConnections,
+    machine: str,
+    key: str,
+    *,
+    owner: str | None,
+    lease_seconds: float | None,
+    attempts: int,
+    backoff: float,
+    heartbeat: bool,
+    send: Sender,
+) -> Lease:
     """Take the locks of one instance: ``attempts`` tries, ``backoff`` doubling between them."""
     owner = new_owner() if owner is None else check_owner(owner)
-    if lease_seconds is not None and (isinstance(lease_seconds, bool) or not isinstance(lease_seconds, int | float)
-                                      or not 0.1 <= lease_seconds <= 86400):
+    if lease_seconds is not None and (
+        isinstance(lease_seconds, bool)
+        or not isinstance(lease_seconds, int | float)
+        or not 0.1 <= lease_seconds <= 86400
+    ):
         raise InvalidArgument(f"lease_seconds must be between 0.1 and 86400, got {lease_seconds!r:.80}")
     if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 100:
         raise InvalidArgument(f"attempts must be an integer from 1 to 100, got {attempts!r:.80}")
@@ -362,9 +426,16 @@ def acquire(gateway: Gateway, connections: LeaseConnections, machine: str, key: 
         for attempt in range(attempts):
             try:
                 taken_at = time.monotonic()  # the lease counts from before the call: the server's is later
-                rows = gateway.rows(routines.LOCK, (machine, key, owner, lease_seconds),
-                                    retry_connection=False, writes=True, on=conn, checked=False, machine=machine,
-                                    key=key)
+                rows = gateway.rows(
+                    routines.LOCK,
+                    (machine, key, owner, lease_seconds),
+                    retry_connection=False,
+                    writes=True,
+                    on=conn,
+                    checked=False,
+                    machine=machine,
+                    key=key,
+                )
                 break
             except FsmError as exc:
                 if exc.errno != 31014:
@@ -374,8 +445,9 @@ def acquire(gateway: Gateway, connections: LeaseConnections, machine: str, key: 
                     raise
                 time.sleep(min(backoff * 2**attempt, 1.0) * random.uniform(0.5, 1.5))
         row = rows[0]
-        return Lease(gateway, connections, conn, row, float(row["lease_seconds"]), heartbeat, send=send,
-                     taken_at=taken_at)
+        return Lease(
+            gateway, connections, conn, row, float(row["lease_seconds"]), heartbeat, send=send, taken_at=taken_at
+        )
     except BaseException:
         _close_quietly(conn)
         raise

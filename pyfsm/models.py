@@ -51,13 +51,23 @@ class Instance:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Instance:
         return cls(
-            id=row["id"], machine=row["machine"], key=row["instance_key"], lookup_key=row["lookup_key"],
-            state=row["current_state"], status=row["status"], data=_json(row["data"]),
-            version=row["version"], definition_version=row["definition_version"],
-            kafka_topic=row["kafka_topic"], save_after_step=bool(row["save_after_step"]),
-            uses_global_lock=bool(row["uses_global_lock"]), uses_local_lock=bool(row["uses_local_lock"]),
-            resume_from_step=row["resume_from_step"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
-            updated_at=_utc(row["updated_at"]), unlocked_at=_utc(row["unlocked_at"]),  # type: ignore[arg-type]
+            id=row["id"],
+            machine=row["machine"],
+            key=row["instance_key"],
+            lookup_key=row["lookup_key"],
+            state=row["current_state"],
+            status=row["status"],
+            data=_json(row["data"]),
+            version=row["version"],
+            definition_version=row["definition_version"],
+            kafka_topic=row["kafka_topic"],
+            save_after_step=bool(row["save_after_step"]),
+            uses_global_lock=bool(row["uses_global_lock"]),
+            uses_local_lock=bool(row["uses_local_lock"]),
+            resume_from_step=row["resume_from_step"],
+            created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
+            updated_at=_utc(row["updated_at"]),
+            unlocked_at=_utc(row["unlocked_at"]),  # type: ignore[arg-type]
             last_retry_at=_utc(row["last_retry_at"]),
         )
 
@@ -90,17 +100,22 @@ def evaluate_events(rules: Iterable[tuple[str, str, Guard | None]], doc: Mapping
     out = []
     for event, tried in by_event.items():
         target, refused = first_holding(tried, doc)
-        out.append(AllowedEvent(event, target is not None, target, tuple(t for t, _ in tried),
-                                () if target is not None else refused))
+        out.append(
+            AllowedEvent(
+                event, target is not None, target, tuple(t for t, _ in tried), () if target is not None else refused
+            )
+        )
     return out
 
 
 def allowed_events(rows: list[dict[str, Any]]) -> list[AllowedEvent]:
     """The rows of fsm_<type>_allowed_events_v1 (rules in the order they are tried, the
     instance's data on each) as AllowedEvents."""
-    rules = [(r["event"], r["to_state"],
-              None if r["guard"] is None else guard(_json(r["guard"]), r["guard_name"]))
-             for r in rows if r["event"] is not None]
+    rules = [
+        (r["event"], r["to_state"], None if r["guard"] is None else guard(_json(r["guard"]), r["guard_name"]))
+        for r in rows
+        if r["event"] is not None
+    ]
     return evaluate_events(rules, (_json(rows[0]["data"]) or {}) if rows else {})
 
 
@@ -123,10 +138,17 @@ class TransitionResult:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TransitionResult:
         return cls(
-            transition_id=row["transition_id"], instance_id=row["instance_id"], key=row["instance_key"],
-            event=row["event"], from_state=row["from_state"], to_state=row["to_state"],
-            sort_key=int(row["sort_key"]), version=int(row["version"]), status=row["status"],
-            created=bool(row["created"]), replayed=bool(row["replayed"]),
+            transition_id=row["transition_id"],
+            instance_id=row["instance_id"],
+            key=row["instance_key"],
+            event=row["event"],
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            sort_key=int(row["sort_key"]),
+            version=int(row["version"]),
+            status=row["status"],
+            created=bool(row["created"]),
+            replayed=bool(row["replayed"]),
         )
 
     @classmethod
@@ -134,9 +156,17 @@ class TransitionResult:
         """From the row of ``fsm_<type>_send_v4`` or ``_fire_v1`` (send_v3, v2): without the key and event."""
         version = int(row["version"])
         return cls(
-            transition_id=row["transition_id"], instance_id=row["instance_id"], key=key, event=event,
-            from_state=row["from_state"], to_state=row["to_state"], sort_key=version, version=version,
-            status=row["status"], created=bool(row["created"]), replayed=bool(row["replayed"]),
+            transition_id=row["transition_id"],
+            instance_id=row["instance_id"],
+            key=key,
+            event=event,
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            sort_key=version,
+            version=version,
+            status=row["status"],
+            created=bool(row["created"]),
+            replayed=bool(row["replayed"]),
         )
 
 
@@ -163,12 +193,21 @@ class HistoryEntry:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> HistoryEntry:
         return cls(
-            id=row["id"], instance_id=row["instance_id"], sort_key=row["sort_key"],
-            most_recent=bool(row["most_recent"]), event=row["event"], from_state=row["from_state"],
-            to_state=row["to_state"], handler=row["handler"], data_before=_json(row["data_before"]),
-            data_after=_json(row["data_after"]), metadata=_json(row["metadata"]),
-            definition_version=row["definition_version"], request_id=row["request_id"],
-            source=row["source"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
+            id=row["id"],
+            instance_id=row["instance_id"],
+            sort_key=row["sort_key"],
+            most_recent=bool(row["most_recent"]),
+            event=row["event"],
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            handler=row["handler"],
+            data_before=_json(row["data_before"]),
+            data_after=_json(row["data_after"]),
+            metadata=_json(row["metadata"]),
+            definition_version=row["definition_version"],
+            request_id=row["request_id"],
+            source=row["source"],
+            created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
         )
 
 
@@ -210,13 +249,25 @@ class AccountHistoryEntry:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> AccountHistoryEntry:
         return cls(
-            machine=row["machine"], key=row["instance_key"], lookup_key=row["lookup_key"], id=row["transition_id"],
-            instance_id=row["instance_id"], sort_key=row["sort_key"], event=row["event"],
-            from_state=row["from_state"], to_state=row["to_state"], handler=row["handler"], source=row["source"],
-            request_id=row["request_id"], definition_version=row["definition_version"],
-            data_before=_json(row["data_before"]), data_after=_json(row["data_after"]),
-            metadata=_json(row["metadata"]), entered_at=_utc(row["entered_at"]),  # type: ignore[arg-type]
-            left_at=_utc(row["left_at"]), is_current=bool(row["is_current"]),
+            machine=row["machine"],
+            key=row["instance_key"],
+            lookup_key=row["lookup_key"],
+            id=row["transition_id"],
+            instance_id=row["instance_id"],
+            sort_key=row["sort_key"],
+            event=row["event"],
+            from_state=row["from_state"],
+            to_state=row["to_state"],
+            handler=row["handler"],
+            source=row["source"],
+            request_id=row["request_id"],
+            definition_version=row["definition_version"],
+            data_before=_json(row["data_before"]),
+            data_after=_json(row["data_after"]),
+            metadata=_json(row["metadata"]),
+            entered_at=_utc(row["entered_at"]),  # type: ignore[arg-type]
+            left_at=_utc(row["left_at"]),
+            is_current=bool(row["is_current"]),
         )
 
 
@@ -234,8 +285,11 @@ class _Fields:
     DeprecationWarning, until 0.4.0. Their field names are the procedures' column names."""
 
     def __getitem__(self, name: str) -> Any:
-        warnings.warn(f"{type(self).__name__}[{name!r}] is deprecated since pyfsm 0.3.0 and goes in 0.4.0: "
-                      f"use .{name}", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{type(self).__name__}[{name!r}] is deprecated since pyfsm 0.3.0 and goes in 0.4.0: use .{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         if name not in {f.name for f in fields(self)}:  # type: ignore[arg-type]
             raise KeyError(name)
         return getattr(self, name)
@@ -266,8 +320,12 @@ class StoredDefinition(_Fields):
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StoredDefinition:
         body = row["body"]
-        return cls(row["machine"], int(row["version"]), bool(row["is_current"]),
-                   json.loads(body) if isinstance(body, str | bytes) else body)
+        return cls(
+            row["machine"],
+            int(row["version"]),
+            bool(row["is_current"]),
+            json.loads(body) if isinstance(body, str | bytes) else body,
+        )
 
 
 @dataclass(frozen=True)
@@ -355,8 +413,13 @@ class StatePeriod(_Fields):
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StatePeriod:
-        return cls(row["state"], row["sort_key"], row["event"], _utc(row["entered_at"]),  # type: ignore[arg-type]
-                   _utc(row["left_at"]))
+        return cls(
+            row["state"],
+            row["sort_key"],
+            row["event"],
+            _utc(row["entered_at"]),  # type: ignore[arg-type]
+            _utc(row["left_at"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -447,9 +510,15 @@ class Timer:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Timer:
         values = {f.name: row[f.name] for f in fields(cls)}
-        values.update(timer_id=int(row["timer_id"]), overdue_seconds=float(row["overdue_seconds"]),
-                      holds=int(row["holds"]), metadata=_json(row["metadata"]), due_at=_utc_time(row["due_at"]),
-                      fire_at=_utc_time(row["fire_at"]), armed_at=_utc_time(row["armed_at"]))
+        values.update(
+            timer_id=int(row["timer_id"]),
+            overdue_seconds=float(row["overdue_seconds"]),
+            holds=int(row["holds"]),
+            metadata=_json(row["metadata"]),
+            due_at=_utc_time(row["due_at"]),
+            fire_at=_utc_time(row["fire_at"]),
+            armed_at=_utc_time(row["armed_at"]),
+        )
         return cls(**values)
 
 
@@ -472,7 +541,15 @@ class TimerOutcome:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TimerOutcome:
-        return cls(int(row["timer_id"]), row["machine"], row["instance_key"], row["kind"], row["event"],
-                   _utc_time(row["due_at"]), row["outcome"],
-                   None if row["transition_id"] is None else int(row["transition_id"]),
-                   None if row["errno"] is None else int(row["errno"]), float(row["lag_seconds"]))
+        return cls(
+            int(row["timer_id"]),
+            row["machine"],
+            row["instance_key"],
+            row["kind"],
+            row["event"],
+            _utc_time(row["due_at"]),
+            row["outcome"],
+            None if row["transition_id"] is None else int(row["transition_id"]),
+            None if row["errno"] is None else int(row["errno"]),
+            float(row["lag_seconds"]),
+        )

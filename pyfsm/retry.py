@@ -19,8 +19,13 @@ T = TypeVar("T")
 
 
 def retry(
-    fn: Callable[[], T], *, attempts: int = 5, base_delay: float = 0.005, max_delay: float = 0.5,
-    retry_unavailable: bool = False, sleep: Callable[[float], None] = time.sleep,
+    fn: Callable[[], T],
+    *,
+    attempts: int = 5,
+    base_delay: float = 0.005,
+    max_delay: float = 0.5,
+    retry_unavailable: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Call ``fn`` until it succeeds or ``attempts`` calls have failed with a retryable error.
 

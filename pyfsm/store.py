@@ -101,8 +101,13 @@ class Store:
     """
 
     def __init__(
-        self, dsn: str | None = None, *, pool_size: int = 8, read_timeout: float | None = None,
-        write_timeout: float | None = None, read_dsn: str | None = None,
+        self,
+        dsn: str | None = None,
+        *,
+        pool_size: int = 8,
+        read_timeout: float | None = None,
+        write_timeout: float | None = None,
+        read_dsn: str | None = None,
     ) -> None:
         self.settings = db.parse_dsn(dsn).with_timeouts(read_timeout=read_timeout, write_timeout=write_timeout)
         if not self.settings.database:
@@ -112,8 +117,10 @@ class Store:
             if not isinstance(read_dsn, str) or not read_dsn:
                 raise InvalidArgument(f"read_dsn must be a mysql:// DSN, got {read_dsn!r:.80}")
             # reads may go to any node of a Galera cluster: only writes need its writer node
-            self.read_settings = replace(db.parse_dsn(read_dsn).with_timeouts(
-                read_timeout=read_timeout, write_timeout=write_timeout), galera_writes="any")
+            self.read_settings = replace(
+                db.parse_dsn(read_dsn).with_timeouts(read_timeout=read_timeout, write_timeout=write_timeout),
+                galera_writes="any",
+            )
             if not self.read_settings.database:
                 raise InvalidArgument("the read DSN names no database: mysql://user:password@host:port/DATABASE")
         #: pyfsm's internal layer (pools, the schema check, calls by routine): the engine, locks,
@@ -165,10 +172,12 @@ class Store:
         (an older pyfsm installed it, say during a rolling upgrade): define() then brings them
         up to date. An account that may not read fsm_machines (`pyfsm grant`'s app role) cannot
         install them either; it learns of them when a call names the missing procedure."""
+
         def read(conn: Any) -> Any:
             with conn.cursor() as cur:
                 cur.execute("SELECT objects_version FROM fsm_machines WHERE machine = %s", (name,))
                 return cur.fetchone()
+
         try:
             found = self.gateway.read(read)
         except AccessDenied:
@@ -195,7 +204,10 @@ class Store:
                 raise AccessDenied(
                     f"installing {name}'s tables, triggers and views needs the schema owner's rights "
                     f"(CREATE, TRIGGER, CREATE ROUTINE, CREATE VIEW, GRANT): run `pyfsm sync {name}` as the owner "
-                    f"({err})", errno=err.errno, machine=name) from exc
+                    f"({err})",
+                    errno=err.errno,
+                    machine=name,
+                ) from exc
             if err is exc:
                 raise
             raise err from exc
@@ -213,25 +225,49 @@ class Store:
     # -- writes ---------------------------------------------------------------------------
 
     def create(
-        self, machine: str | Machine, key: str, *, state: str | None = None,
-        data: Mapping[str, Any] | None = None, lookup_key: str | None = None,
-        metadata: Mapping[str, Any] | None = None, request_id: str | None = None,
+        self,
+        machine: str | Machine,
+        key: str,
+        *,
+        state: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        lookup_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
     ) -> TransitionResult:
         """Create an instance in a start state (default: the first one)."""
         name = machine_name(machine)
         args = (
-            check_key("key", key), check_name("state", state) if state is not None else None,
-            dump("data", data, MAX_DATA_BYTES), dump("metadata", metadata, MAX_METADATA_BYTES),
-            check_text("request_id", request_id, REQUEST_ID_CHARS), check_text("lookup_key", lookup_key, KEY_CHARS),
+            check_key("key", key),
+            check_name("state", state) if state is not None else None,
+            dump("data", data, MAX_DATA_BYTES),
+            dump("metadata", metadata, MAX_METADATA_BYTES),
+            check_text("request_id", request_id, REQUEST_ID_CHARS),
+            check_text("lookup_key", lookup_key, KEY_CHARS),
         )
-        row = self._call(routines.CREATE, args, writes=True, retry_connection=request_id is not None,
-                         machine=name, key=key, state=state)
+        row = self._call(
+            routines.CREATE,
+            args,
+            writes=True,
+            retry_connection=request_id is not None,
+            machine=name,
+            key=key,
+            state=state,
+        )
         return TransitionResult.from_row(row)
 
     def send(
-        self, machine: str | Machine, key: str, event: str, *, data: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None, expected_version: int | None = None,
-        request_id: str | None = None, handler: str | None = None, lookup_key: str | None = None,
+        self,
+        machine: str | Machine,
+        key: str,
+        event: str,
+        *,
+        data: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+        request_id: str | None = None,
+        handler: str | None = None,
+        lookup_key: str | None = None,
         lease: Lease | None = None,
     ) -> TransitionResult:
         """Apply ``event`` to the instance ``key`` in one transaction.
@@ -254,10 +290,14 @@ class Store:
         if lease is not None and not isinstance(lease, Lease):
             raise InvalidArgument(f"lease must be a Lease from Store.lock() or None, got {type(lease).__name__}")
         args = (
-            check_key("key", key), check_name("event", event),
-            dump("data", data, MAX_DATA_BYTES), dump("metadata", metadata, MAX_METADATA_BYTES),
-            expected_version, check_text("request_id", request_id, REQUEST_ID_CHARS),
-            check_text("handler", handler, HANDLER_CHARS), check_text("lookup_key", lookup_key, KEY_CHARS),
+            check_key("key", key),
+            check_name("event", event),
+            dump("data", data, MAX_DATA_BYTES),
+            dump("metadata", metadata, MAX_METADATA_BYTES),
+            expected_version,
+            check_text("request_id", request_id, REQUEST_ID_CHARS),
+            check_text("handler", handler, HANDLER_CHARS),
+            check_text("lookup_key", lookup_key, KEY_CHARS),
         )
         # nothing but key and event: fire_v1, the same answers as send_v4 at a lower database cost
         fire = all(a is None for a in args[2:])
@@ -266,8 +306,15 @@ class Store:
             if lease is not None:
                 row = lease.call(routine, call_args, writes=True, machine=name, key=key, event=event)[0]
             else:
-                row = self._call(routine, call_args, writes=True, retry_connection=request_id is not None,
-                                 machine=name, key=key, event=event)
+                row = self._call(
+                    routine,
+                    call_args,
+                    writes=True,
+                    retry_connection=request_id is not None,
+                    machine=name,
+                    key=key,
+                    event=event,
+                )
         except TransitionNotAllowed as exc:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
@@ -277,8 +324,9 @@ class Store:
             raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
         return TransitionResult.from_send_row(row, key, event)
 
-    def send_many(self, machine: str | Machine, items: Iterable[Any], *,
-                  chunk_size: int = 100) -> list[TransitionResult | FsmError]:
+    def send_many(
+        self, machine: str | Machine, items: Iterable[Any], *, chunk_size: int = 100
+    ) -> list[TransitionResult | FsmError]:
         """Send many events in chunks: one call, one transaction and one commit per chunk.
 
         ``items``: ``(key, event)`` pairs or mappings with ``key``, ``event`` and any of
@@ -304,13 +352,16 @@ class Store:
             dump(f"{where}: data", item.get("data"), MAX_DATA_BYTES)
             dump(f"{where}: metadata", item.get("metadata"), MAX_METADATA_BYTES)
             return {
-                "key": check_key(f"{where}: key", item["key"]), "event": check_name(f"{where}: event", item["event"]),
-                "data": item.get("data"), "metadata": item.get("metadata"),
+                "key": check_key(f"{where}: key", item["key"]),
+                "event": check_name(f"{where}: event", item["event"]),
+                "data": item.get("data"),
+                "metadata": item.get("metadata"),
                 "expected_version": item.get("expected_version"),
                 "request_id": check_text(f"{where}: request_id", item.get("request_id"), REQUEST_ID_CHARS),
                 "handler": check_text(f"{where}: handler", item.get("handler"), HANDLER_CHARS),
                 "lookup_key": check_text(f"{where}: lookup_key", item.get("lookup_key"), KEY_CHARS),
             }
+
         checked = bulk.check_items(items, check)
         if not checked:
             return []
@@ -318,14 +369,25 @@ class Store:
         events = _Events(self, name)  # read only for a refused event
         # send_many_v2 answers an event the type does not have with 31005 (a key with an
         # instance) or 31003 (a key without): UnknownEvent, as send_v4 answers send
-        return [self._event_checked(o, events, find_instance=True)
-                if type(o) is TransitionNotAllowed or type(o) is UnknownInstance else o for o in outcomes]
+        return [
+            self._event_checked(o, events, find_instance=True)
+            if type(o) is TransitionNotAllowed or type(o) is UnknownInstance
+            else o
+            for o in outcomes
+        ]
 
     # -- locks ----------------------------------------------------------------------------
 
     def lock(
-        self, machine: str | Machine, key: str, *, owner: str | None = None, lease_seconds: float | None = None,
-        attempts: int = 5, backoff: float = 0.02, heartbeat: bool = True,
+        self,
+        machine: str | Machine,
+        key: str,
+        *,
+        owner: str | None = None,
+        lease_seconds: float | None = None,
+        attempts: int = 5,
+        backoff: float = 0.02,
+        heartbeat: bool = True,
     ) -> Lease:
         """Take the locks instance ``key``'s type uses (global, then local) and return the Lease.
 
@@ -340,9 +402,18 @@ class Store:
             raise InvalidArgument(f"heartbeat must be True or False, got {heartbeat!r:.80}")
         self.gateway.ensure_schema()
         try:
-            return acquire(self.gateway, self._lease_connections, name, check_key("key", key), owner=owner,
-                           lease_seconds=lease_seconds, attempts=attempts, backoff=backoff, heartbeat=heartbeat,
-                           send=self.send)
+            return acquire(
+                self.gateway,
+                self._lease_connections,
+                name,
+                check_key("key", key),
+                owner=owner,
+                lease_seconds=lease_seconds,
+                attempts=attempts,
+                backoff=backoff,
+                heartbeat=heartbeat,
+                send=self.send,
+            )
         except (UnknownMachine, AccessDenied) as exc:
             raise self.gateway.explained(exc) from exc.__cause__
 
@@ -361,18 +432,33 @@ class Store:
         check_text("reason", reason, REASON_CHARS, required=True)
         # a write: a lost reply is not repeated (the repeat would report nothing released)
         rows = self._rows(routines.FORCE_UNLOCK, (scope, lookup_key, reason), writes=True)
-        return [HeldLock.from_row({**r, "kind": "global" if r["scope"] == "*" else "local", "since": r["expires_at"],
-                                   "connection_id": None}) for r in rows]
+        return [
+            HeldLock.from_row(
+                {
+                    **r,
+                    "kind": "global" if r["scope"] == "*" else "local",
+                    "since": r["expires_at"],
+                    "connection_id": None,
+                }
+            )
+            for r in rows
+        ]
 
-    def set_locking(self, machine: str | Machine, key: str, *, global_lock: bool | None = None,
-                    local_lock: bool | None = None) -> Instance:
+    def set_locking(
+        self, machine: str | Machine, key: str, *, global_lock: bool | None = None, local_lock: bool | None = None
+    ) -> Instance:
         """Override, for one instance, whether it uses the global and the local lock (None keeps)."""
         name = machine_name(machine)
         for what, value in (("global_lock", global_lock), ("local_lock", local_lock)):
             if value is not None and not isinstance(value, bool):
                 raise InvalidArgument(f"{what} must be True, False or None, got {value!r:.80}")
-        self._call(routines.SET_LOCKING, (name, check_key("key", key), global_lock, local_lock), writes=True,
-                   machine=name, key=key)
+        self._call(
+            routines.SET_LOCKING,
+            (name, check_key("key", key), global_lock, local_lock),
+            writes=True,
+            machine=name,
+            key=key,
+        )
         return self.get(name, key)
 
     # -- the handler engine's controls (see pyfsm.Process and pyfsm.Worker) ----------------
@@ -396,19 +482,34 @@ class Store:
         row = self._call(routines.RETRY, (name, check_key("key", key)), writes=True, machine=name, key=key)
         return StatusChange(row["state"], row["status"])
 
-    def enqueue(self, machine: str | Machine, key: str, *, run_immediately: bool | None = None,
-                delay_seconds: float | None = None) -> QueuedRun:
+    def enqueue(
+        self,
+        machine: str | Machine,
+        key: str,
+        *,
+        run_immediately: bool | None = None,
+        delay_seconds: float | None = None,
+    ) -> QueuedRun:
         """Make an instance due for the engine's workers (now, or after ``delay_seconds``);
         ``run_immediately`` overrides the process's setting for this instance."""
         name = machine_name(machine)
         if run_immediately is not None and not isinstance(run_immediately, bool):
             raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
-        if delay_seconds is not None and (isinstance(delay_seconds, bool) or not isinstance(delay_seconds, (int, float))
-                                          or not 0 <= delay_seconds <= MAX_DELAY_SECONDS):
+        if delay_seconds is not None and (
+            isinstance(delay_seconds, bool)
+            or not isinstance(delay_seconds, (int, float))
+            or not 0 <= delay_seconds <= MAX_DELAY_SECONDS
+        ):
             raise InvalidArgument(
-                f"delay_seconds must be a number from 0 to {MAX_DELAY_SECONDS}, got {delay_seconds!r:.80}")
-        row = self._call(routines.ENQUEUE, (name, check_key("key", key), delay_seconds, run_immediately),
-                         writes=True, machine=name, key=key)
+                f"delay_seconds must be a number from 0 to {MAX_DELAY_SECONDS}, got {delay_seconds!r:.80}"
+            )
+        row = self._call(
+            routines.ENQUEUE,
+            (name, check_key("key", key), delay_seconds, run_immediately),
+            writes=True,
+            machine=name,
+            key=key,
+        )
         return QueuedRun.from_row(row)
 
     def failed(self, machine: str | Machine, *, after_id: int = 0, limit: int = 100) -> list[FailedInstance]:
@@ -433,28 +534,45 @@ class Store:
 
     # -- timers (docs/timers.md) ------------------------------------------------------------
 
-    def send_at(self, machine: str | Machine, key: str, event: str, *, at: datetime | None = None,
-                after: float | timedelta | None = None, metadata: dict[str, Any] | None = None,
-                request_id: str | None = None) -> ScheduledTimer:
+    def send_at(
+        self,
+        machine: str | Machine,
+        key: str,
+        event: str,
+        *,
+        at: datetime | None = None,
+        after: float | timedelta | None = None,
+        metadata: dict[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> ScheduledTimer:
         """Schedule ``event`` for an existing instance at ``at`` (naive: UTC) or ``after``
         seconds. It fires once, through the workers or `pyfsm timers run`; if the event is
         not allowed from the instance's state then, it is dropped and logged, not sent.
         UnknownEvent now if the event is not in the instance's definition at all."""
-        return timers.send_at(self.gateway, machine, key, event, at=at, after=after, metadata=metadata,
-                              request_id=request_id)
+        return timers.send_at(
+            self.gateway, machine, key, event, at=at, after=after, metadata=metadata, request_id=request_id
+        )
 
     def cancel_timer(self, timer_id: int, reason: str | None = None) -> CancelledTimer:
         """Cancel an armed timer (UnknownTimer if it fired, was dropped or cancelled before)."""
         return timers.cancel(self.gateway, timer_id, reason)
 
-    def timers(self, machine: str | Machine | None = None, key: str | None = None, *, overdue: bool = False,
-               after_id: int = 0, limit: int = 100) -> list[Timer]:
+    def timers(
+        self,
+        machine: str | Machine | None = None,
+        key: str | None = None,
+        *,
+        overdue: bool = False,
+        after_id: int = 0,
+        limit: int = 100,
+    ) -> list[Timer]:
         """Armed timers (state timeouts and scheduled events) in id order, optionally of one
         type, one instance, or only those past due (pass the last timer_id as ``after_id``)."""
         return timers.armed(self.gateway, machine, key, overdue=overdue, after_id=after_id, limit=limit)
 
-    def fire_timers(self, *, owner: str | None = None, limit: int = 100,
-                    claim_seconds: float = 30.0) -> list[TimerOutcome]:
+    def fire_timers(
+        self, *, owner: str | None = None, limit: int = 100, claim_seconds: float = 30.0
+    ) -> list[TimerOutcome]:
         """Fire up to ``limit`` due timers now (what workers and `pyfsm timers run` do in a loop)."""
         return timers.fire(self.gateway, owner or timers.default_owner(), limit=limit, claim_seconds=claim_seconds)
 
@@ -486,12 +604,14 @@ class Store:
         name = machine_name(machine)
         check_int("after_id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        rows = self._stale_rows(routines.IN_STATE, (check_name("state", state), after_id, limit),
-                                machine=name, state=state)
+        rows = self._stale_rows(
+            routines.IN_STATE, (check_name("state", state), after_id, limit), machine=name, state=state
+        )
         return [Instance.from_row(r) for r in rows]
 
-    def instances_in_state(self, state: str, *, after: tuple[str, int] | None = None,
-                           limit: int = 100) -> list[Instance]:
+    def instances_in_state(
+        self, state: str, *, after: tuple[str, int] | None = None, limit: int = 100
+    ) -> list[Instance]:
         """Instances of every machine type in ``state``, ordered by machine, then id
         (fsm_instances_in_state_v1: each type's index, never a sort of the whole state).
 
@@ -508,8 +628,14 @@ class Store:
         rows = self._stale_rows(routines.INSTANCES_IN_STATE, (state, after_machine, after_id, limit), state=state)
         return [Instance.from_row(r) for r in rows]
 
-    def account_history(self, lookup_key: str, *, newest_first: bool = True,
-                        after: tuple[datetime, str, int] | None = None, limit: int = 100) -> list[AccountHistoryEntry]:
+    def account_history(
+        self,
+        lookup_key: str,
+        *,
+        newest_first: bool = True,
+        after: tuple[datetime, str, int] | None = None,
+        limit: int = 100,
+    ) -> list[AccountHistoryEntry]:
         """The history of every instance of one account (``lookup_key``), all machine types,
         ordered by time (fsm_account_history_v1): newest first, or oldest first.
 
@@ -526,8 +652,9 @@ class Store:
             check_machine_name(after_machine)
             check_int("after: id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        rows = self._stale_rows(routines.ACCOUNT_HISTORY,
-                                (lookup_key, int(newest_first), after_at, after_machine, after_id, limit))
+        rows = self._stale_rows(
+            routines.ACCOUNT_HISTORY, (lookup_key, int(newest_first), after_at, after_machine, after_id, limit)
+        )
         return [AccountHistoryEntry.from_row(r) for r in rows]
 
     def counts(self, machine: str | Machine) -> dict[str, int]:
@@ -555,10 +682,17 @@ class Store:
 
     # -- changing machines ----------------------------------------------------------------
 
-    def upgrade_instances(self, machine: str | Machine, *, to_version: int | None = None,
-                          states: Mapping[str, str] | None = None, only: Mapping[str, Any] | None = None,
-                          dry_run: bool = False, batch: int = versions.DEFAULT_BATCH,
-                          progress: Callable[[UpgradeReport], None] | None = None) -> UpgradeReport:
+    def upgrade_instances(
+        self,
+        machine: str | Machine,
+        *,
+        to_version: int | None = None,
+        states: Mapping[str, str] | None = None,
+        only: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+        batch: int = versions.DEFAULT_BATCH,
+        progress: Callable[[UpgradeReport], None] | None = None,
+    ) -> UpgradeReport:
         """Move existing instances of ``machine`` to a newer definition version (by default
         the current one), each in a transaction of its own, recorded in its history (source
         'upgrade'). A state the target version has maps to itself; ``states`` maps states it
@@ -570,8 +704,9 @@ class Store:
         UpgradeRefused (31030) for a map or target the database refuses, nothing moved."""
         if dry_run:
             return versions.plan(self.gateway, machine, to_version=to_version, states=states, only=only)
-        return versions.run(self.gateway, machine, to_version=to_version, states=states, only=only,
-                            batch=batch, progress=progress)
+        return versions.run(
+            self.gateway, machine, to_version=to_version, states=states, only=only, batch=batch, progress=progress
+        )
 
     def version_counts(self, machine: str | Machine) -> list[VersionCount]:
         """How many instances each definition version of ``machine`` holds (the current one
@@ -580,8 +715,9 @@ class Store:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _rows(self, routine: Routine, args: tuple[Any, ...], *, writes: bool = False,
-              **context: Any) -> list[dict[str, Any]]:
+    def _rows(
+        self, routine: Routine, args: tuple[Any, ...], *, writes: bool = False, **context: Any
+    ) -> list[dict[str, Any]]:
         """Every row of a CALL on the primary; a read retries a lost connection, a write does not."""
         return self.gateway.rows(routine, args, writes=writes, **context)
 
@@ -589,8 +725,16 @@ class Store:
         """Every row of a read that may lag the primary: on the replica when there is one."""
         return self.gateway.rows(routine, args, stale=True, **context)
 
-    def _call(self, routine: Routine, args: tuple[Any, ...], *, read: bool = False, writes: bool = False,
-              retry_connection: bool = False, **context: Any) -> dict[str, Any]:
+    def _call(
+        self,
+        routine: Routine,
+        args: tuple[Any, ...],
+        *,
+        read: bool = False,
+        writes: bool = False,
+        retry_connection: bool = False,
+        **context: Any,
+    ) -> dict[str, Any]:
         """The first row of a CALL on the primary (``read`` or ``retry_connection``: a lost connection is retried)."""
         return self.gateway.one(routine, args, writes=writes, retry_connection=read or retry_connection, **context)
 
@@ -602,8 +746,9 @@ class Store:
 
     # -- clearer errors, read only when a call has failed -----------------------------------
 
-    def _event_checked(self, err: FsmError, events: _Events, instance: Instance | None = None, *,
-                       find_instance: bool = False) -> FsmError:
+    def _event_checked(
+        self, err: FsmError, events: _Events, instance: Instance | None = None, *, find_instance: bool = False
+    ) -> FsmError:
         """``err``, or UnknownEvent when the definition the instance follows has no event
         ``err.event`` at all (the current definition when there is no instance). Read only
         after the server refused an event; a failure to read keeps ``err``. ``events``: the
@@ -624,7 +769,12 @@ class Store:
         which = f" (version {instance.definition_version}, which {err.key} follows)" if older and instance else ""
         better = UnknownEvent(
             f"machine type {events.machine!r}{which} has no event {event!r}; its events: {', '.join(known) or 'none'}",
-            machine=events.machine, key=err.key, event=event, state=err.state, events=known)
+            machine=events.machine,
+            key=err.key,
+            event=event,
+            state=err.state,
+            events=known,
+        )
         better.__cause__ = err.__cause__
         return better
 

@@ -50,29 +50,53 @@ def seconds(what: str, value: object) -> Decimal:
     """A delay as the procedures take it: seconds (int, float or timedelta), 0 to MAX_DELAY_SECONDS."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or not 0 <= value <= MAX_DELAY_SECONDS:
-        raise InvalidArgument(f"{what} must be 0 to {MAX_DELAY_SECONDS} seconds (a number or a timedelta), "
-                              f"got {value!r:.80}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_DELAY_SECONDS
+    ):
+        raise InvalidArgument(
+            f"{what} must be 0 to {MAX_DELAY_SECONDS} seconds (a number or a timedelta), got {value!r:.80}"
+        )
     return Decimal(value).quantize(Decimal("0.000001"))
 
 
-def send_at(gateway: Gateway, machine: str | Machine, key: str, event: str, *, at: datetime | None = None,
-            after: float | timedelta | None = None, metadata: dict[str, Any] | None = None,
-            request_id: str | None = None) -> ScheduledTimer:
+def send_at(
+    gateway: Gateway,
+    machine: str | Machine,
+    key: str,
+    event: str,
+    *,
+    at: datetime | None = None,
+    after: float | timedelta | None = None,
+    metadata: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> ScheduledTimer:
     name = machine_name(machine)
     if (at is None) == (after is None):
         raise InvalidArgument("send_at needs exactly one of at= (a datetime) and after= (seconds or a timedelta)")
-    args = (name, check_key("key", key), check_name("event", event),
-            None if at is None else naive_utc("at", at), None if after is None else seconds("after", after),
-            dump("metadata", metadata, MAX_METADATA_BYTES), check_text("request_id", request_id, REQUEST_ID_CHARS))
+    args = (
+        name,
+        check_key("key", key),
+        check_name("event", event),
+        None if at is None else naive_utc("at", at),
+        None if after is None else seconds("after", after),
+        dump("metadata", metadata, MAX_METADATA_BYTES),
+        check_text("request_id", request_id, REQUEST_ID_CHARS),
+    )
     if metadata is not None and TIMER_KEY in metadata:  # a mapping: dump() refused anything else
         # fsm_send_at_v2 refuses it too: the firing would replace it with pyfsm's own
-        raise InvalidArgument(f'metadata must not have a key "{TIMER_KEY}": the history row of the firing records the '
-                              'timer there (id, kind, due_at, state); give yours another name',
-                              machine=name, key=key, event=event)
-    row = gateway.one(routines.SEND_AT, args, machine=name, writes=True, retry_connection=request_id is not None,
-                      key=key, event=event)
+        raise InvalidArgument(
+            f'metadata must not have a key "{TIMER_KEY}": the history row of the firing records the '
+            "timer there (id, kind, due_at, state); give yours another name",
+            machine=name,
+            key=key,
+            event=event,
+        )
+    row = gateway.one(
+        routines.SEND_AT, args, machine=name, writes=True, retry_connection=request_id is not None, key=key, event=event
+    )
     return ScheduledTimer.from_row(row)
 
 
@@ -81,13 +105,25 @@ def cancel(gateway: Gateway, timer_id: int, reason: str | None = None) -> Cancel
     return CancelledTimer.from_row(gateway.one(routines.CANCEL_TIMER, args, writes=True))
 
 
-def armed(gateway: Gateway, machine: str | Machine | None = None, key: str | None = None, *,
-          overdue: bool = False, after_id: int = 0, limit: int = 100) -> list[Timer]:
+def armed(
+    gateway: Gateway,
+    machine: str | Machine | None = None,
+    key: str | None = None,
+    *,
+    overdue: bool = False,
+    after_id: int = 0,
+    limit: int = 100,
+) -> list[Timer]:
     name = None if machine is None else machine_name(machine)
     if key is not None and name is None:
         raise InvalidArgument("a key needs its machine")
-    args = (name, None if key is None else check_key("key", key), int(bool(overdue)),
-            check_int("after_id", after_id, minimum=0), check_int("limit", limit, minimum=1, maximum=PAGE_ROWS))
+    args = (
+        name,
+        None if key is None else check_key("key", key),
+        int(bool(overdue)),
+        check_int("after_id", after_id, minimum=0),
+        check_int("limit", limit, minimum=1, maximum=PAGE_ROWS),
+    )
     return [Timer.from_row(r) for r in gateway.rows(routines.TIMERS, args, machine=name, retry_connection=True)]
 
 
@@ -120,8 +156,14 @@ class TimerLoop:
     logged and tried again after ``poll_seconds``: its timers stay armed (claimed until their
     claim ends), and the loop goes on."""
 
-    def __init__(self, fire_batch: Callable[[], list[TimerOutcome]], *, limit: int, poll_seconds: float = 1.0,
-                 on_outcomes: Callable[[list[TimerOutcome]], None] | None = None) -> None:
+    def __init__(
+        self,
+        fire_batch: Callable[[], list[TimerOutcome]],
+        *,
+        limit: int,
+        poll_seconds: float = 1.0,
+        on_outcomes: Callable[[list[TimerOutcome]], None] | None = None,
+    ) -> None:
         self.fire_batch, self.limit, self.poll_seconds = fire_batch, limit, poll_seconds
         self.on_outcomes = on_outcomes
         self.stopping = threading.Event()
@@ -144,8 +186,14 @@ class TimerLoop:
                     self.fired += 1
                 elif o.outcome == "dropped":
                     self.dropped += 1
-                    log.info("timer %s dropped: %s of %s %s not allowed (errno %s)", o.timer_id, o.event,
-                             o.machine, o.instance_key, o.errno)
+                    log.info(
+                        "timer %s dropped: %s of %s %s not allowed (errno %s)",
+                        o.timer_id,
+                        o.event,
+                        o.machine,
+                        o.instance_key,
+                        o.errno,
+                    )
                 else:
                     self.held += 1
             if self.on_outcomes is not None and outcomes:

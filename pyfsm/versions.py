@@ -85,9 +85,16 @@ class UpgradeReport:
         return self.count("unmapped")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"machine": self.machine, "to_version": self.to_version, "dry_run": self.dry_run,
-                "moved": self.moved, "waiting": self.waiting, "unmapped": self.unmapped, "batches": self.batches,
-                "groups": [g.__dict__ for g in self.groups]}
+        return {
+            "machine": self.machine,
+            "to_version": self.to_version,
+            "dry_run": self.dry_run,
+            "moved": self.moved,
+            "waiting": self.waiting,
+            "unmapped": self.unmapped,
+            "batches": self.batches,
+            "groups": [g.__dict__ for g in self.groups],
+        }
 
 
 @dataclass(frozen=True)
@@ -102,39 +109,58 @@ class VersionCount:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> VersionCount:
         defined = row["defined_at"]
-        return cls(int(row["version"]), int(row["instances"]), bool(row["is_current"]),
-                   None if defined is None else defined.replace(tzinfo=UTC))
+        return cls(
+            int(row["version"]),
+            int(row["instances"]),
+            bool(row["is_current"]),
+            None if defined is None else defined.replace(tzinfo=UTC),
+        )
 
 
-def _arguments(to_version: int | None, states: Mapping[str, str] | None,
-               only: Mapping[str, Iterable[Any]] | None) -> tuple[int | None, str | None, str | None]:
+def _arguments(
+    to_version: int | None, states: Mapping[str, str] | None, only: Mapping[str, Iterable[Any]] | None
+) -> tuple[int | None, str | None, str | None]:
     """The procedures' p_to_version, p_map and p_only; shapes only (the database checks names)."""
     if to_version is not None:
         check_int("to_version", to_version, minimum=1, maximum=2**32 - 1)
-    if states is not None and not (isinstance(states, Mapping)
-                                   and all(isinstance(k, str) and isinstance(v, str) for k, v in states.items())):
-        raise UpgradeRefused(f"states must map old state names to new ones ({{'shipped': 'sent'}}), "
-                             f"got {states!r:.80}")
+    if states is not None and not (
+        isinstance(states, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in states.items())
+    ):
+        raise UpgradeRefused(f"states must map old state names to new ones ({{'shipped': 'sent'}}), got {states!r:.80}")
     if only is not None:
         if not isinstance(only, Mapping) or not set(only) <= {"states", "versions"}:
             raise UpgradeRefused(f"only must be {{'states': [...], 'versions': [...]}}, got {only!r:.80}")
-        only = {k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | bytes) else v
-                for k, v in only.items()}
+        only = {
+            k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | bytes) else v for k, v in only.items()
+        }
     try:
-        return (to_version, None if states is None else json.dumps(dict(states)),
-                None if only is None else json.dumps(only))
+        return (
+            to_version,
+            None if states is None else json.dumps(dict(states)),
+            None if only is None else json.dumps(only),
+        )
     except (TypeError, ValueError) as exc:
         raise UpgradeRefused(f"only must hold state names and version numbers: {exc}") from None
 
 
 def _group(row: Mapping[str, Any]) -> UpgradeGroup:
-    return UpgradeGroup(int(row["from_version"]), str(row["from_state"]),
-                        None if row["to_state"] is None else str(row["to_state"]), str(row["outcome"]),
-                        int(row["instances"]))
+    return UpgradeGroup(
+        int(row["from_version"]),
+        str(row["from_state"]),
+        None if row["to_state"] is None else str(row["to_state"]),
+        str(row["outcome"]),
+        int(row["instances"]),
+    )
 
 
-def plan(gateway: Gateway, machine: str | Machine, *, to_version: int | None = None,
-         states: Mapping[str, str] | None = None, only: Mapping[str, Iterable[Any]] | None = None) -> UpgradeReport:
+def plan(
+    gateway: Gateway,
+    machine: str | Machine,
+    *,
+    to_version: int | None = None,
+    states: Mapping[str, str] | None = None,
+    only: Mapping[str, Iterable[Any]] | None = None,
+) -> UpgradeReport:
     """The dry run: per (from version, state) where the instances go and which must wait or
     cannot move. Writes nothing."""
     name = machine_name(machine)
@@ -151,9 +177,16 @@ def _target(gateway: Gateway, name: str, to_version: int | None) -> int:
     return next(int(r["version"]) for r in rows if r["is_current"])
 
 
-def run(gateway: Gateway, machine: str | Machine, *, to_version: int | None = None,
-        states: Mapping[str, str] | None = None, only: Mapping[str, Iterable[Any]] | None = None,
-        batch: int = DEFAULT_BATCH, progress: Callable[[UpgradeReport], None] | None = None) -> UpgradeReport:
+def run(
+    gateway: Gateway,
+    machine: str | Machine,
+    *,
+    to_version: int | None = None,
+    states: Mapping[str, str] | None = None,
+    only: Mapping[str, Iterable[Any]] | None = None,
+    batch: int = DEFAULT_BATCH,
+    progress: Callable[[UpgradeReport], None] | None = None,
+) -> UpgradeReport:
     """Move the instances, batch after batch, on one connection, until none is left.
 
     A batch that a deadlock ended (inside the transition trigger, which no procedure can
@@ -174,8 +207,9 @@ def run(gateway: Gateway, machine: str | Machine, *, to_version: int | None = No
             totals[key] = totals.get(key, 0) + g.instances
 
     def report() -> UpgradeReport:
-        groups = [UpgradeGroup(*key, n) for key, n in sorted(totals.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                                             kv[0][3]))]
+        groups = [
+            UpgradeGroup(*key, n) for key, n in sorted(totals.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3]))
+        ]
         return UpgradeReport(name, int(target or 0), False, groups, batches)
 
     while True:  # a connection per stretch of batches: one a deadlock ended is not used again
@@ -228,8 +262,10 @@ def _progress(conn: Any) -> tuple[int | None, list[UpgradeGroup]]:
     except Exception:  # the connection went with the failure: the caller raises the deadlock
         return None, []
     items = json.loads(groups).values() if groups else []
-    return (None if last is None else int(last),
-            [UpgradeGroup(int(v), str(s), None if t is None else str(t), str(o), int(n)) for v, s, t, o, n in items])
+    return (
+        None if last is None else int(last),
+        [UpgradeGroup(int(v), str(s), None if t is None else str(t), str(o), int(n)) for v, s, t, o, n in items],
+    )
 
 
 def version_counts(gateway: Gateway, machine: str | Machine) -> list[VersionCount]:

@@ -96,8 +96,10 @@ def start_own_mysql() -> str:
     dsn = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     if proc.returncode != 0 or not dsn.startswith("mysql://"):
         sys.stderr.write(proc.stderr)
-        raise NoServer(f"scripts/mysql-server could not start the project's MySQL (exit {proc.returncode}, "
-                       "its messages above); fix that, or set a DSN")
+        raise NoServer(
+            f"scripts/mysql-server could not start the project's MySQL (exit {proc.returncode}, "
+            "its messages above); fix that, or set a DSN"
+        )
     return dsn
 
 
@@ -121,10 +123,15 @@ def docker_mysql() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def server_dsn(env: str, database: str, *, probe: Callable[[str, int], bool] = answers_mysql,
-               own_can_run: Callable[[], bool] = own_mysql_can_run,
-               start_own: Callable[[], str] = start_own_mysql,
-               docker: Callable[[], bool] = docker_answers) -> Iterator[str]:
+def server_dsn(
+    env: str,
+    database: str,
+    *,
+    probe: Callable[[str, int], bool] = answers_mysql,
+    own_can_run: Callable[[], bool] = own_mysql_can_run,
+    start_own: Callable[[], str] = start_own_mysql,
+    docker: Callable[[], bool] = docker_answers,
+) -> Iterator[str]:
     """The DSN to use, in the order of the module's docstring (NoServer when there is none).
     A container started here lives until the block ends; the project's MySQL stays up."""
     given = os.environ.get(env, "").strip()
@@ -137,19 +144,25 @@ def server_dsn(env: str, database: str, *, probe: Callable[[str, int], bool] = a
         return
     if own_can_run():
         dsn = with_database(start_own(), database)
-        say(f"${env} is not set and nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}: using the project's own "
-            f"MySQL, {dsn} (scripts/mysql-server; `make mysql-stop` stops it)")
+        say(
+            f"${env} is not set and nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}: using the project's own "
+            f"MySQL, {dsn} (scripts/mysql-server; `make mysql-stop` stops it)"
+        )
         yield dsn
         return
     if docker():
-        say(f"${env} is not set and nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}: starting {DOCKER_IMAGE} "
-            "in Docker (testcontainers) for this command")
+        say(
+            f"${env} is not set and nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}: starting {DOCKER_IMAGE} "
+            "in Docker (testcontainers) for this command"
+        )
         with docker_mysql() as dsn:
             yield with_database(dsn, database)
         return
-    raise NoServer(f"no MySQL server: ${env} is not set, nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}, "
-                   "scripts/mysql-server needs Debian (apt-get, dpkg-deb) and no Docker engine answers; "
-                   f"set {env}=mysql://USER:PASSWORD@HOST:PORT/{database}")
+    raise NoServer(
+        f"no MySQL server: ${env} is not set, nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}, "
+        "scripts/mysql-server needs Debian (apt-get, dpkg-deb) and no Docker engine answers; "
+        f"set {env}=mysql://USER:PASSWORD@HOST:PORT/{database}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

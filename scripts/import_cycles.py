@@ -48,7 +48,8 @@ def modules_of(package: Path) -> dict[str, Path]:
 def is_type_checking(test: ast.expr) -> bool:
     """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (any module's)."""
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -75,6 +76,7 @@ def base_of(module: str, is_package: bool, level: int) -> str | None:
 
 def imported(module: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> list[str]:
     """The modules of the package that one import statement of ``module`` imports."""
+
     def known(name: str) -> str | None:  # the module itself, else the closest package above it that is known
         parts = name.split(".")
         while parts:

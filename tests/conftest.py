@@ -101,5 +101,3 @@ def order(store: Store) -> Machine:
     machine = order_machine()
     store.define(machine)
     return machine
-
-

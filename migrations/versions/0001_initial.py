@@ -19,25 +19,28 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_files(op.get_bind().connection.dbapi_connection, [
-        "tables/fsm_machines.sql",
-        "tables/fsm_definitions.sql",
-        "tables/fsm_states.sql",
-        "tables/fsm_rules.sql",
-        "tables/fsm_outbox.sql",
-        "functions/fsm_valid_name_v1.sql",
-        "functions/fsm_is_object_v1.sql",
-        "procedures/fsm_check_args_v1.sql",
-        "procedures/fsm_require_machine_v1.sql",
-        "procedures/fsm_define_v1.sql",
-        "procedures/fsm_definition_v1.sql",
-        "procedures/fsm_send_v1.sql",
-        "procedures/fsm_create_v1.sql",
-        "procedures/fsm_get_v1.sql",
-        "procedures/fsm_history_v1.sql",
-        "procedures/fsm_in_state_v1.sql",
-        "procedures/fsm_counts_v1.sql",
-    ])
+    apply_files(
+        op.get_bind().connection.dbapi_connection,
+        [
+            "tables/fsm_machines.sql",
+            "tables/fsm_definitions.sql",
+            "tables/fsm_states.sql",
+            "tables/fsm_rules.sql",
+            "tables/fsm_outbox.sql",
+            "functions/fsm_valid_name_v1.sql",
+            "functions/fsm_is_object_v1.sql",
+            "procedures/fsm_check_args_v1.sql",
+            "procedures/fsm_require_machine_v1.sql",
+            "procedures/fsm_define_v1.sql",
+            "procedures/fsm_definition_v1.sql",
+            "procedures/fsm_send_v1.sql",
+            "procedures/fsm_create_v1.sql",
+            "procedures/fsm_get_v1.sql",
+            "procedures/fsm_history_v1.sql",
+            "procedures/fsm_in_state_v1.sql",
+            "procedures/fsm_counts_v1.sql",
+        ],
+    )
 
 
 def downgrade() -> None:

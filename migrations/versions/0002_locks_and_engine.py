@@ -28,42 +28,46 @@ depends_on = None
 
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
-    apply_files(conn, [
-        "changes/0002_definition_options.sql",
-        "changes/0002_outbox_data_nullable.sql",
-        "tables/fsm_locks.sql",
-        "tables/fsm_lock_log.sql",
-        "tables/fsm_runs.sql",
-        "tables/fsm_errors.sql",
-        "views/fsm_held_locks_v1.sql",
-        "procedures/fsm_define_v2.sql",
-        "procedures/fsm_begin_v1.sql",
-        "procedures/fsm_check_claim_v1.sql",
-        "procedures/fsm_mark_unlocked_v1.sql",
-        "procedures/fsm_mark_released_v1.sql",
-        "procedures/fsm_lock_v1.sql",
-        "procedures/fsm_renew_lock_v1.sql",
-        "procedures/fsm_unlock_v1.sql",
-        "procedures/fsm_force_unlock_v1.sql",
-        "procedures/fsm_set_locking_v1.sql",
-        "procedures/fsm_lock_instance_v1.sql",
-        "procedures/fsm_update_instance_v1.sql",
-        "procedures/fsm_claim_v1.sql",
-        "procedures/fsm_renew_claims_v1.sql",
-        "procedures/fsm_step_v1.sql",
-        "procedures/fsm_step_failed_v1.sql",
-        "procedures/fsm_enqueue_v1.sql",
-        "procedures/fsm_pause_v1.sql",
-        "procedures/fsm_resume_v1.sql",
-        "procedures/fsm_retry_v1.sql",
-        "procedures/fsm_failed_v1.sql",
-    ])
+    apply_files(
+        conn,
+        [
+            "changes/0002_definition_options.sql",
+            "changes/0002_outbox_data_nullable.sql",
+            "tables/fsm_locks.sql",
+            "tables/fsm_lock_log.sql",
+            "tables/fsm_runs.sql",
+            "tables/fsm_errors.sql",
+            "views/fsm_held_locks_v1.sql",
+            "procedures/fsm_define_v2.sql",
+            "procedures/fsm_begin_v1.sql",
+            "procedures/fsm_check_claim_v1.sql",
+            "procedures/fsm_mark_unlocked_v1.sql",
+            "procedures/fsm_mark_released_v1.sql",
+            "procedures/fsm_lock_v1.sql",
+            "procedures/fsm_renew_lock_v1.sql",
+            "procedures/fsm_unlock_v1.sql",
+            "procedures/fsm_force_unlock_v1.sql",
+            "procedures/fsm_set_locking_v1.sql",
+            "procedures/fsm_lock_instance_v1.sql",
+            "procedures/fsm_update_instance_v1.sql",
+            "procedures/fsm_claim_v1.sql",
+            "procedures/fsm_renew_claims_v1.sql",
+            "procedures/fsm_step_v1.sql",
+            "procedures/fsm_step_failed_v1.sql",
+            "procedures/fsm_enqueue_v1.sql",
+            "procedures/fsm_pause_v1.sql",
+            "procedures/fsm_resume_v1.sql",
+            "procedures/fsm_retry_v1.sql",
+            "procedures/fsm_failed_v1.sql",
+        ],
+    )
     with conn.cursor() as cur:
         cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = 'v1' ORDER BY machine")
         machines = [row[0] for row in cur.fetchall()]
     for machine in machines:
         replace_machine_triggers(
-            conn, machine, [("trigger_ai_v1", "trigger_ai_v2"), ("trigger_bu_v1", "trigger_bu_v2")], "v2")
+            conn, machine, [("trigger_ai_v1", "trigger_ai_v2"), ("trigger_bu_v1", "trigger_bu_v2")], "v2"
+        )
 
 
 def downgrade() -> None:

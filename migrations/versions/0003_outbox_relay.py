@@ -19,10 +19,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_files(op.get_bind().connection.dbapi_connection, [
-        "changes/fsm_outbox_relay_v1.sql",
-        "procedures/fsm_outbox_lag_v1.sql",
-    ])
+    apply_files(
+        op.get_bind().connection.dbapi_connection,
+        [
+            "changes/fsm_outbox_relay_v1.sql",
+            "procedures/fsm_outbox_lag_v1.sql",
+        ],
+    )
 
 
 def downgrade() -> None:

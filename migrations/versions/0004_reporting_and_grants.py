@@ -41,28 +41,33 @@ RESERVED = ("runs", "accounts", "state_counts", "held_locks_v1", "instances", "h
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
     with conn.cursor() as cur:
-        cur.execute("SELECT machine FROM fsm_machines WHERE machine IN (" + ", ".join(["%s"] * len(RESERVED)) + ")",
-                    RESERVED)
+        cur.execute(
+            "SELECT machine FROM fsm_machines WHERE machine IN (" + ", ".join(["%s"] * len(RESERVED)) + ")", RESERVED
+        )
         clashing = [row[0] for row in cur.fetchall()]
     if clashing:  # before anything changes
         raise SchemaVersionMismatch(
             f"machine types named {', '.join(clashing)} would collide with revision 0004's tables and views "
-            f"(fsm_<name>, fsm_v_<name>); rename them (a new type, instances moved over) before migrating")
-    apply_files(conn, [
-        "tables/fsm_state_counts.sql",
-        "tables/fsm_accounts.sql",
-        "views/fsm_v_state_counts.sql",
-        "views/fsm_v_definitions.sql",
-        "procedures/fsm_define_v3.sql",
-        "procedures/fsm_counts_v2.sql",
-        "procedures/fsm_schema_version_v1.sql",
-        "procedures/fsm_locks_v1.sql",
-        "procedures/fsm_lock_holders_v1.sql",
-        "procedures/fsm_errors_v1.sql",
-        "procedures/fsm_run_info_v1.sql",
-        "procedures/fsm_state_at_v1.sql",
-        "procedures/fsm_stats_v1.sql",
-    ])
+            f"(fsm_<name>, fsm_v_<name>); rename them (a new type, instances moved over) before migrating"
+        )
+    apply_files(
+        conn,
+        [
+            "tables/fsm_state_counts.sql",
+            "tables/fsm_accounts.sql",
+            "views/fsm_v_state_counts.sql",
+            "views/fsm_v_definitions.sql",
+            "procedures/fsm_define_v3.sql",
+            "procedures/fsm_counts_v2.sql",
+            "procedures/fsm_schema_version_v1.sql",
+            "procedures/fsm_locks_v1.sql",
+            "procedures/fsm_lock_holders_v1.sql",
+            "procedures/fsm_errors_v1.sql",
+            "procedures/fsm_run_info_v1.sql",
+            "procedures/fsm_state_at_v1.sql",
+            "procedures/fsm_stats_v1.sql",
+        ],
+    )
     # Per type, on a connection of its own with autocommit: each step commits as it goes (the
     # trigger swap is DDL anyway), so an interrupted run leaves finished steps finished and
     # running it again picks up where it stopped (types already marked v3 are gone over again:
@@ -76,8 +81,13 @@ def upgrade() -> None:
         for machine in machines:
             execute_ddl(own, [render("history_left_at", machine)])
             replace_machine_triggers(
-                own, machine, SWAPS, "v3", also_lock=(f"fsm_{machine}_transitions", "fsm_state_counts"),
-                while_locked=lambda cur, m=machine: rebuild_state_counts(cur, m))
+                own,
+                machine,
+                SWAPS,
+                "v3",
+                also_lock=(f"fsm_{machine}_transitions", "fsm_state_counts"),
+                while_locked=lambda cur, m=machine: rebuild_state_counts(cur, m),
+            )
             fill_left_at(own, machine)
             execute_ddl(own, [render("view_instances_v1", machine), render("view_history_v1", machine)])
         refresh_views(own)

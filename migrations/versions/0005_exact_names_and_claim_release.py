@@ -32,11 +32,14 @@ SWAPS = [("trigger_bu_v3", "trigger_bu_v4")]
 
 def upgrade() -> None:
     conn = op.get_bind().connection.dbapi_connection
-    apply_files(conn, [
-        "procedures/fsm_define_v4.sql",
-        "procedures/fsm_force_unlock_v2.sql",
-        "procedures/fsm_release_claims_v1.sql",
-    ])
+    apply_files(
+        conn,
+        [
+            "procedures/fsm_define_v4.sql",
+            "procedures/fsm_force_unlock_v2.sql",
+            "procedures/fsm_release_claims_v1.sql",
+        ],
+    )
     # Per type, on a connection of its own with autocommit, as in 0004: an interrupted run
     # leaves finished types finished, and running it again goes over the rest (types
     # already marked v4 are gone over again: the swap keeps a v4 trigger already there).
@@ -54,8 +57,10 @@ def upgrade() -> None:
                 # states the v3 trigger stored padded (a raw UPDATE to 'new  ' of an instance in
                 # new): trimmed while v3 still fires, which sees no change of state in it and
                 # writes nothing else; under v4 the trim would be a move. History stays as written.
-                cur.execute(f"UPDATE `{table}` SET current_state = TRIM(TRAILING ' ' FROM current_state) "
-                            "WHERE current_state LIKE '% '")
+                cur.execute(
+                    f"UPDATE `{table}` SET current_state = TRIM(TRAILING ' ' FROM current_state) "
+                    "WHERE current_state LIKE '% '"
+                )
             replace_machine_triggers(own, machine, SWAPS, "v4")
         # The views over every type take the types of the current objects version: run
         # with this library, 0004 built them before any type was at v4.

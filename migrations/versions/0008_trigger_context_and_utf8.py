@@ -32,8 +32,12 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
-SWAPS = [("trigger_bu_v5", "trigger_bu_v6"), ("trigger_ai_v3", "trigger_ai_v4"),
-         ("trigger_hbi_v1", "trigger_hbi_v2"), ("trigger_hbu_v2", "trigger_hbu_v3")]
+SWAPS = [
+    ("trigger_bu_v5", "trigger_bu_v6"),
+    ("trigger_ai_v3", "trigger_ai_v4"),
+    ("trigger_hbi_v1", "trigger_hbi_v2"),
+    ("trigger_hbu_v2", "trigger_hbu_v3"),
+]
 
 
 def upgrade() -> None:
@@ -45,8 +49,14 @@ def upgrade() -> None:
     try:
         # the four together, both tables locked: the history triggers of v7 accept only the
         # guard the v7 writers set
-        upgrade_machines(own, "v6", "v7", lambda machine: replace_machine_triggers(
-            own, machine, SWAPS, "v7", also_lock=(f"fsm_{machine}_transitions",)))
+        upgrade_machines(
+            own,
+            "v6",
+            "v7",
+            lambda machine: replace_machine_triggers(
+                own, machine, SWAPS, "v7", also_lock=(f"fsm_{machine}_transitions",)
+            ),
+        )
     finally:
         own.close()
 

@@ -32,8 +32,12 @@ def upgrade() -> None:
     own = db.connect(settings, timeouts=False)
     try:
         # apply_send_v1 first: send_many_v1 calls it (execute_ddl skips what exists)
-        upgrade_machines(own, "v7", "v8", lambda machine: execute_ddl(
-            own, [render("apply_send_v1", machine), render("send_many_v1", machine)]))
+        upgrade_machines(
+            own,
+            "v7",
+            "v8",
+            lambda machine: execute_ddl(own, [render("apply_send_v1", machine), render("send_many_v1", machine)]),
+        )
     finally:
         own.close()
 

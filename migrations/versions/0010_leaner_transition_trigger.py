@@ -36,8 +36,14 @@ def upgrade() -> None:
     own = db.connect(settings, timeouts=False)
     try:
         # both tables locked: hbu_v4 is on the history table
-        upgrade_machines(own, "v8", "v9", lambda machine: replace_machine_triggers(
-            own, machine, SWAPS, "v9", also_lock=(f"fsm_{machine}_transitions",)))
+        upgrade_machines(
+            own,
+            "v8",
+            "v9",
+            lambda machine: replace_machine_triggers(
+                own, machine, SWAPS, "v9", also_lock=(f"fsm_{machine}_transitions",)
+            ),
+        )
     finally:
         own.close()
 

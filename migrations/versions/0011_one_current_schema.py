@@ -69,8 +69,11 @@ def grants_on(cur: Any, procedure: str) -> list[tuple[str, tuple[str, ...]]]:
     try:
         cur.execute("SELECT DATABASE()")
         (database,) = cur.fetchone()
-        cur.execute("SELECT User, Host, Proc_priv FROM mysql.procs_priv WHERE Db = %s AND Routine_name = %s "
-                    "AND Routine_type = 'PROCEDURE'", (database, procedure))
+        cur.execute(
+            "SELECT User, Host, Proc_priv FROM mysql.procs_priv WHERE Db = %s AND Routine_name = %s "
+            "AND Routine_type = 'PROCEDURE'",
+            (database, procedure),
+        )
         rows = cur.fetchall()
     except pymysql.err.MySQLError as exc:
         if exc.args and exc.args[0] in (1142, 1044, 1146):  # no right to read it (or no such table)
@@ -83,10 +86,13 @@ def grants_on(cur: Any, procedure: str) -> list[tuple[str, tuple[str, ...]]]:
         if not names:
             continue
         to = "%s" if host == "" else "%s@%s"  # a MariaDB role has no host
-        statements.append((
-            f"GRANT {', '.join(n.upper() for n in names)} ON PROCEDURE `{database}`.`{procedure}` TO {to}"
-            + (" WITH GRANT OPTION" if "grant" in granted else ""),
-            (user,) if host == "" else (user, host)))
+        statements.append(
+            (
+                f"GRANT {', '.join(n.upper() for n in names)} ON PROCEDURE `{database}`.`{procedure}` TO {to}"
+                + (" WITH GRANT OPTION" if "grant" in granted else ""),
+                (user,) if host == "" else (user, host),
+            )
+        )
     return statements
 
 

@@ -47,8 +47,11 @@ def upgrade() -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM fsm_machines WHERE machine = 'operator_log'")
         if cur.fetchone()[0]:
-            raise InvalidDefinition("a machine type named operator_log has the name of pyfsm's new table "
-                                    "fsm_operator_log: rename it before migrating to 0013", machine="operator_log")
+            raise InvalidDefinition(
+                "a machine type named operator_log has the name of pyfsm's new table "
+                "fsm_operator_log: rename it before migrating to 0013",
+                machine="operator_log",
+            )
     apply_files(conn, ADDED, revisions="0013")
 
 

@@ -30,9 +30,11 @@ depends_on = None
 
 
 def upgrade() -> None:
-    apply_files(op.get_bind().connection.dbapi_connection,
-                ["functions/fsm_reserved_name.sql", "procedures/fsm_define_v5.sql"],  # the function first
-                revisions="0014")
+    apply_files(
+        op.get_bind().connection.dbapi_connection,
+        ["functions/fsm_reserved_name.sql", "procedures/fsm_define_v5.sql"],  # the function first
+        revisions="0014",
+    )
 
 
 def downgrade() -> None:

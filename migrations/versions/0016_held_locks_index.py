@@ -30,8 +30,9 @@ depends_on = None
 
 
 def upgrade() -> None:
-    ddl_waiting_briefly(op.get_bind().connection.dbapi_connection,
-                        [read_frozen("changes/fsm_locks_held.sql", revisions="0016")])
+    ddl_waiting_briefly(
+        op.get_bind().connection.dbapi_connection, [read_frozen("changes/fsm_locks_held.sql", revisions="0016")]
+    )
 
 
 def downgrade() -> None:

@@ -40,8 +40,14 @@ def upgrade() -> None:
     settings = op.get_context().config.attributes.get("pyfsm_settings") or db.parse_dsn(None)
     own = db.connect(settings, timeouts=False)
     try:
-        upgrade_machines(own, "v9", "v10", lambda machine: replace_machine_triggers(
-            own, machine, SWAPS, "v10", also_lock=(f"fsm_{machine}_transitions",)))
+        upgrade_machines(
+            own,
+            "v9",
+            "v10",
+            lambda machine: replace_machine_triggers(
+                own, machine, SWAPS, "v10", also_lock=(f"fsm_{machine}_transitions",)
+            ),
+        )
     finally:
         own.close()
 

@@ -67,10 +67,16 @@ def upgrade() -> None:
         raise RuntimeError(
             f"revision 0019 adds the tables fsm_timers and fsm_timer_log, and this database has a machine type "
             f"named {', '.join(taken)} whose instance table has that name; nothing was changed. Rename the type "
-            f"(copy its instances to a type of another name) before upgrading.")
+            f"(copy its instances to a type of another name) before upgrading."
+        )
     if not has_column(conn, "fsm_states", "timeout_seconds"):
-        execute_ddl(conn, ["ALTER TABLE fsm_states ADD COLUMN `timeout_seconds` INT UNSIGNED NULL, "
-                           "ADD COLUMN `timeout_event` VARCHAR(64) NULL"])
+        execute_ddl(
+            conn,
+            [
+                "ALTER TABLE fsm_states ADD COLUMN `timeout_seconds` INT UNSIGNED NULL, "
+                "ADD COLUMN `timeout_event` VARCHAR(64) NULL"
+            ],
+        )
     apply_files(conn, FILES, revisions="0019")
 
 

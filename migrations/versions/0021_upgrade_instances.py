@@ -51,8 +51,9 @@ SWAPS = [("trigger_bu_v7", "trigger_bu_v8")]
 
 def _upgrade_type(conn: object, machine: str) -> None:
     replace_machine_triggers(conn, machine, SWAPS, None, also_lock=(f"fsm_{machine}_transitions",))
-    execute_ddl(conn, [render("upgrade_v1", machine), render("upgrade_plan_v1", machine),
-                       render("view_instances_v2", machine)])
+    execute_ddl(
+        conn, [render("upgrade_v1", machine), render("upgrade_plan_v1", machine), render("view_instances_v2", machine)]
+    )
 
 
 def upgrade() -> None:

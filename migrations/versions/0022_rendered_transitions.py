@@ -47,8 +47,14 @@ FILES = [
 def _upgrade_type(conn: object, machine: str) -> None:
     facts = read_rules(conn, machine)
     text = render_transition_trigger(read_frozen("templates/trigger_bu_v9.sql", "0022"), facts)
-    replace_machine_triggers(conn, machine, [("trigger_bu_v8", "trigger_bu_v9")], None,
-                             also_lock=(f"fsm_{machine}_transitions",), texts={"trigger_bu_v9": text})
+    replace_machine_triggers(
+        conn,
+        machine,
+        [("trigger_bu_v8", "trigger_bu_v9")],
+        None,
+        also_lock=(f"fsm_{machine}_transitions",),
+        texts={"trigger_bu_v9": text},
+    )
     record_rendered(conn, facts, text)
     execute_ddl(conn, [render("send_v4", machine)])
 

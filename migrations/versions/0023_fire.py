@@ -34,8 +34,14 @@ depends_on = None
 def _upgrade_type(conn: object, machine: str) -> None:
     facts = read_rules(conn, machine)
     text = render_transition_trigger(read_frozen("templates/trigger_bu_v10.sql", "0023"), facts)
-    replace_machine_triggers(conn, machine, [("trigger_bu_v9", "trigger_bu_v10")], None,
-                             also_lock=(f"fsm_{machine}_transitions",), texts={"trigger_bu_v10": text})
+    replace_machine_triggers(
+        conn,
+        machine,
+        [("trigger_bu_v9", "trigger_bu_v10")],
+        None,
+        also_lock=(f"fsm_{machine}_transitions",),
+        texts={"trigger_bu_v10": text},
+    )
     record_rendered(conn, facts, text)
     execute_ddl(conn, [render("fire_v1", machine)])
 

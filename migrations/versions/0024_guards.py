@@ -48,8 +48,14 @@ FILES = [
 def _upgrade_type(conn: object, machine: str) -> None:
     facts = read_rules(conn, machine)
     text = render_transition_trigger(read_frozen("templates/trigger_bu_v11.sql", "0024"), facts)
-    replace_machine_triggers(conn, machine, [("trigger_bu_v10", "trigger_bu_v11")], None,
-                             also_lock=(f"fsm_{machine}_transitions",), texts={"trigger_bu_v11": text})
+    replace_machine_triggers(
+        conn,
+        machine,
+        [("trigger_bu_v10", "trigger_bu_v11")],
+        None,
+        also_lock=(f"fsm_{machine}_transitions",),
+        texts={"trigger_bu_v11": text},
+    )
     record_rendered(conn, facts, text)
     execute_ddl(conn, [render("allowed_events_v1", machine)])
 

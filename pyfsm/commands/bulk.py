@@ -78,18 +78,26 @@ def cmd_send_many(args: argparse.Namespace) -> None:
     try:
         with Store(args.dsn) as store:
             for chunk in read_chunks(stream, args.chunk, args.event):
-                for item, result in zip(chunk, store.send_many(args.machine, chunk, chunk_size=args.chunk),
-                                        strict=True):
+                for item, result in zip(
+                    chunk, store.send_many(args.machine, chunk, chunk_size=args.chunk), strict=True
+                ):
                     if isinstance(result, TransitionResult):
                         applied += 1
                         replayed += result.replayed
                         continue
-                    refusal = {"key": item["key"], "event": item["event"], "error": type(result).__name__,
-                               "errno": result.errno, "message": str(result)}
+                    refusal = {
+                        "key": item["key"],
+                        "event": item["event"],
+                        "error": type(result).__name__,
+                        "errno": result.errno,
+                        "message": str(result),
+                    }
                     refusals.append(refusal)
                     if not args.json:
-                        print(f"refused {item['key']} {item['event']}: {refusal['error']} ({result.errno}): "
-                              f"{' '.join(str(result).splitlines())}")
+                        print(
+                            f"refused {item['key']} {item['event']}: {refusal['error']} ({result.errno}): "
+                            f"{' '.join(str(result).splitlines())}"
+                        )
                 bar.update(bar.done + len(chunk))
         finished = True
     finally:
@@ -97,8 +105,11 @@ def cmd_send_many(args: argparse.Namespace) -> None:
         if not from_stdin:
             stream.close()
         if not finished:  # what was committed before the failure stays committed: say how far it got
-            print(f"pyfsm: send-many stopped after {applied + len(refusals)} items: {applied} applied, "
-                  f"{len(refusals)} refused; the items after them were not sent", file=sys.stderr)
+            print(
+                f"pyfsm: send-many stopped after {applied + len(refusals)} items: {applied} applied, "
+                f"{len(refusals)} refused; the items after them were not sent",
+                file=sys.stderr,
+            )
     summary = f"{applied + len(refusals)} items: {applied} applied ({replayed} replayed), {len(refusals)} refused"
     emit(args, {"applied": applied, "replayed": replayed, "refused": len(refusals), "refusals": refusals}, summary)
     if refusals:
@@ -106,15 +117,22 @@ def cmd_send_many(args: argparse.Namespace) -> None:
 
 
 def register(add: Add) -> None:
-    p = add("send-many", cmd_send_many,
-            "apply many events from a file or stdin, in chunks of one transaction each (each item checked and "
-            "refused alone); exit status 1 if any was refused",
-            "cut -f1 paid.tsv | pyfsm send-many order --event ship --progress")
+    p = add(
+        "send-many",
+        cmd_send_many,
+        "apply many events from a file or stdin, in chunks of one transaction each (each item checked and "
+        "refused alone); exit status 1 if any was refused",
+        "cut -f1 paid.tsv | pyfsm send-many order --event ship --progress",
+    )
     p.add_argument("machine", help="machine type")
-    p.add_argument("file", nargs="?", help="lines of key<TAB>event, a key alone (with --event), or a JSON object "
-                                           "with key, event, data, metadata, ... (default: stdin)")
+    p.add_argument(
+        "file",
+        nargs="?",
+        help="lines of key<TAB>event, a key alone (with --event), or a JSON object "
+        "with key, event, data, metadata, ... (default: stdin)",
+    )
     p.add_argument("--event", help="the event for lines that name none")
-    p.add_argument("--chunk", type=int, default=100, help=f"items per call and transaction (1-{MAX_CHUNK}, "
-                                                          "default 100)")
+    p.add_argument(
+        "--chunk", type=int, default=100, help=f"items per call and transaction (1-{MAX_CHUNK}, default 100)"
+    )
     progress_flag(p)
-

@@ -24,14 +24,18 @@ class Add(Protocol):
     """Adds one subcommand: ``add(name, handler, help, example, aliases=())`` returns its
     parser, which already has --dsn and --json; each alias is another name of the command."""
 
-    def __call__(self, name: str, func: Handler, help_text: str, example: str,
-                 aliases: Sequence[str] = ()) -> argparse.ArgumentParser: ...
+    def __call__(
+        self, name: str, func: Handler, help_text: str, example: str, aliases: Sequence[str] = ()
+    ) -> argparse.ArgumentParser: ...
 
 
 def add_read_dsn(parser: argparse.ArgumentParser) -> None:
     """--read-dsn, for the commands whose reads may come from a replica (Store(read_dsn=...))."""
-    parser.add_argument("--read-dsn", default=None,
-                        help="a read replica to read from (default: $PYFSM_READ_DSN); it may lag the primary")
+    parser.add_argument(
+        "--read-dsn",
+        default=None,
+        help="a read replica to read from (default: $PYFSM_READ_DSN); it may lag the primary",
+    )
 
 
 def read_dsn(args: argparse.Namespace) -> str | None:
@@ -155,8 +159,12 @@ class Progress:
 
 
 def progress_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                        help="draw a progress bar on stderr (default: when stderr is a terminal)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="draw a progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def env_password(variable: str | None) -> str | None:

@@ -84,16 +84,23 @@ def _current_machine(conn: Any, name: str) -> Machine:
 
 
 def register(add: Add) -> None:
-    g = add("graph", cmd_graph, "draw a machine type as Mermaid (default) or Graphviz DOT; with --counts the "
-            "instances per state and transitions per edge, with --instance one instance's path",
-            "pyfsm graph order --counts > order.mmd\n"
-            "  pyfsm graph order --format dot --instance o-1001\n"
-            "  pyfsm graph order --counts --output order.svg   # needs Graphviz\n"
-            "  pyfsm graph examples/order.yaml                 # a definition file, no database")
+    g = add(
+        "graph",
+        cmd_graph,
+        "draw a machine type as Mermaid (default) or Graphviz DOT; with --counts the "
+        "instances per state and transitions per edge, with --instance one instance's path",
+        "pyfsm graph order --counts > order.mmd\n"
+        "  pyfsm graph order --format dot --instance o-1001\n"
+        "  pyfsm graph order --counts --output order.svg   # needs Graphviz\n"
+        "  pyfsm graph examples/order.yaml                 # a definition file, no database",
+    )
     g.add_argument("machine", help="machine type, or a .yaml/.yml/.json definition file")
     add_read_dsn(g)
     g.add_argument("--format", choices=["mermaid", "dot"], default=None, help="default: mermaid (dot for images)")
-    g.add_argument("--counts", action="store_true", help="overlay instances per state and transitions per edge "
-                                                         "(reads the whole history of the type)")
+    g.add_argument(
+        "--counts",
+        action="store_true",
+        help="overlay instances per state and transitions per edge (reads the whole history of the type)",
+    )
     g.add_argument("--instance", metavar="KEY", help="highlight the path of this instance")
     g.add_argument("--output", metavar="FILE", help="write to FILE: .svg/.png (Graphviz), .dot/.gv, .mmd/.md")

@@ -16,60 +16,112 @@ from .common import Add, add_read_dsn, emit, json_object, plain, read_dsn, table
 
 def cmd_create(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
-        result = store.create(args.machine, args.key, state=args.state, data=json_object("data", args.data),
-                              lookup_key=args.lookup_key, metadata=json_object("metadata", args.metadata),
-                              request_id=args.request_id)
+        result = store.create(
+            args.machine,
+            args.key,
+            state=args.state,
+            data=json_object("data", args.data),
+            lookup_key=args.lookup_key,
+            metadata=json_object("metadata", args.metadata),
+            request_id=args.request_id,
+        )
     emit(args, result, f"{args.machine} {result.key}: created in {result.to_state} (version {result.version})")
 
 
 def cmd_send(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
-        result = store.send(args.machine, args.key, args.event, data=json_object("data", args.data),
-                            metadata=json_object("metadata", args.metadata), expected_version=args.expected_version,
-                            request_id=args.request_id, lookup_key=args.lookup_key)
+        result = store.send(
+            args.machine,
+            args.key,
+            args.event,
+            data=json_object("data", args.data),
+            metadata=json_object("metadata", args.metadata),
+            expected_version=args.expected_version,
+            request_id=args.request_id,
+            lookup_key=args.lookup_key,
+        )
     created = " (created)" if result.created else ""
     replayed = " (replayed: already applied with this request id)" if result.replayed else ""
-    emit(args, result, f"{args.machine} {result.key}: {result.event}: {result.from_state} -> {result.to_state}, "
-                       f"version {result.version}{created}{replayed}")
+    emit(
+        args,
+        result,
+        f"{args.machine} {result.key}: {result.event}: {result.from_state} -> {result.to_state}, "
+        f"version {result.version}{created}{replayed}",
+    )
 
 
 def cmd_show(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         instance = store.get(args.machine, args.key)
-    emit(args, instance, [
-        f"{instance.machine} {instance.key}",
-        f"  state       {instance.state}",
-        f"  status      {instance.status}",
-        f"  version     {instance.version} (definition version {instance.definition_version})",
-        f"  lookup_key  {instance.lookup_key or '-'}",
-        f"  data        {table([{'d': instance.data}], ['d'])[1]}",
-        f"  created     {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
-        f"  updated     {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
-    ])
+    emit(
+        args,
+        instance,
+        [
+            f"{instance.machine} {instance.key}",
+            f"  state       {instance.state}",
+            f"  status      {instance.status}",
+            f"  version     {instance.version} (definition version {instance.definition_version})",
+            f"  lookup_key  {instance.lookup_key or '-'}",
+            f"  data        {table([{'d': instance.data}], ['d'])[1]}",
+            f"  created     {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+            f"  updated     {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+        ],
+    )
 
 
 def cmd_events(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         events = store.allowed_events(args.machine, args.key)
-    rows = [{"event": e.event, "allowed": "yes" if e.allowed else "no", "to": e.target or "-",
-             "refused by": ", ".join(e.refused_by) or "-"} for e in events]
-    emit(args, events, table(rows, ["event", "allowed", "to", "refused by"]) if events
-         else f"{args.machine} {args.key}: no event leaves its state")
+    rows = [
+        {
+            "event": e.event,
+            "allowed": "yes" if e.allowed else "no",
+            "to": e.target or "-",
+            "refused by": ", ".join(e.refused_by) or "-",
+        }
+        for e in events
+    ]
+    emit(
+        args,
+        events,
+        table(rows, ["event", "allowed", "to", "refused by"])
+        if events
+        else f"{args.machine} {args.key}: no event leaves its state",
+    )
 
 
 def cmd_history(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         history = store.history(args.machine, args.key)
-    rows = [{"#": h.sort_key, "event": h.event, "from": h.from_state, "to": h.to_state, "handler": h.handler,
-             "source": h.source, "at (UTC)": h.created_at} for h in history]
+    rows = [
+        {
+            "#": h.sort_key,
+            "event": h.event,
+            "from": h.from_state,
+            "to": h.to_state,
+            "handler": h.handler,
+            "source": h.source,
+            "at (UTC)": h.created_at,
+        }
+        for h in history
+    ]
     emit(args, history, table(rows, ["#", "event", "from", "to", "handler", "source", "at (UTC)"]))
 
 
 def cmd_list(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
-    rows = [{"id": i.id, "key": i.key, "status": i.status, "version": i.version, "lookup_key": i.lookup_key,
-             "updated (UTC)": i.updated_at} for i in instances]
+    rows = [
+        {
+            "id": i.id,
+            "key": i.key,
+            "status": i.status,
+            "version": i.version,
+            "lookup_key": i.lookup_key,
+            "updated (UTC)": i.updated_at,
+        }
+        for i in instances
+    ]
     more = [f"(more: --after-id {instances[-1].id})"] if len(instances) == args.limit else []
     emit(args, instances, table(rows, ["id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
 
@@ -78,13 +130,31 @@ def cmd_in_state(args: argparse.Namespace) -> None:
     after = _after(args, "--after-machine", "--after-id")
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         instances = store.instances_in_state(args.state, after=after, limit=args.limit)
-    rows = [{"machine": i.machine, "id": i.id, "key": i.key, "status": i.status, "version": i.version,
-             "lookup_key": i.lookup_key, "updated (UTC)": i.updated_at} for i in instances]
+    rows = [
+        {
+            "machine": i.machine,
+            "id": i.id,
+            "key": i.key,
+            "status": i.status,
+            "version": i.version,
+            "lookup_key": i.lookup_key,
+            "updated (UTC)": i.updated_at,
+        }
+        for i in instances
+    ]
     last = instances[-1] if instances else None
-    more = [f"(more: --after-machine {last.machine} --after-id {last.id})"] if last and len(instances) == args.limit \
+    more = (
+        [f"(more: --after-machine {last.machine} --after-id {last.id})"]
+        if last and len(instances) == args.limit
         else []
-    emit(args, instances, (table(rows, ["machine", "id", "key", "status", "version", "lookup_key", "updated (UTC)"])
-                           + more) if instances else f"no instances in {args.state}")
+    )
+    emit(
+        args,
+        instances,
+        (table(rows, ["machine", "id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
+        if instances
+        else f"no instances in {args.state}",
+    )
 
 
 def cmd_account(args: argparse.Namespace) -> None:
@@ -93,18 +163,42 @@ def cmd_account(args: argparse.Namespace) -> None:
         try:
             after = (datetime.fromisoformat(after[0]), *after[1:])
         except ValueError:
-            raise InvalidArgument(f"--after-at must be a time like 2026-11-22T10:00:00.123456, got {after[0]!r:.80}") \
-                from None
+            raise InvalidArgument(
+                f"--after-at must be a time like 2026-11-22T10:00:00.123456, got {after[0]!r:.80}"
+            ) from None
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
-        history = store.account_history(args.lookup_key, newest_first=not args.oldest_first, after=after,
-                                        limit=args.limit)
-    rows = [{"at (UTC)": h.entered_at, "machine": h.machine, "key": h.key, "#": h.sort_key, "event": h.event,
-             "from": h.from_state, "to": h.to_state, "source": h.source} for h in history]
+        history = store.account_history(
+            args.lookup_key, newest_first=not args.oldest_first, after=after, limit=args.limit
+        )
+    rows = [
+        {
+            "at (UTC)": h.entered_at,
+            "machine": h.machine,
+            "key": h.key,
+            "#": h.sort_key,
+            "event": h.event,
+            "from": h.from_state,
+            "to": h.to_state,
+            "source": h.source,
+        }
+        for h in history
+    ]
     last = history[-1] if history else None
-    more = [f"(more: --after-at {last.entered_at.replace(tzinfo=None).isoformat(timespec='microseconds')} "
-            f"--after-machine {last.machine} --after-id {last.id})"] if last and len(history) == args.limit else []
-    emit(args, history, (table(rows, ["at (UTC)", "machine", "key", "#", "event", "from", "to", "source"]) + more)
-         if history else f"no history for {args.lookup_key}")
+    more = (
+        [
+            f"(more: --after-at {last.entered_at.replace(tzinfo=None).isoformat(timespec='microseconds')} "
+            f"--after-machine {last.machine} --after-id {last.id})"
+        ]
+        if last and len(history) == args.limit
+        else []
+    )
+    emit(
+        args,
+        history,
+        (table(rows, ["at (UTC)", "machine", "key", "#", "event", "from", "to", "source"]) + more)
+        if history
+        else f"no history for {args.lookup_key}",
+    )
 
 
 def _after(args: argparse.Namespace, *flags: str) -> tuple[Any, ...] | None:
@@ -113,28 +207,48 @@ def _after(args: argparse.Namespace, *flags: str) -> tuple[Any, ...] | None:
     if all(v is None for v in values):
         return None
     if any(v is None for v in values):
-        raise InvalidArgument(f"{', '.join(flags)} go together: the last row of the previous page (the output "
-                              "says what to pass)")
+        raise InvalidArgument(
+            f"{', '.join(flags)} go together: the last row of the previous page (the output says what to pass)"
+        )
     return values
 
 
 def cmd_counts(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         counts = store.counts(args.machine)
-    emit(args, counts, table([{"state": s, "instances": n} for s, n in counts.items()], ["state", "instances"])
-         if counts else f"no {args.machine} instances")
+    emit(
+        args,
+        counts,
+        table([{"state": s, "instances": n} for s, n in counts.items()], ["state", "instances"])
+        if counts
+        else f"no {args.machine} instances",
+    )
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         stats = store.stats()
         versions = {s.machine: _version_counts(store, s) for s in stats}
-    columns = ["machine", "instances", "running", "waiting", "paused", "failed", "completed", "due", "claimed",
-               "unpublished"]
+    columns = [
+        "machine",
+        "instances",
+        "running",
+        "waiting",
+        "paused",
+        "failed",
+        "completed",
+        "due",
+        "claimed",
+        "unpublished",
+    ]
     lines = table([s.to_dict() for s in stats], columns) + [
-        line for s in stats for line in _versions_line(s.machine, versions[s.machine])]
-    emit(args, [{**plain(s), "versions": versions[s.machine]} for s in stats],
-         lines if stats else "no machine types installed")
+        line for s in stats for line in _versions_line(s.machine, versions[s.machine])
+    ]
+    emit(
+        args,
+        [{**plain(s), "versions": versions[s.machine]} for s in stats],
+        lines if stats else "no machine types installed",
+    )
 
 
 def _version_counts(store: Store, stats: TypeStats) -> list[dict[str, Any]] | None:
@@ -150,8 +264,11 @@ def _version_counts(store: Store, stats: TypeStats) -> list[dict[str, Any]] | No
         counts = store.version_counts(stats.machine)
     except AccessDenied:
         return None
-    return [{"version": c.version, "instances": c.instances, "is_current": c.is_current}
-            for c in counts if c.instances or c.is_current]
+    return [
+        {"version": c.version, "instances": c.instances, "is_current": c.is_current}
+        for c in counts
+        if c.instances or c.is_current
+    ]
 
 
 def _versions_line(machine: str, versions: list[dict[str, Any]] | None) -> list[str]:
@@ -196,11 +313,19 @@ def register(add: Add) -> None:
         p.add_argument("key", help="instance key")
         return p
 
-    create = keyed("create", cmd_create, "create an instance in a start state (default: the first)",
-                   "pyfsm create order o-1001 --data '{\"total\": 42}' --lookup-key customer-7")
+    create = keyed(
+        "create",
+        cmd_create,
+        "create an instance in a start state (default: the first)",
+        "pyfsm create order o-1001 --data '{\"total\": 42}' --lookup-key customer-7",
+    )
     create.add_argument("--state", help="the start state (default: the first start state)")
-    send = keyed("send", cmd_send, "apply an event to an instance (a key with no instance is created when a "
-                 "start state allows the event)", "pyfsm send order o-1001 pay --metadata '{\"by\": \"ops\"}'")
+    send = keyed(
+        "send",
+        cmd_send,
+        "apply an event to an instance (a key with no instance is created when a start state allows the event)",
+        'pyfsm send order o-1001 pay --metadata \'{"by": "ops"}\'',
+    )
     send.add_argument("event", help="the event")
     send.add_argument("--expected-version", type=int, help="refuse (Conflict) unless the instance is at this version")
     for p in (create, send):
@@ -209,26 +334,43 @@ def register(add: Add) -> None:
         p.add_argument("--lookup-key", help="the account the instance belongs to (used by locks)")
         p.add_argument("--request-id", help="makes the call safe to repeat: a repeat returns the first result")
     keyed("show", cmd_show, "show an instance: state, status, version, data", "pyfsm show order o-1001 --json")
-    keyed("events", cmd_events, "the events of an instance's state: which its guards allow now, where each "
-          "leads, and which guard refuses the others", "pyfsm events order o-1001")
+    keyed(
+        "events",
+        cmd_events,
+        "the events of an instance's state: which its guards allow now, where each "
+        "leads, and which guard refuses the others",
+        "pyfsm events order o-1001",
+    )
     add_read_dsn(keyed("history", cmd_history, "an instance's history, oldest first", "pyfsm history order o-1001"))
-    listing = add("list", cmd_list, "list the instances in a state, a page at a time, in id order",
-                  "pyfsm list order paid --limit 50 --after-id 1200")
+    listing = add(
+        "list",
+        cmd_list,
+        "list the instances in a state, a page at a time, in id order",
+        "pyfsm list order paid --limit 50 --after-id 1200",
+    )
     listing.add_argument("machine", help="machine type")
     listing.add_argument("state", help="the state")
     listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
     listing.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(listing)
-    in_state = add("in-state", cmd_in_state, "list the instances in a state across all machine types, a page at "
-                   "a time, by machine and id (each type's state index: fast at any size)",
-                   "pyfsm in-state paid --limit 50 --after-machine order --after-id 1200")
+    in_state = add(
+        "in-state",
+        cmd_in_state,
+        "list the instances in a state across all machine types, a page at "
+        "a time, by machine and id (each type's state index: fast at any size)",
+        "pyfsm in-state paid --limit 50 --after-machine order --after-id 1200",
+    )
     in_state.add_argument("state", help="the state")
     in_state.add_argument("--after-machine", help="the machine of the last row of the previous page")
     in_state.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
     in_state.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(in_state)
-    account = add("account", cmd_account, "the history of one account (lookup key) across all machine types, "
-                  "newest first, a page at a time", "pyfsm account customer-7 --limit 20")
+    account = add(
+        "account",
+        cmd_account,
+        "the history of one account (lookup key) across all machine types, newest first, a page at a time",
+        "pyfsm account customer-7 --limit 20",
+    )
     account.add_argument("lookup_key", help="the account: the instances' lookup key")
     account.add_argument("--oldest-first", action="store_true", help="oldest first (default: newest first)")
     account.add_argument("--after-at", help="the time (UTC, ISO 8601) of the last row of the previous page")
@@ -236,16 +378,28 @@ def register(add: Add) -> None:
     account.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
     account.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(account)
-    counts = add("counts", cmd_counts, "how many instances are in each state (from the state counters)",
-                 "pyfsm counts order --json")
+    counts = add(
+        "counts",
+        cmd_counts,
+        "how many instances are in each state (from the state counters)",
+        "pyfsm counts order --json",
+    )
     counts.add_argument("machine", help="machine type")
     add_read_dsn(counts)
-    add_read_dsn(add("stats", cmd_stats, "per machine type: instances, running/waiting/paused/failed/completed, "
-                     "queue, outbox; instances per definition version where older versions hold some",
-                     "pyfsm stats"))
-    for name, func, text in (("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
-                             ("resume", cmd_resume, "resume a paused instance where it paused"),
-                             ("retry", cmd_retry, "run a failed instance again from the step that failed")):
+    add_read_dsn(
+        add(
+            "stats",
+            cmd_stats,
+            "per machine type: instances, running/waiting/paused/failed/completed, "
+            "queue, outbox; instances per definition version where older versions hold some",
+            "pyfsm stats",
+        )
+    )
+    for name, func, text in (
+        ("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
+        ("resume", cmd_resume, "resume a paused instance where it paused"),
+        ("retry", cmd_retry, "run a failed instance again from the step that failed"),
+    ):
         keyed(name, func, text, f"pyfsm {name} order o-1001")
     failed = add("failed", cmd_failed, "list failed instances with their last error", "pyfsm failed order --json")
     failed.add_argument("machine", help="machine type")

@@ -19,14 +19,32 @@ def cmd_types(args: argparse.Namespace) -> None:
         types = reporting.machine_types(conn)
     finally:
         conn.close()
-    rows = [{"machine": t["machine"], "version": t["current_version"], "states": t["states"],
-             "instances": t["instances"],
-             "tables": "ready" if t["tables_ready"] else f"not ready: run `pyfsm sync {t['machine']}`"}
-            for t in types]
-    emit(args, types, table(rows, ["machine", "version", "states", "instances", "tables"]) if rows else
-         "no machine types defined: `pyfsm install FILE|module.path:attribute` defines one")
+    rows = [
+        {
+            "machine": t["machine"],
+            "version": t["current_version"],
+            "states": t["states"],
+            "instances": t["instances"],
+            "tables": "ready" if t["tables_ready"] else f"not ready: run `pyfsm sync {t['machine']}`",
+        }
+        for t in types
+    ]
+    emit(
+        args,
+        types,
+        table(rows, ["machine", "version", "states", "instances", "tables"])
+        if rows
+        else "no machine types defined: `pyfsm install FILE|module.path:attribute` defines one",
+    )
 
 
 def register(add: Add) -> None:
-    add_read_dsn(add("types", cmd_types, "list the machine types: current definition version, states, instances, "
-                     "whether their tables are ready", "pyfsm types\n  pyfsm ls --json", aliases=["ls"]))
+    add_read_dsn(
+        add(
+            "types",
+            cmd_types,
+            "list the machine types: current definition version, states, instances, whether their tables are ready",
+            "pyfsm types\n  pyfsm ls --json",
+            aliases=["ls"],
+        )
+    )

@@ -28,19 +28,33 @@ def _lock_rows(locks: Sequence[HeldLock]) -> list[dict[str, object]]:
 def cmd_locks(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         held = store.locks(lookup_key=args.lookup_key)
-    rows = [{"kind": h.kind, "lookup_key": h.lookup_key, "instance": f"{h.machine} {h.instance_key}",
-             "owner": h.owner, "since (UTC)": h.since, "expires (UTC)": h.expires_at,
-             "advisory conn": "gone" if h.advisory_connection is None else h.advisory_connection} for h in held]
+    rows = [
+        {
+            "kind": h.kind,
+            "lookup_key": h.lookup_key,
+            "instance": f"{h.machine} {h.instance_key}",
+            "owner": h.owner,
+            "since (UTC)": h.since,
+            "expires (UTC)": h.expires_at,
+            "advisory conn": "gone" if h.advisory_connection is None else h.advisory_connection,
+        }
+        for h in held
+    ]
     emit(args, _lock_rows(held), table(rows, list(rows[0])) if rows else "no locks held")
 
 
 def cmd_unlock(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         released = store.force_unlock(args.lookup_key, reason=args.reason, scope=args.scope)
-    lines = [f"released the {h.kind} lock of {h.lookup_key} held by {h.owner} ({h.machine} {h.instance_key})"
-             + ("" if h.advisory_connection is None else
-                f"; its connection {h.advisory_connection} still holds the advisory lock (KILL it to free that too)")
-             for h in released]
+    lines = [
+        f"released the {h.kind} lock of {h.lookup_key} held by {h.owner} ({h.machine} {h.instance_key})"
+        + (
+            ""
+            if h.advisory_connection is None
+            else f"; its connection {h.advisory_connection} still holds the advisory lock (KILL it to free that too)"
+        )
+        for h in released
+    ]
     emit(args, _lock_rows(released), lines or f"no lock of {args.lookup_key} was held")
 
 
@@ -83,9 +97,13 @@ def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server:
         worker = Worker(store, processes, batch=args.batch, metrics=kept)
         # a type not installed: one line naming the `pyfsm install` to run, exit 1, before the loop
         worker.check_installed({p.name: path for p, path in zip(processes, args.process, strict=True)})
-        print(f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
-              + ("" if server is None else f"(metrics: http://{server.host}:{server.port}/metrics) ")
-              + "(SIGTERM or Ctrl-C to stop)", file=sys.stderr, flush=True)
+        print(
+            f"pyfsm worker {worker.owner}: running {', '.join(p.name for p in processes)} "
+            + ("" if server is None else f"(metrics: http://{server.host}:{server.port}/metrics) ")
+            + "(SIGTERM or Ctrl-C to stop)",
+            file=sys.stderr,
+            flush=True,
+        )
         machines = {p.name for p in processes}
         bar, stop = Progress(0, "queue", enabled=args.progress), threading.Event()
         watcher = None
@@ -114,23 +132,37 @@ def cmd_relay(args: argparse.Namespace) -> None:
     from ..relay.publisher import Relay
 
     run_relay = not (args.lag or args.parked or args.unpark is not None)
-    relay = Relay(args.dsn, kafka=args.kafka if run_relay else None, batch_size=args.batch_size,
-                  retention=args.retention, delivery_timeout=args.delivery_timeout, name=args.name,
-                  lease=args.lease)
+    relay = Relay(
+        args.dsn,
+        kafka=args.kafka if run_relay else None,
+        batch_size=args.batch_size,
+        retention=args.retention,
+        delivery_timeout=args.delivery_timeout,
+        name=args.name,
+        lease=args.lease,
+    )
     try:
         if args.lag:
             lag = relay.lag()
             emit(args, lag.as_dict(), str(lag))
         elif args.parked:
             rows = relay.parked()
-            emit(args, rows, table(rows, ["id", "event_id", "machine", "instance_key", "sort_key", "last_error"])
-                 if rows else "no parked events")
+            emit(
+                args,
+                rows,
+                table(rows, ["id", "event_id", "machine", "instance_key", "sort_key", "last_error"])
+                if rows
+                else "no parked events",
+            )
         elif args.unpark is not None:
             released = relay.unpark(args.unpark, skip=args.skip)
             emit(args, {"released": released}, f"released {released} events of the instance of outbox id {args.unpark}")
         else:
-            logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                                format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+            logging.basicConfig(
+                level=getattr(logging, args.log_level),
+                stream=sys.stderr,
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: relay.stop())
             relay.run()
@@ -139,54 +171,105 @@ def cmd_relay(args: argparse.Namespace) -> None:
 
 
 def register(add: Add) -> None:
-    locks = add("locks", cmd_locks, "list the locks held now: owner, since, expiry, advisory connection",
-                "pyfsm locks --lookup-key account-7")
+    locks = add(
+        "locks",
+        cmd_locks,
+        "list the locks held now: owner, since, expiry, advisory connection",
+        "pyfsm locks --lookup-key account-7",
+    )
     locks.add_argument("--lookup-key", default=None, help="only this lookup key's locks")
-    unlock = add("unlock", cmd_unlock, "force-release a held lock whatever its owner (recorded in fsm_lock_log)",
-                 'pyfsm unlock account-7 --reason "worker host lost, OPS-12"')
+    unlock = add(
+        "unlock",
+        cmd_unlock,
+        "force-release a held lock whatever its owner (recorded in fsm_lock_log)",
+        'pyfsm unlock account-7 --reason "worker host lost, OPS-12"',
+    )
     unlock.add_argument("lookup_key", help="the lookup key whose locks to release")
     unlock.add_argument("--reason", required=True, help="why (recorded)")
-    unlock.add_argument("--scope", default=None, help="* for the global lock, a machine type for its local lock "
-                                                      "(default: both)")
-    worker = add("worker", cmd_worker, "run handlers: claim due instances of the given processes and run them",
-                 "pyfsm worker myapp.processes:checkout myapp.processes:refunds\n"
-                 "  pyfsm worker myapp.processes:checkout --until-idle 5 --progress   # drain the queue, then stop")
+    unlock.add_argument(
+        "--scope", default=None, help="* for the global lock, a machine type for its local lock (default: both)"
+    )
+    worker = add(
+        "worker",
+        cmd_worker,
+        "run handlers: claim due instances of the given processes and run them",
+        "pyfsm worker myapp.processes:checkout myapp.processes:refunds\n"
+        "  pyfsm worker myapp.processes:checkout --until-idle 5 --progress   # drain the queue, then stop",
+    )
     worker.add_argument("process", nargs="+", help="module.path:attribute of a pyfsm.Process")
-    worker.add_argument("--batch", type=int, default=10,
-                        help="instances claimed per query and run side by side, their steps committed together "
-                             "(default 10; 1: one at a time, each step committed alone)")
-    worker.add_argument("--until-idle", type=float, default=None,
-                        help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)")
+    worker.add_argument(
+        "--batch",
+        type=int,
+        default=10,
+        help="instances claimed per query and run side by side, their steps committed together "
+        "(default 10; 1: one at a time, each step committed alone)",
+    )
+    worker.add_argument(
+        "--until-idle",
+        type=float,
+        default=None,
+        help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)",
+    )
     progress_flag(worker)
-    worker.add_argument("--metrics-port", type=port_number, default=None, metavar="PORT",
-                        help="serve this worker's Prometheus metrics (steps, runs, errors, handler times) on this "
-                             "port, at /metrics (default: none)")
-    worker.add_argument("--metrics-host", default=None,
-                        help=f"with --metrics-port: address to listen on (default {DEFAULT_HOST})")
-    demo = add("demo", cmd_demo, "run the order demo end to end (creates the database if needed; without --dsn "
-               "and $PYFSM_DSN, in mysql://root@127.0.0.1:3306/pyfsm_demo)",
-               "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo")
+    worker.add_argument(
+        "--metrics-port",
+        type=port_number,
+        default=None,
+        metavar="PORT",
+        help="serve this worker's Prometheus metrics (steps, runs, errors, handler times) on this "
+        "port, at /metrics (default: none)",
+    )
+    worker.add_argument(
+        "--metrics-host", default=None, help=f"with --metrics-port: address to listen on (default {DEFAULT_HOST})"
+    )
+    demo = add(
+        "demo",
+        cmd_demo,
+        "run the order demo end to end (creates the database if needed; without --dsn "
+        "and $PYFSM_DSN, in mysql://root@127.0.0.1:3306/pyfsm_demo)",
+        "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo",
+    )
     demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
     demo.add_argument("--workers", type=int, default=3, help="worker processes for the queued orders (default 3)")
-    demo.add_argument("--kafka", default=None,
-                      help="Kafka brokers to publish the demo's events to (default $PYFSM_KAFKA, else localhost:9092)")
-    relay = add("relay", cmd_relay, "publish outbox rows to Kafka (one active relay per database), or show its lag",
-                "pyfsm relay --kafka localhost:9092      # runs until SIGTERM/Ctrl-C\n"
-                "  pyfsm relay --lag --json\n  pyfsm relay --parked\n  pyfsm relay --unpark 1234 [--skip]")
+    demo.add_argument(
+        "--kafka",
+        default=None,
+        help="Kafka brokers to publish the demo's events to (default $PYFSM_KAFKA, else localhost:9092)",
+    )
+    relay = add(
+        "relay",
+        cmd_relay,
+        "publish outbox rows to Kafka (one active relay per database), or show its lag",
+        "pyfsm relay --kafka localhost:9092      # runs until SIGTERM/Ctrl-C\n"
+        "  pyfsm relay --lag --json\n  pyfsm relay --parked\n  pyfsm relay --unpark 1234 [--skip]",
+    )
     relay.add_argument("--kafka", default=None, help="bootstrap servers host:port[,...] (default $PYFSM_KAFKA)")
     relay.add_argument("--batch-size", type=int, default=1000, help="outbox rows per batch (default 1000)")
-    relay.add_argument("--retention", type=float, default=86400.0,
-                       help="seconds to keep published rows before deleting them (default 86400)")
-    relay.add_argument("--delivery-timeout", type=float, default=30.0,
-                       help="seconds to wait for the broker's acknowledgement before retrying (default 30)")
-    relay.add_argument("--lease", type=float, default=10.0,
-                       help="seconds the leadership lasts without a renewal: how soon a relay on another server "
-                            "takes over from one that died (default 10)")
+    relay.add_argument(
+        "--retention",
+        type=float,
+        default=86400.0,
+        help="seconds to keep published rows before deleting them (default 86400)",
+    )
+    relay.add_argument(
+        "--delivery-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the broker's acknowledgement before retrying (default 30)",
+    )
+    relay.add_argument(
+        "--lease",
+        type=float,
+        default=10.0,
+        help="seconds the leadership lasts without a renewal: how soon a relay on another server "
+        "takes over from one that died (default 10)",
+    )
     relay.add_argument("--name", default=None, help="this relay's name in logs and headers (default host:pid)")
     relay.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     what = relay.add_mutually_exclusive_group()
     what.add_argument("--lag", action="store_true", help="print the count and age of unpublished events and exit")
     what.add_argument("--parked", action="store_true", help="list parked events and exit")
-    what.add_argument("--unpark", type=int, metavar="OUTBOX_ID",
-                      help="release a parked event and the events held behind it, and exit")
+    what.add_argument(
+        "--unpark", type=int, metavar="OUTBOX_ID", help="release a parked event and the events held behind it, and exit"
+    )
     relay.add_argument("--skip", action="store_true", help="with --unpark: give the event up instead of retrying it")

@@ -23,8 +23,11 @@ def cmd_migrate(args: argparse.Namespace) -> None:
     settings = db.parse_dsn(args.dsn)
     created = schema.migrate(settings)  # creates the database first if the server has none of that name
     lines = [f"created database `{settings.database}` ({db.DATABASE_CHARSET})"] if created else []
-    emit(args, {"revision": schema.HEAD_REVISION, "database_created": created},
-         [*lines, f"pyfsm schema is at {schema.HEAD_REVISION}"])
+    emit(
+        args,
+        {"revision": schema.HEAD_REVISION, "database_created": created},
+        [*lines, f"pyfsm schema is at {schema.HEAD_REVISION}"],
+    )
 
 
 def cmd_check(args: argparse.Namespace) -> None:
@@ -34,20 +37,32 @@ def cmd_check(args: argparse.Namespace) -> None:
         deprecated = schema.deprecated_present(conn)
     finally:
         conn.close()
-    found = [{"name": name, "replaced_by": replaced_by, "deprecated_in": entry.deprecated_in,
-              "removed_in": entry.removed_in, "level": "info"} for name, replaced_by, entry in deprecated]
+    found = [
+        {
+            "name": name,
+            "replaced_by": replaced_by,
+            "deprecated_in": entry.deprecated_in,
+            "removed_in": entry.removed_in,
+            "level": "info",
+        }
+        for name, replaced_by, entry in deprecated
+    ]
     lines = [f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs"]
     notes = []
     if found:  # information, not a fault: every database has them, fresh or upgraded, until they go
         releases = sorted({d["removed_in"] for d in found})
         removes = f"{' and '.join(releases)} {'removes' if len(releases) == 1 else 'remove'}"
-        text = (f"{len(found)} deprecated procedures are installed for compatibility (in every database, fresh or "
-                f"migrated, until pyfsm {removes} them); nothing to do unless your own code or SQL calls "
-                "them: then call the replacement instead (docs/sql-api.md, \"Versions and retirement\")")
+        text = (
+            f"{len(found)} deprecated procedures are installed for compatibility (in every database, fresh or "
+            f"migrated, until pyfsm {removes} them); nothing to do unless your own code or SQL calls "
+            'them: then call the replacement instead (docs/sql-api.md, "Versions and retirement")'
+        )
         notes.append({"level": "info", "kind": "deprecated_procedures", "count": len(found), "message": text})
         lines.append(f"info: {text}:")
-        lines += [f"  {d['name']}: use {d['replaced_by']} (deprecated in {d['deprecated_in']}, "
-                  f"removed in {d['removed_in']})" for d in found]
+        lines += [
+            f"  {d['name']}: use {d['replaced_by']} (deprecated in {d['deprecated_in']}, removed in {d['removed_in']})"
+            for d in found
+        ]
     emit(args, {"revision": schema.HEAD_REVISION, "ok": True, "notes": notes, "deprecated": found}, lines)
 
 
@@ -66,28 +81,38 @@ def cmd_install(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         for n, (source, machine) in enumerate(machines, 1):
             result = store.define(machine)
-            results.append({"machine": result.machine, "version": result.version, "changed": result.changed,
-                            "source": source})
+            results.append(
+                {"machine": result.machine, "version": result.version, "changed": result.changed, "source": source}
+            )
             bar.update(n)
     bar.close()
     if args.command == "define" and len(results) == 1 and not args.json:  # the 0.1 output, kept for scripts
         args.json = True
         emit(args, {k: results[0][k] for k in ("machine", "version", "changed")})
         return
-    emit(args, results, [f"{r['machine']}: version {r['version']} "
-                         f"({'new version' if r['changed'] else 'unchanged'}) from {r['source']}" for r in results])
+    emit(
+        args,
+        results,
+        [
+            f"{r['machine']}: version {r['version']} "
+            f"({'new version' if r['changed'] else 'unchanged'}) from {r['source']}"
+            for r in results
+        ],
+    )
 
 
 def cmd_sync(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         store.sync(args.machine)
-    emit(args, {"machine": args.machine, "installed": True},
-         f"tables, triggers, procedures and views of {args.machine} are installed")
+    emit(
+        args,
+        {"machine": args.machine, "installed": True},
+        f"tables, triggers, procedures and views of {args.machine} are installed",
+    )
 
 
 def cmd_grant(args: argparse.Namespace) -> None:
-    wanted = [Account.parse(text, role) for role in ("app", "reporting", "relay")
-              for text in getattr(args, role) or []]
+    wanted = [Account.parse(text, role) for role in ("app", "reporting", "relay") for text in getattr(args, role) or []]
     if not wanted:
         raise InvalidArgument("name at least one account: --app, --reporting or --relay (user or user@host)")
     password = env_password(args.password_env)
@@ -102,14 +127,25 @@ def cmd_grant(args: argparse.Namespace) -> None:
                 passwords[key] = password
             elif args.create and not exists(conn, account):  # existing accounts keep their password
                 passwords[key] = generated[key] = secrets.token_urlsafe(18)
-        statements, created = grant(conn, wanted, passwords=passwords, set_existing=password is not None,
-                                    dry_run=args.print_only)
+        statements, created = grant(
+            conn, wanted, passwords=passwords, set_existing=password is not None, dry_run=args.print_only
+        )
     finally:
         conn.close()
-    accounts = [{"user": a.user, "host": a.host, "role": a.role, "created": a in created,
-                 **({"password": generated[f"{a.user}@{a.host}"]} if f"{a.user}@{a.host}" in generated
-                    and not args.print_only else {})}
-                for a in wanted]
+    accounts = [
+        {
+            "user": a.user,
+            "host": a.host,
+            "role": a.role,
+            "created": a in created,
+            **(
+                {"password": generated[f"{a.user}@{a.host}"]}
+                if f"{a.user}@{a.host}" in generated and not args.print_only
+                else {}
+            ),
+        }
+        for a in wanted
+    ]
     if args.print_only:
         emit(args, {"statements": statements}, [s + ";" for s in statements])
         return
@@ -120,31 +156,70 @@ def cmd_grant(args: argparse.Namespace) -> None:
 
 
 def register(add: Add) -> None:
-    add("migrate", cmd_migrate, "install or upgrade pyfsm's schema (creates the DSN's database if the server has "
-        "none of that name)", "pyfsm migrate --dsn mysql://root@127.0.0.1/app")
-    add("check", cmd_check, "check that the schema matches this pyfsm, and list deprecated procedures still "
-        "installed", "pyfsm check")
-    for name, text in (("install", "store machine definitions (YAML/JSON files or Python objects) and create their "
-                                   "tables, triggers, procedures and views"),
-                       ("define", "the same as install (kept from pyfsm 0.1)")):
-        p = add(name, cmd_install, text, "pyfsm install examples/order.yaml\n"
-                "  pyfsm install machines.json myapp.machines:refund myapp.processes:checkout")
-        p.add_argument("source", nargs="+", help="a .yaml/.yml/.json definition file, or module.path:attribute of a "
-                                                 "pyfsm.Machine or pyfsm.Process")
+    add(
+        "migrate",
+        cmd_migrate,
+        "install or upgrade pyfsm's schema (creates the DSN's database if the server has none of that name)",
+        "pyfsm migrate --dsn mysql://root@127.0.0.1/app",
+    )
+    add(
+        "check",
+        cmd_check,
+        "check that the schema matches this pyfsm, and list deprecated procedures still installed",
+        "pyfsm check",
+    )
+    for name, text in (
+        (
+            "install",
+            "store machine definitions (YAML/JSON files or Python objects) and create their "
+            "tables, triggers, procedures and views",
+        ),
+        ("define", "the same as install (kept from pyfsm 0.1)"),
+    ):
+        p = add(
+            name,
+            cmd_install,
+            text,
+            "pyfsm install examples/order.yaml\n"
+            "  pyfsm install machines.json myapp.machines:refund myapp.processes:checkout",
+        )
+        p.add_argument(
+            "source",
+            nargs="+",
+            help="a .yaml/.yml/.json definition file, or module.path:attribute of a pyfsm.Machine or pyfsm.Process",
+        )
         progress_flag(p)
-    add("sync", cmd_sync, "create the tables, triggers and views of a machine a DBA defined in SQL, or render a "
+    add(
+        "sync",
+        cmd_sync,
+        "create the tables, triggers and views of a machine a DBA defined in SQL, or render a "
         "version a DBA added into its transition trigger (`pyfsm types` says when)",
-        "pyfsm sync order").add_argument("machine", help="machine name")
-    g = add("grant", cmd_grant, "create least-privilege accounts: app (EXECUTE the procedures only), reporting "
-            "(SELECT the views only), relay (the outbox only); run as the schema owner",
-            "PW=s3cret pyfsm grant --app shop_app --reporting analyst@10.0.% --password-env PW\n"
-            "  pyfsm grant --app shop_app --create          # generates and prints a password\n"
-            "  pyfsm grant --app shop_app --print           # only print the SQL")
-    for role, text in (("app", "an application account: user or user@host (host default %%)"),
-                       ("reporting", "a reporting account"), ("relay", "a Kafka relay account")):
+        "pyfsm sync order",
+    ).add_argument("machine", help="machine name")
+    g = add(
+        "grant",
+        cmd_grant,
+        "create least-privilege accounts: app (EXECUTE the procedures only), reporting "
+        "(SELECT the views only), relay (the outbox only); run as the schema owner",
+        "PW=s3cret pyfsm grant --app shop_app --reporting analyst@10.0.% --password-env PW\n"
+        "  pyfsm grant --app shop_app --create          # generates and prints a password\n"
+        "  pyfsm grant --app shop_app --print           # only print the SQL",
+    )
+    for role, text in (
+        ("app", "an application account: user or user@host (host default %%)"),
+        ("reporting", "a reporting account"),
+        ("relay", "a Kafka relay account"),
+    ):
         g.add_argument(f"--{role}", action="append", metavar="USER[@HOST]", help=text)
-    g.add_argument("--password-env", metavar="VAR", help="the accounts' password, from this environment variable: "
-                                                         "missing accounts are created with it, existing ones get it")
-    g.add_argument("--create", action="store_true", help="create missing accounts with generated passwords (printed "
-                                                         "once); existing accounts keep theirs")
+    g.add_argument(
+        "--password-env",
+        metavar="VAR",
+        help="the accounts' password, from this environment variable: "
+        "missing accounts are created with it, existing ones get it",
+    )
+    g.add_argument(
+        "--create",
+        action="store_true",
+        help="create missing accounts with generated passwords (printed once); existing accounts keep theirs",
+    )
     g.add_argument("--print", dest="print_only", action="store_true", help="print the SQL instead of running it")

@@ -34,8 +34,9 @@ def duration(text: str) -> float:
     """An argparse type: --after's delay in seconds."""
     m = DURATION.fullmatch(text.strip())
     if m is None:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r:.40} (seconds, or a number with s, m, h or d: "
-                                         "90, 1.5, 30m, 2h)")
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r:.40} (seconds, or a number with s, m, h or d: 90, 1.5, 30m, 2h)"
+        )
     value = float(m.group(1)) * UNIT_SECONDS[m.group(2)]
     if value > MAX_DELAY_SECONDS:
         raise argparse.ArgumentTypeError(f"a duration is at most {MAX_DELAY_SECONDS} seconds, got {text!r:.40}")
@@ -47,8 +48,9 @@ def utc_time(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r:.60} (such as 2026-11-22T10:00:00 in UTC, "
-                                         "or 2026-11-22T11:00:00+01:00)") from None
+        raise argparse.ArgumentTypeError(
+            f"not an ISO 8601 time: {text!r:.60} (such as 2026-11-22T10:00:00 in UTC, or 2026-11-22T11:00:00+01:00)"
+        ) from None
     if value.tzinfo is None:
         return value
     try:
@@ -71,11 +73,21 @@ def _last_error(timer: timers.Timer) -> str | None:
 def cmd_list(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         armed = store.timers(args.machine, args.key, overdue=args.overdue, after_id=args.after_id, limit=args.limit)
-    rows = [{"id": t.timer_id, "machine": t.machine, "key": t.instance_key, "kind": t.kind, "state": t.state,
-             "event": t.event, "due (UTC)": t.due_at,
-             "overdue s": f"{t.overdue_seconds:.1f}" if t.overdue_seconds > 0 else None, "holds": t.holds,
-             "last error": _last_error(t)}
-            for t in armed]
+    rows = [
+        {
+            "id": t.timer_id,
+            "machine": t.machine,
+            "key": t.instance_key,
+            "kind": t.kind,
+            "state": t.state,
+            "event": t.event,
+            "due (UTC)": t.due_at,
+            "overdue s": f"{t.overdue_seconds:.1f}" if t.overdue_seconds > 0 else None,
+            "holds": t.holds,
+            "last error": _last_error(t),
+        }
+        for t in armed
+    ]
     more = [f"(more: --after-id {armed[-1].timer_id})"] if len(armed) == args.limit else []
     emit(args, armed, table(rows, list(rows[0])) + more if rows else "no armed timers")
 
@@ -83,18 +95,33 @@ def cmd_list(args: argparse.Namespace) -> None:
 def cmd_schedule(args: argparse.Namespace) -> None:
     metadata = json_object("metadata", args.metadata)  # refused before anything connects
     with Store(args.dsn) as store:
-        timer = store.send_at(args.machine, args.key, args.event, at=args.at, after=args.after, metadata=metadata,
-                              request_id=args.request_id)
+        timer = store.send_at(
+            args.machine,
+            args.key,
+            args.event,
+            at=args.at,
+            after=args.after,
+            metadata=metadata,
+            request_id=args.request_id,
+        )
     replayed = " (replayed: armed before with this request id)" if timer.replayed else ""
-    emit(args, timer, f"timer {timer.timer_id}: {timer.event} for {timer.machine} {timer.instance_key}, "
-                      f"due {_time(timer.due_at)} UTC{replayed}")
+    emit(
+        args,
+        timer,
+        f"timer {timer.timer_id}: {timer.event} for {timer.machine} {timer.instance_key}, "
+        f"due {_time(timer.due_at)} UTC{replayed}",
+    )
 
 
 def cmd_cancel(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         timer = store.cancel_timer(args.timer_id, reason=args.reason)
-    emit(args, timer, f"cancelled timer {timer.timer_id}: {timer.kind} {timer.event} for {timer.machine} "
-                      f"{timer.instance_key}, due {_time(timer.due_at)} UTC")
+    emit(
+        args,
+        timer,
+        f"cancelled timer {timer.timer_id}: {timer.kind} {timer.event} for {timer.machine} "
+        f"{timer.instance_key}, due {_time(timer.due_at)} UTC",
+    )
 
 
 class _Batches:
@@ -126,15 +153,20 @@ def _check_run_arguments(args: argparse.Namespace) -> str:
 
 def cmd_run(args: argparse.Namespace) -> None:
     owner = _check_run_arguments(args)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # each dropped timer is logged
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )  # each dropped timer is logged
     with Store(args.dsn) as store:
         store.timers(limit=1)  # a wrong DSN or a database without pyfsm fails now, not in every batch
         batches = _Batches(store, owner, args.limit, args.claim_seconds)
         loop = timers.TimerLoop(batches, limit=args.limit, poll_seconds=args.poll)
         if not args.until_idle:  # a cron job's output is mailed: say nothing there but the summary
-            print(f"pyfsm timers run {owner}: firing due timers, {args.limit} at a time, every {args.poll:g} s "
-                  "when idle (SIGTERM or Ctrl-C to stop)", file=sys.stderr, flush=True)
+            print(
+                f"pyfsm timers run {owner}: firing due timers, {args.limit} at a time, every {args.poll:g} s "
+                "when idle (SIGTERM or Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
         previous: dict[signal.Signals, Any] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):  # stop after the batch in hand: its timers commit whole
             previous[sig] = signal.signal(sig, lambda _signum, _frame: loop.stop())
@@ -156,65 +188,109 @@ def _no_subcommand(args: argparse.Namespace) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     """--dsn and --json after the subcommand too; SUPPRESS keeps one given before it
     (`pyfsm timers --dsn X list`) from being reset by the subcommand's default."""
-    parser.add_argument("--dsn", default=argparse.SUPPRESS,
-                        help="mysql://user:password@host:port/db (default: $PYFSM_DSN)")
+    parser.add_argument(
+        "--dsn", default=argparse.SUPPRESS, help="mysql://user:password@host:port/db (default: $PYFSM_DSN)"
+    )
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON (for scripts)")
 
 
 def register(add: Add) -> None:
-    group = add("timers", _no_subcommand, "list, schedule and cancel timers; fire the due ones (run)",
-                "pyfsm timers list order --overdue\n"
-                "  pyfsm timers schedule order o-1001 cancel --after 30m\n"
-                "  pyfsm timers cancel 42 --reason \"paid by phone\"\n"
-                "  pyfsm timers run --until-idle      # from cron, where no worker process runs")
+    group = add(
+        "timers",
+        _no_subcommand,
+        "list, schedule and cancel timers; fire the due ones (run)",
+        "pyfsm timers list order --overdue\n"
+        "  pyfsm timers schedule order o-1001 cancel --after 30m\n"
+        '  pyfsm timers cancel 42 --reason "paid by phone"\n'
+        "  pyfsm timers run --until-idle      # from cron, where no worker process runs",
+    )
     sub = group.add_subparsers(dest="timers_command", required=True, metavar="SUBCOMMAND")
 
     def subcommand(name: str, func: Any, help_text: str, example: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=f"example:\n  {example}",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         _common(p)
         p.set_defaults(func=func)
         return p
 
-    listing = subcommand("list", cmd_list, "armed timers (state timeouts and scheduled events) in id order",
-                         "pyfsm timers list order o-1001\n  pyfsm timers list --overdue --json")
+    listing = subcommand(
+        "list",
+        cmd_list,
+        "armed timers (state timeouts and scheduled events) in id order",
+        "pyfsm timers list order o-1001\n  pyfsm timers list --overdue --json",
+    )
     listing.add_argument("machine", nargs="?", default=None, help="only this machine type's timers")
     listing.add_argument("key", nargs="?", default=None, help="only this instance's timers")
     listing.add_argument("--overdue", action="store_true", help="only timers past their due time")
     listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
     listing.add_argument("--limit", type=int, default=100, help="at most this many timers (default 100)")
 
-    schedule = subcommand("schedule", cmd_schedule,
-                          "schedule an event for an instance: it fires once, at --at or after --after; "
-                          "dropped (and logged) if not allowed from the instance's state then",
-                          "pyfsm timers schedule order o-1001 cancel --after 30m\n"
-                          "  pyfsm timers schedule order o-1001 remind --at 2026-11-22T10:00:00+01:00 --json")
+    schedule = subcommand(
+        "schedule",
+        cmd_schedule,
+        "schedule an event for an instance: it fires once, at --at or after --after; "
+        "dropped (and logged) if not allowed from the instance's state then",
+        "pyfsm timers schedule order o-1001 cancel --after 30m\n"
+        "  pyfsm timers schedule order o-1001 remind --at 2026-11-22T10:00:00+01:00 --json",
+    )
     schedule.add_argument("machine", help="the machine type")
     schedule.add_argument("key", help="the instance's key (it must exist)")
     schedule.add_argument("event", help="the event to send (one of the type's events)")
     when = schedule.add_mutually_exclusive_group(required=True)
-    when.add_argument("--at", type=utc_time, metavar="ISO-DATETIME",
-                      help="when: an ISO 8601 time, UTC unless it has an offset (a past time fires at once)")
-    when.add_argument("--after", type=duration, metavar="DURATION",
-                      help="when: after this long, in seconds (90, 1.5) or with a unit (30s, 30m, 2h, 1d)")
+    when.add_argument(
+        "--at",
+        type=utc_time,
+        metavar="ISO-DATETIME",
+        help="when: an ISO 8601 time, UTC unless it has an offset (a past time fires at once)",
+    )
+    when.add_argument(
+        "--after",
+        type=duration,
+        metavar="DURATION",
+        help="when: after this long, in seconds (90, 1.5) or with a unit (30s, 30m, 2h, 1d)",
+    )
     schedule.add_argument("--metadata", default=None, help="a JSON object, recorded in the firing's history row")
-    schedule.add_argument("--request-id", default=None,
-                          help="makes the call idempotent: a repeat returns the timer the first call armed")
+    schedule.add_argument(
+        "--request-id", default=None, help="makes the call idempotent: a repeat returns the timer the first call armed"
+    )
 
-    cancel = subcommand("cancel", cmd_cancel, "cancel an armed timer before it fires (recorded in fsm_timer_log)",
-                        'pyfsm timers cancel 42 --reason "paid by phone"')
+    cancel = subcommand(
+        "cancel",
+        cmd_cancel,
+        "cancel an armed timer before it fires (recorded in fsm_timer_log)",
+        'pyfsm timers cancel 42 --reason "paid by phone"',
+    )
     cancel.add_argument("timer_id", type=int, help="the timer's id (pyfsm timers list, or schedule's output)")
     cancel.add_argument("--reason", default=None, help="why (recorded)")
 
-    run = subcommand("run", cmd_run, "fire due timers until SIGTERM/Ctrl-C, or until none is due (--until-idle); "
-                                     "for deployments without worker processes",
-                     "pyfsm timers run\n  pyfsm timers run --until-idle   # from cron")
+    run = subcommand(
+        "run",
+        cmd_run,
+        "fire due timers until SIGTERM/Ctrl-C, or until none is due (--until-idle); "
+        "for deployments without worker processes",
+        "pyfsm timers run\n  pyfsm timers run --until-idle   # from cron",
+    )
     run.add_argument("--limit", type=int, default=100, help=f"timers per batch, 1 to {timers.MAX_BATCH} (default 100)")
-    run.add_argument("--poll", type=seconds, default=1.0,
-                     help="seconds to wait when no timer is due before looking again (default 1)")
-    run.add_argument("--claim-seconds", type=float, default=30.0,
-                     help="how long a batch's claim lasts: if this process dies, another fires its timers after "
-                          "that (default 30)")
+    run.add_argument(
+        "--poll",
+        type=seconds,
+        default=1.0,
+        help="seconds to wait when no timer is due before looking again (default 1)",
+    )
+    run.add_argument(
+        "--claim-seconds",
+        type=float,
+        default=30.0,
+        help="how long a batch's claim lasts: if this process dies, another fires its timers after that (default 30)",
+    )
     run.add_argument("--owner", default=None, help="this firer's name in fsm_timer_log.done_by (default host:pid)")
-    run.add_argument("--until-idle", action="store_true",
-                     help="return once every timer due now was handled (for cron) instead of running until stopped")
+    run.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="return once every timer due now was handled (for cron) instead of running until stopped",
+    )

@@ -19,16 +19,23 @@ def cmd_web(args: argparse.Namespace) -> None:
         from ..web.security import is_loopback
     except ImportError as exc:  # the web extra is not installed
         raise InvalidArgument(
-            f"pyfsm web needs the web extra: pip install 'pyfsm-mysql[web]' ({exc.name} is missing)") from None
+            f"pyfsm web needs the web extra: pip install 'pyfsm-mysql[web]' ({exc.name} is missing)"
+        ) from None
     token = args.token or os.environ.get("PYFSM_WEB_TOKEN") or None
     if not is_loopback(args.host) and token is None:
-        raise InvalidArgument(f"--host {args.host} lets other machines in: give --token (or $PYFSM_WEB_TOKEN), "
-                              "at least 16 characters, which every request must then carry")
+        raise InvalidArgument(
+            f"--host {args.host} lets other machines in: give --token (or $PYFSM_WEB_TOKEN), "
+            "at least 16 characters, which every request must then carry"
+        )
     if not 1 <= args.port <= 65535:
         raise InvalidArgument(f"--port must be from 1 to 65535, got {args.port}")
     config = ConsoleConfig(
-        dsn=args.dsn, actions_dsn=args.actions_dsn or os.environ.get("PYFSM_ACTIONS_DSN") or None,
-        allow_actions=args.allow_actions, token=token, stuck_after=args.stuck_after)
+        dsn=args.dsn,
+        actions_dsn=args.actions_dsn or os.environ.get("PYFSM_ACTIONS_DSN") or None,
+        allow_actions=args.allow_actions,
+        token=token,
+        stuck_after=args.stuck_after,
+    )
     app = create_app(config)
     sock = listen(args.host, args.port)  # before saying so: a port in use is one line, exit 1
     mode = "actions on" if args.allow_actions else "read-only"
@@ -51,27 +58,45 @@ def listen(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as exc:
         sock.close()
-        raise InvalidArgument(f"cannot serve the console on {host}:{port}: {exc.strerror or exc}",
-                              os_errno=exc.errno) from None
+        raise InvalidArgument(
+            f"cannot serve the console on {host}:{port}: {exc.strerror or exc}", os_errno=exc.errno
+        ) from None
     sock.set_inheritable(True)
     return sock
 
 
 def register(add: Add) -> None:
-    web = add("web", cmd_web, "serve the web console: machine types, instances, history, failures, queue, locks, "
-                              "outbox, /metrics; actions with --allow-actions",
-              "pyfsm web --dsn mysql://analyst:...@db/shop            # read-only, on 127.0.0.1:8080\n"
-              "  pyfsm web --allow-actions --actions-dsn mysql://app:...@db/shop --host 0.0.0.0 --token \"$TOKEN\"")
-    web.add_argument("--host", default="127.0.0.1",
-                     help="address to listen on (default 127.0.0.1; any other needs --token)")
+    web = add(
+        "web",
+        cmd_web,
+        "serve the web console: machine types, instances, history, failures, queue, locks, "
+        "outbox, /metrics; actions with --allow-actions",
+        "pyfsm web --dsn mysql://analyst:...@db/shop            # read-only, on 127.0.0.1:8080\n"
+        '  pyfsm web --allow-actions --actions-dsn mysql://app:...@db/shop --host 0.0.0.0 --token "$TOKEN"',
+    )
+    web.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
+    )
     web.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    web.add_argument("--token", default=None,
-                     help="a secret every request must carry (Bearer header, or the login page's cookie); "
-                          "default $PYFSM_WEB_TOKEN")
-    web.add_argument("--allow-actions", action="store_true",
-                     help="offer retry, pause, resume, send, force-unlock and re-queue, each behind a confirmation")
-    web.add_argument("--actions-dsn", default=None,
-                     help="the account actions run with, an app account (default $PYFSM_ACTIONS_DSN); "
-                          "--dsn's account only reads, and may be a reporting account")
-    web.add_argument("--stuck-after", type=float, default=300.0,
-                     help="seconds a run may stay due before the console calls it stuck (default 300)")
+    web.add_argument(
+        "--token",
+        default=None,
+        help="a secret every request must carry (Bearer header, or the login page's cookie); default $PYFSM_WEB_TOKEN",
+    )
+    web.add_argument(
+        "--allow-actions",
+        action="store_true",
+        help="offer retry, pause, resume, send, force-unlock and re-queue, each behind a confirmation",
+    )
+    web.add_argument(
+        "--actions-dsn",
+        default=None,
+        help="the account actions run with, an app account (default $PYFSM_ACTIONS_DSN); "
+        "--dsn's account only reads, and may be a reporting account",
+    )
+    web.add_argument(
+        "--stuck-after",
+        type=float,
+        default=300.0,
+        help="seconds a run may stay due before the console calls it stuck (default 300)",
+    )

@@ -22,8 +22,9 @@ from .marks import mark_cluster, read_cluster
 #: (group_replication_group_name, set only where the plugin is loaded), and super_read_only;
 #: any account may run it. MariaDB is asked ``SHOW VARIABLES LIKE 'wsrep_on'`` alone (a
 #: cheaper scan there; MariaDB has no Group Replication).
-MYSQL_CLUSTER_VARIABLES = ("SHOW VARIABLES WHERE Variable_name IN "
-                           "('wsrep_on', 'super_read_only', 'group_replication_group_name')")
+MYSQL_CLUSTER_VARIABLES = (
+    "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'super_read_only', 'group_replication_group_name')"
+)
 #: Whether a Group Replication member is its group's writable primary: super_read_only (ON on
 #: secondaries, on a new primary until it applied its backlog, on a member that left the
 #: group), whether its own row says ONLINE and PRIMARY, and how many of the members it sees
@@ -72,17 +73,21 @@ def refuse_unless_writer(cur: Any) -> bool:
         mark_cluster(conn, "galera")
         if not is_writer(cur):
             raise pymysql.err.OperationalError(
-                NotWriterNode.errno, "this Galera node is not the cluster's writer node (wsrep_local_index 0): "
-                                     "pyfsm writes through one node at a time; list every node in the DSN, or add "
-                                     "galera_writes=any to write through any")
+                NotWriterNode.errno,
+                "this Galera node is not the cluster's writer node (wsrep_local_index 0): "
+                "pyfsm writes through one node at a time; list every node in the DSN, or add "
+                "galera_writes=any to write through any",
+            )
         return True
     if variables.get("group_replication_group_name"):
         mark_cluster(conn, "group")
         if variables.get("super_read_only", "").upper() == "ON" or not is_writer(cur):
             raise pymysql.err.OperationalError(
-                NotWriterNode.errno, "this MySQL Group Replication member is not its group's primary (ONLINE, "
-                                     "PRIMARY, super_read_only OFF): pyfsm writes through the primary; list every "
-                                     "member in the DSN, or connect through MySQL Router's read-write port")
+                NotWriterNode.errno,
+                "this MySQL Group Replication member is not its group's primary (ONLINE, "
+                "PRIMARY, super_read_only OFF): pyfsm writes through the primary; list every "
+                "member in the DSN, or connect through MySQL Router's read-write port",
+            )
         return True
     return False
 

@@ -75,7 +75,8 @@ CANNOT_CONNECT = frozenset({2003, 2005})
 #: What to try when no server answered a new connection (after "check that a MySQL server runs at ...").
 CANNOT_CONNECT_ADVICE = (
     " and that this host can reach it, or point the DSN (--dsn or $PYFSM_DSN) at one that does "
-    "(in pyfsm's own repository, `make mysql` starts the project's MySQL 9.7 on 127.0.0.1:3307)")
+    "(in pyfsm's own repository, `make mysql` starts the project's MySQL 9.7 on 127.0.0.1:3307)"
+)
 
 
 def connect(settings: Settings, *, database: bool = True, timeouts: bool = False) -> pymysql.connections.Connection:
@@ -115,8 +116,12 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[Any, bool]:
         except BaseException as exc:  # the connection died, timed out or was refused right after the handshake
             with suppress(Exception):
                 conn.close()
-            if not (isinstance(exc, pymysql.err.MySQLError) and exc.args and exc.args[0] == DEADLOCK
-                    and attempt < SETUP_DEADLOCK_ATTEMPTS):
+            if not (
+                isinstance(exc, pymysql.err.MySQLError)
+                and exc.args
+                and exc.args[0] == DEADLOCK
+                and attempt < SETUP_DEADLOCK_ATTEMPTS
+            ):
                 raise
         pause(SETUP_DEADLOCK_PAUSE)
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -205,8 +210,10 @@ def create_database_sql(name: str) -> str:
     """The statement that creates database ``name`` as pyfsm wants it (InvalidArgument for a
     name pyfsm does not create: see :data:`DATABASE_NAME`)."""
     if not isinstance(name, str) or not DATABASE_NAME.fullmatch(name):
-        raise InvalidArgument(f"pyfsm creates a database only under a name of 1 to 64 letters, digits, _, $ and -, "
-                              f"got {name!r:.80}: create it yourself (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)")
+        raise InvalidArgument(
+            f"pyfsm creates a database only under a name of 1 to 64 letters, digits, _, $ and -, "
+            f"got {name!r:.80}: create it yourself (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)"
+        )
     return f"CREATE DATABASE IF NOT EXISTS `{name}` {DATABASE_CHARSET}"
 
 
@@ -231,14 +238,16 @@ def create_database(settings: Settings) -> bool:
                 raise AccessDenied(
                     f"database `{settings.database}` does not exist and the account {settings.user!r} may not "
                     f"create it ({err}). As an account that may, run: {statement}; then migrate again",
-                    errno=err.errno) from None
+                    errno=err.errno,
+                ) from None
             cur.execute("SHOW WARNINGS")  # 1007: it exists (another process created it meanwhile)
             created = not any(row[1] == 1007 for row in cur.fetchall())
     finally:
         conn.close()
     if created:
-        log.info("pyfsm: created database `%s` (%s) on %s", settings.database, DATABASE_CHARSET,
-                 where(*settings.in_use))
+        log.info(
+            "pyfsm: created database `%s` (%s) on %s", settings.database, DATABASE_CHARSET, where(*settings.in_use)
+        )
     return created
 
 
@@ -271,4 +280,6 @@ def refused_database(err: AccessDenied, settings: Settings) -> AccessDenied:
     return AccessDenied(
         f"{err}: the account {settings.user!r} has no right on database `{settings.database}`, or it does not "
         f"exist. As an account that may, run: {create}GRANT ALL ON `{settings.database}`.* TO the account; "
-        "then migrate again", errno=err.errno)
+        "then migrate again",
+        errno=err.errno,
+    )

@@ -57,8 +57,10 @@ def parse_hosts(text: str) -> tuple[Host, ...]:
     hosts: list[Host] = []
     for entry in text.split(","):
         if not entry:
-            raise InvalidArgument(f"bad DSN: the server list {text!r:.200} has an empty entry "
-                                  "(servers are separated by single commas: h1:3306,h2:3306)")
+            raise InvalidArgument(
+                f"bad DSN: the server list {text!r:.200} has an empty entry "
+                "(servers are separated by single commas: h1:3306,h2:3306)"
+            )
         host = _parse_host(entry, text)
         if host in hosts:
             raise InvalidArgument(f"bad DSN: {where(*host)} is listed twice in {text!r:.200}")

@@ -23,8 +23,9 @@ def dump_object(what: str, value: object, limit: int | None = None) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:  # a lone surrogate: the same error the triggers give stored bytes
-        raise InvalidEncoding(f"{what} is not valid Unicode text (a lone surrogate at position {exc.start} "
-                              "of its JSON)") from None
+        raise InvalidEncoding(
+            f"{what} is not valid Unicode text (a lone surrogate at position {exc.start} of its JSON)"
+        ) from None
     except (TypeError, ValueError, RecursionError) as exc:
         hint = " (NaN and Infinity are not JSON)" if "float" in str(exc) else ""
         raise InvalidData(f"{what} cannot be serialized as JSON: {exc}{hint}") from None
@@ -53,7 +54,9 @@ def _check_keys(what: str, value: Any) -> None:
                     path, step = path
                     keys.append(step)
                 where = what + "".join(f"[{k!r}]" for k in reversed(keys))
-                raise InvalidData(f"{where} has the key {key!r:.80} ({type(key).__name__}): JSON object keys are "
-                                  "strings, and json.dumps would turn it into one (losing data on a clash)")
+                raise InvalidData(
+                    f"{where} has the key {key!r:.80} ({type(key).__name__}): JSON object keys are "
+                    "strings, and json.dumps would turn it into one (losing data on a clash)"
+                )
             if isinstance(item, dict | list | tuple):
                 stack.append((item, (path, key)))

@@ -42,6 +42,7 @@ CHAIN_DEPTH = 8
 
 # --- connections ---------------------------------------------------------------------------
 
+
 def mark_used(conn: Any, when: float | None = None) -> float:
     """Note that ``conn`` was used now (or at ``when``, a ``time.monotonic()``); returns when."""
     conn.pyfsm_used = time.monotonic() if when is None else when
@@ -74,6 +75,7 @@ def read_cluster(conn: Any) -> str | None:
 
 
 # --- errors --------------------------------------------------------------------------------
+
 
 def mark_tried(exc: BaseException, tried: list[tuple[str, str]]) -> None:
     """Note on a failed new connection's error the servers tried and what each said (a copy)."""

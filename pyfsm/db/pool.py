@@ -80,8 +80,16 @@ CONNECTION_RETRY_DELAYS = (0.05, 0.15, 0.4, 0.6)
 DEADLOCK_RETRY_DELAYS = (0.002, 0.008)
 #: The session variables pyfsm's procedures set around a transition (the transition
 #: context) and the history guard the triggers set; @fsm_lock_owner is a lock holder's own.
-CONTEXT_VARIABLES = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source",
-                     "@fsm_count_later", "@fsm_guard", "@fsm_upgrade")
+CONTEXT_VARIABLES = (
+    "@fsm_event",
+    "@fsm_metadata",
+    "@fsm_handler",
+    "@fsm_request_id",
+    "@fsm_source",
+    "@fsm_count_later",
+    "@fsm_guard",
+    "@fsm_upgrade",
+)
 CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
 
 
@@ -136,8 +144,14 @@ class Database:
             raise InvalidArgument(f"pool_size must be an integer from 1 to 1000, got {pool_size!r:.80}")
         self.settings = settings
         self._pool = PooledDB(
-            creator=_connect, maxconnections=pool_size, maxcached=pool_size, blocking=True,
-            reset=False, ping=(1, is_alive), isfatal=_never_fatal, settings=settings,
+            creator=_connect,
+            maxconnections=pool_size,
+            maxcached=pool_size,
+            blocking=True,
+            reset=False,
+            ping=(1, is_alive),
+            isfatal=_never_fatal,
+            settings=settings,
         )
 
     def close(self) -> None:
@@ -164,8 +178,14 @@ class Database:
             conn.close()
 
     def call(
-        self, sql: str, args: Sequence[Any], *, retry_connection: bool, writes: bool,
-        on: Any = None, **context: Any,
+        self,
+        sql: str,
+        args: Sequence[Any],
+        *,
+        retry_connection: bool,
+        writes: bool,
+        on: Any = None,
+        **context: Any,
     ) -> list[Row]:
         """Run one CALL and return the rows of its first result set, draining the rest.
 
@@ -199,8 +219,9 @@ class Database:
             except NotSent as failed:  # no connection: nothing reached the server, any call may retry
                 err = failed.error
                 if timed_out(err):
-                    raise self.with_server(timeout_error(err, sent=False, writes=writes,
-                                                         seconds=self.settings.read_timeout)) from failed
+                    raise self.with_server(
+                        timeout_error(err, sent=False, writes=writes, seconds=self.settings.read_timeout)
+                    ) from failed
                 if transient(err) and connection_delays:
                     pause(connection_delays.pop(0))
                     continue
@@ -238,8 +259,9 @@ class Database:
                     raise self.with_server(err) from cause(err, exc)
             except DatabaseUnavailable as err:
                 if timed_out(err):
-                    raise self.with_server(timeout_error(err, sent=False, writes=False,
-                                                         seconds=self.settings.read_timeout)) from None
+                    raise self.with_server(
+                        timeout_error(err, sent=False, writes=False, seconds=self.settings.read_timeout)
+                    ) from None
                 if not (transient(err) and delays):
                     raise self.with_server(err) from None
             pause(delays.pop(0))

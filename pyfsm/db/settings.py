@@ -46,10 +46,15 @@ CONNECT_TIMEOUT = 5.0
 
 def check_timeout(name: str, value: Any) -> float:
     """``value`` as seconds if it is a finite number in (0, a year]; InvalidArgument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value) \
-            or not 0 < value <= MAX_TIMEOUT:
-        raise InvalidArgument(f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
-                              f"got {value!r:.80}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or not 0 < value <= MAX_TIMEOUT
+    ):
+        raise InvalidArgument(
+            f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {value!r:.80}"
+        )
     return float(value)
 
 
@@ -120,8 +125,9 @@ class Settings:
         (host, port), *more = checked
         return replace(self, host=host, port=port, more_hosts=tuple(more))
 
-    def connect_kwargs(self, *, database: bool = True, timeouts: bool = True,
-                       server: Host | None = None) -> dict[str, Any]:
+    def connect_kwargs(
+        self, *, database: bool = True, timeouts: bool = True, server: Host | None = None
+    ) -> dict[str, Any]:
         """PyMySQL's keyword arguments. ``timeouts=False``: no read or write bound (DDL).
 
         ``server``: which one (default :attr:`in_use`). One plain ``pymysql.connect`` goes to
@@ -129,8 +135,13 @@ class Settings:
         """
         host, port = server or self.in_use
         kwargs: dict[str, Any] = {
-            "host": host, "port": port, "user": self.user, "password": self.password,
-            "charset": "utf8mb4", "autocommit": True, "connect_timeout": self.connect_timeout,
+            "host": host,
+            "port": port,
+            "user": self.user,
+            "password": self.password,
+            "charset": "utf8mb4",
+            "autocommit": True,
+            "connect_timeout": self.connect_timeout,
         }
         if timeouts:
             kwargs["read_timeout"], kwargs["write_timeout"] = self.read_timeout, self.write_timeout
@@ -193,7 +204,9 @@ def parse_dsn(dsn: str | None = None) -> Settings:
     if dsn is not None and not isinstance(dsn, str):
         raise InvalidArgument(f"the DSN must be a string, got {type(dsn).__name__}")
     if not dsn:
-        raise InvalidArgument("no DSN given and PYFSM_DSN is not set (expected mysql://user:password@host:port/database)")
+        raise InvalidArgument(
+            "no DSN given and PYFSM_DSN is not set (expected mysql://user:password@host:port/database)"
+        )
     try:
         parts = urlsplit(dsn)
         user, password = parts.username, parts.password
@@ -204,8 +217,15 @@ def parse_dsn(dsn: str | None = None) -> Settings:
     # urlsplit reads one host:port only; the list after the userinfo is parsed here
     (host, port), *more = parse_hosts(parts.netloc.rpartition("@")[2])
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"tls", "tls_ca", "tls_verify", "connect_timeout", "read_timeout", "write_timeout",
-                            "galera_writes"}
+    unknown = set(query) - {
+        "tls",
+        "tls_ca",
+        "tls_verify",
+        "connect_timeout",
+        "read_timeout",
+        "write_timeout",
+        "galera_writes",
+    }
     if unknown:
         raise InvalidArgument(f"unknown DSN options: {sorted(unknown)}")
     galera_writes = query.get("galera_writes", "one")
@@ -218,17 +238,28 @@ def parse_dsn(dsn: str | None = None) -> Settings:
             raise InvalidArgument(f"DSN option {name} must be true or false")
         flags[name] = value in ("true", "1")
     timeouts: dict[str, float] = {}
-    for name, fallback in (("connect_timeout", CONNECT_TIMEOUT), ("read_timeout", READ_TIMEOUT),
-                           ("write_timeout", WRITE_TIMEOUT)):
+    for name, fallback in (
+        ("connect_timeout", CONNECT_TIMEOUT),
+        ("read_timeout", READ_TIMEOUT),
+        ("write_timeout", WRITE_TIMEOUT),
+    ):
         try:
             seconds = float(query.get(name, fallback))
         except ValueError:
             raise InvalidArgument(f"DSN option {name} must be a number of seconds, got {query[name]!r:.80}") from None
         timeouts[name] = check_timeout(f"DSN option {name}", seconds)
     return Settings(
-        host=host, port=port, more_hosts=tuple(more), user=unquote(user or "root"),
-        password=unquote(password or ""), database=parts.path.lstrip("/"),
-        tls=flags["tls"], tls_ca=query.get("tls_ca"), tls_verify=flags["tls_verify"],
-        connect_timeout=timeouts["connect_timeout"], read_timeout=timeouts["read_timeout"],
-        write_timeout=timeouts["write_timeout"], galera_writes=galera_writes,
+        host=host,
+        port=port,
+        more_hosts=tuple(more),
+        user=unquote(user or "root"),
+        password=unquote(password or ""),
+        database=parts.path.lstrip("/"),
+        tls=flags["tls"],
+        tls_ca=query.get("tls_ca"),
+        tls_verify=flags["tls_verify"],
+        connect_timeout=timeouts["connect_timeout"],
+        read_timeout=timeouts["read_timeout"],
+        write_timeout=timeouts["write_timeout"],
+        galera_writes=galera_writes,
     )

@@ -63,12 +63,16 @@ def _say_what_to_fix(err: LoginFailed | UnknownDatabase, exc: BaseException) -> 
     at = f" at {server}" if server else ""
     said = err.message
     if isinstance(err, LoginFailed):
-        err.message = (f"the MySQL server{at} refused the login ({said}): check the user name and password in the "
-                       "DSN (--dsn or $PYFSM_DSN), and that this account may connect from this host")
+        err.message = (
+            f"the MySQL server{at} refused the login ({said}): check the user name and password in the "
+            "DSN (--dsn or $PYFSM_DSN), and that this account may connect from this host"
+        )
     else:
-        err.message = (f"the MySQL server{at} has no such database ({said}): check the database name in the DSN "
-                       "(--dsn or $PYFSM_DSN), or create it: `pyfsm migrate` (or Store.migrate()) creates a "
-                       "missing database when its account may")
+        err.message = (
+            f"the MySQL server{at} has no such database ({said}): check the database name in the DSN "
+            "(--dsn or $PYFSM_DSN), or create it: `pyfsm migrate` (or Store.migrate()) creates a "
+            "missing database when its account may"
+        )
     err.args = (err.message,)
     if server:
         err.fields["servers"] = [server]
@@ -119,12 +123,16 @@ def timeout_error(err: BaseException, *, sent: bool, writes: bool, seconds: floa
 def encoding_error(exc: UnicodeError) -> InvalidEncoding:
     """The pyfsm error for text that is not valid UTF-8 on its way in or out."""
     if isinstance(exc, UnicodeEncodeError):
-        return InvalidEncoding(f"an argument is not valid Unicode text (it holds a lone surrogate at position "
-                               f"{exc.start}); nothing was sent")
-    return InvalidEncoding("the server returned text that is not valid UTF-8 (for example an encoded surrogate, "
-                           "bytes ED A0 80); it was written before pyfsm refused such text or by a client that "
-                           "bypassed pyfsm's triggers. The connection was closed; find the row with "
-                           "WHERE NOT fsm_valid_utf8_v1(col)")
+        return InvalidEncoding(
+            f"an argument is not valid Unicode text (it holds a lone surrogate at position "
+            f"{exc.start}); nothing was sent"
+        )
+    return InvalidEncoding(
+        "the server returned text that is not valid UTF-8 (for example an encoded surrogate, "
+        "bytes ED A0 80); it was written before pyfsm refused such text or by a client that "
+        "bypassed pyfsm's triggers. The connection was closed; find the row with "
+        "WHERE NOT fsm_valid_utf8_v1(col)"
+    )
 
 
 def lost_reply(exc: struct.error, conn: Any) -> pymysql.err.OperationalError:
@@ -139,8 +147,11 @@ def keeps_connection(exc: BaseException) -> bool:
     """Whether a connection may be used again after ``exc``: only after one of pyfsm's own
     refusals (errno 31000-31999), which the server sends as a whole reply once the
     procedure's handlers have cleared the transition context."""
-    errno = getattr(exc, "errno", None) if isinstance(exc, FsmError) else (
-        exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None)
+    errno = (
+        getattr(exc, "errno", None)
+        if isinstance(exc, FsmError)
+        else (exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None)
+    )
     return isinstance(errno, int) and FSM_ERRNO_FIRST <= errno <= FSM_ERRNO_LAST
 
 

@@ -18,8 +18,14 @@ from ..engine.process import Context, Outcome, Process
 from ..engine.worker import Worker
 from ..store import Store
 
-FULFILMENT = Process.linear("fulfilment", ["reserve", "charge", "pack", "ship"], run_immediately=False,
-                            backoff=0.2, max_attempts=4, claim_seconds=30)
+FULFILMENT = Process.linear(
+    "fulfilment",
+    ["reserve", "charge", "pack", "ship"],
+    run_immediately=False,
+    backoff=0.2,
+    max_attempts=4,
+    claim_seconds=30,
+)
 
 
 @FULFILMENT.handler("reserve")
@@ -62,8 +68,9 @@ def _bar(done: int, total: int, width: int = 40) -> str:
 def run(store: Store, dsn: str, run_id: str, *, orders: int, workers: int) -> None:
     store.define(FULFILMENT.machine)
     keys = [f"ful-{run_id}-{n:04d}" for n in range(orders)]
-    print(f"\nfulfilment with handlers: {orders} orders, the first step here, the rest for "
-          f"{workers} worker process(es)")
+    print(
+        f"\nfulfilment with handlers: {orders} orders, the first step here, the rest for {workers} worker process(es)"
+    )
     done_before = store.counts("fulfilment").get("done", 0)  # earlier runs of the demo
     for n, key in enumerate(keys):  # each start runs reserve here, then queues the order
         FULFILMENT.start(store, key, data={"items": 1 + n % 3, "price": 10, "flaky": n % 5 == 0})
@@ -92,8 +99,10 @@ def run(store: Store, dsn: str, run_id: str, *, orders: int, workers: int) -> No
     errors = store.errors("fulfilment", flaky)
     if errors:
         first = errors[0]
-        print(f"{flaky}: {first.handler} failed on attempt {first.attempt} "
-              f"({(first.error_type or '').rsplit('.', 1)[-1]}: {first.message}) and recovered by retry")
+        print(
+            f"{flaky}: {first.handler} failed on attempt {first.attempt} "
+            f"({(first.error_type or '').rsplit('.', 1)[-1]}: {first.message}) and recovered by retry"
+        )
     print(f"history of {flaky}:")
     for h in store.history("fulfilment", flaky):
         move = f"{h.from_state} --{h.event}--> {h.to_state}" if h.event else f"created in {h.to_state}"

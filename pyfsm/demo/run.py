@@ -48,8 +48,13 @@ ORDER = Machine(
 
 # How far each order goes: weights give a realistic spread over the states.
 PATHS = [
-    (["pay"], 2), (["pay", "pack"], 2), (["pay", "pack", "ship"], 3),
-    (["pay", "pack", "ship", "deliver"], 8), (["cancel"], 1), (["pay", "pack", "unpack", "cancel"], 1), ([], 1),
+    (["pay"], 2),
+    (["pay", "pack"], 2),
+    (["pay", "pack", "ship"], 3),
+    (["pay", "pack", "ship", "deliver"], 8),
+    (["cancel"], 1),
+    (["pay", "pack", "unpack", "cancel"], 1),
+    ([], 1),
 ]
 
 
@@ -58,8 +63,9 @@ def demo_dsn(dsn: str | None = None) -> str:
     return dsn or os.environ.get("PYFSM_DSN") or DEFAULT_DSN
 
 
-def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7,
-        kafka: str | None = None) -> None:
+def run(
+    dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7, kafka: str | None = None
+) -> None:
     settings = db.parse_dsn(demo_dsn(dsn))
     rng = random.Random(seed)
     with Store(settings.dsn()) as store:  # (refuses a DSN without a database)
@@ -83,8 +89,10 @@ def run(dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: in
             if sample is None and path and path[-1] == "deliver":
                 sample = key
         elapsed = time.perf_counter() - started
-        print(f"created {orders} orders and applied {moves} transitions in {elapsed:.2f} s "
-              f"({(orders + moves) / elapsed:.0f} per second)")
+        print(
+            f"created {orders} orders and applied {moves} transitions in {elapsed:.2f} s "
+            f"({(orders + moves) / elapsed:.0f} per second)"
+        )
 
         sample = sample or f"demo-{run_id}-0000"
         try:
@@ -128,11 +136,14 @@ def publish_and_show(settings: db.Settings, bootstrap: str, sample: str) -> None
     try:
         AdminClient({"bootstrap.servers": bootstrap, "logger": _Quiet()}).list_topics(timeout=3)  # type: ignore[dict-item]
     except KafkaException:
-        print(f"\nno Kafka broker reachable at {bootstrap} (set PYFSM_KAFKA=host:port); "
-              "the events wait in fsm_outbox for `pyfsm relay`")
+        print(
+            f"\nno Kafka broker reachable at {bootstrap} (set PYFSM_KAFKA=host:port); "
+            "the events wait in fsm_outbox for `pyfsm relay`"
+        )
         return
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pyfsm-demo", "enable.auto.commit": False,
-                         "logger": _Quiet()})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "pyfsm-demo", "enable.auto.commit": False, "logger": _Quiet()}
+    )
     try:
         topic = consumer.list_topics(TOPIC, timeout=5).topics.get(TOPIC)
         starts = {}
@@ -163,8 +174,10 @@ def publish_and_show(settings: db.Settings, bootstrap: str, sample: str) -> None
             elif not msg.error():
                 quiet_polls = 0
                 events.append(json.loads(msg.value() or b"{}"))
-        print(f"\nKafka at {bootstrap}: the relay published {relay.stats.published} events in {elapsed:.2f} s; "
-              f"read back {len(events)} from topic {TOPIC}; the events of {sample}:")
+        print(
+            f"\nKafka at {bootstrap}: the relay published {relay.stats.published} events in {elapsed:.2f} s; "
+            f"read back {len(events)} from topic {TOPIC}; the events of {sample}:"
+        )
         for event in sorted((e for e in events if e["instance_key"] == sample), key=lambda e: e["sort_key"]):
             print("  " + json.dumps(event, separators=(",", ":")))
     finally:

@@ -35,8 +35,10 @@ def run(store: Store, run_id: str, *, baskets: int = 30) -> None:
         store.send("basket", key, "order")  # leaving "open" disarms it, in the same transaction
     store.send_at("basket", keys[1], "order", after=1.0, metadata={"by": "demo"})
     mine = [t for t in store.timers("basket", limit=10_000) if t.instance_key in set(keys)]
-    print(f"  armed: {sum(t.kind == 'timeout' for t in mine)} timeouts and "
-          f"{sum(t.kind == 'scheduled' for t in mine)} scheduled event ({keys[1]}: order in 1 s)")
+    print(
+        f"  armed: {sum(t.kind == 'timeout' for t in mine)} timeouts and "
+        f"{sum(t.kind == 'scheduled' for t in mine)} scheduled event ({keys[1]}: order in 1 s)"
+    )
     loop = TimerLoop(lambda: store.fire_timers(owner="pyfsm-demo", limit=100), limit=100)
     time.sleep(1.05)
     loop.run(until_idle=True)  # the scheduled order is due, the timeouts not yet
@@ -44,9 +46,13 @@ def run(store: Store, run_id: str, *, baskets: int = 30) -> None:
     time.sleep(max(0.0, (last_due - datetime.now(UTC)).total_seconds()) + 0.05)
     loop.run(until_idle=True)  # every timeout of a basket still open
     states = [store.get("basket", key).state for key in keys]
-    print(f"  fired {loop.fired}, dropped {loop.dropped}: {states.count('ordered')} ordered, "
-          f"{states.count('abandoned')} abandoned by their timeout, {states.count('open')} open")
+    print(
+        f"  fired {loop.fired}, dropped {loop.dropped}: {states.count('ordered')} ordered, "
+        f"{states.count('abandoned')} abandoned by their timeout, {states.count('open')} open"
+    )
     last = store.history("basket", keys[1])[-1]
     timer = last.metadata["timer"]
-    print(f"  {keys[1]}: {last.from_state} --{last.event}--> {last.to_state} by timer {timer['id']} "
-          f"({timer['kind']}, request id {last.request_id})")
+    print(
+        f"  {keys[1]}: {last.from_state} --{last.event}--> {last.to_state} by timer {timer['id']} "
+        f"({timer['kind']}, request id {last.request_id})"
+    )

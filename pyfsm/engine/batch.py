@@ -45,8 +45,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("pyfsm.engine")
 
 
-def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping[str, Any]], owner: str,
-                      stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> list[RunResult]:
+def run_claimed_batch(
+    store: Store,
+    process: ProcessLike,
+    rows: Sequence[Mapping[str, Any]],
+    owner: str,
+    stop: threading.Event | None = None,
+    metrics: WorkerMetrics | None = None,
+) -> list[RunResult]:
     """Run the instances the caller has claimed (rows of fsm_claim_v1), side by side; a
     RunResult for each, in the order of ``rows``. ``metrics``: a worker's, to time handlers
     and commits."""
@@ -83,17 +89,24 @@ def run_claimed_batch(store: Store, process: ProcessLike, rows: Sequence[Mapping
 MAX_CALL_BYTES = 1 << 20
 
 
-def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[ClaimedRun, dict[str, Any]]], owner: str,
-                  results: dict[int, RunResult]) -> list[ClaimedRun]:
+def _commit_round(
+    store: Store,
+    process: ProcessLike,
+    requests: list[tuple[ClaimedRun, dict[str, Any]]],
+    owner: str,
+    results: dict[int, RunResult],
+) -> list[ClaimedRun]:
     """Commit one round; the runs that go on. Each run that ends gets its result."""
     going_on: list[ClaimedRun] = []
     group: list[tuple[ClaimedRun, dict[str, Any], str]] = []
     size = 0
     for run, request in requests:
         key, _owner, version, steps, status, go_on, _seconds, requeue, data = run.step_args(**request)
-        item = (f'{{"key":{json.dumps(key, ensure_ascii=False)},"version":{version},"steps":{steps},'
-                f'"status":"{status}","continue":{go_on},"requeue_seconds":{json.dumps(requeue)},'
-                f'"data":{"null" if data is None else data}}}')
+        item = (
+            f'{{"key":{json.dumps(key, ensure_ascii=False)},"version":{version},"steps":{steps},'
+            f'"status":"{status}","continue":{go_on},"requeue_seconds":{json.dumps(requeue)},'
+            f'"data":{"null" if data is None else data}}}'
+        )
         if group and size + len(item) > MAX_CALL_BYTES:
             going_on += _commit_group(store, process, group, owner, results)
             group, size = [], 0
@@ -104,8 +117,13 @@ def _commit_round(store: Store, process: ProcessLike, requests: list[tuple[Claim
     return going_on
 
 
-def _commit_group(store: Store, process: ProcessLike, group: list[tuple[ClaimedRun, dict[str, Any], str]], owner: str,
-                  results: dict[int, RunResult]) -> list[ClaimedRun]:
+def _commit_group(
+    store: Store,
+    process: ProcessLike,
+    group: list[tuple[ClaimedRun, dict[str, Any], str]],
+    owner: str,
+    results: dict[int, RunResult],
+) -> list[ClaimedRun]:
     """Commit some of a round's steps in one transaction; the runs that go on."""
     going_on: list[ClaimedRun] = []
 
@@ -128,9 +146,14 @@ def _commit_group(store: Store, process: ProcessLike, group: list[tuple[ClaimedR
     metrics = group[0][0].metrics
 
     def call() -> list[dict[str, Any]]:
-        return store.gateway.rows(routines.STEPS,
-                                  (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
-                                  retry_connection=False, writes=True, machine=process.name)
+        return store.gateway.rows(
+            routines.STEPS,
+            (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
+            retry_connection=False,
+            writes=True,
+            machine=process.name,
+        )
+
     try:
         rows = call() if metrics is None else metrics.time_commit(process.name, call)
         answers = json.loads(rows[0]["results"])
@@ -139,14 +162,19 @@ def _commit_group(store: Store, process: ProcessLike, group: list[tuple[ClaimedR
             results[id(run)] = recover(run, exc)
         return going_on
     except FsmError as exc:  # a deadlock that stayed, or an older schema: one at a time
-        log.info("pyfsm: %s: committing %d steps together failed (%s); committing them one by one",
-                 process.name, len(group), exc)
+        log.info(
+            "pyfsm: %s: committing %d steps together failed (%s); committing them one by one",
+            process.name,
+            len(group),
+            exc,
+        )
         one_by_one()
         return going_on
     for (run, _request, _item), answer in zip(group, answers, strict=True):
         if "errno" in answer:
-            error = db.translate(pymysql.err.OperationalError(int(answer["errno"]), answer["message"]),
-                                 machine=process.name, key=run.key)
+            error = db.translate(
+                pymysql.err.OperationalError(int(answer["errno"]), answer["message"]), machine=process.name, key=run.key
+            )
             if not isinstance(error, FsmError):
                 error = FsmError(str(answer["message"]), errno=int(answer["errno"]), machine=process.name, key=run.key)
             results[id(run)] = recover(run, error)

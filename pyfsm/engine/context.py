@@ -48,8 +48,18 @@ class Context:
     ``version`` is the instance's version, which also moves when its status changes.
     """
 
-    def __init__(self, *, machine: str, key: str, lookup_key: str | None, state: str, data: dict[str, Any],
-                 attempt: int, version: int, step_id: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        machine: str,
+        key: str,
+        lookup_key: str | None,
+        state: str,
+        data: dict[str, Any],
+        attempt: int,
+        version: int,
+        step_id: str = "",
+    ) -> None:
         self.machine = machine
         self.key = key
         self.lookup_key = lookup_key

@@ -35,30 +35,65 @@ class WorkerMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True) if registry is None else registry
-        self.steps = Counter("pyfsm_worker_steps", "Steps (handler transitions) this worker committed",
-                             ["machine"], registry=self.registry)
-        self.runs = Counter("pyfsm_worker_runs", "Runs this worker finished, by the status they left the instance in",
-                            ["machine", "status"], registry=self.registry)
-        self.errors = Counter("pyfsm_worker_errors", "Database errors this worker met claiming or running",
-                              ["machine"], registry=self.registry)
-        self.handler_seconds = Histogram("pyfsm_handler_seconds", "Seconds a handler took, by the state it ran in",
-                                         ["machine", "state"], buckets=HANDLER_BUCKETS, registry=self.registry)
-        self.handler_exceptions = Counter("pyfsm_handler_exceptions", "Handlers that raised, by the state they ran in",
-                                          ["machine", "state"], registry=self.registry)
-        self.commit_seconds = Histogram("pyfsm_worker_step_commit_seconds",
-                                        "Seconds the call committing a step (or a round of steps) took",
-                                        ["machine"], buckets=COMMIT_BUCKETS, registry=self.registry)
-        self.timers = Counter("pyfsm_worker_timers", "Timers this worker handled: fired, dropped (their event was "
-                              "not allowed then) or held (instance paused or locked: it stays armed)",
-                              ["machine", "outcome"], registry=self.registry)
-        self.timer_lag = Histogram("pyfsm_worker_timer_firing_lag_seconds",
-                                   "Seconds from a timer's due time to its firing by this worker",
-                                   ["machine"], buckets=TIMER_LAG_BUCKETS, registry=self.registry)
+        self.steps = Counter(
+            "pyfsm_worker_steps",
+            "Steps (handler transitions) this worker committed",
+            ["machine"],
+            registry=self.registry,
+        )
+        self.runs = Counter(
+            "pyfsm_worker_runs",
+            "Runs this worker finished, by the status they left the instance in",
+            ["machine", "status"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "pyfsm_worker_errors",
+            "Database errors this worker met claiming or running",
+            ["machine"],
+            registry=self.registry,
+        )
+        self.handler_seconds = Histogram(
+            "pyfsm_handler_seconds",
+            "Seconds a handler took, by the state it ran in",
+            ["machine", "state"],
+            buckets=HANDLER_BUCKETS,
+            registry=self.registry,
+        )
+        self.handler_exceptions = Counter(
+            "pyfsm_handler_exceptions",
+            "Handlers that raised, by the state they ran in",
+            ["machine", "state"],
+            registry=self.registry,
+        )
+        self.commit_seconds = Histogram(
+            "pyfsm_worker_step_commit_seconds",
+            "Seconds the call committing a step (or a round of steps) took",
+            ["machine"],
+            buckets=COMMIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.timers = Counter(
+            "pyfsm_worker_timers",
+            "Timers this worker handled: fired, dropped (their event was "
+            "not allowed then) or held (instance paused or locked: it stays armed)",
+            ["machine", "outcome"],
+            registry=self.registry,
+        )
+        self.timer_lag = Histogram(
+            "pyfsm_worker_timer_firing_lag_seconds",
+            "Seconds from a timer's due time to its firing by this worker",
+            ["machine"],
+            buckets=TIMER_LAG_BUCKETS,
+            registry=self.registry,
+        )
 
     def run_handler(self, machine: str, state: str, handler: Callable[[Any], T], ctx: Any) -> T:
         """Call ``handler(ctx)``, timing it; a handler that raises is counted and re-raised."""
-        with self.handler_seconds.labels(machine, state).time(), \
-                self.handler_exceptions.labels(machine, state).count_exceptions(BaseException):
+        with (
+            self.handler_seconds.labels(machine, state).time(),
+            self.handler_exceptions.labels(machine, state).count_exceptions(BaseException),
+        ):
             return handler(ctx)
 
     def time_commit(self, machine: str, commit: Callable[[], T]) -> T:

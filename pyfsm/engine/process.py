@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["Context", "Handler", "HandlerSpec", "Outcome", "Process", "copy_data"]
 
 #: What Process.linear's machine_options may set.
-MACHINE_OPTIONS = frozenset({"save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds",
-                             "event_data"})
+MACHINE_OPTIONS = frozenset(
+    {"save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds", "event_data"}
+)
 
 
 @dataclass
@@ -78,8 +79,11 @@ class Process:
         if self.failure_event is not None and not isinstance(self.failure_event, str):
             raise InvalidArgument(f"failure_event must be an event name or None, got {self.failure_event!r:.80}")
         _check_attempts(self.max_attempts)
-        for what, value, low, high in (("backoff", self.backoff, 0, 86400), ("max_backoff", self.max_backoff, 0, 86400),
-                                       ("claim_seconds", self.claim_seconds, 0.1, 86400)):
+        for what, value, low, high in (
+            ("backoff", self.backoff, 0, 86400),
+            ("max_backoff", self.max_backoff, 0, 86400),
+            ("claim_seconds", self.claim_seconds, 0.1, 86400),
+        ):
             if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
                 raise InvalidArgument(f"{what} must be a number from {low} to {high}, got {value!r:.80}")
         steps = self.batch_steps
@@ -93,18 +97,35 @@ class Process:
 
     # -- registering handlers -------------------------------------------------------------
 
-    def register(self, state: str, fn: Handler, *, name: str | None = None, max_attempts: int | None = None,
-                 failure_event: str | None = None, non_retryable: Sequence[type[BaseException]] = ()) -> Handler:
+    def register(
+        self,
+        state: str,
+        fn: Handler,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        failure_event: str | None = None,
+        non_retryable: Sequence[type[BaseException]] = (),
+    ) -> Handler:
         """Attach ``fn`` to ``state``; history records it under ``name`` (default: its name)."""
         if state not in self.machine.states:
-            raise InvalidDefinition(f"{self.name}: no state {state!r} to attach a handler to", machine=self.name,
-                                    state=str(state)[:80], field="handlers")
+            raise InvalidDefinition(
+                f"{self.name}: no state {state!r} to attach a handler to",
+                machine=self.name,
+                state=str(state)[:80],
+                field="handlers",
+            )
         if state in self.machine.final:
-            raise InvalidDefinition(f"{self.name}: {state!r} is final; a final state runs no handler",
-                                    machine=self.name, state=state, field="handlers")
+            raise InvalidDefinition(
+                f"{self.name}: {state!r} is final; a final state runs no handler",
+                machine=self.name,
+                state=state,
+                field="handlers",
+            )
         if state in self.handlers:
-            raise InvalidDefinition(f"{self.name}: state {state!r} has a handler already", machine=self.name,
-                                    state=state, field="handlers")
+            raise InvalidDefinition(
+                f"{self.name}: state {state!r} has a handler already", machine=self.name, state=state, field="handlers"
+            )
         if not callable(fn):
             raise InvalidArgument(f"handler for {state!r} is not callable")
         label = name or getattr(fn, "__name__", None) or f"{state}_handler"
@@ -114,10 +135,16 @@ class Process:
             _check_attempts(max_attempts)
         for event in (failure_event, self.failure_event):
             if event is not None and not self.machine.allows(state, event):
-                raise InvalidDefinition(f"{self.name}: failure event {event!r} is not allowed from {state!r}",
-                                        machine=self.name, state=state, event=event, field="failure_event")
-        self.handlers[state] = HandlerSpec(state, fn, label, max_attempts, failure_event,
-                                           _exception_types(non_retryable))
+                raise InvalidDefinition(
+                    f"{self.name}: failure event {event!r} is not allowed from {state!r}",
+                    machine=self.name,
+                    state=state,
+                    event=event,
+                    field="failure_event",
+                )
+        self.handlers[state] = HandlerSpec(
+            state, fn, label, max_attempts, failure_event, _exception_types(non_retryable)
+        )
         return fn
 
     def handler(self, state: str, **options: Any) -> Callable[[Handler], Handler]:
@@ -129,26 +156,48 @@ class Process:
         return attach
 
     @classmethod
-    def linear(cls, name: str, steps: Sequence[str], *, final: str = "done", topic: str | None = None,
-               machine_options: Mapping[str, Any] | None = None, **settings: Any) -> Process:
+    def linear(
+        cls,
+        name: str,
+        steps: Sequence[str],
+        *,
+        final: str = "done",
+        topic: str | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> Process:
         """A process of ordered steps: states ``steps`` then ``final``, with ``next`` moving
         forward one step and ``back`` one step backward (from every step but the first)."""
         if not isinstance(steps, list | tuple):
-            raise InvalidDefinition(f"{name!r:.80}: steps must be a list of state names, got {type(steps).__name__}",
-                                    machine=str(name)[:80], field="steps")
-        if machine_options is not None and (not isinstance(machine_options, Mapping)
-                                            or not set(machine_options) <= MACHINE_OPTIONS):
-            raise InvalidDefinition(f"{name!r:.80}: machine_options must be a dict of "
-                                    f"{', '.join(sorted(MACHINE_OPTIONS))}, got {machine_options!r:.80}",
-                                    machine=str(name)[:80], field="machine_options")
+            raise InvalidDefinition(
+                f"{name!r:.80}: steps must be a list of state names, got {type(steps).__name__}",
+                machine=str(name)[:80],
+                field="steps",
+            )
+        if machine_options is not None and (
+            not isinstance(machine_options, Mapping) or not set(machine_options) <= MACHINE_OPTIONS
+        ):
+            raise InvalidDefinition(
+                f"{name!r:.80}: machine_options must be a dict of "
+                f"{', '.join(sorted(MACHINE_OPTIONS))}, got {machine_options!r:.80}",
+                machine=str(name)[:80],
+                field="machine_options",
+            )
         names = list(steps)
         if not names:
             raise InvalidDefinition(f"{name}: a linear process needs at least one step", machine=name, field="steps")
         order = [*names, final]
         transitions = [("next", a, b) for a, b in itertools.pairwise(order)]
         transitions += [("back", b, a) for a, b in itertools.pairwise(names)]
-        machine = Machine(name=name, states=order, start=[names[0]], final=[final], transitions=transitions,
-                          topic=topic, **dict(machine_options or {}))
+        machine = Machine(
+            name=name,
+            states=order,
+            start=[names[0]],
+            final=[final],
+            transitions=transitions,
+            topic=topic,
+            **dict(machine_options or {}),
+        )
         return cls(machine, **settings)
 
     # -- running (pyfsm.engine does the work) ---------------------------------------------
@@ -165,8 +214,15 @@ class Process:
         _check_store_and_key(store, key)
         return run_key(store, self, key)
 
-    def start(self, store: Store, key: str, *, data: Mapping[str, Any] | None = None, lookup_key: str | None = None,
-              run_immediately: bool | None = None) -> RunResult:
+    def start(
+        self,
+        store: Store,
+        key: str,
+        *,
+        data: Mapping[str, Any] | None = None,
+        lookup_key: str | None = None,
+        run_immediately: bool | None = None,
+    ) -> RunResult:
         """Create instance ``key`` in the first start state and run it (or queue it for a
         worker when ``run_immediately`` is False, for this instance from now on)."""
         _check_store_and_key(store, key)

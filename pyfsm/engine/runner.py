@@ -68,8 +68,15 @@ LOCK_BUSY_REQUEUE_SECONDS = 0.5
 class ClaimedRun:
     """One claimed instance being run: the state the loop carries between steps."""
 
-    def __init__(self, store: Store, process: ProcessLike, row: Mapping[str, Any], owner: str,
-                 stop: threading.Event | None, metrics: WorkerMetrics | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        process: ProcessLike,
+        row: Mapping[str, Any],
+        owner: str,
+        stop: threading.Event | None,
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
         self.store, self.process, self.owner, self.stop = store, process, owner, stop
         self.metrics = metrics  # a worker's WorkerMetrics: handler and commit times (None: not timed)
         self.key: str = row["instance_key"]
@@ -108,8 +115,10 @@ class ClaimedRun:
 
     def commit_call(self, args: tuple[Any, ...]) -> dict[str, Any]:
         """step_v2 with these arguments (timed when the worker keeps metrics)."""
+
         def call() -> dict[str, Any]:
             return self._call(routines.STEP, args)
+
         return call() if self.metrics is None else self.metrics.time_commit(self.process.name, call)
 
     def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
@@ -119,9 +128,17 @@ class ClaimedRun:
         written with the status."""
         last = self.pending[-1]["data"] if self.pending else self.committed_data
         data = None if self.data == last else json.dumps(self.data, separators=(",", ":"), ensure_ascii=False)
-        return (self.key, self.owner, self.committed_version,
-                json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False), status, int(go_on),
-                self.process.claim_seconds, requeue_seconds, data)
+        return (
+            self.key,
+            self.owner,
+            self.committed_version,
+            json.dumps(self.pending, separators=(",", ":"), ensure_ascii=False),
+            status,
+            int(go_on),
+            self.process.claim_seconds,
+            requeue_seconds,
+            data,
+        )
 
     def committed(self, row: Mapping[str, Any]) -> bool:
         """Take in where a commit left the instance (step_v2's row); True if the run goes on."""
@@ -135,8 +152,15 @@ class ClaimedRun:
         self.pending = []
         return bool(int(row["continue"]))
 
-    def failed(self, spec_name: str, exc: BaseException, *, retryable: bool, failure_event: str | None,
-               attempt: int | None = None) -> None:
+    def failed(
+        self,
+        spec_name: str,
+        exc: BaseException,
+        *,
+        retryable: bool,
+        failure_event: str | None,
+        attempt: int | None = None,
+    ) -> None:
         """Record a failed attempt: retry later, fire the failure event, or fail."""
         if self.pending:  # the steps before this one succeeded: keep them
             self.commit("running", go_on=True)
@@ -148,20 +172,46 @@ class ClaimedRun:
             delay = min(self.process.max_backoff, self.process.backoff * 2 ** (attempt - 1))
             retry_in = delay * random.uniform(0.5, 1.5)
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        row = self._call(routines.STEP_FAILED, (
-            self.process.name, self.key, self.owner, self.committed_version, spec_name, attempt,
-            f"{type(exc).__module__}.{type(exc).__qualname__}"[-255:], str(exc)[:1000], text[-4000:],
-            retry_in, None if retry_in is not None else failure_event))
+        row = self._call(
+            routines.STEP_FAILED,
+            (
+                self.process.name,
+                self.key,
+                self.owner,
+                self.committed_version,
+                spec_name,
+                attempt,
+                f"{type(exc).__module__}.{type(exc).__qualname__}"[-255:],
+                str(exc)[:1000],
+                text[-4000:],
+                retry_in,
+                None if retry_in is not None else failure_event,
+            ),
+        )
         self.state, self.status, self.version = row["state"], row["status"], int(row["version"])
         self.committed_version = self.version
         if isinstance(exc, _HandlerFailed):  # ctx.fail(): on purpose, never retried
             self.error = f"failed by its handler: {exc}"
-            log.warning("pyfsm: %s %s: handler %s failed the instance on purpose (ctx.fail; not retried): %s -> %s",
-                        self.process.name, self.key, spec_name, exc, row["outcome"])
+            log.warning(
+                "pyfsm: %s %s: handler %s failed the instance on purpose (ctx.fail; not retried): %s -> %s",
+                self.process.name,
+                self.key,
+                spec_name,
+                exc,
+                row["outcome"],
+            )
             return
         self.error = f"{type(exc).__name__}: {exc}"
-        log.warning("pyfsm: %s %s: %s failed (attempt %d of %d): %s -> %s", self.process.name, self.key, spec_name,
-                    attempt, limit, self.error, row["outcome"])
+        log.warning(
+            "pyfsm: %s %s: %s failed (attempt %d of %d): %s -> %s",
+            self.process.name,
+            self.key,
+            spec_name,
+            attempt,
+            limit,
+            self.error,
+            row["outcome"],
+        )
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -205,17 +255,33 @@ class ClaimedRun:
             non_retryable = spec.non_retryable + self.process.non_retryable
             failure_event = spec.failure_event or self.process.failure_event
             if self.attempt >= self.process.attempts_for(spec):  # its claims ran out: the worker died or hung
-                self.failed(spec.name, StepAbandoned(
-                    f"step {self.state!r} was claimed {self.attempt} time(s) without finishing: its worker died "
-                    "while it ran"), retryable=False, failure_event=failure_event,
-                    attempt=self.attempt)
+                self.failed(
+                    spec.name,
+                    StepAbandoned(
+                        f"step {self.state!r} was claimed {self.attempt} time(s) without finishing: its worker died "
+                        "while it ran"
+                    ),
+                    retryable=False,
+                    failure_event=failure_event,
+                    attempt=self.attempt,
+                )
                 return None
-            ctx = Context(machine=self.process.name, key=self.key, lookup_key=self.lookup_key, state=self.state,
-                          data=copy_data(self.data), attempt=self.attempt + 1, version=self.version,
-                          step_id=f"{self.process.name}:{self.key}:{self.entered}")
+            ctx = Context(
+                machine=self.process.name,
+                key=self.key,
+                lookup_key=self.lookup_key,
+                state=self.state,
+                data=copy_data(self.data),
+                attempt=self.attempt + 1,
+                version=self.version,
+                step_id=f"{self.process.name}:{self.key}:{self.entered}",
+            )
             try:
-                outcome = spec.fn(ctx) if self.metrics is None else \
-                    self.metrics.run_handler(self.process.name, self.state, spec.fn, ctx)
+                outcome = (
+                    spec.fn(ctx)
+                    if self.metrics is None
+                    else self.metrics.run_handler(self.process.name, self.state, spec.fn, ctx)
+                )
                 step = self._checked(ctx, outcome)
             except Exception as exc:
                 # a handler bug or unserializable data fails the same way every time
@@ -234,8 +300,12 @@ class ClaimedRun:
                     return {"status": "running", "go_on": self.run_immediately}
                 self.pending.append({"event": step, "handler": spec.name, "data": ctx.data})
                 self.data = ctx.data
-                if (self.save_after_step or len(self.pending) >= self.process.batch_steps or not self.run_immediately
-                        or target is None):
+                if (
+                    self.save_after_step
+                    or len(self.pending) >= self.process.batch_steps
+                    or not self.run_immediately
+                    or target is None
+                ):
                     return {"status": "running", "go_on": self.run_immediately}
                 # save_after_step off: go on in memory; the database checks the batch at commit
                 self.state = target
@@ -243,8 +313,12 @@ class ClaimedRun:
                 self.entered = self.version
                 continue
             if outcome.kind == "fail":
-                self.failed(spec.name, _HandlerFailed(outcome.reason or "the handler failed the instance"),
-                            retryable=False, failure_event=None)
+                self.failed(
+                    spec.name,
+                    _HandlerFailed(outcome.reason or "the handler failed the instance"),
+                    retryable=False,
+                    failure_event=None,
+                )
                 return None
             self.data = ctx.data
             return {"status": "paused" if outcome.kind == "pause" else "completed"}
@@ -256,8 +330,10 @@ class ClaimedRun:
     def _checked(self, ctx: Context, outcome: Outcome | None) -> str | None:
         """Refuse, before anything is written, what a handler must not return."""
         if outcome is not None and not isinstance(outcome, Outcome):
-            raise _HandlerBug(f"handler returned {outcome!r:.80}; return ctx.fire(event), ctx.next(), ctx.pause(), "
-                              "ctx.complete(), ctx.fail() or ctx.wait()")
+            raise _HandlerBug(
+                f"handler returned {outcome!r:.80}; return ctx.fire(event), ctx.next(), ctx.pause(), "
+                "ctx.complete(), ctx.fail() or ctx.wait()"
+            )
         if not isinstance(ctx.data, dict):
             raise _HandlerBug(f"ctx.data must stay a dict, got {type(ctx.data).__name__}")
         dump_object("data", ctx.data)  # InvalidData for what JSON cannot hold, non-string keys too
@@ -266,8 +342,10 @@ class ClaimedRun:
             if not machine.allows(self.state, outcome.event or ""):  # its guards are the database's to test
                 events = list(dict.fromkeys(t.event for t in machine.edges))
                 if outcome.event not in events:
-                    raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}: machine type "
-                                      f"{machine.name!r} has no such event; its events: {', '.join(events)}")
+                    raise _HandlerBug(
+                        f"event {outcome.event!r} is not allowed from {self.state!r}: machine type "
+                        f"{machine.name!r} has no such event; its events: {', '.join(events)}"
+                    )
                 raise _HandlerBug(f"event {outcome.event!r} is not allowed from {self.state!r}")
             return outcome.event
         return None
@@ -295,8 +373,14 @@ _HandlerFailed.__module__ = "pyfsm"
 _HandlerFailed.__qualname__ = "HandlerFailed"
 
 
-def run_claimed(store: Store, process: ProcessLike, row: Mapping[str, Any], owner: str,
-                stop: threading.Event | None = None, metrics: WorkerMetrics | None = None) -> RunResult:
+def run_claimed(
+    store: Store,
+    process: ProcessLike,
+    row: Mapping[str, Any],
+    owner: str,
+    stop: threading.Event | None = None,
+    metrics: WorkerMetrics | None = None,
+) -> RunResult:
     """Run one instance the caller has claimed (a row of fsm_claim_v1).
 
     A database error never leaves the claim to run out: a lost claim is someone else's
@@ -392,17 +476,25 @@ class ClaimKeeper:
                 due = [(m, secs, ",".join(map(str, sorted(ids)))) for m, (secs, ids) in self._claims.items() if ids]
             for machine, seconds, ids in due:
                 try:
-                    self.store.gateway.rows(routines.RENEW_CLAIMS, (self.owner, machine, ids, seconds),
-                                            retry_connection=True, writes=True)
+                    self.store.gateway.rows(
+                        routines.RENEW_CLAIMS, (self.owner, machine, ids, seconds), retry_connection=True, writes=True
+                    )
                 except Exception as exc:
                     log.warning("pyfsm: renewing the claims of %s failed: %s", self.owner, exc)
 
 
-def claim(store: Store, process: ProcessLike, owner: str, *, limit: int = 1,
-          key: str | None = None) -> list[dict[str, Any]]:
+def claim(
+    store: Store, process: ProcessLike, owner: str, *, limit: int = 1, key: str | None = None
+) -> list[dict[str, Any]]:
     # a type not defined: the gateway's error says which ones are
-    return store.gateway.rows(routines.CLAIM, (process.name, owner, limit, process.claim_seconds, key),
-                              retry_connection=False, writes=True, machine=process.name, key=key)
+    return store.gateway.rows(
+        routines.CLAIM,
+        (process.name, owner, limit, process.claim_seconds, key),
+        retry_connection=False,
+        writes=True,
+        machine=process.name,
+        key=key,
+    )
 
 
 def release_claims(store: Store, process: ProcessLike, owner: str, keep: Iterable[int] = ()) -> int:
@@ -412,8 +504,13 @@ def release_claims(store: Store, process: ProcessLike, owner: str, keep: Iterabl
     given back at once, its run is due again with its attempt unchanged, instead of running
     out and counting an attempt as if a worker had died running it. Safe to repeat.
     """
-    rows = store.gateway.rows(routines.RELEASE_CLAIMS, (owner, process.name, ",".join(str(i) for i in sorted(keep))),
-                              retry_connection=True, writes=True, machine=process.name)
+    rows = store.gateway.rows(
+        routines.RELEASE_CLAIMS,
+        (owner, process.name, ",".join(str(i) for i in sorted(keep))),
+        retry_connection=True,
+        writes=True,
+        machine=process.name,
+    )
     return int(rows[0]["released"]) if rows else 0
 
 
@@ -431,8 +528,15 @@ def run_key(store: Store, process: ProcessLike, key: str) -> RunResult:
         return run_claimed(store, process, rows[0], owner)
 
 
-def start(store: Store, process: ProcessLike, key: str, *, data: Mapping[str, Any] | None, lookup_key: str | None,
-          run_immediately: bool | None) -> RunResult:
+def start(
+    store: Store,
+    process: ProcessLike,
+    key: str,
+    *,
+    data: Mapping[str, Any] | None,
+    lookup_key: str | None,
+    run_immediately: bool | None,
+) -> RunResult:
     """Create ``key`` and run its first step here (all of them with run_immediately on).
 
     The per-instance choice is recorded with the run first, due only after a claim's

@@ -62,13 +62,22 @@ def not_installed(name: str, defined: bool, installed: Iterable[str], source: st
     installed: what is wrong, and the `pyfsm install` to run (of ``source``, the
     ``module.path:attribute`` the process was loaded from, when known)."""
     listed = sorted(installed)
-    what = (f"machine type {name!r} is defined but its tables are not installed" if defined else
-            f"machine type {name!r} is not installed in this database (installed: {', '.join(listed) or 'none'})")
-    fix = (f"run `pyfsm install {source}` as the owner of pyfsm's schema" if source else
-           "install it as the owner of pyfsm's schema (store.define(process.machine), or `pyfsm install "
-           "module.path:attribute` naming the process)")
-    return UnknownMachine(f"{what}, so a worker of process {source or name!r} would claim nothing: {fix}, then start "
-                          "the worker again", machine=name, installed=listed)
+    what = (
+        f"machine type {name!r} is defined but its tables are not installed"
+        if defined
+        else f"machine type {name!r} is not installed in this database (installed: {', '.join(listed) or 'none'})"
+    )
+    fix = (
+        f"run `pyfsm install {source}` as the owner of pyfsm's schema"
+        if source
+        else "install it as the owner of pyfsm's schema (store.define(process.machine), or `pyfsm install "
+        "module.path:attribute` naming the process)"
+    )
+    return UnknownMachine(
+        f"{what}, so a worker of process {source or name!r} would claim nothing: {fix}, then start the worker again",
+        machine=name,
+        installed=listed,
+    )
 
 
 class Worker:
@@ -93,10 +102,21 @@ class Worker:
     to `pyfsm timers run`.
     """
 
-    def __init__(self, store: Store, processes: Iterable[Process], *, batch: int = 10, idle_min: float = 0.02,
-                 idle_max: float = 1.0, owner: str | None = None,
-                 on_run: Callable[[Any], None] | None = None, metrics: WorkerMetrics | None = None,
-                 timers: bool = True, timer_batch: int = 100, timer_poll: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        processes: Iterable[Process],
+        *,
+        batch: int = 10,
+        idle_min: float = 0.02,
+        idle_max: float = 1.0,
+        owner: str | None = None,
+        on_run: Callable[[Any], None] | None = None,
+        metrics: WorkerMetrics | None = None,
+        timers: bool = True,
+        timer_batch: int = 100,
+        timer_poll: float = 1.0,
+    ) -> None:
         self.store = store
         self.processes = list(processes)
         if not self.processes or not all(isinstance(p, Process) for p in self.processes):
@@ -121,10 +141,16 @@ class Worker:
             raise InvalidArgument(f"timer_batch must be an integer from 1 to {MAX_BATCH}, got {timer_batch!r:.80}")
         if not 0 < timer_poll <= 60:
             raise InvalidArgument(f"timer_poll must be more than 0 and at most 60 seconds, got {timer_poll!r:.80}")
-        self._timer_loop = TimerLoop(
-            lambda: self.store.fire_timers(owner=self.owner, limit=timer_batch), limit=timer_batch,
-            poll_seconds=timer_poll, on_outcomes=None if metrics is None else metrics.observe_timer_outcomes,
-        ) if timers else None
+        self._timer_loop = (
+            TimerLoop(
+                lambda: self.store.fire_timers(owner=self.owner, limit=timer_batch),
+                limit=timer_batch,
+                poll_seconds=timer_poll,
+                on_outcomes=None if metrics is None else metrics.observe_timer_outcomes,
+            )
+            if timers
+            else None
+        )
 
     def close(self) -> None:
         """Stop the claims' heartbeat (run() does this when it returns; call it after run_once())."""
@@ -192,8 +218,9 @@ class Worker:
             keeper.add(process, [int(row["id"]) for row in rows])
             if len(rows) > 1:  # side by side, each round of steps committed together (pyfsm.engine.batch)
                 try:
-                    self._record(process, run_claimed_batch(self.store, process, rows, self.owner, self.stop_event,
-                                                            self.metrics))
+                    self._record(
+                        process, run_claimed_batch(self.store, process, rows, self.owner, self.stop_event, self.metrics)
+                    )
                 finally:
                     for row in rows:
                         keeper.discard(process, int(row["id"]))
@@ -226,8 +253,7 @@ class Worker:
         timer_thread = None
         if self._timer_loop is not None:
             self._timer_loop.stopping.clear()
-            timer_thread = threading.Thread(target=self._timer_loop.run, name=f"pyfsm-timers-{self.owner}",
-                                            daemon=True)
+            timer_thread = threading.Thread(target=self._timer_loop.run, name=f"pyfsm-timers-{self.owner}", daemon=True)
             timer_thread.start()
         try:
             while not self.stop_event.is_set():
@@ -244,7 +270,10 @@ class Worker:
                 timer_thread.join()
                 loop = self._timer_loop  # it counted what it fired: the stats take its totals
                 self.stats.timers_fired, self.stats.timers_dropped, self.stats.timers_held = (
-                    loop.fired, loop.dropped, loop.held)
+                    loop.fired,
+                    loop.dropped,
+                    loop.held,
+                )
             self.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -288,18 +317,33 @@ class Worker:
             return False
         if released:
             self.stats.handed_back += released
-            log.info("pyfsm worker %s: gave back %d claim(s) of %s whose reply was lost", self.owner, released,
-                     process.name)
+            log.info(
+                "pyfsm worker %s: gave back %d claim(s) of %s whose reply was lost", self.owner, released, process.name
+            )
         return True
 
     def _hand_back(self, process: Process, rows: list[dict[str, Any]]) -> None:
         """Claimed but not started: due again now, for any worker."""
         for row in rows:
             try:
-                self.store.gateway.one(routines.STEP, (row["instance_key"], self.owner, int(row["version"]),
-                                                       "[]", "running", 0, process.claim_seconds, None, None),
-                                       writes=True, retry_connection=False, machine=process.name,
-                                       key=row["instance_key"])
+                self.store.gateway.one(
+                    routines.STEP,
+                    (
+                        row["instance_key"],
+                        self.owner,
+                        int(row["version"]),
+                        "[]",
+                        "running",
+                        0,
+                        process.claim_seconds,
+                        None,
+                        None,
+                    ),
+                    writes=True,
+                    retry_connection=False,
+                    machine=process.name,
+                    key=row["instance_key"],
+                )
                 self.stats.handed_back += 1
             except FsmError as exc:  # its claim simply runs out
                 log.warning("pyfsm worker %s: could not hand back %s: %s", self.owner, row["instance_key"], exc)

@@ -52,8 +52,17 @@ LAG_QUANTILES = (0.5, 0.99)
 TIMER_KINDS = ("timeout", "scheduled")
 TIMER_OUTCOMES = ("fired", "dropped", "cancelled")
 #: The snapshot's rows that _timer_families reads (not per-type samples of _families).
-_TIMER_ROWS = frozenset(("timers_armed", "timers_overdue", "timers_held", "timers_oldest_overdue_seconds",
-                         "timer_lag", "timer_outcomes", "timer_log_upto"))
+_TIMER_ROWS = frozenset(
+    (
+        "timers_armed",
+        "timers_overdue",
+        "timers_held",
+        "timers_oldest_overdue_seconds",
+        "timer_lag",
+        "timer_outcomes",
+        "timer_log_upto",
+    )
+)
 #: The timer log's cursor travels through the UNION's numeric column as microseconds since this.
 _EPOCH = datetime(1970, 1, 1)
 
@@ -68,8 +77,9 @@ def _max_transition_sql(machine: str) -> str:
     and stops at the first row (one history row, one instance row: EXPLAIN shows
     ``h index PRIMARY``, ``i eq_ref PRIMARY``). STRAIGHT_JOIN is the same on MySQL 8.
     """
-    return (f"(SELECT STRAIGHT_JOIN transition_id FROM `fsm_v_{machine}_transitions` "
-            "ORDER BY transition_id DESC LIMIT 1)")
+    return (
+        f"(SELECT STRAIGHT_JOIN transition_id FROM `fsm_v_{machine}_transitions` ORDER BY transition_id DESC LIMIT 1)"
+    )
 
 
 def _snapshot_sql(machines: list[str], stuck_after: float, timers: list[str]) -> str:
@@ -81,8 +91,10 @@ def _snapshot_sql(machines: list[str], stuck_after: float, timers: list[str]) ->
     out has a due_at in the past and is due). UTC_TIMESTAMP(6) is the statement's start
     throughout.
     """
-    parts = ["SELECT 'instances' AS what, machine, state AS label, instances AS value FROM fsm_v_state_counts",
-             "SELECT 'locks', '', kind, COUNT(*) FROM fsm_held_locks_v1 GROUP BY kind"]
+    parts = [
+        "SELECT 'instances' AS what, machine, state AS label, instances AS value FROM fsm_v_state_counts",
+        "SELECT 'locks', '', kind, COUNT(*) FROM fsm_held_locks_v1 GROUP BY kind",
+    ]
     stuck = f"UTC_TIMESTAMP(6) - INTERVAL {int(stuck_after * 1_000_000)} MICROSECOND"
     for m in machines:  # names checked by the caller: [a-z][a-z0-9_]*
         runs = f"FROM fsm_v_runs WHERE machine = '{m}' AND due_at"
@@ -121,8 +133,10 @@ def _timers_sql(after: datetime | None, settle_seconds: float) -> list[str]:
         f"SELECT 'timer_log_upto', '', '', TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {upto})",
     ]
     if after is not None:  # a datetime this module made: its text is only digits and separators
-        parts.append(f"SELECT 'timer_outcomes', machine, outcome, COUNT(*) FROM fsm_v_timer_log "
-                     f"WHERE done_at > '{after:%Y-%m-%d %H:%M:%S.%f}' AND done_at <= {upto} GROUP BY machine, outcome")
+        parts.append(
+            f"SELECT 'timer_outcomes', machine, outcome, COUNT(*) FROM fsm_v_timer_log "
+            f"WHERE done_at > '{after:%Y-%m-%d %H:%M:%S.%f}' AND done_at <= {upto} GROUP BY machine, outcome"
+        )
     return parts
 
 
@@ -143,7 +157,8 @@ def _events_sql(ranges: dict[str, tuple[int, int]], limit: int) -> str:
         f"SELECT '{m}', COALESCE(event, ''), COUNT(*), MAX(transition_id) FROM (SELECT STRAIGHT_JOIN "
         f"transition_id, event FROM `fsm_v_{m}_transitions` WHERE transition_id > {int(after)} AND transition_id "
         f"<= {int(upto)} ORDER BY transition_id LIMIT {int(limit)}) t GROUP BY event"
-        for m, (after, upto) in ranges.items())
+        for m, (after, upto) in ranges.items()
+    )
 
 
 def _rows(cur: Any, sql: str) -> list[tuple[Any, ...]]:
@@ -183,8 +198,15 @@ class DatabaseCollector(Collector):
     scrape's duration, and logs why (logger ``pyfsm.metrics``). Scrapes are serialised.
     """
 
-    def __init__(self, store: Store, *, stuck_after: float = 300.0, max_event_rows: int = 100_000,
-                 settle_seconds: float = 5.0, read_replica: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        stuck_after: float = 300.0,
+        max_event_rows: int = 100_000,
+        settle_seconds: float = 5.0,
+        read_replica: bool = False,
+    ) -> None:
         self.store = store
         if read_replica and store.read_settings is None:
             raise InvalidArgument("read_replica=True needs a Store with read_dsn")
@@ -214,10 +236,14 @@ class DatabaseCollector(Collector):
                 log.warning("pyfsm metrics: reading the database failed: %s: %s", type(exc).__name__, exc)
                 families, up, self.last_error = [], 0.0, exc
             yield from families
-            yield GaugeMetricFamily("pyfsm_up", "1 if the last scrape read the database, 0 if not (see the log)",
-                                    value=up)
-            yield GaugeMetricFamily("pyfsm_scrape_duration_seconds", "Seconds this scrape took to read the database",
-                                    value=time.perf_counter() - started)
+            yield GaugeMetricFamily(
+                "pyfsm_up", "1 if the last scrape read the database, 0 if not (see the log)", value=up
+            )
+            yield GaugeMetricFamily(
+                "pyfsm_scrape_duration_seconds",
+                "Seconds this scrape took to read the database",
+                value=time.perf_counter() - started,
+            )
 
     # -- reading --------------------------------------------------------------------------
 
@@ -233,8 +259,9 @@ class DatabaseCollector(Collector):
             stats = _rows(cur, routines.STATS.call_sql())
             lag = _rows(cur, routines.OUTBOX_LAG.call_sql())
             machines = [check_machine_name(str(row[0])) for row in stats]
-            snapshot = _rows(cur, _snapshot_sql(machines, self.stuck_after,
-                                                _timers_sql(self._timer_log_after, self.settle_seconds)))
+            snapshot = _rows(
+                cur, _snapshot_sql(machines, self.stuck_after, _timers_sql(self._timer_log_after, self.settle_seconds))
+            )
             self._count_timer_outcomes(snapshot)
             highest = {str(m): int(v or 0) for what, m, _label, v in snapshot if what == "max_transition_id"}
             self._count_events(cur, highest)
@@ -275,11 +302,17 @@ class DatabaseCollector(Collector):
 
     # -- the families -----------------------------------------------------------------------
 
-    def _families(self, stats: list[tuple[Any, ...]], lag: tuple[Any, ...] | None,
-                  snapshot: list[tuple[Any, ...]], machines: list[str]) -> list[Metric]:
+    def _families(
+        self,
+        stats: list[tuple[Any, ...]],
+        lag: tuple[Any, ...] | None,
+        snapshot: list[tuple[Any, ...]],
+        machines: list[str],
+    ) -> list[Metric]:
         per: dict[str, dict[str, float]] = {}
-        instances = GaugeMetricFamily("pyfsm_instances", "Instances in each state (the triggers' counters)",
-                                      labels=["machine", "state"])
+        instances = GaugeMetricFamily(
+            "pyfsm_instances", "Instances in each state (the triggers' counters)", labels=["machine", "state"]
+        )
         locks = dict.fromkeys(("global", "local"), 0.0)
         for what, machine, label, value in snapshot:
             if what == "instances":
@@ -289,8 +322,9 @@ class DatabaseCollector(Collector):
             elif what not in _TIMER_ROWS:
                 per.setdefault(str(machine), {})[str(what)] = _number(value)
 
-        by_status = GaugeMetricFamily("pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)",
-                                      labels=["machine", "status"])
+        by_status = GaugeMetricFamily(
+            "pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)", labels=["machine", "status"]
+        )
         # fsm_stats_v2's columns: machine, current_version, instances, the statuses, due, claimed, ...
         for row in stats:
             for status, value in zip(STATUSES, row[3:8], strict=True):
@@ -304,32 +338,51 @@ class DatabaseCollector(Collector):
             return family
 
         by_event = CounterMetricFamily(
-            "pyfsm_transitions_by_event", "History rows by event since this exporter started (creations: event '')",
-            labels=["machine", "event"])
+            "pyfsm_transitions_by_event",
+            "History rows by event since this exporter started (creations: event '')",
+            labels=["machine", "event"],
+        )
         for (machine, event), n in sorted(self._by_event.items()):
             by_event.add_metric([machine, event], n)
-        held = GaugeMetricFamily("pyfsm_locks_held", "Locks held now, global and local (fsm_held_locks_v1)",
-                                 labels=["kind"])
+        held = GaugeMetricFamily(
+            "pyfsm_locks_held", "Locks held now, global and local (fsm_held_locks_v1)", labels=["kind"]
+        )
         for kind, count in sorted(locks.items()):
             held.add_metric([kind], count)
         unpublished, parked, _oldest_id, _occurred, age = lag or (0, 0, None, None, None)
         return [
-            instances, by_status,
-            per_type("pyfsm_transitions", CounterMetricFamily,
-                     "Highest history id of the type: rate() is transitions per second (ids may skip on rollbacks)",
-                     "max_transition_id"),
+            instances,
+            by_status,
+            per_type(
+                "pyfsm_transitions",
+                CounterMetricFamily,
+                "Highest history id of the type: rate() is transitions per second (ids may skip on rollbacks)",
+                "max_transition_id",
+            ),
             by_event,
             per_type("pyfsm_queue_due", GaugeMetricFamily, "Runs due now (an expired claim is due)", "due"),
             per_type("pyfsm_queue_claimed", GaugeMetricFamily, "Runs a worker's claim holds now", "claimed"),
-            per_type("pyfsm_queue_oldest_due_seconds", GaugeMetricFamily,
-                     "Seconds the longest-due run has been due (0: none due)", "oldest_due_seconds"),
-            per_type("pyfsm_stuck_runs", GaugeMetricFamily,
-                     f"Runs due for more than {self.stuck_after:g} s: no worker picks them up", "stuck"),
-            GaugeMetricFamily("pyfsm_outbox_unpublished", "Outbox events Kafka has not acknowledged (parked included)",
-                              value=_number(unpublished)),
+            per_type(
+                "pyfsm_queue_oldest_due_seconds",
+                GaugeMetricFamily,
+                "Seconds the longest-due run has been due (0: none due)",
+                "oldest_due_seconds",
+            ),
+            per_type(
+                "pyfsm_stuck_runs",
+                GaugeMetricFamily,
+                f"Runs due for more than {self.stuck_after:g} s: no worker picks them up",
+                "stuck",
+            ),
+            GaugeMetricFamily(
+                "pyfsm_outbox_unpublished",
+                "Outbox events Kafka has not acknowledged (parked included)",
+                value=_number(unpublished),
+            ),
             GaugeMetricFamily("pyfsm_outbox_parked", "Outbox events the relay set aside", value=_number(parked)),
-            GaugeMetricFamily("pyfsm_outbox_lag_seconds", "Age of the oldest unpublished outbox event (0: none)",
-                              value=_number(age)),
+            GaugeMetricFamily(
+                "pyfsm_outbox_lag_seconds", "Age of the oldest unpublished outbox event (0: none)", value=_number(age)
+            ),
             held,
             *self._timer_families(snapshot, machines),
         ]
@@ -348,20 +401,27 @@ class DatabaseCollector(Collector):
                 overdue.setdefault(str(machine), {})[str(what)] = _number(value)
             elif what == "timer_lag":
                 lags.setdefault(str(machine), []).append(_number(value))
-        names = sorted({*machines, *(m for m, _kind in armed), *overdue,
-                        *(m for m, _outcome in self._timer_outcomes)})
-        by_kind = GaugeMetricFamily("pyfsm_timers_armed", "Timers armed now: state timeouts and scheduled events",
-                                    labels=["machine", "kind"])
+        names = sorted({*machines, *(m for m, _kind in armed), *overdue, *(m for m, _outcome in self._timer_outcomes)})
+        by_kind = GaugeMetricFamily(
+            "pyfsm_timers_armed", "Timers armed now: state timeouts and scheduled events", labels=["machine", "kind"]
+        )
         for m in names:
             for kind in sorted({*TIMER_KINDS, *(k for n, k in armed if n == m)}):
                 by_kind.add_metric([m, kind], armed.get((m, kind), 0.0))
         per_type = []
         for name, what, text in (
-                ("pyfsm_timers_overdue", "timers_overdue", "Armed timers past their due time (held ones included)"),
-                ("pyfsm_timers_oldest_overdue_seconds", "timers_oldest_overdue_seconds",
-                 "Seconds the most overdue armed timer is past its due time (0: none overdue)"),
-                ("pyfsm_timers_held", "timers_held",
-                 "Armed timers held back: their instance is paused or locked (fsm_v_timers.holds > 0)")):
+            ("pyfsm_timers_overdue", "timers_overdue", "Armed timers past their due time (held ones included)"),
+            (
+                "pyfsm_timers_oldest_overdue_seconds",
+                "timers_oldest_overdue_seconds",
+                "Seconds the most overdue armed timer is past its due time (0: none overdue)",
+            ),
+            (
+                "pyfsm_timers_held",
+                "timers_held",
+                "Armed timers held back: their instance is paused or locked (fsm_v_timers.holds > 0)",
+            ),
+        ):
             family = GaugeMetricFamily(name, text, labels=["machine"])
             for m in names:
                 family.add_metric([m], overdue.get(m, {}).get(what, 0.0))
@@ -369,14 +429,19 @@ class DatabaseCollector(Collector):
         lag = GaugeMetricFamily(
             "pyfsm_timer_firing_lag_seconds",
             f"Seconds from due to fired, quantiles of the timers fired in the last {TIMER_WINDOW_SECONDS} s "
-            f"(the newest {TIMER_LAG_ROWS:,}); none when none fired", labels=["machine", "quantile"])
+            f"(the newest {TIMER_LAG_ROWS:,}); none when none fired",
+            labels=["machine", "quantile"],
+        )
         for m, values in sorted(lags.items()):
             values.sort()
             for q in LAG_QUANTILES:
                 lag.add_metric([m, f"{q:g}"], quantile(values, q))
         outcomes = CounterMetricFamily(
-            "pyfsm_timer_outcomes", "Timers fired, dropped (their event not allowed then) or cancelled since this "
-            "exporter started (fsm_timer_log)", labels=["machine", "outcome"])
+            "pyfsm_timer_outcomes",
+            "Timers fired, dropped (their event not allowed then) or cancelled since this "
+            "exporter started (fsm_timer_log)",
+            labels=["machine", "outcome"],
+        )
         for m in names:
             for outcome in sorted({*TIMER_OUTCOMES, *(o for n, o in self._timer_outcomes if n == m)}):
                 outcomes.add_metric([m, outcome], self._timer_outcomes.get((m, outcome), 0))

@@ -33,11 +33,13 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 9464
 
 
-def database_registry(store: Store, *, stuck_after: float = 300.0, settle_seconds: float = 5.0,
-                      read_replica: bool = False) -> CollectorRegistry:
+def database_registry(
+    store: Store, *, stuck_after: float = 300.0, settle_seconds: float = 5.0, read_replica: bool = False
+) -> CollectorRegistry:
     """A registry holding one :class:`DatabaseCollector` of ``store`` (what /metrics serves)."""
-    return registry_of(DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds,
-                                         read_replica=read_replica))
+    return registry_of(
+        DatabaseCollector(store, stuck_after=stuck_after, settle_seconds=settle_seconds, read_replica=read_replica)
+    )
 
 
 def registry_of(collector: Collector) -> CollectorRegistry:
@@ -62,8 +64,9 @@ class MetricsServer:
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:  # the address is in use, or not this host's
-            raise InvalidArgument(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
-                                  os_errno=exc.errno) from None
+            raise InvalidArgument(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}", os_errno=exc.errno
+            ) from None
         self.host, self.port = host, int(self._server.server_port)  # port 0: the one the system chose
 
     @property
@@ -83,5 +86,12 @@ class MetricsServer:
             self._thread.join(5)
 
 
-__all__ = ["DEFAULT_PORT", "DatabaseCollector", "MetricsServer", "WorkerMetrics", "database_registry", "exposition",
-           "registry_of"]
+__all__ = [
+    "DEFAULT_PORT",
+    "DatabaseCollector",
+    "MetricsServer",
+    "WorkerMetrics",
+    "database_registry",
+    "exposition",
+    "registry_of",
+]

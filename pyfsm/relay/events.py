@@ -115,17 +115,27 @@ class Lag:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Lag:
         age = row["oldest_age_seconds"]
-        return cls(int(row["unpublished"]), int(row["parked"] or 0),
-                   None if row["oldest_id"] is None else int(row["oldest_id"]), row["oldest_occurred_at"],
-                   None if age is None else float(Decimal(age)))
+        return cls(
+            int(row["unpublished"]),
+            int(row["parked"] or 0),
+            None if row["oldest_id"] is None else int(row["oldest_id"]),
+            row["oldest_occurred_at"],
+            None if age is None else float(Decimal(age)),
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"unpublished": self.unpublished, "parked": self.parked, "oldest_id": self.oldest_id,
-                "oldest_occurred_at": None if self.oldest_occurred_at is None else format_time(self.oldest_occurred_at),
-                "oldest_age_seconds": self.oldest_age_seconds}
+        return {
+            "unpublished": self.unpublished,
+            "parked": self.parked,
+            "oldest_id": self.oldest_id,
+            "oldest_occurred_at": None if self.oldest_occurred_at is None else format_time(self.oldest_occurred_at),
+            "oldest_age_seconds": self.oldest_age_seconds,
+        }
 
     def __str__(self) -> str:
         if not self.unpublished:
             return "unpublished 0: the relay is up to date"
-        return (f"unpublished {self.unpublished} (parked {self.parked}); oldest: outbox id {self.oldest_id}, "
-                f"occurred {self.as_dict()['oldest_occurred_at']}, {self.oldest_age_seconds:.3f} s ago")
+        return (
+            f"unpublished {self.unpublished} (parked {self.parked}); oldest: outbox id {self.oldest_id}, "
+            f"occurred {self.as_dict()['oldest_occurred_at']}, {self.oldest_age_seconds:.3f} s ago"
+        )

@@ -18,6 +18,7 @@ PERMANENT = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO
 #: Producer settings the relay's guarantees rest on; a config that says otherwise is refused.
 REQUIRED_PRODUCER = {"enable.idempotence": True, "acks": "all"}
 
+
 def lock_name_for(database: str) -> str:
     """The relay's GET_LOCK name for a database: lowercase ASCII, at most 64 characters.
 

@@ -51,8 +51,16 @@ class Leadership:
     GET_LOCK per attempt (0: it sleeps half a second instead).
     """
 
-    def __init__(self, database: db.Database, name: str, relay: str, *, lease: float, standby_wait: int,
-                 sleep: Callable[[float], object]) -> None:
+    def __init__(
+        self,
+        database: db.Database,
+        name: str,
+        relay: str,
+        *,
+        lease: float,
+        standby_wait: int,
+        sleep: Callable[[float], object],
+    ) -> None:
         self._db = database
         self.name = name
         self.relay = relay
@@ -88,8 +96,9 @@ class Leadership:
             return False
         now = time.monotonic()
         if now - self._renewed >= self.lease:
-            log.warning("leadership lost: the lease of %s ran out before it could be renewed; events are kept",
-                        self.name)
+            log.warning(
+                "leadership lost: the lease of %s ran out before it could be renewed; events are kept", self.name
+            )
             self.resign(broken=True)
             return False
         if not force and now - self._renewed < self.lease / 3:
@@ -115,8 +124,10 @@ class Leadership:
         if not self._advisory:
             return True
         try:
-            with db.bounded(self._conn, max(0.1, self.lease - (time.monotonic() - self._renewed))), \
-                    self._conn.cursor() as cur:
+            with (
+                db.bounded(self._conn, max(0.1, self.lease - (time.monotonic() - self._renewed))),
+                self._conn.cursor() as cur,
+            ):
                 cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.name,))
                 row = cur.fetchone()
         except pymysql.err.MySQLError as exc:
@@ -151,8 +162,11 @@ class Leadership:
         if row is None or not row["leader"]:
             stack.close()
             if not self._standby_logged:
-                where = "held by another relay on this server" if not (row and row["holder"]) \
+                where = (
+                    "held by another relay on this server"
+                    if not (row and row["holder"])
                     else f"held by {row['holder']} on {row['server']} until {row['expires_at']}"
+                )
                 log.info("standby: relay lock %s is %s; waiting to take over", self.name, where)
                 self._standby_logged = True
             if row is not None or self.standby_wait == 0:  # GET_LOCK did not wait: wait here
@@ -162,8 +176,9 @@ class Leadership:
         self.term, self._renewed = int(row["term"]), sent
         self._standby_logged = False
         self.terms += 1
-        log.info("leader: relay %s holds %s (term %s, as %s) and publishes", self.relay, self.name, self.term,
-                 self.holder)
+        log.info(
+            "leader: relay %s holds %s (term %s, as %s) and publishes", self.relay, self.name, self.term, self.holder
+        )
         return True
 
     def _get_lock(self, pooled: Any) -> bool:
@@ -176,15 +191,23 @@ class Leadership:
                 return bool(cur.fetchone()[0] == 1)
         except pymysql.err.MySQLError as exc:
             if exc.args and exc.args[0] == NOT_SUPPORTED_YET:
-                log.warning("the server refuses GET_LOCK (%s): relay leadership rests on the row of "
-                            "fsm_relay_leaders alone; a dead leader is replaced after its lease", exc.args[1])
+                log.warning(
+                    "the server refuses GET_LOCK (%s): relay leadership rests on the row of "
+                    "fsm_relay_leaders alone; a dead leader is replaced after its lease",
+                    exc.args[1],
+                )
                 self._advisory = False
                 return True
             raise
 
     def _lead(self, conn: Any) -> dict[str, Any]:
-        rows = self._db.call(routines.RELAY_LEAD.call_sql(), (self.name, self.holder, self.lease),
-                             retry_connection=False, writes=True, on=conn)
+        rows = self._db.call(
+            routines.RELAY_LEAD.call_sql(),
+            (self.name, self.holder, self.lease),
+            retry_connection=False,
+            writes=True,
+            on=conn,
+        )
         return rows[0]
 
     def resign(self, *, broken: bool = False) -> None:
@@ -197,8 +220,13 @@ class Leadership:
             return
         if not broken:
             try:
-                self._db.call(routines.RELAY_RESIGN.call_sql(), (self.name, self.holder),
-                              retry_connection=False, writes=True, on=conn)
+                self._db.call(
+                    routines.RELAY_RESIGN.call_sql(),
+                    (self.name, self.holder),
+                    retry_connection=False,
+                    writes=True,
+                    on=conn,
+                )
                 if self._advisory:
                     with conn.cursor() as cur:
                         cur.execute("SELECT RELEASE_LOCK(%s)", (self.name,))

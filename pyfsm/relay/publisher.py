@@ -110,10 +110,20 @@ class Relay:
     """
 
     def __init__(
-        self, dsn: str | None = None, *, kafka: str | Mapping[str, Any] | None = None, batch_size: int = 1000,
-        retention: float = 86400.0, delivery_timeout: float = 30.0, idle_max: float = 1.0,
-        max_backoff: float = 5.0, cleanup_interval: float = 10.0, standby_wait: int = 1, lease: float = 10.0,
-        name: str | None = None, sleep: Callable[[float], object] | None = None,
+        self,
+        dsn: str | None = None,
+        *,
+        kafka: str | Mapping[str, Any] | None = None,
+        batch_size: int = 1000,
+        retention: float = 86400.0,
+        delivery_timeout: float = 30.0,
+        idle_max: float = 1.0,
+        max_backoff: float = 5.0,
+        cleanup_interval: float = 10.0,
+        standby_wait: int = 1,
+        lease: float = 10.0,
+        name: str | None = None,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
         self.settings = db.parse_dsn(dsn)
         if not self.settings.database:
@@ -142,8 +152,9 @@ class Relay:
         self._db = db.Database(self.settings, pool_size=2)  # one for the lock, one for the work
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
-        self.leadership = Leadership(self._db, self.lock_name, self.name, lease=float(lease),
-                                     standby_wait=standby_wait, sleep=self._sleep)
+        self.leadership = Leadership(
+            self._db, self.lock_name, self.name, lease=float(lease), standby_wait=standby_wait, sleep=self._sleep
+        )
         self._producer: Producer | None = None
         self._fatal: KafkaError | None = None
         self._problems = Problems(log)
@@ -196,8 +207,10 @@ class Relay:
                     # anything else (a lost or read-only server during a switchover, a missing
                     # privilege being fixed): keep the rows, say it once, retry with backoff
                     errno = getattr(err, "errno", None) or (exc.args[0] if getattr(exc, "args", None) else "")
-                    self._problems.report("db:", f"database: {type(err).__name__} ({errno}): {err}; "
-                                                 "events are kept, retrying with backoff")
+                    self._problems.report(
+                        "db:",
+                        f"database: {type(err).__name__} ({errno}): {err}; events are kept, retrying with backoff",
+                    )
                     if self.leadership.held and not isinstance(err, Deadlock):
                         self._abdicate(broken=True)  # a standby may do better meanwhile
                     self._sleep(failing.next())
@@ -281,11 +294,14 @@ class Relay:
     @staticmethod
     def _select(conn: Any, where: str, args: list[str], limit: int) -> list[Row]:
         with conn.cursor() as cur:
-            cur.execute(f"SELECT {OUTBOX_COLUMNS}, EXISTS (SELECT 1 FROM `fsm_outbox` p "
-                        "WHERE p.`machine` = o.`machine` AND p.`instance_id` = o.`instance_id` AND p.`id` < o.`id` "
-                        "AND p.`published_at` IS NULL AND p.`parked_at` IS NOT NULL) AS `blocked` "
-                        "FROM `fsm_outbox` o WHERE o.`published_at` IS NULL AND o.`parked_at` IS NULL "
-                        f"{where}ORDER BY o.`id` LIMIT %s", (*args, limit))
+            cur.execute(
+                f"SELECT {OUTBOX_COLUMNS}, EXISTS (SELECT 1 FROM `fsm_outbox` p "
+                "WHERE p.`machine` = o.`machine` AND p.`instance_id` = o.`instance_id` AND p.`id` < o.`id` "
+                "AND p.`published_at` IS NULL AND p.`parked_at` IS NOT NULL) AS `blocked` "
+                "FROM `fsm_outbox` o WHERE o.`published_at` IS NULL AND o.`parked_at` IS NULL "
+                f"{where}ORDER BY o.`id` LIMIT %s",
+                (*args, limit),
+            )
             return _dict_rows(cur)
 
     def _topic_answers(self, topic: str) -> bool:
@@ -303,16 +319,19 @@ class Relay:
         Locking the parked rows first serialises this with :meth:`unpark`: a release that
         commits first is seen here, and one that comes later releases these rows too.
         """
+
         def hold(conn: Any) -> int:
             conn.begin()
             try:
                 instances = sorted({(r["machine"], r["instance_id"]) for r in rows})
                 with conn.cursor() as cur:
-                    cur.execute("SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
-                                "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL "
-                                f"AND (`machine`, `instance_id`) IN ({', '.join(['(%s, %s)'] * len(instances))}) "
-                                "ORDER BY `id` FOR UPDATE",
-                                [v for instance in instances for v in instance])
+                    cur.execute(
+                        "SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
+                        "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL "
+                        f"AND (`machine`, `instance_id`) IN ({', '.join(['(%s, %s)'] * len(instances))}) "
+                        "ORDER BY `id` FOR UPDATE",
+                        [v for instance in instances for v in instance],
+                    )
                     roots: dict[Instance, Row] = {}
                     for r in _dict_rows(cur):
                         roots.setdefault((r["machine"], r["instance_id"]), r)
@@ -323,14 +342,19 @@ class Relay:
                             cur.execute(
                                 f"UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `last_error` = %s "
                                 f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL AND `parked_at` IS NULL",
-                                (f"held: waits behind parked event {event_id(instance[0], root['transition_id'])} "
-                                 f"(outbox id {root['id']})", *chunk))
+                                (
+                                    f"held: waits behind parked event {event_id(instance[0], root['transition_id'])} "
+                                    f"(outbox id {root['id']})",
+                                    *chunk,
+                                ),
+                            )
                             count += cur.rowcount
                 conn.commit()
                 return count
             except BaseException:
                 conn.rollback()
                 raise
+
         count = self._db.read(hold)
         self.stats.held += count
 
@@ -353,8 +377,9 @@ class Relay:
         except Exception as exc:  # a fatal producer error surfaces here, sometimes as a SystemError
             cause = exc if isinstance(exc, KafkaException) else exc.__cause__
             error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
-            self._fatal = self._fatal or (error if isinstance(error, KafkaError)
-                                          else KafkaError(KafkaError._FATAL, str(exc)))
+            self._fatal = self._fatal or (
+                error if isinstance(error, KafkaError) else KafkaError(KafkaError._FATAL, str(exc))
+            )
             self._problems.report("kafka:fatal", f"kafka: producer failed ({exc}); starting a new producer")
             remaining = len(producer)
         if remaining or self._fatal is not None:
@@ -378,8 +403,14 @@ class Relay:
     def _produce_one(self, producer: Producer, message: Message, callback: Callable[..., None]) -> Any:
         for _ in range(100):
             try:
-                producer.produce(message.topic, value=message.value, key=message.key, headers=message.headers,
-                                 timestamp=message.timestamp_ms, on_delivery=callback)
+                producer.produce(
+                    message.topic,
+                    value=message.value,
+                    key=message.key,
+                    headers=message.headers,
+                    timestamp=message.timestamp_ms,
+                    on_delivery=callback,
+                )
                 return None
             except BufferError:  # the local queue is full: let deliveries drain it
                 producer.poll(0.1)
@@ -400,9 +431,11 @@ class Relay:
             if instance in broken:
                 if error is None:  # acknowledged although an earlier event of its instance failed
                     self.stats.order_breaks += 1
-                    log.warning("event %s was acknowledged after an earlier event of its instance failed; "
-                                "it will be published again after that one",
-                                event_id(row["machine"], row["transition_id"]))
+                    log.warning(
+                        "event %s was acknowledged after an earlier event of its instance failed; "
+                        "it will be published again after that one",
+                        event_id(row["machine"], row["transition_id"]),
+                    )
                 continue
             if error is None:
                 published.append(row["id"])
@@ -417,23 +450,34 @@ class Relay:
             else:
                 failed.setdefault(_describe(error), []).append(row["id"])
                 topic_key = f"kafka:{_code_name(error)}:{row['topic']}"
-                self._problems.report(topic_key, f"kafka: cannot publish to topic {row['topic']!r}: "
-                                                 f"{_describe(error)}; events are kept, retrying with backoff")
+                self._problems.report(
+                    topic_key,
+                    f"kafka: cannot publish to topic {row['topic']!r}: "
+                    f"{_describe(error)}; events are kept, retrying with backoff",
+                )
 
         def write(conn: Any) -> None:
             with conn.cursor() as cur:
                 for chunk in _chunks(published):
-                    cur.execute("UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6) "
-                                f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL", chunk)
+                    cur.execute(
+                        "UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6) "
+                        f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
+                        chunk,
+                    )
                 for row, error in parked:
-                    cur.execute("UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1, "
-                                "`last_error` = %s WHERE `id` = %s AND `published_at` IS NULL",
-                                (_describe(error)[:1024], row["id"]))
+                    cur.execute(
+                        "UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1, "
+                        "`last_error` = %s WHERE `id` = %s AND `published_at` IS NULL",
+                        (_describe(error)[:1024], row["id"]),
+                    )
                 for text, ids in failed.items():
                     for chunk in _chunks(ids):
-                        cur.execute("UPDATE `fsm_outbox` SET `attempts` = `attempts` + 1, `last_error` = %s "
-                                    f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
-                                    (text[:1024], *chunk))
+                        cur.execute(
+                            "UPDATE `fsm_outbox` SET `attempts` = `attempts` + 1, `last_error` = %s "
+                            f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
+                            (text[:1024], *chunk),
+                        )
+
         if published or parked or failed:
             self._db.read(write)  # idempotent statements: safe to repeat on a new connection
         self.stats.batches += 1
@@ -445,7 +489,9 @@ class Relay:
                 f"parked event {event_id(row['machine'], row['transition_id'])} (outbox id {row['id']}, "
                 f"{row['machine']} {row['instance_key']!r} #{row['sort_key']}, topic {row['topic']!r}): "
                 f"{_describe(error)}; later events of this instance wait behind it; "
-                f"release with `pyfsm relay --unpark {row['id']}` (add --skip to give it up)", logging.ERROR)
+                f"release with `pyfsm relay --unpark {row['id']}` (add --skip to give it up)",
+                logging.ERROR,
+            )
         now = time.monotonic()
         for topic in {r["topic"] for r in rows} - failing_topics:
             self._cooling.pop(topic, None)  # it works: no more waiting for it
@@ -469,8 +515,13 @@ class Relay:
         if self._producer is None:
             assert self.kafka_config is not None
             self._fatal = None
-            self._producer = Producer({**self.kafka_config, "error_cb": self._on_kafka_error,
-                                       "logger": KafkaLog(logging.getLogger("pyfsm.relay.librdkafka"))})
+            self._producer = Producer(
+                {
+                    **self.kafka_config,
+                    "error_cb": self._on_kafka_error,
+                    "logger": KafkaLog(logging.getLogger("pyfsm.relay.librdkafka")),
+                }
+            )
         return self._producer
 
     def _on_kafka_error(self, error: KafkaError) -> None:
@@ -478,8 +529,9 @@ class Relay:
             self._fatal = error
             self._problems.report("kafka:fatal", f"kafka: fatal producer error, starting a new producer: {error.str()}")
         elif error.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._problems.report("kafka:brokers", f"kafka: no broker reachable ({error.str()}); "
-                                                   "events are kept, retrying with backoff")
+            self._problems.report(
+                "kafka:brokers", f"kafka: no broker reachable ({error.str()}); events are kept, retrying with backoff"
+            )
         else:
             log.debug("kafka: %s", error.str())
 
@@ -512,13 +564,16 @@ class Relay:
             total = 0
             with conn.cursor() as cur:
                 for _ in range(chunks or 1_000_000):
-                    cur.execute("DELETE FROM `fsm_outbox` "
-                                "WHERE `published_at` < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND LIMIT %s",
-                                (cutoff_us, DELETE_CHUNK))
+                    cur.execute(
+                        "DELETE FROM `fsm_outbox` "
+                        "WHERE `published_at` < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND LIMIT %s",
+                        (cutoff_us, DELETE_CHUNK),
+                    )
                     total += cur.rowcount
                     if cur.rowcount < DELETE_CHUNK:
                         break
             return total
+
         deleted = self._db.read(delete)
         self.stats.deleted += deleted
         if deleted:
@@ -537,10 +592,13 @@ class Relay:
 
         def read(conn: Any) -> list[Row]:
             with conn.cursor() as cur:
-                cur.execute("SELECT `id`, `machine`, `instance_key`, `transition_id`, `sort_key`, `event`, `topic`, "
-                            "`attempts`, `last_error`, `parked_at` FROM `fsm_outbox` "
-                            "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`")
+                cur.execute(
+                    "SELECT `id`, `machine`, `instance_key`, `transition_id`, `sort_key`, `event`, `topic`, "
+                    "`attempts`, `last_error`, `parked_at` FROM `fsm_outbox` "
+                    "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`"
+                )
                 return _dict_rows(cur)
+
         return [{**r, "event_id": event_id(r["machine"], r["transition_id"])} for r in self._db.read(read)]
 
     def unpark(self, outbox_id: int, *, skip: bool = False) -> int:
@@ -557,11 +615,11 @@ class Relay:
         self._check_schema()
         # fsm_unpark_v1 (one transaction under the parked rows' locks); a write: a lost reply
         # is not repeated (the repeat would find nothing parked)
-        rows = self._db.call(routines.UNPARK.call_sql(), (outbox_id, int(skip)), retry_connection=False,
-                             writes=True)
+        rows = self._db.call(routines.UNPARK.call_sql(), (outbox_id, int(skip)), retry_connection=False, writes=True)
         released = int(rows[0]["released"])
-        log.info("unparked event with outbox id %s%s: %d rows released",
-                 outbox_id, " (skipped)" if skip else "", released)
+        log.info(
+            "unparked event with outbox id %s%s: %d rows released", outbox_id, " (skipped)" if skip else "", released
+        )
         return released
 
 
@@ -590,7 +648,7 @@ def _dict_rows(cur: Any) -> list[Row]:
 
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
     for start in range(0, len(ids), ID_CHUNK):
-        yield list(ids[start:start + ID_CHUNK])
+        yield list(ids[start : start + ID_CHUNK])
 
 
 def _marks(chunk: Sequence[object]) -> str:

@@ -105,8 +105,9 @@ def _marks(
         _check_count(count, f"state_counts[{state!r}]")
     for edge, count in (edge_counts or {}).items():
         if edge not in known_edges:
-            raise InvalidArgument(f"edge_counts names {edge!r:.120}, not a (from_state, event, to_state) "
-                                  f"of machine {machine.name!r}")
+            raise InvalidArgument(
+                f"edge_counts names {edge!r:.120}, not a (from_state, event, to_state) of machine {machine.name!r}"
+            )
         _check_count(count, f"edge_counts[{edge!r}]")
     if isinstance(path, str):
         raise InvalidArgument("path must be a list of states, not one string")
@@ -184,8 +185,10 @@ def mermaid(
     next, all of them are marked: a list of states cannot tell which one was sent.
     """
     marks = _marks(machine, state_counts, edge_counts, path)
-    ids = {state: f"s_{state}" if _MERMAID_ID.fullmatch(state) else f"s{index}_"
-           for index, state in enumerate(machine.states)}
+    ids = {
+        state: f"s_{state}" if _MERMAID_ID.fullmatch(state) else f"s{index}_"
+        for index, state in enumerate(machine.states)
+    }
     lines = ["stateDiagram-v2", f"    %% machine {_mermaid_text(machine.name)}"]
     for state in machine.states:
         name, count = marks.state_label(state)
@@ -266,8 +269,9 @@ def dot(
         attributes = {"label": text if steps is None else f"{text}\n{steps}"}
         if steps is not None:
             attributes.update(color=PATH_COLOUR, fontcolor=PATH_COLOUR, penwidth=2.5, style="bold")
-        lines.append(f"    {_dot_string('state_' + edge[0])} -> {_dot_string('state_' + edge[2])}"
-                     f"{_dot_attributes(attributes)};")
+        lines.append(
+            f"    {_dot_string('state_' + edge[0])} -> {_dot_string('state_' + edge[2])}{_dot_attributes(attributes)};"
+        )
     lines.append("}")
     return "\n".join(lines)
 
@@ -288,8 +292,11 @@ def render(dot_source: str, fmt: str, *, dot_binary: str = "dot", timeout: float
         # The argument list is fixed except for the program, which is the caller's choice;
         # no shell is involved.
         done = subprocess.run(  # noqa: S603
-            [dot_binary, f"-T{kind}"], input=dot_source.encode("utf-8"), capture_output=True,
-            timeout=timeout, check=False,
+            [dot_binary, f"-T{kind}"],
+            input=dot_source.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
         )
     except FileNotFoundError:
         raise GraphvizUnavailable(
@@ -297,8 +304,9 @@ def render(dot_source: str, fmt: str, *, dot_binary: str = "dot", timeout: float
             "brew install graphviz) or print the diagram as DOT or Mermaid text instead"
         ) from None
     except PermissionError as exc:
-        raise GraphvizUnavailable(f"cannot run {dot_binary!r}: {exc.strerror}; print the diagram as DOT or "
-                                  "Mermaid text instead") from None
+        raise GraphvizUnavailable(
+            f"cannot run {dot_binary!r}: {exc.strerror}; print the diagram as DOT or Mermaid text instead"
+        ) from None
     except subprocess.TimeoutExpired:
         raise GraphvizUnavailable(f"{dot_binary!r} did not finish within {timeout:g} s") from None
     if done.returncode != 0:

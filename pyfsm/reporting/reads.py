@@ -33,16 +33,19 @@ def _rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
         if exc.args and exc.args[0] == 1146:  # no such view: no pyfsm here, or a schema older than 0004
             raise SchemaVersionMismatch(
                 f"this database has no pyfsm reporting views ({exc.args[1]}): run `pyfsm migrate` (revision 0004 "
-                "adds them) or `pyfsm sync <machine>` for a type installed by an older pyfsm") from exc
+                "adds them) or `pyfsm sync <machine>` for a type installed by an older pyfsm"
+            ) from exc
         raise db.translate(exc) from exc
 
 
 def current_machine(conn: Any, machine: str, version: int | None = None) -> Machine:
     """The machine type's current definition (or its definition ``version``), read from fsm_v_definitions."""
     name = check_machine_name(machine)
-    rows = _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND is_current", (name,)) \
-        if version is None else \
-        _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND version = %s", (name, int(version)))
+    rows = (
+        _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND is_current", (name,))
+        if version is None
+        else _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND version = %s", (name, int(version)))
+    )
     if not rows:
         raise UnknownMachine(f"unknown machine {name}", machine=name)
     body = rows[0]["body"]
@@ -54,23 +57,30 @@ def current_machine(conn: Any, machine: str, version: int | None = None) -> Mach
 def state_counts(conn: Any, machine: str) -> dict[str, int]:
     """Instances per state (fsm_v_state_counts), states with none included."""
     name = check_machine_name(machine)
-    return {r["state"]: int(r["instances"]) for r in _rows(
-        conn, "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))}
+    return {
+        r["state"]: int(r["instances"])
+        for r in _rows(conn, "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))
+    }
 
 
 def edge_counts(conn: Any, machine: str) -> dict[tuple[str, str, str], int]:
     """How often each (from_state, event, to_state) was taken, from the whole history (a scan)."""
     name = check_machine_name(machine)
-    rows = _rows(conn, f"SELECT from_state, event, to_state, COUNT(*) AS n FROM `fsm_v_{name}_transitions` "
-                       "WHERE event IS NOT NULL GROUP BY from_state, event, to_state", ())
+    rows = _rows(
+        conn,
+        f"SELECT from_state, event, to_state, COUNT(*) AS n FROM `fsm_v_{name}_transitions` "
+        "WHERE event IS NOT NULL GROUP BY from_state, event, to_state",
+        (),
+    )
     return {(r["from_state"], r["event"], r["to_state"]): int(r["n"]) for r in rows}
 
 
 def path(conn: Any, machine: str, key: str) -> list[str]:
     """The states one instance went through, in order (its creation's state first)."""
     name = check_machine_name(machine)
-    rows = _rows(conn, f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = %s ORDER BY sort_key",
-                 (key,))
+    rows = _rows(
+        conn, f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = %s ORDER BY sort_key", (key,)
+    )
     if not rows:
         raise UnknownInstance(f"no {name} {key}", machine=name, key=key)
     return [r["to_state"] for r in rows]
@@ -82,8 +92,10 @@ TYPES_SQL = "SELECT machine, version, body, installed FROM fsm_v_definitions WHE
 INSTANCES_SQL = "SELECT machine, CAST(SUM(instances) AS SIGNED) AS instances FROM fsm_v_state_counts GROUP BY machine"
 #: Which set of objects each type has, its timer triggers, and whether its transition trigger
 #: was rendered for its current version: read where the account may (the owner).
-OBJECTS_SQL = ("SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers, "
-               "fsm_rendered_ready_v1(machine) AS rendered FROM fsm_machines")
+OBJECTS_SQL = (
+    "SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers, "
+    "fsm_rendered_ready_v1(machine) AS rendered FROM fsm_machines"
+)
 
 
 def machine_types(conn: Any) -> list[dict[str, Any]]:
@@ -105,9 +117,18 @@ def machine_types(conn: Any) -> list[dict[str, Any]]:
         ready = bool(row["installed"])
         more = objects.get(row["machine"])
         if ready and more is not None:
-            ready = (more["objects_version"] == MACHINE_OBJECTS_VERSION and bool(more["timer_triggers"])
-                     and bool(more["rendered"]))
-        found.append({"machine": row["machine"], "current_version": int(row["version"]),
-                      "states": len(body.get("states") or ()), "instances": instances.get(row["machine"], 0),
-                      "tables_ready": ready})
+            ready = (
+                more["objects_version"] == MACHINE_OBJECTS_VERSION
+                and bool(more["timer_triggers"])
+                and bool(more["rendered"])
+            )
+        found.append(
+            {
+                "machine": row["machine"],
+                "current_version": int(row["version"]),
+                "states": len(body.get("states") or ()),
+                "instances": instances.get(row["machine"], 0),
+                "tables_ready": ready,
+            }
+        )
     return found

@@ -15,5 +15,12 @@ from .install import (
     migrate,
 )
 
-__all__ = ["DEPRECATED", "HEAD_REVISION", "MACHINE_OBJECTS_VERSION", "Deprecated", "check", "current_revision",
-           "migrate"]
+__all__ = [
+    "DEPRECATED",
+    "HEAD_REVISION",
+    "MACHINE_OBJECTS_VERSION",
+    "Deprecated",
+    "check",
+    "current_revision",
+    "migrate",
+]

@@ -57,16 +57,22 @@ def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int =
 
 def has_column(conn: Any, table: str, column: str) -> bool:
     with conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-                    "AND table_name = %s AND column_name = %s", (table, column))
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+            "AND table_name = %s AND column_name = %s",
+            (table, column),
+        )
         return bool(cur.fetchone()[0])
 
 
 def machine_triggers(conn: Any, machine: str) -> set[str]:
     """The names of the triggers on ``machine``'s instance and history tables."""
     with conn.cursor() as cur:
-        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                    "AND event_object_table IN (%s, %s)", (f"fsm_{machine}", f"fsm_{machine}_transitions"))
+        cur.execute(
+            "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table IN (%s, %s)",
+            (f"fsm_{machine}", f"fsm_{machine}_transitions"),
+        )
         return {row[0] for row in cur.fetchall()}
 
 

@@ -41,8 +41,10 @@ HOST = re.compile(r"[A-Za-z0-9_.%:-]{1,255}")
 #: ones with fsm_unpark_v1, from revision 0013).
 RELAY_TABLE_PRIVILEGES = "SELECT, UPDATE, DELETE"
 #: Granted where the schema has them (the leadership procedures came with revision 0012).
-RELAY_PROCEDURES = tuple(r.name for r in (routines.OUTBOX_LAG, routines.SCHEMA_VERSION, routines.RELAY_LEAD,
-                                          routines.RELAY_RESIGN, routines.UNPARK))
+RELAY_PROCEDURES = tuple(
+    r.name
+    for r in (routines.OUTBOX_LAG, routines.SCHEMA_VERSION, routines.RELAY_LEAD, routines.RELAY_RESIGN, routines.UNPARK)
+)
 #: The procedures a reporting account may call: read-only, and nothing in their results that
 #: the reporting views do not show (or, for the schema revision, that pyfsm does not print
 #: anyway): the stats and the relay's lag are counts over fsm_v_instances, fsm_v_runs and
@@ -50,9 +52,13 @@ RELAY_PROCEDURES = tuple(r.name for r in (routines.OUTBOX_LAG, routines.SCHEMA_V
 #: read, the instances per definition version (fsm_instances_per_version_v1, from revision 0021) a count
 #: over fsm_v_instances that `pyfsm stats` shows. Granted where the schema has them.
 #: fsm_stats_v1 is deprecated (pyfsm.schema.DEPRECATED) and kept granted until it is removed.
-REPORTING_PROCEDURES = (*(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE,
-                                           routines.ACCOUNT_HISTORY, routines.STATS)),
-                        "fsm_stats_v1", routines.OUTBOX_LAG.name, routines.TIMERS.name, routines.VERSION_COUNTS.name)
+REPORTING_PROCEDURES = (
+    *(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE, routines.ACCOUNT_HISTORY, routines.STATS)),
+    "fsm_stats_v1",
+    routines.OUTBOX_LAG.name,
+    routines.TIMERS.name,
+    routines.VERSION_COUNTS.name,
+)
 
 
 @dataclass(frozen=True)
@@ -107,30 +113,47 @@ def statements(conn: Any, account: Account) -> list[str]:
         cur.execute("SELECT DATABASE()")
         database = str(cur.fetchone()[0]).replace("`", "``")
         if account.role == "app":
-            cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                        "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER' "
-                        "AND routine_name LIKE 'fsm\\_%' AND routine_name NOT LIKE 'fsm\\_define\\_%' "
-                        "ORDER BY routine_name")
+            cur.execute(
+                "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER' "
+                "AND routine_name LIKE 'fsm\\_%' AND routine_name NOT LIKE 'fsm\\_define\\_%' "
+                "ORDER BY routine_name"
+            )
             return [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
         if account.role == "reporting":
-            cur.execute("SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
-                        "AND (table_name LIKE 'fsm\\_v\\_%' OR table_name = 'fsm_held_locks_v1') ORDER BY table_name")
+            cur.execute(
+                "SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
+                "AND (table_name LIKE 'fsm\\_v\\_%' OR table_name = 'fsm_held_locks_v1') ORDER BY table_name"
+            )
             views = [f"GRANT SELECT ON `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
-            cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                        "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
-                        (REPORTING_PROCEDURES,))
-            return views + [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}"
-                            for (name,) in cur.fetchall()]
-        cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
-                    (RELAY_PROCEDURES,))
+            cur.execute(
+                "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
+                (REPORTING_PROCEDURES,),
+            )
+            return views + [
+                f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()
+            ]
+        cur.execute(
+            "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+            "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
+            (RELAY_PROCEDURES,),
+        )
         procedures = [name for (name,) in cur.fetchall()]
-    return [f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
-            *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in procedures)]
+    return [
+        f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
+        *(f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for name in procedures),
+    ]
 
 
-def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] | None = None,
-          set_existing: bool = False, dry_run: bool = False) -> tuple[list[str], list[Account]]:
+def grant(
+    conn: Any,
+    accounts: Sequence[Account],
+    *,
+    passwords: dict[str, str] | None = None,
+    set_existing: bool = False,
+    dry_run: bool = False,
+) -> tuple[list[str], list[Account]]:
     """Create missing accounts and grant each its role; record them in fsm_accounts.
 
     ``passwords`` maps ``user@host`` to a password: a missing account is created with it (a
@@ -150,8 +173,15 @@ def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] |
     with conn.cursor() as cur:
         for account in accounts:
             password = passwords.get(f"{account.user}@{account.host}")
-            verb = None if password is None else "CREATE USER" if not present[account] and account not in created \
-                else "ALTER USER" if set_existing else None
+            verb = (
+                None
+                if password is None
+                else "CREATE USER"
+                if not present[account] and account not in created
+                else "ALTER USER"
+                if set_existing
+                else None
+            )
             if verb is not None:
                 shown.append(f"{verb} {account.sql} IDENTIFIED BY '***'")
                 if not dry_run:
@@ -163,11 +193,16 @@ def grant(conn: Any, accounts: Sequence[Account], *, passwords: dict[str, str] |
                 shown.append(statement)
                 if not dry_run:
                     cur.execute(statement)
-            shown.append(f"INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
-                         f"VALUES ('{account.user}', '{account.host}', '{account.role}', UTC_TIMESTAMP(6))")
+            shown.append(
+                f"INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
+                f"VALUES ('{account.user}', '{account.host}', '{account.role}', UTC_TIMESTAMP(6))"
+            )
             if not dry_run:
-                cur.execute("INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
-                            "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))", (account.user, account.host, account.role))
+                cur.execute(
+                    "INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
+                    "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",
+                    (account.user, account.host, account.role),
+                )
     return shown, created
 
 
@@ -191,10 +226,12 @@ def grant_recorded(conn: Any) -> None:
     with conn.cursor() as cur:
         for account in recorded(conn):
             if not exists(conn, account):
-                log.warning("pyfsm: account %s@%s recorded in fsm_accounts no longer exists; forgotten",
-                            account.user, account.host)
-                cur.execute("DELETE FROM fsm_accounts WHERE user = %s AND host = %s",
-                            (account.user, account.host))
+                log.warning(
+                    "pyfsm: account %s@%s recorded in fsm_accounts no longer exists; forgotten",
+                    account.user,
+                    account.host,
+                )
+                cur.execute("DELETE FROM fsm_accounts WHERE user = %s AND host = %s", (account.user, account.host))
                 continue
             for statement in statements(conn, account):
                 cur.execute(statement)

@@ -44,11 +44,15 @@ def _compare(found: str, op: str, value: Literal) -> str:
         return f"CASE WHEN JSON_TYPE({found}) = 'BOOLEAN' THEN JSON_UNQUOTE({found}) = '{word}' ELSE 0 END"
     if isinstance(value, int | float):
         # + 0e0: a number's text as a DOUBLE on every server (CAST ... AS DOUBLE needs MySQL 8.0.17)
-        return (f"CASE WHEN JSON_TYPE({found}) IN {NUMBER_TYPES} "
-                f"THEN JSON_UNQUOTE({found}) + 0e0 {op} {_number(value)} ELSE 0 END")
+        return (
+            f"CASE WHEN JSON_TYPE({found}) IN {NUMBER_TYPES} "
+            f"THEN JSON_UNQUOTE({found}) + 0e0 {op} {_number(value)} ELSE 0 END"
+        )
     if isinstance(value, str):
-        return (f"CASE WHEN JSON_TYPE({found}) = 'STRING' "
-                f"THEN CAST(JSON_UNQUOTE({found}) AS BINARY) {op} {hex_bytes(value)} ELSE 0 END")
+        return (
+            f"CASE WHEN JSON_TYPE({found}) = 'STRING' "
+            f"THEN CAST(JSON_UNQUOTE({found}) AS BINARY) {op} {hex_bytes(value)} ELSE 0 END"
+        )
     raise _unsafe(f"holds a literal {type(value).__name__}")
 
 
@@ -66,15 +70,19 @@ def condition_sql(condition: Condition, doc: str = "NEW.data") -> str:
     op = condition.op
     if op in UNARY:
         exists = f"COALESCE(JSON_CONTAINS_PATH({doc}, 'one', '{path}'), 0)"
-        return {"exists": exists, "missing": f"(NOT {exists})",
-                "is_null": f"COALESCE(JSON_TYPE({found}) = 'NULL', 0)"}[op]
+        return {"exists": exists, "missing": f"(NOT {exists})", "is_null": f"COALESCE(JSON_TYPE({found}) = 'NULL', 0)"}[
+            op
+        ]
     if op == "in":
         return "(" + " OR ".join(_compare(found, "=", item) for item in condition.value) + ")"
     if op == "==":
         return _compare(found, "=", condition.value)
     if op == "!=":
         return f"(NOT {_compare(found, '=', condition.value)})"
-    if op in ("<", "<=", ">", ">=") and isinstance(condition.value, int | float | str) \
-            and not isinstance(condition.value, bool):
+    if (
+        op in ("<", "<=", ">", ">=")
+        and isinstance(condition.value, int | float | str)
+        and not isinstance(condition.value, bool)
+    ):
         return _compare(found, op, condition.value)
     raise _unsafe(f"has op {op!r:.20} with {type(condition.value).__name__}")

@@ -74,8 +74,14 @@ DEPRECATED = (
     Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
     Deprecated("fsm_define_v5", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
-    Deprecated("fsm_operator_action_v1", "fsm_operator_action_v2", "0.3.0", "0.4.0",
-               "procedures/fsm_operator_action_v1.sql", "0013"),
+    Deprecated(
+        "fsm_operator_action_v1",
+        "fsm_operator_action_v2",
+        "0.3.0",
+        "0.4.0",
+        "procedures/fsm_operator_action_v1.sql",
+        "0013",
+    ),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
     Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
     Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v2"),
@@ -84,8 +90,9 @@ DEPRECATED = (
     Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
     Deprecated("fsm_<machine>_send_v3", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
     Deprecated("fsm_define_v7", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v7.sql", "0022"),
-    Deprecated("fsm_fire_timers_v1", "fsm_fire_timers_v2", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql",
-               "0019"),
+    Deprecated(
+        "fsm_fire_timers_v1", "fsm_fire_timers_v2", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
+    ),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
@@ -256,8 +263,11 @@ CURRENT_TRIGGERS = {
 def install_current(conn: Any) -> None:
     """Create the current global schema from sql/, and the DEPRECATED procedures from their
     frozen files (a fresh install; the tests compare it with a database built by the migrations)."""
-    execute_ddl(conn, [read_sql(name) for name in CURRENT_OBJECTS]
-                + [read_frozen(name, revisions) for name, revisions in DEPRECATED_FILES])
+    execute_ddl(
+        conn,
+        [read_sql(name) for name in CURRENT_OBJECTS]
+        + [read_frozen(name, revisions) for name, revisions in DEPRECATED_FILES],
+    )
 
 
 def install_machine_objects(conn: Any, machine: str) -> None:
@@ -276,8 +286,14 @@ def install_machine_objects(conn: Any, machine: str) -> None:
         upgrade_machine_triggers(conn, machine, stale)
     bu = CURRENT_TRIGGERS["trigger_bu"]
     install_transition_trigger(conn, machine, bu)  # rendered with the type's rules (pyfsm.schema.rendering)
-    execute_ddl(conn, [render(name, machine) for name in (*MACHINE_OBJECTS, *DEPRECATED_TEMPLATES)
-                       if name not in MACHINE_TABLES and name != bu])
+    execute_ddl(
+        conn,
+        [
+            render(name, machine)
+            for name in (*MACHINE_OBJECTS, *DEPRECATED_TEMPLATES)
+            if name not in MACHINE_TABLES and name != bu
+        ],
+    )
     with conn.cursor() as cur:
         cur.execute(
             "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
@@ -347,9 +363,13 @@ def upgrade_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str,
     """
     name = check_machine_name(machine)
     replace_machine_triggers(  # objects_version None: install_machine_objects marks it at the end
-        conn, name, pairs, None,
+        conn,
+        name,
+        pairs,
+        None,
         also_lock=(f"fsm_{name}_transitions", "fsm_state_counts"),
-        while_locked=lambda cur: rebuild_state_counts(cur, name))
+        while_locked=lambda cur: rebuild_state_counts(cur, name),
+    )
     fill_left_at(conn, name)
 
 
@@ -360,8 +380,10 @@ def deprecated_present(conn: Any) -> list[tuple[str, str, Deprecated]]:
     the routines it may use), so that `pyfsm check` works for least-privilege accounts too.
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "AND routine_type = 'PROCEDURE' ORDER BY routine_name")
+        cur.execute(
+            "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+            "AND routine_type = 'PROCEDURE' ORDER BY routine_name"
+        )
         routines = [row[0] for row in cur.fetchall()]
     found = []
     for entry in DEPRECATED:
@@ -445,18 +467,26 @@ def install_fresh(conn: Any) -> bool:
     database with pyfsm's tables but no version table was not built by pyfsm: refused.
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT table_name, table_comment FROM information_schema.tables "
-                    "WHERE table_schema = DATABASE() AND table_name IN (%s, 'fsm_machines')", (VERSION_TABLE,))
+        cur.execute(
+            "SELECT table_name, table_comment FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND table_name IN (%s, 'fsm_machines')",
+            (VERSION_TABLE,),
+        )
         found = dict(cur.fetchall())
         if "fsm_machines" in found and VERSION_TABLE not in found:
             raise SchemaVersionMismatch(
                 "this database has pyfsm's tables but no record of their revision (fsm_alembic_version): "
-                "restore that table, or install into an empty database", found=None, expected=HEAD_REVISION)
+                "restore that table, or install into an empty database",
+                found=None,
+                expected=HEAD_REVISION,
+            )
         if "fsm_machines" in found and found[VERSION_TABLE] != FRESH_MARK:
             return False
         # as Alembic creates it, so that it then records the head in it
-        cur.execute(f"CREATE TABLE IF NOT EXISTS `{VERSION_TABLE}` (version_num VARCHAR(32) NOT NULL, "
-                    f"CONSTRAINT `{VERSION_TABLE}_pkc` PRIMARY KEY (version_num))")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS `{VERSION_TABLE}` (version_num VARCHAR(32) NOT NULL, "
+            f"CONSTRAINT `{VERSION_TABLE}_pkc` PRIMARY KEY (version_num))"
+        )
         cur.execute(f"ALTER TABLE `{VERSION_TABLE}` COMMENT = '{FRESH_MARK}'")
     install_current(conn)
     return True
@@ -508,12 +538,19 @@ def check(conn: Any, dsn_hint: str = "$PYFSM_DSN") -> None:
     if found is None:
         raise SchemaVersionMismatch(
             f"this database has no pyfsm schema: run `pyfsm migrate --dsn {dsn_hint}` (or Store.migrate())",
-            found=None, expected=HEAD_REVISION)
+            found=None,
+            expected=HEAD_REVISION,
+        )
     if found in known_revisions() and found < HEAD_REVISION:
         raise SchemaVersionMismatch(
             f"the pyfsm schema is at {found}, this pyfsm needs {HEAD_REVISION}: "
             f"run `pyfsm migrate --dsn {dsn_hint}` (or Store.migrate())",
-            found=found, expected=HEAD_REVISION)
+            found=found,
+            expected=HEAD_REVISION,
+        )
     raise SchemaVersionMismatch(
         f"the pyfsm schema is at {found}, newer than this pyfsm ({HEAD_REVISION}): "
-        "upgrade pyfsm (pip install -U pyfsm-mysql)", found=found, expected=HEAD_REVISION)
+        "upgrade pyfsm (pip install -U pyfsm-mysql)",
+        found=found,
+        expected=HEAD_REVISION,
+    )

@@ -111,21 +111,36 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
         found = cur.fetchone()
         current = int(found[0]) if found else 0
         # guards came with revision 0024: the landed migrations 0022 and 0023 render before it
-        cur.execute("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-                    "AND table_name = 'fsm_rules' AND column_name = 'guard'")
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
+            "AND table_name = 'fsm_rules' AND column_name = 'guard'"
+        )
         guards = "position, guard, guard_name" if cur.fetchone()[0] else "1, NULL, NULL"
         # a scan of the instance table (no index on definition_version): sync is rare, reads take no locks
         cur.execute(f"SELECT DISTINCT definition_version FROM `fsm_{name}`")
         versions = sorted({int(row[0]) for row in cur.fetchall()} | {current})
         marks = ", ".join(["%s"] * len(versions))
-        cur.execute(f"SELECT version, from_state, event, to_state, to_final, {guards} FROM fsm_rules "
-                    f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, 6",
-                    (name, *versions))
-        rules = tuple(Rule(int(v), valid_name(f), valid_name(e), valid_name(t), bool(final), int(pos),
-                           valid_guard(guard, guard_name))
-                      for v, f, e, t, final, pos, guard, guard_name in cur.fetchall())
-        cur.execute(f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
-                    (name, *versions))
+        cur.execute(
+            f"SELECT version, from_state, event, to_state, to_final, {guards} FROM fsm_rules "
+            f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, 6",
+            (name, *versions),
+        )
+        rules = tuple(
+            Rule(
+                int(v),
+                valid_name(f),
+                valid_name(e),
+                valid_name(t),
+                bool(final),
+                int(pos),
+                valid_guard(guard, guard_name),
+            )
+            for v, f, e, t, final, pos, guard, guard_name in cur.fetchall()
+        )
+        cur.execute(
+            f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
+            (name, *versions),
+        )
         event_data = {int(v): bool(on) for v, on in cur.fetchall()}
     return TypeRules(name, mariadb, current, rules, event_data)
 
@@ -134,8 +149,14 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
 MISS = "SET v_final = NULL;"
 
 
-def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tuple[str, str, str]]],
-                outer_key: str, inner_key: str, inner_else: str = MISS) -> str:
+def _by_version(
+    facts: TypeRules,
+    fallback: str,
+    branch: Callable[[int], list[tuple[str, str, str]]],
+    outer_key: str,
+    inner_key: str,
+    inner_else: str = MISS,
+) -> str:
     """A CASE over the definition version, then over ``outer_key`` (the old state), then over
     ``inner_key`` (the event or the new state), both compared as bytes; then ``fallback`` (the
     template's lookup), once, wherever no literal matched (each ELSE leaves v_final NULL, which
@@ -152,14 +173,21 @@ def _by_version(facts: TypeRules, fallback: str, branch: Callable[[int], list[tu
         states = []
         for state, inner in by_state.items():
             whens = "\n".join(f"                WHEN '{k}' THEN {stmt}" for k, stmt in inner)
-            states.append(f"            WHEN '{state}' THEN\n              CASE CAST({inner_key} AS BINARY)\n{whens}\n"
-                          f"                ELSE {inner_else}\n              END CASE;")
-        outer.append(f"        WHEN {version} THEN\n          CASE CAST({outer_key} AS BINARY)\n" + "\n".join(states)
-                     + f"\n            ELSE {MISS}\n          END CASE;")
+            states.append(
+                f"            WHEN '{state}' THEN\n              CASE CAST({inner_key} AS BINARY)\n{whens}\n"
+                f"                ELSE {inner_else}\n              END CASE;"
+            )
+        outer.append(
+            f"        WHEN {version} THEN\n          CASE CAST({outer_key} AS BINARY)\n"
+            + "\n".join(states)
+            + f"\n            ELSE {MISS}\n          END CASE;"
+        )
     if not outer:
         return fallback
-    return ("CASE OLD.definition_version\n" + "\n".join(outer) + f"\n        ELSE {MISS}\n      END CASE;\n"
-            f"      IF v_final IS NULL THEN\n        {fallback.strip()}\n      END IF;")
+    return (
+        "CASE OLD.definition_version\n" + "\n".join(outer) + f"\n        ELSE {MISS}\n      END CASE;\n"
+        f"      IF v_final IS NULL THEN\n        {fallback.strip()}\n      END IF;"
+    )
 
 
 def _take(rule: Rule) -> str:
@@ -194,6 +222,7 @@ def _grouped(facts: TypeRules, version: int) -> dict[tuple[str, str], list[Rule]
 def _rules_by_event(facts: TypeRules, fallback: str) -> str:
     def branch(version: int) -> list[tuple[str, str, str]]:
         return [(state, event, _tried(rules)) for (state, event), rules in _grouped(facts, version).items()]
+
     # a rendered version's rules from a state are all there: an event none of them has (its
     # bytes compared, as fsm_rules' lookup compares them) is not allowed, with no read
     return _by_version(facts, fallback, branch, "OLD.current_state", "v_event", "SET v_to = NULL, v_final = 0;")
@@ -214,9 +243,16 @@ def _rules_by_target(facts: TypeRules, fallback: str) -> str:
                 # the one event's rules tried in order: the trigger checks the one taken leads to b
                 out.append((a, b, f"SET v_n = 1, v_event = '{events[0]}'; {_tried(tried)}"))
             else:
-                out.append((a, b, f"SET v_n = {len(events)}, v_event = '{events[0]}', v_to = '{b}', "
-                                  f"v_final = {int(max(r.to_final for r in rs))};"))
+                out.append(
+                    (
+                        a,
+                        b,
+                        f"SET v_n = {len(events)}, v_event = '{events[0]}', v_to = '{b}', "
+                        f"v_final = {int(max(r.to_final for r in rs))};",
+                    )
+                )
         return out
+
     # not certain without a read: a new state spelt with trailing spaces matches its rule there
     return _by_version(facts, fallback, branch, "OLD.current_state", "NEW.current_state")
 
@@ -241,6 +277,7 @@ def render_transition_trigger(template: str, facts: TypeRules) -> str:
         if span == "event_data":
             return _event_data(facts, body)
         raise ValueError(f"the template marks a span {span!r} this pyfsm does not render")
+
     return SPAN.sub(replace, text)
 
 
@@ -257,8 +294,10 @@ def spans(template: str) -> Iterable[str]:
 def record_rendered(conn: Any, facts: TypeRules, text: str) -> None:
     """Note in fsm_machines what ``facts.machine``'s transition trigger now is (``text``)."""
     with conn.cursor() as cur:
-        cur.execute("UPDATE fsm_machines SET rendered_version = %s, rendered_digest = %s WHERE machine = %s",
-                    (facts.current_version, digest(text), facts.machine))
+        cur.execute(
+            "UPDATE fsm_machines SET rendered_version = %s, rendered_digest = %s WHERE machine = %s",
+            (facts.current_version, digest(text), facts.machine),
+        )
 
 
 def install_transition_trigger(conn: Any, machine: str, template: str) -> None:
@@ -278,6 +317,7 @@ def install_transition_trigger(conn: Any, machine: str, template: str) -> None:
     if object_name(template, name) not in machine_triggers(conn, name):
         execute_ddl(conn, [rendered])
     elif found is None or found[0] != digest(rendered):
-        replace_machine_triggers(conn, name, [(template, template)], None, also_lock=(f"fsm_{name}_transitions",),
-                                 texts={template: rendered})
+        replace_machine_triggers(
+            conn, name, [(template, template)], None, also_lock=(f"fsm_{name}_transitions",), texts={template: rendered}
+        )
     record_rendered(conn, facts, rendered)

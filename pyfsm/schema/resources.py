@@ -26,17 +26,42 @@ PLACEHOLDER = "__M__"
 #: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v2.sql,
 #: called by fsm_define_v8; tests/server/test_reserved_names.py keeps the lists equal): a revision
 #: that adds a table adds its name to both.
-RESERVED_MACHINE_NAMES = frozenset({
-    "machines", "definitions", "states", "rules", "outbox", "locks", "lock_log", "queue",
-    "workers", "relay", "archive", "settings", "errors", "schema", "alembic_version",
-    # revision 0004 (fsm_define_v3): tables and views added since, and the reporting views fsm_v_<name>
-    "runs", "accounts", "state_counts", "held_locks_v1", "instances", "history", "failed", "funnel", "stuck",
-    # later revisions' tables (0012, 0013); 0013's views fsm_v_runs, fsm_v_errors, fsm_v_outbox and
-    # fsm_v_operator_log are covered by the names above
-    "relay_leaders", "operator_log",
-    # revision 0019 (fsm_define_v6, fsm_reserved_name_v2): the timers' tables
-    "timers", "timer_log",
-})
+RESERVED_MACHINE_NAMES = frozenset(
+    {
+        "machines",
+        "definitions",
+        "states",
+        "rules",
+        "outbox",
+        "locks",
+        "lock_log",
+        "queue",
+        "workers",
+        "relay",
+        "archive",
+        "settings",
+        "errors",
+        "schema",
+        "alembic_version",
+        # revision 0004 (fsm_define_v3): tables and views added since, and the reporting views fsm_v_<name>
+        "runs",
+        "accounts",
+        "state_counts",
+        "held_locks_v1",
+        "instances",
+        "history",
+        "failed",
+        "funnel",
+        "stuck",
+        # later revisions' tables (0012, 0013); 0013's views fsm_v_runs, fsm_v_errors, fsm_v_outbox and
+        # fsm_v_operator_log are covered by the names above
+        "relay_leaders",
+        "operator_log",
+        # revision 0019 (fsm_define_v6, fsm_reserved_name_v2): the timers' tables
+        "timers",
+        "timer_log",
+    }
+)
 
 #: Names a new type may not take because one of its procedures would have a global
 #: procedure's name (fsm_<account>_history_v1 is fsm_account_history_v1). Unlike the names

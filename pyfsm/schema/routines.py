@@ -64,8 +64,17 @@ DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
 CREATE = _r("fsm_<type>_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
-SEND = _r("fsm_<type>_send_v4", "p_key", "p_event", "p_data", "p_metadata", "p_expected_version",
-          "p_request_id", "p_handler", "p_lookup_key")
+SEND = _r(
+    "fsm_<type>_send_v4",
+    "p_key",
+    "p_event",
+    "p_data",
+    "p_metadata",
+    "p_expected_version",
+    "p_request_id",
+    "p_handler",
+    "p_lookup_key",
+)
 #: SEND with key and event alone, at a lower cost (the same answers): Store.send without options
 FIRE = _r("fsm_<type>_fire_v1", "p_key", "p_event")
 SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
@@ -74,8 +83,18 @@ GET = _r("fsm_<type>_get_v1", "p_key")
 ALLOWED_EVENTS = _r("fsm_<type>_allowed_events_v1", "p_key")
 HISTORY = _r("fsm_<type>_history_v1", "p_key")
 IN_STATE = _r("fsm_<type>_in_state_v1", "p_state", "p_after_id", "p_limit")
-STEP = _r("fsm_<type>_step_v2", "p_key", "p_owner", "p_expected_version", "p_steps", "p_status", "p_continue",
-          "p_claim_seconds", "p_requeue_seconds", "p_data")
+STEP = _r(
+    "fsm_<type>_step_v2",
+    "p_key",
+    "p_owner",
+    "p_expected_version",
+    "p_steps",
+    "p_status",
+    "p_continue",
+    "p_claim_seconds",
+    "p_requeue_seconds",
+    "p_data",
+)
 STEPS = _r("fsm_<type>_steps_v1", "p_owner", "p_claim_seconds", "p_items")
 
 # -- locks ------------------------------------------------------------------------------------
@@ -91,8 +110,20 @@ SET_LOCKING = _r("fsm_set_locking_v1", "p_machine", "p_key", "p_global", "p_loca
 CLAIM = _r("fsm_claim_v1", "p_machine", "p_owner", "p_limit", "p_claim_seconds", "p_key")
 RENEW_CLAIMS = _r("fsm_renew_claims_v1", "p_owner", "p_machine", "p_instance_ids", "p_claim_seconds")
 RELEASE_CLAIMS = _r("fsm_release_claims_v1", "p_owner", "p_machine", "p_keep_ids")
-STEP_FAILED = _r("fsm_step_failed_v1", "p_machine", "p_key", "p_owner", "p_expected_version", "p_handler",
-                 "p_attempt", "p_error_type", "p_message", "p_traceback", "p_retry_in_seconds", "p_failure_event")
+STEP_FAILED = _r(
+    "fsm_step_failed_v1",
+    "p_machine",
+    "p_key",
+    "p_owner",
+    "p_expected_version",
+    "p_handler",
+    "p_attempt",
+    "p_error_type",
+    "p_message",
+    "p_traceback",
+    "p_retry_in_seconds",
+    "p_failure_event",
+)
 PAUSE = _r("fsm_pause_v1", "p_machine", "p_key")
 RESUME = _r("fsm_resume_v2", "p_machine", "p_key")
 RETRY = _r("fsm_retry_v1", "p_machine", "p_key")
@@ -115,8 +146,9 @@ VERSION_COUNTS = _r("fsm_instances_per_version_v1", "p_machine")
 
 # -- reads across types and reporting ---------------------------------------------------------------
 INSTANCES_IN_STATE = _r("fsm_instances_in_state_v1", "p_state", "p_after_machine", "p_after_id", "p_limit")
-ACCOUNT_HISTORY = _r("fsm_account_history_v1", "p_lookup_key", "p_newest_first", "p_after_at",
-                     "p_after_machine", "p_after_id", "p_limit")
+ACCOUNT_HISTORY = _r(
+    "fsm_account_history_v1", "p_lookup_key", "p_newest_first", "p_after_at", "p_after_machine", "p_after_id", "p_limit"
+)
 COUNTS = _r("fsm_counts_v2", "p_machine")
 STATE_AT = _r("fsm_state_at_v1", "p_machine", "p_key", "p_at")
 STATS = _r("fsm_stats_v2")
@@ -137,5 +169,6 @@ ALL: tuple[Routine, ...] = tuple(v for v in globals().values() if isinstance(v, 
 BY_NAME: dict[str, Routine] = {r.name: r for r in ALL}
 #: The per-type procedures the Store calls: an account with EXECUTE rights only is denied one
 #: that does not exist (1370), as it is denied any routine it has no right on.
-PER_TYPE_SUFFIXES = frozenset(r.suffix for r in (CREATE, SEND, FIRE, SEND_MANY, GET, ALLOWED_EVENTS, HISTORY, IN_STATE,
-                                                   UPGRADE, UPGRADE_PLAN))
+PER_TYPE_SUFFIXES = frozenset(
+    r.suffix for r in (CREATE, SEND, FIRE, SEND_MANY, GET, ALLOWED_EVENTS, HISTORY, IN_STATE, UPGRADE, UPGRADE_PLAN)
+)

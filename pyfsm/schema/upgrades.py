@@ -49,9 +49,12 @@ MACHINE_TEMPLATE_SETS["v2"] = tuple(_V2.get(name, name) for name in MACHINE_TEMP
 # the reporting views fsm_v_<type> and fsm_v_<type>_transitions.
 _V3 = {"trigger_ai_v2": "trigger_ai_v3", "trigger_bu_v2": "trigger_bu_v3", "trigger_hbu_v1": "trigger_hbu_v2"}
 MACHINE_TEMPLATE_SETS["v3"] = (
-    "instance_table", "history_table", "history_left_at",
+    "instance_table",
+    "history_table",
+    "history_left_at",
     *(_V3.get(name, name) for name in MACHINE_TEMPLATE_SETS["v2"][2:]),
-    "view_instances_v1", "view_history_v1",
+    "view_instances_v1",
+    "view_history_v1",
 )
 # v4 (revision 0005): the transition trigger compares names byte for byte (no PAD SPACE).
 _V4 = {"trigger_bu_v3": "trigger_bu_v4"}
@@ -61,24 +64,34 @@ MACHINE_TEMPLATE_SETS["v4"] = tuple(_V4.get(name, name) for name in MACHINE_TEMP
 # dynamic SQL (fsm_step_v1 stays for types not yet upgraded).
 _V5 = {"trigger_bu_v4": "trigger_bu_v5"}
 MACHINE_TEMPLATE_SETS["v5"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v4"]
-    for new in ((name, "send_v2", "step_v2") if name == "send_v1" else (_V5.get(name, name),)))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v4"]
+    for new in ((name, "send_v2", "step_v2") if name == "send_v1" else (_V5.get(name, name),))
+)
 # v6 (revision 0007): steps_v1, a worker's batch of steps of several instances in one
 # transaction, and apply_step_v1, step_v2's body without its transaction, which it calls.
 MACHINE_TEMPLATE_SETS["v6"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v5"]
-    for new in ((name, "apply_step_v1", "steps_v1") if name == "step_v2" else (name,)))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v5"]
+    for new in ((name, "apply_step_v1", "steps_v1") if name == "step_v2" else (name,))
+)
 # v7 (revision 0008): the transition and creation triggers take a procedure's context before
 # their first write and set a history guard that names the row written (a deadlock there can
 # skip every handler), which the history triggers check; text that is not UTF-8 is refused.
-_V7 = {"trigger_ai_v3": "trigger_ai_v4", "trigger_bu_v5": "trigger_bu_v6", "trigger_hbi_v1": "trigger_hbi_v2",
-       "trigger_hbu_v2": "trigger_hbu_v3"}
+_V7 = {
+    "trigger_ai_v3": "trigger_ai_v4",
+    "trigger_bu_v5": "trigger_bu_v6",
+    "trigger_hbi_v1": "trigger_hbi_v2",
+    "trigger_hbu_v2": "trigger_hbu_v3",
+}
 MACHINE_TEMPLATE_SETS["v7"] = tuple(_V7.get(name, name) for name in MACHINE_TEMPLATE_SETS["v6"])
 # v8 (revision 0009): send_many_v1, many events in one call and one transaction, and
 # apply_send_v1, send_v2's work without its transaction, which it calls per item.
 MACHINE_TEMPLATE_SETS["v8"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v7"]
-    for new in ((name, "apply_send_v1", "send_many_v1") if name == "send_v2" else (name,)))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v7"]
+    for new in ((name, "apply_send_v1", "send_many_v1") if name == "send_v2" else (name,))
+)
 # v9 (revision 0010): the same transition with fewer instructions on the common path
 # (trigger_bu_v7), and a history update trigger that lets that transition's own flip through
 # on one comparison (trigger_hbu_v4).
@@ -91,39 +104,54 @@ MACHINE_TEMPLATE_SETS["v10"] = tuple(_V10.get(name, name) for name in MACHINE_TE
 # v11 (revision 0018): send_many_v2 beside send_many_v1, sorting items of any size on MySQL
 # (frozen in migrations/sql/0018).
 MACHINE_TEMPLATE_SETS["v11"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v10"]
-    for new in ((name, "send_many_v2") if name == "send_many_v1" else (name,)))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v10"]
+    for new in ((name, "send_many_v2") if name == "send_many_v1" else (name,))
+)
 # v12 (revision 0020): send_v3 beside send_v2, answering an event the type does not have with
 # 31028 (frozen in migrations/sql/0020).
 MACHINE_TEMPLATE_SETS["v12"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v11"]
-    for new in ((name, "send_v3") if name == "send_v2" else (name,)))
+    new for name in MACHINE_TEMPLATE_SETS["v11"] for new in ((name, "send_v3") if name == "send_v2" else (name,))
+)
 # v13 (revision 0021): the transition trigger lets fsm_<type>_upgrade_v1 move an instance to a
 # newer definition version (trigger_bu_v8), and that procedure and its dry run upgrade_plan_v1;
 # fsm_v_<type> counts in_state_since across such a move (view_instances_v2; frozen in
 # migrations/sql/0021).
 MACHINE_TEMPLATE_SETS["v13"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v12"]
-    for new in ({"trigger_bu_v7": ("trigger_bu_v8",), "steps_v1": ("steps_v1", "upgrade_v1", "upgrade_plan_v1"),
-                 "view_instances_v1": ("view_instances_v2",)}.get(name, (name,))))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v12"]
+    for new in (
+        {
+            "trigger_bu_v7": ("trigger_bu_v8",),
+            "steps_v1": ("steps_v1", "upgrade_v1", "upgrade_plan_v1"),
+            "view_instances_v1": ("view_instances_v2",),
+        }.get(name, (name,))
+    )
+)
 # v14 (revision 0022): the transition trigger with the type's rules inline (trigger_bu_v9, a
 # template whose marked spans pyfsm.schema.rendering fills in for each type; rendered as it
 # stands it looks the rules up in fsm_rules, as v8 did) and the leaner send_v4 beside send_v3.
 MACHINE_TEMPLATE_SETS["v14"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v13"]
-    for new in ({"trigger_bu_v8": ("trigger_bu_v9",), "send_v3": ("send_v3", "send_v4")}.get(name, (name,))))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v13"]
+    for new in ({"trigger_bu_v8": ("trigger_bu_v9",), "send_v3": ("send_v3", "send_v4")}.get(name, (name,)))
+)
 # v15 (revision 0023): the transition trigger takes the common call's context from two variables
 # (@fsm_source 'fire' and @fsm_event: trigger_bu_v10), and fire_v1, the two-parameter call that
 # sets them, beside send_v4.
 MACHINE_TEMPLATE_SETS["v15"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v14"]
-    for new in ({"trigger_bu_v9": ("trigger_bu_v10",), "send_v4": ("send_v4", "fire_v1")}.get(name, (name,))))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v14"]
+    for new in ({"trigger_bu_v9": ("trigger_bu_v10",), "send_v4": ("send_v4", "fire_v1")}.get(name, (name,)))
+)
 # v16 (revision 0024): the transition trigger tries a (state, event)'s rules in order and takes
 # the first whose guard holds (trigger_bu_v11, rendered per type with the guards inline), and
 # allowed_events_v1, the rules an instance may take now with their guards and its data.
 MACHINE_TEMPLATE_SETS["v16"] = tuple(
-    new for name in MACHINE_TEMPLATE_SETS["v15"]
-    for new in ({"trigger_bu_v10": ("trigger_bu_v11",), "get_v1": ("get_v1", "allowed_events_v1")}.get(name, (name,))))
+    new
+    for name in MACHINE_TEMPLATE_SETS["v15"]
+    for new in ({"trigger_bu_v10": ("trigger_bu_v11",), "get_v1": ("get_v1", "allowed_events_v1")}.get(name, (name,)))
+)
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:
@@ -146,8 +174,7 @@ def upgrade_machines(conn: Any, from_version: str, to_version: str, upgrade: Cal
     """
     while True:
         with conn.cursor() as cur:
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine",
-                        (from_version,))
+            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine", (from_version,))
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
         if not machines:
             break
@@ -165,8 +192,11 @@ def rebuild_state_counts(cur: Any, machine: str) -> None:
     """
     name = check_machine_name(machine)
     cur.execute("DELETE FROM fsm_state_counts WHERE machine = %s", (name,))
-    cur.execute(f"INSERT INTO fsm_state_counts (machine, state, shard, instances) SELECT %s, current_state, "
-                f"MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)", (name,))
+    cur.execute(
+        f"INSERT INTO fsm_state_counts (machine, state, shard, instances) SELECT %s, current_state, "
+        f"MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)",
+        (name,),
+    )
 
 
 def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
@@ -186,7 +216,9 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
                     f"SELECT a.id, GREATEST(a.created_at, (SELECT b.created_at FROM `{table}` b "
                     f"WHERE b.instance_id = a.instance_id AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1)) "
                     f"FROM `{table}` a WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL "
-                    "ORDER BY a.id LIMIT %s", (after, batch))
+                    "ORDER BY a.id LIMIT %s",
+                    (after, batch),
+                )
                 rows = [(row_id, left) for row_id, left in cur.fetchall()]
                 if not rows:
                     return filled
@@ -194,18 +226,28 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
                 rows = [(row_id, left) for row_id, left in rows if left is not None]
                 if rows:
                     cases = " ".join("WHEN %s THEN %s" for _ in rows)
-                    cur.execute(f"UPDATE `{table}` SET left_at = CASE id {cases} END "
-                                f"WHERE id IN ({', '.join('%s' for _ in rows)})",
-                                [v for pair in rows for v in pair] + [row_id for row_id, _ in rows])
+                    cur.execute(
+                        f"UPDATE `{table}` SET left_at = CASE id {cases} END "
+                        f"WHERE id IN ({', '.join('%s' for _ in rows)})",
+                        [v for pair in rows for v in pair] + [row_id for row_id, _ in rows],
+                    )
                     filled += len(rows)
         finally:
             cur.execute("SET @fsm_fill_left_at = NULL")
 
 
-def replace_machine_triggers(conn: Any, machine: str, pairs: Iterable[tuple[str, str]], objects_version: str | None,
-                             *, wait_seconds: int = 2, attempts: int = 15, also_lock: Sequence[str] = (),
-                             while_locked: Callable[[Any], None] | None = None,
-                             texts: Mapping[str, str] | None = None) -> None:
+def replace_machine_triggers(
+    conn: Any,
+    machine: str,
+    pairs: Iterable[tuple[str, str]],
+    objects_version: str | None,
+    *,
+    wait_seconds: int = 2,
+    attempts: int = 15,
+    also_lock: Sequence[str] = (),
+    while_locked: Callable[[Any], None] | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> None:
     """Swap per-type triggers (old template, new template) for their next versions, with no
     moment where neither version fires.
 

@@ -14,8 +14,12 @@ from .resources import PLACEHOLDER, check_machine_name, read_sql
 #: comes after it. Landed migrations rebuild them too, from these current files: a change to
 #: them must stay buildable over the per-type views of every revision from 0004 on (the
 #: drift test in tests/server/test_migrations.py replays them all).
-UNION_VIEWS = ("views/fsm_v_instances.sql", "views/fsm_v_history.sql", "views/fsm_v_failed.sql",
-               "views/fsm_v_funnel.sql")
+UNION_VIEWS = (
+    "views/fsm_v_instances.sql",
+    "views/fsm_v_history.sql",
+    "views/fsm_v_failed.sql",
+    "views/fsm_v_funnel.sql",
+)
 DEPENDENT_VIEWS = ("views/fsm_v_stuck.sql",)
 #: The object sets whose types have the reporting views the union views are built from.
 VIEW_OBJECT_VERSIONS = ("v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16")
@@ -37,8 +41,9 @@ def refresh_views(conn: Any) -> None:
             # a type still at an object set before v3 (installed by an older pyfsm during a
             # rolling deploy) has no reporting views yet: left out until `pyfsm sync` upgrades
             # it. v3 and later have them (and a migration run by this library may stop at v3).
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version IN %s ORDER BY machine",
-                        (VIEW_OBJECT_VERSIONS,))
+            cur.execute(
+                "SELECT machine FROM fsm_machines WHERE objects_version IN %s ORDER BY machine", (VIEW_OBJECT_VERSIONS,)
+            )
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
             if not machines:
                 return
@@ -56,4 +61,4 @@ def _split_view(text: str) -> tuple[str, str, str]:
     """A union view file: (header comments, the CREATE ... AS line, the branch for one type)."""
     found = re.search(r"^CREATE [^\n]* AS\n", text, re.M)
     assert found, "a view file must have its CREATE ... AS on one line"
-    return text[:found.start()], found.group(0), text[found.end():]
+    return text[: found.start()], found.group(0), text[found.end() :]

@@ -57,8 +57,7 @@ class Actions:
         if self._relay is not None:
             self._relay.close()
 
-    def run(self, operator: str, action: str, machine: str | None, key: str | None,
-            detail: dict[str, Any]) -> Outcome:
+    def run(self, operator: str, action: str, machine: str | None, key: str | None, detail: dict[str, Any]) -> Outcome:
         """Record, run and finish one action; a refused action is an Outcome, not an exception
         (the page shows it), and so is one whose arguments were bad."""
         check_operator(operator)
@@ -66,8 +65,9 @@ class Actions:
             raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}, got {action!r:.40}")
         if action == "cancel_timer":  # the timer's own instance, for the log (None when it is not armed)
             machine, key = self.timer_instance(detail["timer_id"])
-        action_id = int(self._call(routines.OPERATOR_ACTION,
-                                   (operator, action, machine, key, json.dumps(detail)))["action_id"])
+        action_id = int(
+            self._call(routines.OPERATOR_ACTION, (operator, action, machine, key, json.dumps(detail)))["action_id"]
+        )
         try:
             message = self._perform(action_id, operator, action, machine, key, detail)
         except FsmError as exc:
@@ -79,18 +79,22 @@ class Actions:
     def _call(self, routine: Routine, args: tuple[Any, ...]) -> dict[str, Any]:
         return self.store.gateway.one(routine, args, writes=True)
 
-    def _perform(self, action_id: int, operator: str, action: str, machine: str | None, key: str | None,
-                 detail: dict[str, Any]) -> str:
+    def _perform(
+        self, action_id: int, operator: str, action: str, machine: str | None, key: str | None, detail: dict[str, Any]
+    ) -> str:
         if action == "unpark":
             outbox_id, skip = detail["outbox_id"], bool(detail.get("skip"))
             count = self.relay().unpark(outbox_id, skip=skip)
             return f"{'skipped' if skip else 're-queued'} outbox event {outbox_id}: {count} rows released"
         if action == "cancel_timer":
             given = detail.get("reason")
-            cancelled = self.store.cancel_timer(detail["timer_id"],
-                                                f"{VIA}, {operator}{': ' + given if given else ''}"[:255])
-            return (f"cancelled timer {cancelled.timer_id} ({cancelled.kind} {cancelled.event} of "
-                    f"{cancelled.machine} {cancelled.instance_key}, due {cancelled.due_at:%Y-%m-%d %H:%M:%S})")
+            cancelled = self.store.cancel_timer(
+                detail["timer_id"], f"{VIA}, {operator}{': ' + given if given else ''}"[:255]
+            )
+            return (
+                f"cancelled timer {cancelled.timer_id} ({cancelled.kind} {cancelled.event} of "
+                f"{cancelled.machine} {cancelled.instance_key}, due {cancelled.due_at:%Y-%m-%d %H:%M:%S})"
+            )
         if action == "force_unlock":
             reason = f"{VIA}, {operator}: {detail['reason']}"[:255]
             released = self.store.force_unlock(detail["lookup_key"], reason=reason, scope=detail.get("scope"))
@@ -98,11 +102,15 @@ class Actions:
         assert machine is not None and key is not None
         if action == "send":
             metadata = {**(detail.get("metadata") or {}), "operator": operator, "via": VIA}
-            result = self.store.send(machine, key, detail["event"], data=detail.get("data"), metadata=metadata,
-                                     request_id=f"web-{action_id}")
+            result = self.store.send(
+                machine, key, detail["event"], data=detail.get("data"), metadata=metadata, request_id=f"web-{action_id}"
+            )
             return f"{detail['event']}: {result.from_state} -> {result.to_state} (version {result.version})"
         simple: dict[str, Callable[[str, str], PauseResult | StatusChange]] = {
-            "pause": self.store.pause, "resume": self.store.resume, "retry": self.store.retry}
+            "pause": self.store.pause,
+            "resume": self.store.resume,
+            "retry": self.store.retry,
+        }
         row = simple[action](machine, key)
         pending = " (pauses at the next step boundary)" if isinstance(row, PauseResult) and row.pending else ""
         return f"{action}: {machine} {key} is {row.status} in {row.state}{pending}"
@@ -132,4 +140,3 @@ def parse_json_object(text: str | None, what: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise InvalidArgument(f"{what} must be a JSON object ({{...}}), got {type(value).__name__}")
     return value
-

@@ -65,8 +65,10 @@ class ConsoleConfig:
 
     def __post_init__(self) -> None:
         if self.allow_actions and not self.actions_dsn:
-            raise InvalidArgument("--allow-actions needs the account actions run with: --actions-dsn "
-                                  "(or $PYFSM_ACTIONS_DSN), an app account (`pyfsm grant --app`)")
+            raise InvalidArgument(
+                "--allow-actions needs the account actions run with: --actions-dsn "
+                "(or $PYFSM_ACTIONS_DSN), an app account (`pyfsm grant --app`)"
+            )
         if self.token is not None and len(self.token) < 16:
             raise InvalidArgument("--token must have at least 16 characters")
         if not 1 <= self.stuck_after <= 86400 * 30:
@@ -78,10 +80,21 @@ def create_app(config: ConsoleConfig) -> Starlette:
     store = Store(config.dsn, pool_size=config.pool_size)  # the pages', the schema check's and the metrics' reads
     reads = Reads(store.gateway.primary)
     actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
-    templates = Environment(loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
-                            autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-    templates.filters.update(q=lambda v: quote(str(v), safe=""), ago=ago, when=_when, js=_pretty, sh=shlex.quote,
-                             sql=_sql_string, count=_count)
+    templates = Environment(
+        loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),
+        autoescape=select_autoescape(default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    templates.filters.update(
+        q=lambda v: quote(str(v), safe=""),
+        ago=ago,
+        when=_when,
+        js=_pretty,
+        sh=shlex.quote,
+        sql=_sql_string,
+        count=_count,
+    )
     console = _Console(config, reads, store, actions, templates)
 
     @contextlib.asynccontextmanager
@@ -94,16 +107,23 @@ def create_app(config: ConsoleConfig) -> Starlette:
                 actions.close()
 
     routes = [
-        Route("/", console.index), Route("/m/{machine}", console.machine),
+        Route("/", console.index),
+        Route("/m/{machine}", console.machine),
         Route("/m/{machine}/diagram.svg", console.diagram),
         Route("/m/{machine}/i/{key:path}", console.instance),
-        Route("/failed", console.failed), Route("/stuck", console.stuck), Route("/queue", console.queue),
-        Route("/locks", console.locks), Route("/outbox", console.outbox), Route("/timers", console.timers),
+        Route("/failed", console.failed),
+        Route("/stuck", console.stuck),
+        Route("/queue", console.queue),
+        Route("/locks", console.locks),
+        Route("/outbox", console.outbox),
+        Route("/timers", console.timers),
         Route("/metrics", console.metrics),
-        Route("/confirm", console.confirm), Route("/action", console.action, methods=["POST"]),
+        Route("/confirm", console.confirm),
+        Route("/action", console.action, methods=["POST"]),
         Route("/login", console.login, methods=["GET", "POST"]),
         Mount("/static", StaticFiles(packages=[("pyfsm.web", "static")]), name="static"),
     ]
+
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
         open_paths = request.url.path == "/login" or request.url.path.startswith("/static/")
@@ -124,8 +144,9 @@ def create_app(config: ConsoleConfig) -> Starlette:
 
 
 class _Console:
-    def __init__(self, config: ConsoleConfig, reads: Reads, store: Store, actions: Actions | None,
-                 templates: Environment) -> None:
+    def __init__(
+        self, config: ConsoleConfig, reads: Reads, store: Store, actions: Actions | None, templates: Environment
+    ) -> None:
         self.config, self.reads, self.store, self.actions, self.templates = config, reads, store, actions, templates
         self._registry: Any = None
 
@@ -134,8 +155,12 @@ class _Console:
     def page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         csrf = request.cookies.get(security.CSRF_COOKIE) or security.new_csrf_token()
         html = self.templates.get_template(template).render(
-            allow_actions=self.actions is not None, csrf=csrf, path=request.url.path,
-            stats_age=self.reads.stats_max_age, **values)
+            allow_actions=self.actions is not None,
+            csrf=csrf,
+            path=request.url.path,
+            stats_age=self.reads.stats_max_age,
+            **values,
+        )
         response = HTMLResponse(html, status)
         if csrf != request.cookies.get(security.CSRF_COOKIE):  # a browser's first page: its CSRF cookie
             response.set_cookie(security.CSRF_COOKIE, csrf, httponly=True, samesite="strict")
@@ -153,9 +178,16 @@ class _Console:
         except InvalidArgument as exc:
             return self.page(request, "error.html", 400, error=exc)
         except AccessDenied as exc:
-            return self.page(request, "error.html", 403, error=exc, hint=(
-                "the console's account may not read this: give it the reporting role (`pyfsm grant --reporting`) "
-                "and run `pyfsm migrate` so that it gets the views of revision 0013"))
+            return self.page(
+                request,
+                "error.html",
+                403,
+                error=exc,
+                hint=(
+                    "the console's account may not read this: give it the reporting role (`pyfsm grant --reporting`) "
+                    "and run `pyfsm migrate` so that it gets the views of revision 0013"
+                ),
+            )
         except DatabaseUnavailable as exc:
             return self.page(request, "error.html", 503, error=exc)
         except FsmError as exc:
@@ -167,6 +199,7 @@ class _Console:
         def render() -> Response:
             self.store.gateway.ensure_schema()  # a schema this pyfsm does not match says so, with the fix
             return self.page(request, "index.html", machines=self.reads.machines(), lag=self.reads.outbox_lag())
+
         return self.guarded(request, render)
 
     def machine(self, request: Request) -> Response:
@@ -177,25 +210,38 @@ class _Console:
             if key:
                 return RedirectResponse(f"/m/{name}/i/{quote(key, safe='')}", 303)
             filters = Filters(
-                state=_name_or_none(p.get("state"), "state"), status=_choice(p.get("status"), STATUSES, "status"),
+                state=_name_or_none(p.get("state"), "state"),
+                status=_choice(p.get("status"), STATUSES, "status"),
                 lookup_key=p.get("lookup_key") or None,
                 updated_after=parse_time(p.get("updated_after"), "updated after"),
                 updated_before=parse_time(p.get("updated_before"), "updated before"),
-                before_id=_int_or_none(p.get("before"), "before"))
+                before_id=_int_or_none(p.get("before"), "before"),
+            )
             machine = self.reads.machine(name)
             page = self.reads.instances(name, filters)
             query = {k: v for k, v in p.items() if v and k != "before"}
             versions = self.reads.version_counts(name, self.reads.current_version(name))
-            return self.page(request, "machine.html", name=name, machine=machine,
-                             unreachable=machine.unreachable_states(), counts=self.reads.state_counts(name),
-                             stats=self.reads.stats(name), filters=filters,
-                             # shown only while instances of an older version are left (an upgrade moves them)
-                             versions=versions if any(v["instances"] and not v["is_current"] for v in versions)
-                             else [], versions_age=self.reads.version_counts_max_age,
-                             page=page, statuses=STATUSES, query=query,
-                             next_url=None if page.next_before is None else
-                             f"/m/{name}?{urlencode({**query, 'before': page.next_before})}",
-                             mermaid=diagram.mermaid(machine))
+            return self.page(
+                request,
+                "machine.html",
+                name=name,
+                machine=machine,
+                unreachable=machine.unreachable_states(),
+                counts=self.reads.state_counts(name),
+                stats=self.reads.stats(name),
+                filters=filters,
+                # shown only while instances of an older version are left (an upgrade moves them)
+                versions=versions if any(v["instances"] and not v["is_current"] for v in versions) else [],
+                versions_age=self.reads.version_counts_max_age,
+                page=page,
+                statuses=STATUSES,
+                query=query,
+                next_url=None
+                if page.next_before is None
+                else f"/m/{name}?{urlencode({**query, 'before': page.next_before})}",
+                mermaid=diagram.mermaid(machine),
+            )
+
         return self.guarded(request, render)
 
     def diagram(self, request: Request) -> Response:
@@ -208,6 +254,7 @@ class _Console:
             except GraphvizUnavailable as exc:
                 return PlainTextResponse(str(exc), 404)
             return Response(svg, media_type="image/svg+xml")
+
         return self.guarded(request, render)
 
     def instance(self, request: Request) -> Response:
@@ -224,14 +271,28 @@ class _Console:
             # the instance's own definition version: an older one may have other rules and guards
             of_version = machine if version == current_version else self.reads.machine(name, version)
             data = view.instance["data"]  # parsed by Reads.instance
-            view.events = evaluate_events(((event, edge.target, edge.guard) for event in of_version.events_from(state)
-                                           for edge in of_version.rules(state, event)),
-                                          data if isinstance(data, dict) else {})
+            view.events = evaluate_events(
+                (
+                    (event, edge.target, edge.guard)
+                    for event in of_version.events_from(state)
+                    for edge in of_version.rules(state, event)
+                ),
+                data if isinstance(data, dict) else {},
+            )
             failure = None  # what failed it: the newest error of its state (none: ctx.fail() or SQL failed it)
             if view.instance["status"] == "failed":
                 failure = next((e for e in view.errors if e["state"] == view.instance["current_state"]), None)
-            return self.page(request, "instance.html", name=name, key=key, v=view, failure=failure,
-                             current_version=current_version, result=self._result(request))
+            return self.page(
+                request,
+                "instance.html",
+                name=name,
+                key=key,
+                v=view,
+                failure=failure,
+                current_version=current_version,
+                result=self._result(request),
+            )
+
         return self.guarded(request, render)
 
     def failed(self, request: Request) -> Response:
@@ -240,9 +301,11 @@ class _Console:
             chosen = request.query_params.get("machine")
             shown = [m for m in machines if chosen in (None, "", m["machine"])]
             before = _int_or_none(request.query_params.get("before"), "before")
-            pages = [(m, self.reads.failed(m["machine"], before if chosen else None)) for m in shown
-                     if m["failed"] or chosen]
+            pages = [
+                (m, self.reads.failed(m["machine"], before if chosen else None)) for m in shown if m["failed"] or chosen
+            ]
             return self.page(request, "failed.html", pages=pages, chosen=chosen)
+
         return self.guarded(request, render)
 
     def stuck(self, request: Request) -> Response:
@@ -251,6 +314,7 @@ class _Console:
             # every type, not only those the stats show runs due for: the stats may be 5 s old
             runs = [(m, self.reads.stuck(m["machine"], self.config.stuck_after)) for m in machines]
             return self.page(request, "stuck.html", runs=runs, stuck_after=self.config.stuck_after)
+
         return self.guarded(request, render)
 
     def queue(self, request: Request) -> Response:
@@ -258,16 +322,26 @@ class _Console:
             machines = self.reads.stats_rows()
             queues = [(m, self.reads.queue(m["machine"])) for m in machines if m["due"] or m["claimed"]]
             return self.page(request, "queue.html", machines=machines, queues=queues, claimers=self.reads.claimers())
+
         return self.guarded(request, render)
 
     def locks(self, request: Request) -> Response:
-        return self.guarded(request, lambda: self.page(request, "locks.html", locks=self.reads.locks(),
-                                                        result=self._result(request)))
+        return self.guarded(
+            request, lambda: self.page(request, "locks.html", locks=self.reads.locks(), result=self._result(request))
+        )
 
     def outbox(self, request: Request) -> Response:
-        return self.guarded(request, lambda: self.page(
-            request, "outbox.html", lag=self.reads.outbox_lag(), parked=self.reads.parked(),
-            oldest=self.reads.oldest_unpublished(), result=self._result(request)))
+        return self.guarded(
+            request,
+            lambda: self.page(
+                request,
+                "outbox.html",
+                lag=self.reads.outbox_lag(),
+                parked=self.reads.parked(),
+                oldest=self.reads.oldest_unpublished(),
+                result=self._result(request),
+            ),
+        )
 
     def timers(self, request: Request) -> Response:
         def render() -> Response:
@@ -279,13 +353,27 @@ class _Console:
             after = (after_due, after_id) if after_due is not None and after_id is not None else None
             page = self.reads.timers(chosen, overdue=overdue, after=after)
             query = {k: v for k, v in (("machine", chosen), ("overdue", "1" if overdue else None)) if v}
-            next_url = None if page.next_after is None else "/timers?" + urlencode(
-                {**query, "after_due": page.next_after[0].isoformat(), "after_id": page.next_after[1]})
+            next_url = (
+                None
+                if page.next_after is None
+                else "/timers?"
+                + urlencode({**query, "after_due": page.next_after[0].isoformat(), "after_id": page.next_after[1]})
+            )
             installed = [m["machine"] for m in self.reads.stats_rows()]
-            return self.page(request, "timers.html", page=page, chosen=chosen, overdue=overdue, machines=installed,
-                             summary=self.reads.timer_summary(chosen), log=self.reads.timer_log(chosen),
-                             next_url=next_url, back="/timers" + ("?" + urlencode(query) if query else ""),
-                             result=self._result(request))
+            return self.page(
+                request,
+                "timers.html",
+                page=page,
+                chosen=chosen,
+                overdue=overdue,
+                machines=installed,
+                summary=self.reads.timer_summary(chosen),
+                log=self.reads.timer_log(chosen),
+                next_url=next_url,
+                back="/timers" + ("?" + urlencode(query) if query else ""),
+                result=self._result(request),
+            )
+
         return self.guarded(request, render)
 
     def metrics(self, request: Request) -> Response:
@@ -313,8 +401,9 @@ class _Console:
             if not security.token_matches(str(form.get("token") or ""), self.config.token):
                 return self.page(request, "login.html", 401, target=target, error="wrong token")
             response = RedirectResponse(target, 303)
-            response.set_cookie(security.SESSION_COOKIE, security.session_value(self.config.token),
-                                httponly=True, samesite="strict")
+            response.set_cookie(
+                security.SESSION_COOKIE, security.session_value(self.config.token), httponly=True, samesite="strict"
+            )
             return response
         return self.page(request, "login.html", target=target, error=None)
 
@@ -322,6 +411,7 @@ class _Console:
 
     def confirm(self, request: Request) -> Response:
         """The confirmation page of an action: what it will do, the operator's name, the arguments."""
+
         def render() -> Response:
             if self.actions is None:
                 return self.page(request, "error.html", 403, error=_actions_off())
@@ -343,8 +433,15 @@ class _Console:
                 target["event"] = found
             if action == "cancel_timer":
                 target["timer"] = self.reads.timer(_int(target["timer_id"], "timer_id"))
-            return self.page(request, "confirm.html", action=action, t=target, events=events,
-                             operator=request.cookies.get(OPERATOR_COOKIE, ""))
+            return self.page(
+                request,
+                "confirm.html",
+                action=action,
+                t=target,
+                events=events,
+                operator=request.cookies.get(OPERATOR_COOKIE, ""),
+            )
+
         return self.guarded(request, render)
 
     async def action(self, request: Request) -> Response:
@@ -352,8 +449,14 @@ class _Console:
         if self.actions is None:
             return self.page(request, "error.html", 403, error=_actions_off())
         if not security.csrf_ok(request, str(form.get("csrf") or "")):
-            return self.page(request, "error.html", 403, error=InvalidArgument(
-                "the form's CSRF token does not match this browser's: reload the page and confirm again"))
+            return self.page(
+                request,
+                "error.html",
+                403,
+                error=InvalidArgument(
+                    "the form's CSRF token does not match this browser's: reload the page and confirm again"
+                ),
+            )
         values = {k: str(v) for k, v in form.items()}
         try:
             operator = check_operator(values.get("operator", "").strip())
@@ -377,8 +480,13 @@ def _action_arguments(v: dict[str, str]) -> tuple[str, str | None, str | None, d
         raise InvalidArgument("which action? (action=...)")
     back = _local(v.get("back") or "/")
     if action == "unpark":
-        return action, None, None, {"outbox_id": _int(v.get("outbox_id"), "outbox_id"),
-                                    "skip": v.get("skip") == "1"}, back
+        return (
+            action,
+            None,
+            None,
+            {"outbox_id": _int(v.get("outbox_id"), "outbox_id"), "skip": v.get("skip") == "1"},
+            back,
+        )
     if action == "cancel_timer":  # Actions.run logs the timer's own machine and instance
         timer_id = _int(v.get("timer_id"), "timer_id")
         if timer_id < 1:
@@ -392,8 +500,13 @@ def _action_arguments(v: dict[str, str]) -> tuple[str, str | None, str | None, d
         scope = v.get("scope") or None
         if scope not in (None, "*"):
             check_machine_name(scope)
-        return action, v.get("machine") or None, v.get("key") or None, {
-            "lookup_key": v.get("lookup_key", ""), "scope": scope, "reason": reason}, back
+        return (
+            action,
+            v.get("machine") or None,
+            v.get("key") or None,
+            {"lookup_key": v.get("lookup_key", ""), "scope": scope, "reason": reason},
+            back,
+        )
     machine = check_machine_name(v.get("machine"))
     key = v.get("key") or ""
     if not key:

@@ -61,8 +61,11 @@ class Filters:
         index always does)."""
         if self.lookup_key is not None:
             return False
-        return (self.updated_after is not None or self.updated_before is not None
-                or (self.state is not None and self.status is not None))
+        return (
+            self.updated_after is not None
+            or self.updated_before is not None
+            or (self.state is not None and self.status is not None)
+        )
 
 
 @dataclass
@@ -96,15 +99,22 @@ class TimerPage:
 
 
 #: The columns of fsm_v_timers the console shows.
-TIMER_COLUMNS = ("timer_id, machine, instance_key, instance_id, kind, state, event, due_at, fire_at, overdue, "
-                 "overdue_seconds, claimed_by, holds, last_errno, last_error, request_id")
+TIMER_COLUMNS = (
+    "timer_id, machine, instance_key, instance_id, kind, state, event, due_at, fire_at, overdue, "
+    "overdue_seconds, claimed_by, holds, last_errno, last_error, request_id"
+)
 
 
 class Reads:
     """The console's queries, on the reporting account's pool."""
 
-    def __init__(self, database: db.Database, *, stats_max_age: float = STATS_MAX_AGE,
-                 version_counts_max_age: float = VERSION_COUNTS_MAX_AGE) -> None:
+    def __init__(
+        self,
+        database: db.Database,
+        *,
+        stats_max_age: float = STATS_MAX_AGE,
+        version_counts_max_age: float = VERSION_COUNTS_MAX_AGE,
+    ) -> None:
         self.db = database
         self.stats_max_age = stats_max_age
         self.version_counts_max_age = version_counts_max_age
@@ -116,10 +126,12 @@ class Reads:
 
     def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """A SELECT's rows; a missing view (1146) is UnknownMachine: a type not installed."""
+
         def run(conn: Any) -> list[Row]:
             with conn.cursor(pymysql.cursors.DictCursor) as cur:
                 cur.execute(sql, tuple(args))
                 return list(cur.fetchall())
+
         return self.db.read(run)
 
     def call(self, routine: Routine) -> list[Row]:
@@ -151,8 +163,10 @@ class Reads:
         A run waiting for an event or a resume has no due time and is not counted."""
         if not stats:
             return []
-        sql = " UNION ALL ".join(f"SELECT {i} AS n, COUNT(*) AS queued FROM fsm_v_runs "
-                                 "WHERE machine = %s AND due_at IS NOT NULL" for i in range(len(stats)))
+        sql = " UNION ALL ".join(
+            f"SELECT {i} AS n, COUNT(*) AS queued FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL"
+            for i in range(len(stats))
+        )
         found = {int(r["n"]): int(r["queued"]) for r in self.rows(sql, [r["machine"] for r in stats])}
         return [found.get(i, 0) for i in range(len(stats))]
 
@@ -161,8 +175,10 @@ class Reads:
         the states in the order their current definition lists them (then any state of an older
         version that still holds instances)."""
         stats = {r["machine"]: r for r in self.stats_rows()}
-        order = {r["machine"]: _definition_states(r["body"]) for r in self.rows(
-            "SELECT machine, body FROM fsm_v_definitions WHERE is_current")}
+        order = {
+            r["machine"]: _definition_states(r["body"])
+            for r in self.rows("SELECT machine, body FROM fsm_v_definitions WHERE is_current")
+        }
         counts: dict[str, list[Row]] = {}
         for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):
             counts.setdefault(r["machine"], []).append({"state": r["state"], "instances": int(r["instances"])})
@@ -186,8 +202,10 @@ class Reads:
 
     def machine(self, name: str, version: int | None = None) -> Machine:
         """The type's current definition, or its definition ``version``."""
+
         def read(conn: Any) -> Machine:
             return reporting.current_machine(conn, name, version)
+
         return self.db.read(read)
 
     def state_counts(self, name: str) -> dict[str, int]:
@@ -198,8 +216,9 @@ class Reads:
 
     def current_version(self, name: str) -> int | None:
         """The type's current definition version (None: no such type), by the definitions' key."""
-        found = self.rows("SELECT version FROM fsm_v_definitions WHERE machine = %s AND is_current",
-                          (check_machine_name(name),))
+        found = self.rows(
+            "SELECT version FROM fsm_v_definitions WHERE machine = %s AND is_current", (check_machine_name(name),)
+        )
         return int(found[0]["version"]) if found else None
 
     def version_counts(self, name: str, current_version: int | None) -> list[Row]:
@@ -221,16 +240,20 @@ class Reads:
             rows = self.db.call(routines.VERSION_COUNTS.call_sql(), (name,), retry_connection=True, writes=False)
         except AccessDenied:
             return []
-        counts = [{"version": int(r["version"]), "instances": int(r["instances"]), "is_current": bool(r["is_current"])}
-                  for r in rows if r["instances"] or r["is_current"]]
+        counts = [
+            {"version": int(r["version"]), "instances": int(r["instances"]), "is_current": bool(r["is_current"])}
+            for r in rows
+            if r["instances"] or r["is_current"]
+        ]
         with self._stats_lock:
             self._version_counts[key] = (time.monotonic(), counts)
         return counts
 
     def current_state(self, name: str, key: str) -> str | None:
         """The instance's state (None: no such instance), by its unique key."""
-        found = self.rows(f"SELECT current_state FROM `fsm_v_{check_machine_name(name)}` WHERE instance_key = %s",
-                          (key,))
+        found = self.rows(
+            f"SELECT current_state FROM `fsm_v_{check_machine_name(name)}` WHERE instance_key = %s", (key,)
+        )
         return found[0]["current_state"] if found else None
 
     # -- instance listing -------------------------------------------------------------------
@@ -262,10 +285,12 @@ class Reads:
             where.append("id < %s")
             args.append(high)
         # queued: a worker runs it or will (its run has a due time), by the unique index (machine, instance_id)
-        sql = (f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since, "
-               f"status = 'running' AND EXISTS (SELECT 1 FROM fsm_v_runs r WHERE r.machine = %s "
-               f"AND r.instance_id = i.id AND r.due_at IS NOT NULL) AS queued "
-               f"FROM {view} i{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}")
+        sql = (
+            f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since, "
+            f"status = 'running' AND EXISTS (SELECT 1 FROM fsm_v_runs r WHERE r.machine = %s "
+            f"AND r.instance_id = i.id AND r.due_at IS NOT NULL) AS queued "
+            f"FROM {view} i{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}"
+        )
         rows = self.rows(sql, [name, *args])
         searched = (low, high - 1) if low is not None and high is not None else None
         if len(rows) > PAGE:
@@ -287,37 +312,70 @@ class Reads:
             f"SELECT transition_id, sort_key, event, from_state, to_state, handler, source, request_id, "
             f"definition_version, data_before, data_after, metadata, entered_at, left_at, seconds_in_state, is_current "
             f"FROM `fsm_v_{name}_transitions` WHERE instance_key = %s{cursor} ORDER BY sort_key DESC "
-            f"LIMIT {HISTORY_PAGE + 1}", (key,) if history_before is None else (key, history_before))
+            f"LIMIT {HISTORY_PAGE + 1}",
+            (key,) if history_before is None else (key, history_before),
+        )
         more = len(history) > HISTORY_PAGE
         history = history[:HISTORY_PAGE]
         for h in history:
             h["diff"] = data_diff(h["data_before"], h["data_after"])
             h["metadata"] = _json(h["metadata"])
             h["label"] = history_label(h)
-        errors = self.rows("SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
-                           "created_at FROM fsm_v_errors WHERE machine = %s AND instance_id = %s "
-                           "ORDER BY id DESC LIMIT 20", (name, inst["id"]))
-        runs = self.rows("SELECT due_at, claimed_by, attempt, pause_requested, overdue_seconds, updated_at "
-                         "FROM fsm_v_runs WHERE machine = %s AND instance_id = %s", (name, inst["id"]))
-        locks = self.rows("SELECT kind, scope, lookup_key, instance_key, owner, since, expires_at, advisory_connection "
-                          "FROM fsm_held_locks_v1 WHERE scope IN ('*', %s) AND lookup_key = %s ORDER BY id",
-                          (name, inst["lookup_key"])) if inst["lookup_key"] is not None else []
-        outbox = self.rows("SELECT id, event, from_state, topic, sort_key, attempts, last_error, parked_at, "
-                           "occurred_at FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
-                           (name, inst["id"]))
-        actions = self.rows("SELECT id, operator, account, action, detail, requested_at, outcome, errno, message "
-                            "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
-                            "ORDER BY id DESC LIMIT 50",
-                            (name, key))
-        timers = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE machine = %s AND instance_id = %s "
-                           "ORDER BY due_at, timer_id LIMIT 100", (name, inst["id"]))  # index (machine, instance_id)
+        errors = self.rows(
+            "SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
+            "created_at FROM fsm_v_errors WHERE machine = %s AND instance_id = %s "
+            "ORDER BY id DESC LIMIT 20",
+            (name, inst["id"]),
+        )
+        runs = self.rows(
+            "SELECT due_at, claimed_by, attempt, pause_requested, overdue_seconds, updated_at "
+            "FROM fsm_v_runs WHERE machine = %s AND instance_id = %s",
+            (name, inst["id"]),
+        )
+        locks = (
+            self.rows(
+                "SELECT kind, scope, lookup_key, instance_key, owner, since, expires_at, advisory_connection "
+                "FROM fsm_held_locks_v1 WHERE scope IN ('*', %s) AND lookup_key = %s ORDER BY id",
+                (name, inst["lookup_key"]),
+            )
+            if inst["lookup_key"] is not None
+            else []
+        )
+        outbox = self.rows(
+            "SELECT id, event, from_state, topic, sort_key, attempts, last_error, parked_at, "
+            "occurred_at FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
+            (name, inst["id"]),
+        )
+        actions = self.rows(
+            "SELECT id, operator, account, action, detail, requested_at, outcome, errno, message "
+            "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
+            "ORDER BY id DESC LIMIT 50",
+            (name, key),
+        )
+        timers = self.rows(
+            f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE machine = %s AND instance_id = %s "
+            "ORDER BY due_at, timer_id LIMIT 100",
+            (name, inst["id"]),
+        )  # index (machine, instance_id)
         inst["data"] = _json(inst["data"])
-        return InstanceView(inst, history, int(history[-1]["sort_key"]) if more else None, errors,
-                            runs[0] if runs else None, locks, outbox, actions, timers=timers)
+        return InstanceView(
+            inst,
+            history,
+            int(history[-1]["sort_key"]) if more else None,
+            errors,
+            runs[0] if runs else None,
+            locks,
+            outbox,
+            actions,
+            timers=timers,
+        )
 
     def operator_action(self, action_id: int) -> Row | None:
-        found = self.rows("SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
-                          "FROM fsm_v_operator_log WHERE id = %s", (action_id,))
+        found = self.rows(
+            "SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
+            "FROM fsm_v_operator_log WHERE id = %s",
+            (action_id,),
+        )
         return found[0] if found else None
 
     # -- operations pages -------------------------------------------------------------------
@@ -332,38 +390,50 @@ class Reads:
             f"FROM `fsm_v_{name}` i LEFT JOIN fsm_v_errors e ON e.id = (SELECT MAX(x.id) FROM fsm_v_errors x "
             f"WHERE x.machine = %s AND x.instance_id = i.id) "
             f"WHERE i.status = 'failed'{cursor} ORDER BY i.id DESC LIMIT {PAGE + 1}",
-            (name,) if before_id is None else (name, before_id))
+            (name,) if before_id is None else (name, before_id),
+        )
         return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]) if len(rows) > PAGE else None)
 
     def stuck(self, name: str, stuck_after: float) -> list[Row]:
         """Runs due for longer than ``stuck_after`` seconds: nobody picks them up, or their
         claimer died (a claim is a lease: an expired one is due), oldest first."""
-        return self.rows("SELECT r.instance_key, r.due_at, r.claimed_by, r.attempt, r.overdue_seconds, "
-                         "i.current_state, i.status FROM fsm_v_runs r "
-                         f"JOIN `fsm_v_{check_machine_name(name)}` i ON i.id = r.instance_id "
-                         "WHERE r.machine = %s AND r.due_at < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND "
-                         f"ORDER BY r.due_at, r.id LIMIT {PAGE}", (name, int(stuck_after * 1_000_000)))
+        return self.rows(
+            "SELECT r.instance_key, r.due_at, r.claimed_by, r.attempt, r.overdue_seconds, "
+            "i.current_state, i.status FROM fsm_v_runs r "
+            f"JOIN `fsm_v_{check_machine_name(name)}` i ON i.id = r.instance_id "
+            "WHERE r.machine = %s AND r.due_at < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND "
+            f"ORDER BY r.due_at, r.id LIMIT {PAGE}",
+            (name, int(stuck_after * 1_000_000)),
+        )
 
     def queue(self, name: str) -> list[Row]:
         """The next runs of one type by due time (claimed ones show their lease's end)."""
-        return self.rows("SELECT instance_key, due_at, claimed_by, attempt, pause_requested, overdue_seconds "
-                         "FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL ORDER BY due_at, id "
-                         f"LIMIT {PAGE}", (check_machine_name(name),))
+        return self.rows(
+            "SELECT instance_key, due_at, claimed_by, attempt, pause_requested, overdue_seconds "
+            "FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL ORDER BY due_at, id "
+            f"LIMIT {PAGE}",
+            (check_machine_name(name),),
+        )
 
     def claimers(self) -> list[Row]:
         """Who holds claims now, through the index on claimed_by."""
-        return self.rows("SELECT claimed_by, machine, COUNT(*) AS runs, MIN(due_at) AS first_lease_end "
-                         "FROM fsm_v_runs WHERE claimed_by IS NOT NULL GROUP BY claimed_by, machine "
-                         "ORDER BY claimed_by, machine LIMIT 200")
+        return self.rows(
+            "SELECT claimed_by, machine, COUNT(*) AS runs, MIN(due_at) AS first_lease_end "
+            "FROM fsm_v_runs WHERE claimed_by IS NOT NULL GROUP BY claimed_by, machine "
+            "ORDER BY claimed_by, machine LIMIT 200"
+        )
 
     def locks(self) -> list[Row]:
-        return self.rows("SELECT kind, scope, lookup_key, machine, instance_key, owner, since, expires_at, "
-                         "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500")
+        return self.rows(
+            "SELECT kind, scope, lookup_key, machine, instance_key, owner, since, expires_at, "
+            "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500"
+        )
 
     # -- timers ------------------------------------------------------------------------------
 
-    def timers(self, machine: str | None, *, overdue: bool = False,
-               after: tuple[datetime, int] | None = None) -> TimerPage:
+    def timers(
+        self, machine: str | None, *, overdue: bool = False, after: tuple[datetime, int] | None = None
+    ) -> TimerPage:
         """Armed timers by due time (the most overdue first), a page at a time: the index on
         due_at serves the order, the overdue filter (a range of it) and the cursor."""
         where: list[str] = ["1 = 1"]
@@ -376,8 +446,11 @@ class Reads:
         if after is not None:  # (due_at, timer_id) > after, written so that it is a range of the index
             where.append("due_at >= %s AND (due_at > %s OR timer_id > %s)")
             args += [after[0], after[0], after[1]]
-        rows = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE {' AND '.join(where)} "
-                         f"ORDER BY due_at, timer_id LIMIT {PAGE + 1}", args)
+        rows = self.rows(
+            f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE {' AND '.join(where)} "
+            f"ORDER BY due_at, timer_id LIMIT {PAGE + 1}",
+            args,
+        )
         if len(rows) > PAGE:
             last = rows[PAGE - 1]
             return TimerPage(rows[:PAGE], (last["due_at"], int(last["timer_id"])))
@@ -389,23 +462,33 @@ class Reads:
         the overdue range of the due_at index."""
         only = "" if machine is None else " AND machine = %s"
         args = () if machine is None else (check_machine_name(machine),)
-        row = self.rows(f"SELECT (SELECT COUNT(*) FROM fsm_v_timers WHERE 1 = 1{only}) AS armed, "
-                        "COUNT(*) AS overdue, COALESCE(SUM(holds > 0), 0) AS held, "
-                        "COALESCE(MAX(overdue_seconds), 0) AS oldest_overdue_seconds "
-                        f"FROM fsm_v_timers WHERE due_at <= UTC_TIMESTAMP(6){only}", args * 2)[0]
-        return {"armed": int(row["armed"]), "overdue": int(row["overdue"]), "held": int(row["held"]),
-                "oldest_overdue_seconds": float(row["oldest_overdue_seconds"])}
+        row = self.rows(
+            f"SELECT (SELECT COUNT(*) FROM fsm_v_timers WHERE 1 = 1{only}) AS armed, "
+            "COUNT(*) AS overdue, COALESCE(SUM(holds > 0), 0) AS held, "
+            "COALESCE(MAX(overdue_seconds), 0) AS oldest_overdue_seconds "
+            f"FROM fsm_v_timers WHERE due_at <= UTC_TIMESTAMP(6){only}",
+            args * 2,
+        )[0]
+        return {
+            "armed": int(row["armed"]),
+            "overdue": int(row["overdue"]),
+            "held": int(row["held"]),
+            "oldest_overdue_seconds": float(row["oldest_overdue_seconds"]),
+        }
 
     def timer_log(self, machine: str | None) -> list[Row]:
         """The newest outcomes (fired, dropped, cancelled), through the index on done_at, or
         on (machine, done_at) for one machine."""
-        columns = ("timer_id, machine, instance_key, kind, state, event, due_at, outcome, transition_id, errno, "
-                   "reason, done_by, done_at, lag_seconds")
+        columns = (
+            "timer_id, machine, instance_key, kind, state, event, due_at, outcome, transition_id, errno, "
+            "reason, done_by, done_at, lag_seconds"
+        )
         newest = f"ORDER BY done_at DESC, timer_id DESC LIMIT {TIMER_LOG_ROWS}"
         if machine is None:
             return self.rows(f"SELECT {columns} FROM fsm_v_timer_log {newest}")
-        return self.rows(f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s {newest}",
-                         (check_machine_name(machine),))
+        return self.rows(
+            f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s {newest}", (check_machine_name(machine),)
+        )
 
     def timer(self, timer_id: int) -> Row | None:
         found = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE timer_id = %s", (timer_id,))
@@ -415,16 +498,22 @@ class Reads:
         return self.call(routines.OUTBOX_LAG)[0]
 
     def parked(self) -> list[Row]:
-        return self.rows("SELECT id, machine, instance_key, event, from_state, topic, sort_key, attempts, last_error, "
-                         "parked_at, occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200")
+        return self.rows(
+            "SELECT id, machine, instance_key, event, from_state, topic, sort_key, attempts, last_error, "
+            "parked_at, occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200"
+        )
 
     def oldest_unpublished(self) -> list[Row]:
-        return self.rows("SELECT id, machine, instance_key, event, from_state, topic, attempts, occurred_at, "
-                         "age_seconds FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20")
+        return self.rows(
+            "SELECT id, machine, instance_key, event, from_state, topic, attempts, occurred_at, "
+            "age_seconds FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20"
+        )
 
     def outbox_row(self, outbox_id: int) -> Row | None:
-        found = self.rows("SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox "
-                          "WHERE id = %s", (outbox_id,))
+        found = self.rows(
+            "SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox WHERE id = %s",
+            (outbox_id,),
+        )
         return found[0] if found else None
 
 

@@ -25,10 +25,17 @@ from starlette.requests import Request
 
 SESSION_COOKIE = "pyfsm_session"
 CSRF_COOKIE = "pyfsm_csrf"
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
-           "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
 
 
 def is_loopback(host: str) -> bool:

@@ -73,12 +73,16 @@ class World:
         return found[0]
 
     def instance(self, machine: str, key: str) -> dict[str, Any]:
-        return self.one(f"SELECT current_state, status, version, data FROM `fsm_v_{machine}` WHERE instance_key = %s",
-                        (key,))
+        return self.one(
+            f"SELECT current_state, status, version, data FROM `fsm_v_{machine}` WHERE instance_key = %s", (key,)
+        )
 
     def log(self, operator: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
-                         "FROM fsm_operator_log WHERE operator = %s ORDER BY id", (operator,))
+        return self.rows(
+            "SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
+            "FROM fsm_operator_log WHERE operator = %s ORDER BY id",
+            (operator,),
+        )
 
 
 def checkout_process() -> Process:
@@ -114,18 +118,33 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
     store.define(order_machine("order"))
     keys = [f"o-{i:03d}" for i in range(1, NUMBERED + 1)]
     for i, key in enumerate(keys, 1):
-        store.create("order", key, lookup_key=f"acct-{i % 5}", data={"items": 1 + i % 4, "customer": f"acct-{i % 5}"},
-                     metadata={"source": "shop"})
+        store.create(
+            "order",
+            key,
+            lookup_key=f"acct-{i % 5}",
+            data={"items": 1 + i % 4, "customer": f"acct-{i % 5}"},
+            metadata={"source": "shop"},
+        )
     for i, key in enumerate(keys[-8:], NUMBERED - 7):
-        store.send("order", key, "pay", data={"items": 1 + i % 4, "customer": f"acct-{i % 5}", "paid": 12.5 * i},
-                   metadata={"payment": f"pay-{i}"})
+        store.send(
+            "order",
+            key,
+            "pay",
+            data={"items": 1 + i % 4, "customer": f"acct-{i % 5}", "paid": 12.5 * i},
+            metadata={"payment": f"pay-{i}"},
+        )
     for key in keys[-3:]:
         store.send("order", key, "ship", metadata={"carrier": "dhl"})
     store.send("order", keys[-1], "deliver")
     for key in ("o-send", "o-pause", "o-refuse"):
         store.create("order", key, lookup_key="acct-ops", data={"items": 2})
-    store.create("order", "o-xss", lookup_key="acct-x", data={"note": HOSTILE_SCRIPT, "img": HOSTILE_IMG},
-                 metadata={"comment": HOSTILE_IMG})
+    store.create(
+        "order",
+        "o-xss",
+        lookup_key="acct-x",
+        data={"note": HOSTILE_SCRIPT, "img": HOSTILE_IMG},
+        metadata={"comment": HOSTILE_IMG},
+    )
     keys += ["o-send", "o-pause", "o-refuse", "o-xss"]
 
     # a checkout process: two runs fail in charge, one completes, two are queued for workers
@@ -138,22 +157,47 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
         checkout.start(store, key, data={"items": 1}, run_immediately=False)
 
     # a type using the global lock: two leases held (one shown, one force-unlocked by a test)
-    store.define(Machine(name="payout", states=["new", "sent"], start=["new"], final=["sent"],
-                         transitions=[("send", "new", "sent")], uses_global_lock=True, lock_lease_seconds=600))
+    store.define(
+        Machine(
+            name="payout",
+            states=["new", "sent"],
+            start=["new"],
+            final=["sent"],
+            transitions=[("send", "new", "sent")],
+            uses_global_lock=True,
+            lock_lease_seconds=600,
+        )
+    )
     store.create("payout", "p-1", lookup_key="customer-7")
     store.create("payout", "p-2", lookup_key="customer-9")
     leases = [store.lock("payout", "p-1", heartbeat=False), store.lock("payout", "p-2", heartbeat=False)]
 
     # a type with a Kafka topic: its events wait in the outbox (no relay runs); two are parked
-    store.define(Machine(name="shipment", states=["new", "sent"], start=["new"], final=["sent"],
-                         transitions=[("send", "new", "sent")], topic="shipments"))
+    store.define(
+        Machine(
+            name="shipment",
+            states=["new", "sent"],
+            start=["new"],
+            final=["sent"],
+            transitions=[("send", "new", "sent")],
+            topic="shipments",
+        )
+    )
     for key in ("s-1", "s-2", "s-3"):
         store.create("shipment", key, data={"parcel": key})
 
     # tickets: each open one's timeout armed (closes it in 2 days); t-2's scheduled close fired,
     # t-3's dropped (closed before), t-4's timeout cancelled; then t-1's close 2 minutes overdue
-    store.define(Machine(name="ticket", states=["open", "closed"], start=["open"], final=["closed"],
-                         transitions=[("close", "open", "closed")], timeouts={"open": ("2d", "close")}))
+    store.define(
+        Machine(
+            name="ticket",
+            states=["open", "closed"],
+            start=["open"],
+            final=["closed"],
+            transitions=[("close", "open", "closed")],
+            timeouts={"open": ("2d", "close")},
+        )
+    )
     for key in ("t-1", "t-2", "t-3", "t-4", "t-5"):
         store.create("ticket", key, lookup_key="desk-1")
     for key in ("t-2", "t-3"):
@@ -167,17 +211,24 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
         cur = conn.cursor()
         # c-stuck: its worker claimed it and died an hour ago (the lease ran out, nobody took it over);
         # c-claimed: a live worker's claim (its lease ends in a minute)
-        for key, claimer, due in (("c-stuck", "worker-b:2211", "- INTERVAL 1 HOUR"),
-                                  ("c-claimed", "worker-a:4711", "+ INTERVAL 45 SECOND")):
-            cur.execute(f"UPDATE fsm_runs SET claimed_by = %s, attempt = 1, due_at = UTC_TIMESTAMP(6) {due} "
-                        "WHERE machine = 'checkout' AND instance_key = %s", (claimer, key))
+        for key, claimer, due in (
+            ("c-stuck", "worker-b:2211", "- INTERVAL 1 HOUR"),
+            ("c-claimed", "worker-a:4711", "+ INTERVAL 45 SECOND"),
+        ):
+            cur.execute(
+                f"UPDATE fsm_runs SET claimed_by = %s, attempt = 1, due_at = UTC_TIMESTAMP(6) {due} "
+                "WHERE machine = 'checkout' AND instance_key = %s",
+                (claimer, key),
+            )
             assert cur.rowcount == 1
         parked = {}
         for key, error in (("s-1", "message too large (1.4 MB > 1 MB)"), ("s-2", "too large")):
             cur.execute("SELECT id FROM fsm_outbox WHERE machine = 'shipment' AND instance_key = %s", (key,))
-            (outbox_id,), = cur.fetchall()
-            cur.execute("UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), attempts = 5, last_error = %s "
-                        "WHERE id = %s", (error, outbox_id))
+            ((outbox_id,),) = cur.fetchall()
+            cur.execute(
+                "UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), attempts = 5, last_error = %s WHERE id = %s",
+                (error, outbox_id),
+            )
             parked[key] = int(outbox_id)
         conn.commit()
     finally:
@@ -195,9 +246,13 @@ def world(server: Settings, make_database) -> Iterator[World]:  # type: ignore[n
 def servers(world: World) -> Iterator[dict[str, Console]]:
     """Three consoles, started together: "web" with actions on (reads as the reporting account,
     acts as the app account), "read_only", and "guarded" (a token is required)."""
-    with consoles({"web": {"dsn": world.reporting_dsn, "actions_dsn": world.app_dsn},
-                   "read_only": {"dsn": world.reporting_dsn},
-                   "guarded": {"dsn": world.reporting_dsn, "token": TOKEN, "host": "127.0.0.1"}}) as running:
+    with consoles(
+        {
+            "web": {"dsn": world.reporting_dsn, "actions_dsn": world.app_dsn},
+            "read_only": {"dsn": world.reporting_dsn},
+            "guarded": {"dsn": world.reporting_dsn, "token": TOKEN, "host": "127.0.0.1"},
+        }
+    ) as running:
         yield running
 
 
@@ -213,13 +268,19 @@ def web(servers: dict[str, Console]) -> Console:
 def browser() -> Iterator[Any]:
     path = chromium_path()
     if not os.path.exists(path):
-        pytest.fail(f"the browser tests need Chromium at {path}: apt-get install chromium "
-                    "(Playwright must not download a browser of its own)", pytrace=False)
+        pytest.fail(
+            f"the browser tests need Chromium at {path}: apt-get install chromium "
+            "(Playwright must not download a browser of its own)",
+            pytrace=False,
+        )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.fail("the browser tests need Playwright: pip install playwright (no browser download: "
-                    "they use the system's Chromium, apt-get install chromium)", pytrace=False)
+        pytest.fail(
+            "the browser tests need Playwright: pip install playwright (no browser download: "
+            "they use the system's Chromium, apt-get install chromium)",
+            pytrace=False,
+        )
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
         try:
@@ -246,7 +307,8 @@ class Tab:
     def rows(self, table: str) -> list[list[str]]:
         """The cells' texts of a table's rows, the header row left out."""
         cells = self.page.locator(f"table.{table} tr").evaluate_all(
-            "rows => rows.map(r => Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim()))")
+            "rows => rows.map(r => Array.from(r.querySelectorAll('td')).map(c => c.innerText.trim()))"
+        )
         return [r for r in cells if r]
 
     def shot(self, name: str) -> None:
@@ -284,7 +346,8 @@ def badges(tab: Tab, selector: str) -> list[str]:
     """The status badges in ``selector``, each with the count that follows it, if any."""
     texts = tab.page.locator(f"{selector} .badge").evaluate_all(
         "bs => bs.map(b => (b.innerText + ' ' + (b.nextSibling && b.nextSibling.nodeType === 3 ? "
-        "b.nextSibling.textContent : '')).trim())")
+        "b.nextSibling.textContent : '')).trim())"
+    )
     return [" ".join(str(t).split()) for t in texts]
 
 
@@ -321,7 +384,12 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert re.search(r"3 events not yet published, 2 parked", tab.text())
     # states in the definition's order, as on the type's page (not a-z)
     assert page.locator("#machine-order table.counts td:first-child").all_inner_texts() == [
-        "new", "paid", "shipped", "delivered", "cancelled"]
+        "new",
+        "paid",
+        "shipped",
+        "delivered",
+        "cancelled",
+    ]
     # what nothing runs is idle (a plain type's running instances), what a worker runs is running
     assert badges(tab, "#machine-order p.total") == ["idle 63", "completed 1"]
     assert badges(tab, "#machine-checkout p.total") == ["running 2", "failed 2", "completed 1"]
@@ -363,8 +431,9 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     page.fill("input[name=lookup_key]", "acct-3")
     with page.expect_navigation():
         page.click("form.filters button")
-    expected = sorted(r["instance_key"] for r in world.rows(
-        "SELECT instance_key FROM fsm_v_order WHERE lookup_key = 'acct-3'"))
+    expected = sorted(
+        r["instance_key"] for r in world.rows("SELECT instance_key FROM fsm_v_order WHERE lookup_key = 'acct-3'")
+    )
     assert sorted(r[1] for r in tab.rows("instances")) == expected and len(expected) == 12
     assert page.input_value("input[name=lookup_key]") == "acct-3"
     tab.shot("machine")  # a short page: the type, its diagram, one account's instances
@@ -391,10 +460,14 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     assert tab.text("#current-state") == "delivered" and tab.text("#status") == "completed"
     assert json.loads(tab.text("#data")) == {"items": 1, "customer": "acct-0", "paid": 750.0}
     history = tab.rows("history")
-    assert [(h[1], h[2]) for h in history] == [("deliver", "shipped → delivered"), ("ship", "paid → shipped"),
-                                              ("pay", "new → paid"), ("(created)", "· → new")]
+    assert [(h[1], h[2]) for h in history] == [
+        ("deliver", "shipped → delivered"),
+        ("ship", "paid → shipped"),
+        ("pay", "new → paid"),
+        ("(created)", "· → new"),
+    ]
     assert "paid: 750.0" in history[2][4] and '"payment": "pay-60"' in history[2][5]
-    assert "customer: \"acct-0\"" in history[3][4] and "items: 1" in history[3][4]
+    assert 'customer: "acct-0"' in history[3][4] and "items: 1" in history[3][4]
     assert '"carrier": "dhl"' in history[1][5] and "no change" in history[1][4]
     assert history[0][5] == "" and page.locator("pre.metadata").count() == 3  # deliver had no metadata: no box
     assert "now" in history[0][8]
@@ -412,8 +485,13 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     tab.go("/failed")
     failed = tab.rows("failed")
     assert sorted(r[0] for r in failed) == ["c-fail-1", "c-fail-2"]
-    assert all(r[1] == "charge" and r[2] == "charge" and "card declined by the bank (code 51)" in r[4]
-               and "RuntimeError" in r[4] for r in failed)
+    assert all(
+        r[1] == "charge"
+        and r[2] == "charge"
+        and "card declined by the bank (code 51)" in r[4]
+        and "RuntimeError" in r[4]
+        for r in failed
+    )
     tab.shot("failed")
     page.click("table.failed a:text-is('c-fail-1')")
     page.wait_for_url("**/m/checkout/i/c-fail-1")
@@ -445,8 +523,10 @@ def test_pages_links_filters_and_pagination(tab: Tab, world: World) -> None:
     # due now: c-stuck (its claim ran out), claimed: c-claimed (fsm_stats_v2, as the metrics count)
     assert summary["checkout"][:2] == ["1", "1"] and summary["order"][:2] == ["0", "0"]
     assert [r[0] for r in tab.rows("runs")] == ["c-stuck", "c-claimed"]
-    assert [r[:3] for r in tab.rows("claimers")] == [["worker-a:4711", "checkout", "1"],
-                                                     ["worker-b:2211", "checkout", "1"]]
+    assert [r[:3] for r in tab.rows("claimers")] == [
+        ["worker-a:4711", "checkout", "1"],
+        ["worker-b:2211", "checkout", "1"],
+    ]
     assert summary["checkout"][2] == "2" and summary["order"][2] == "0"  # running: what workers run (order's: idle)
     tab.shot("queue")
 
@@ -496,8 +576,11 @@ def test_timers_page(tab: Tab, world: World) -> None:
     tab.go("/timers")
     assert (tab.text("#armed"), tab.text("#overdue")) == ("3", "1")  # t-1's close and timeout, t-5's timeout
     armed = tab.rows("timers")
-    assert [(r[2], r[3], r[5]) for r in armed] == [("t-1", "scheduled", "close"), ("t-1", "timeout", "close"),
-                                                   ("t-5", "timeout", "close")]
+    assert [(r[2], r[3], r[5]) for r in armed] == [
+        ("t-1", "scheduled", "close"),
+        ("t-1", "timeout", "close"),
+        ("t-5", "timeout", "close"),
+    ]
     assert float(armed[0][7]) >= 119 and armed[1][7] == ""
     outcomes = {r[2]: r for r in tab.rows("timer-log")}
     assert outcomes["t-2"][6] == "fired" and outcomes["t-3"][6] == "dropped" and outcomes["t-3"][7].startswith("31005")
@@ -524,14 +607,24 @@ def test_send_through_the_confirmation_page(tab: Tab, world: World) -> None:
     row = world.instance("order", "o-send")
     assert (row["current_state"], row["status"], row["version"]) == ("paid", "running", 2)
     assert json.loads(row["data"]) == {"items": 2, "paid": 25.0}
-    last = world.one("SELECT event, request_id, metadata FROM fsm_v_order_transitions WHERE instance_key = 'o-send' "
-                     "AND is_current")
+    last = world.one(
+        "SELECT event, request_id, metadata FROM fsm_v_order_transitions WHERE instance_key = 'o-send' AND is_current"
+    )
     assert last["event"] == "pay" and last["request_id"] == f"web-{action}"
     assert json.loads(last["metadata"]) == {"ticket": "OPS-12", "operator": "alice", "via": "pyfsm web"}
-    log = world.one("SELECT operator, action, machine, instance_key, detail, outcome, errno, account "
-                    "FROM fsm_operator_log WHERE id = %s", (action,))
-    assert (log["operator"], log["action"], log["machine"], log["instance_key"], log["outcome"], log["errno"]) == \
-        ("alice", "send", "order", "o-send", "done", None)
+    log = world.one(
+        "SELECT operator, action, machine, instance_key, detail, outcome, errno, account "
+        "FROM fsm_operator_log WHERE id = %s",
+        (action,),
+    )
+    assert (log["operator"], log["action"], log["machine"], log["instance_key"], log["outcome"], log["errno"]) == (
+        "alice",
+        "send",
+        "order",
+        "o-send",
+        "done",
+        None,
+    )
     assert json.loads(log["detail"])["event"] == "pay"
     assert log["account"].startswith("pyfsm_web_app_")  # the app account acted, not the reporting one
 
@@ -551,8 +644,10 @@ def test_pause_and_resume(tab: Tab, world: World) -> None:
     assert "done" in tab.text("#result") and tab.text("#status") == "idle"  # status running, nothing runs it
     row = world.instance("order", "o-pause")
     assert (row["current_state"], row["status"]) == ("new", "running")
-    assert [(r["id"], r["action"], r["outcome"], r["instance_key"]) for r in world.log("bob")] == \
-        [(paused, "pause", "done", "o-pause"), (resumed, "resume", "done", "o-pause")]
+    assert [(r["id"], r["action"], r["outcome"], r["instance_key"]) for r in world.log("bob")] == [
+        (paused, "pause", "done", "o-pause"),
+        (resumed, "resume", "done", "o-pause"),
+    ]
 
 
 def test_retry_a_failed_instance(tab: Tab, world: World) -> None:
@@ -565,8 +660,10 @@ def test_retry_a_failed_instance(tab: Tab, world: World) -> None:
     assert "done" in tab.text("#result") and tab.text("#status") == "running"
     row = world.instance("checkout", "c-fail-2")
     assert (row["current_state"], row["status"]) == ("charge", "running")
-    due = world.one("SELECT r.due_at IS NOT NULL AS due FROM fsm_runs r JOIN fsm_v_checkout i ON i.id = r.instance_id "
-                    "WHERE r.machine = 'checkout' AND i.instance_key = 'c-fail-2'")
+    due = world.one(
+        "SELECT r.due_at IS NOT NULL AS due FROM fsm_runs r JOIN fsm_v_checkout i ON i.id = r.instance_id "
+        "WHERE r.machine = 'checkout' AND i.instance_key = 'c-fail-2'"
+    )
     assert due["due"] == 1  # queued for a worker again
     assert [(r["action"], r["outcome"]) for r in world.log("carol")] == [("retry", "done")]
     tab.go("/failed")
@@ -621,8 +718,17 @@ def test_refused_actions_change_nothing(tab: Tab, world: World) -> None:
     # an event the state does not allow (the form offers only allowed ones: post it by hand)
     tab.page.click("a:text-is('Send an event…')")
     csrf = tab.page.input_value("input[name=csrf]")
-    reply = tab.page.request.post("/action", form={
-        "csrf": csrf, "action": "send", "machine": "order", "key": "o-refuse", "event": "ship", "operator": "frank"})
+    reply = tab.page.request.post(
+        "/action",
+        form={
+            "csrf": csrf,
+            "action": "send",
+            "machine": "order",
+            "key": "o-refuse",
+            "event": "ship",
+            "operator": "frank",
+        },
+    )
     assert reply.status == 200 and "/m/order/i/o-refuse?action=" in reply.url
     tab.go(reply.url)
     assert "refused" in tab.text("#result") and "ship" in tab.text("#result")
@@ -661,8 +767,9 @@ def test_post_without_csrf_token_is_refused(tab: Tab, world: World, web: Console
     cookie = next(c["value"] for c in tab.page.context.cookies() if c["name"] == "pyfsm_csrf")
     assert csrf is None  # the instance page has no form: the token is on the confirmation page
     # the right token from another site (its Origin) is refused too
-    reply = tab.page.request.post("/action", form={**form, "csrf": cookie}, max_redirects=0,
-                                  headers={"Origin": "http://evil.example"})
+    reply = tab.page.request.post(
+        "/action", form={**form, "csrf": cookie}, max_redirects=0, headers={"Origin": "http://evil.example"}
+    )
     assert reply.status == 403
     # and a plain client with no cookie at all
     assert http(f"{web.url}/action", method="POST", form={**form, "csrf": cookie})[0] == 403
@@ -690,8 +797,11 @@ def test_read_only_console(browser: Any, world: World, servers: dict[str, Consol
         tab.go("/confirm?action=retry&machine=checkout&key=c-fail-1", status=403)
         assert "actions are off" in tab.text("#error")
         cookie = next(c["value"] for c in tab.page.context.cookies() if c["name"] == "pyfsm_csrf")
-        reply = tab.page.request.post("/action", max_redirects=0, form={
-            "csrf": cookie, "action": "retry", "machine": "checkout", "key": "c-fail-1", "operator": "mallory"})
+        reply = tab.page.request.post(
+            "/action",
+            max_redirects=0,
+            form={"csrf": cookie, "action": "retry", "machine": "checkout", "key": "c-fail-1", "operator": "mallory"},
+        )
         assert reply.status == 403 and "actions are off" in reply.text()
     assert world.instance("checkout", "c-fail-1")["status"] == "failed"
     assert world.log("mallory") == []

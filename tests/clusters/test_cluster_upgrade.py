@@ -36,20 +36,42 @@ SPAWN = multiprocessing.get_context("spawn")
 NAME = "orders"
 SENDERS = 2
 PER_STATE = {"new": 40, "paid": 25, "shipped": 20, "delivered": 10, "cancelled": 5}
-PATHS = {"new": [], "paid": ["pay"], "shipped": ["pay", "ship"], "delivered": ["pay", "ship", "deliver"],
-         "cancelled": ["cancel"]}
+PATHS = {
+    "new": [],
+    "paid": ["pay"],
+    "shipped": ["pay", "ship"],
+    "delivered": ["pay", "ship", "deliver"],
+    "cancelled": ["cancel"],
+}
 EVENTS = ["pay", "ship", "deliver", "cancel", "refund"]
 MAP = {"shipped": "sent"}
 
-V1 = Machine(name=NAME, states=["new", "paid", "shipped", "delivered", "cancelled"], start=["new"],
-             final=["delivered", "cancelled"],
-             transitions=[("pay", "new", "paid"), ("ship", "paid", "shipped"), ("deliver", "shipped", "delivered"),
-                          ("cancel", ["new", "paid"], "cancelled")])
+V1 = Machine(
+    name=NAME,
+    states=["new", "paid", "shipped", "delivered", "cancelled"],
+    start=["new"],
+    final=["delivered", "cancelled"],
+    transitions=[
+        ("pay", "new", "paid"),
+        ("ship", "paid", "shipped"),
+        ("deliver", "shipped", "delivered"),
+        ("cancel", ["new", "paid"], "cancelled"),
+    ],
+)
 # shipped renamed sent; delivered gains refund (no longer final); refunded added
-V2 = Machine(name=NAME, states=["new", "paid", "sent", "delivered", "refunded", "cancelled"], start=["new"],
-             final=["refunded", "cancelled"],
-             transitions=[("pay", "new", "paid"), ("ship", "paid", "sent"), ("deliver", "sent", "delivered"),
-                          ("refund", "delivered", "refunded"), ("cancel", ["new", "paid"], "cancelled")])
+V2 = Machine(
+    name=NAME,
+    states=["new", "paid", "sent", "delivered", "refunded", "cancelled"],
+    start=["new"],
+    final=["refunded", "cancelled"],
+    transitions=[
+        ("pay", "new", "paid"),
+        ("ship", "paid", "sent"),
+        ("deliver", "sent", "delivered"),
+        ("refund", "delivered", "refunded"),
+        ("cancel", ["new", "paid"], "cancelled"),
+    ],
+)
 
 
 # -- the sender processes (module level: spawn imports them by name) -------------------------------
@@ -110,8 +132,10 @@ def populate(writer: Settings) -> tuple[list[str], int]:
                     sends += 1
                 keys.append(key)
         store.define(V2)
-        assert [(c.version, c.instances, c.is_current) for c in store.version_counts(NAME)] == \
-            [(1, len(keys), False), (2, 0, True)]
+        assert [(c.version, c.instances, c.is_current) for c in store.version_counts(NAME)] == [
+            (1, len(keys), False),
+            (2, 0, True),
+        ]
     return keys, sends
 
 
@@ -119,8 +143,10 @@ def upgrade_under_senders(writer: Settings, keys: list[str], writer_host: tuple[
     """The upgrade through the writer while SENDERS processes send through it; run again until
     no instance is left at version 1 (a run meets instances the senders hold)."""
     barrier, stop, out = SPAWN.Barrier(SENDERS + 1), SPAWN.Event(), SPAWN.Queue()
-    procs = [SPAWN.Process(target=sender, args=(writer.dsn(), keys, seed, barrier, stop, out), daemon=True)
-             for seed in range(SENDERS)]
+    procs = [
+        SPAWN.Process(target=sender, args=(writer.dsn(), keys, seed, barrier, stop, out), daemon=True)
+        for seed in range(SENDERS)
+    ]
     for p in procs:
         p.start()
     moved: Counter[tuple[str, str | None]] = Counter()
@@ -146,8 +172,10 @@ def upgrade_under_senders(writer: Settings, keys: list[str], writer_host: tuple[
                     break
                 assert runs < 20, f"instances still at version 1 after {runs} runs: {outcomes}"
             ended = time.monotonic()
-            assert [(c.version, c.instances, c.is_current) for c in store.version_counts(NAME)] == \
-                [(1, 0, False), (2, len(keys), True)]
+            assert [(c.version, c.instances, c.is_current) for c in store.version_counts(NAME)] == [
+                (1, 0, False),
+                (2, len(keys), True),
+            ]
             time.sleep(0.3)  # and go on a moment under v2's rules
     finally:
         stop.set()
@@ -160,33 +188,56 @@ def upgrade_under_senders(writer: Settings, keys: list[str], writer_host: tuple[
     assert not errors, "\n".join(errors)
     assert sum(moved.values()) == len(keys), (moved, outcomes)
     during = sum(1 for r in reports for t in r["times"] if began <= t <= ended)
-    return {"moved": moved, "outcomes": outcomes, "runs": runs, "batches": batches, "reports": reports,
-            "seconds": ended - began, "during": during}
+    return {
+        "moved": moved,
+        "outcomes": outcomes,
+        "runs": runs,
+        "batches": batches,
+        "reports": reports,
+        "seconds": ended - began,
+        "during": during,
+    }
 
 
-def check_node(settings: Settings, keys: list[str], setup_sends: int,
-               acked: list[str]) -> tuple[list[tuple[Any, ...]], Counter[tuple[str, str]]]:
+def check_node(
+    settings: Settings, keys: list[str], setup_sends: int, acked: list[str]
+) -> tuple[list[tuple[Any, ...]], Counter[tuple[str, str]]]:
     """The invariants on one node; its history rows (for comparing the nodes) and its moves."""
-    instances = query(settings, f"SELECT instance_key, current_state, version, definition_version "
-                                f"FROM `fsm_{NAME}` ORDER BY instance_key")
+    instances = query(
+        settings,
+        f"SELECT instance_key, current_state, version, definition_version FROM `fsm_{NAME}` ORDER BY instance_key",
+    )
     assert sorted(r["instance_key"] for r in instances) == sorted(keys)
     assert {r["definition_version"] for r in instances} == {2}, "every instance at version 2"
     by_key = check_upgraded_chains(settings, NAME, V1, V2, MAP, all_moved=True)
     assert sorted(by_key) == sorted(keys), "history rows of no instance, or an instance without history"
     rows = [row for key in sorted(by_key) for row in by_key[key]]
-    moves: Counter[tuple[str, str]] = Counter((r["from_state"], r["to_state"]) for r in rows
-                                              if r["source"] == "upgrade")
+    moves: Counter[tuple[str, str]] = Counter(
+        (r["from_state"], r["to_state"]) for r in rows if r["source"] == "upgrade"
+    )
     # every acknowledged send once (and nothing else): the setup's sends and the senders'
     sent = [r for r in rows if r["source"] != "upgrade" and r["sort_key"] > 1]
     assert len(sent) == setup_sends + len(acked), "a send lost or applied twice"
     assert sorted(r["request_id"] for r in sent if r["request_id"] is not None) == sorted(acked)
-    compared = [(r["instance_key"], r["sort_key"], r["event"], r["from_state"], r["to_state"], r["source"],
-                 r["request_id"], r["dv"]) for r in rows]
+    compared = [
+        (
+            r["instance_key"],
+            r["sort_key"],
+            r["event"],
+            r["from_state"],
+            r["to_state"],
+            r["source"],
+            r["request_id"],
+            r["dv"],
+        )
+        for r in rows
+    ]
     return compared, moves
 
 
-def upgrade_on_cluster(nodes: list[Settings], writer: Settings, writer_host: tuple[str, int],
-                       wait: Any, label: str) -> None:
+def upgrade_on_cluster(
+    nodes: list[Settings], writer: Settings, writer_host: tuple[str, int], wait: Any, label: str
+) -> None:
     began = time.monotonic()
     keys, setup_sends = populate(writer)
     wait()
@@ -203,18 +254,19 @@ def upgrade_on_cluster(nodes: list[Settings], writer: Settings, writer_host: tup
     kinds: Counter[str] = Counter()
     for r in done["reports"]:
         kinds.update(r["kinds"])
-    print(f"\n{label}: {len(keys)} instances moved in {done['runs']} run(s), {done['batches']} batches, "
-          f"{done['seconds']:.2f} s ({dict(done['outcomes'])}); {len(acked)} sends acknowledged "
-          f"({done['during']} while the upgrade ran), {sum(r['refused'] for r in done['reports'])} refused, "
-          f"repeated: {dict(kinds)}; {len(rows)} history rows the same on {len(nodes)} nodes; "
-          f"{time.monotonic() - began:.1f} s in all")
+    print(
+        f"\n{label}: {len(keys)} instances moved in {done['runs']} run(s), {done['batches']} batches, "
+        f"{done['seconds']:.2f} s ({dict(done['outcomes'])}); {len(acked)} sends acknowledged "
+        f"({done['during']} while the upgrade ran), {sum(r['refused'] for r in done['reports'])} refused, "
+        f"repeated: {dict(kinds)}; {len(rows)} history rows the same on {len(nodes)} nodes; "
+        f"{time.monotonic() - began:.1f} s in all"
+    )
 
 
 # -- the tests -----------------------------------------------------------------------------------
 
 
-def test_an_upgrade_through_the_galera_writer_under_senders_is_the_same_on_every_node(
-        galera: GaleraCluster) -> None:
+def test_an_upgrade_through_the_galera_writer_under_senders_is_the_same_on_every_node(galera: GaleraCluster) -> None:
     galera.wait_synced()
     nodes = galera.database("pyfsm_galera_upgrade")
     writer = galera.writer_index()
@@ -224,11 +276,16 @@ def test_an_upgrade_through_the_galera_writer_under_senders_is_the_same_on_every
 
 
 def test_an_upgrade_through_the_group_primary_under_senders_is_the_same_on_every_member(
-        group_replication: GroupReplication) -> None:
+    group_replication: GroupReplication,
+) -> None:
     group = group_replication
     databases = group.database("pyfsm_gr_upgrade")
     primary = group.primary_index()
     listed = group.listing(databases, [*(n for n in range(len(databases)) if n != primary), primary])
-    upgrade_on_cluster(databases, listed, (databases[primary].host, databases[primary].port), group.wait_applied,
-                       "group replication upgrade")
-
+    upgrade_on_cluster(
+        databases,
+        listed,
+        (databases[primary].host, databases[primary].port),
+        group.wait_applied,
+        "group replication upgrade",
+    )

@@ -39,7 +39,10 @@ def test_a_list_parses_in_order_with_default_ports_and_round_trips() -> None:
     assert (settings.host, settings.port) == ("db1.example", 3307)  # the first one: the configuration
     assert settings.in_use == ("db1.example", 3307) and settings.host_order() == settings.hosts
     assert settings.connect_kwargs()["host"] == "db1.example" and settings.connect_kwargs()["port"] == 3307
-    assert settings.dsn() == "mysql://app:s%3Acret@db1.example:3307,db2.example:3306,[::1]:3308,10.0.0.4:3306/shop?tls=true"
+    assert (
+        settings.dsn()
+        == "mysql://app:s%3Acret@db1.example:3307,db2.example:3306,[::1]:3308,10.0.0.4:3306/shop?tls=true"
+    )
     assert parse_dsn(settings.dsn()) == settings
     assert settings.with_database("other").hosts == settings.hosts
 
@@ -52,22 +55,25 @@ def test_a_list_parses_in_order_with_default_ports_and_round_trips() -> None:
     assert moved.hosts == (("a", 1), ("b", 2)) and moved.dsn().startswith("mysql://app:s%3Acret@a:1,b:2/shop?")
 
 
-@pytest.mark.parametrize(("dsn", "names"), [
-    ("mysql://u@h1,,h2/d", "empty entry"),
-    ("mysql://u@h1,/d", "empty entry"),
-    ("mysql://u@,h1/d", "empty entry"),
-    ("mysql://u@h1:3306,h2:x/d", "'h2:x'"),
-    ("mysql://u@h1:3306,h2:0/d", "'h2:0'"),
-    ("mysql://u@h1,h2:65536/d", "'h2:65536'"),
-    ("mysql://u@h1,h2:-1/d", "'h2:-1'"),
-    ("mysql://u@h1,h 2/d", "'h 2'"),
-    ("mysql://u@h1,h2;drop/d", "'h2;drop'"),
-    ("mysql://u@h1,::1:3306/d", "brackets"),
-    ("mysql://u@h1,[::1/d", "IPv6"),
-    ("mysql://u@h1,[not-v6]:3306/d", "IPv6"),
-    ("mysql://u@h1,[::1]3306/d", "'[::1]3306'"),
-    ("mysql://u@h1:3306,h1/d", "listed twice"),
-])
+@pytest.mark.parametrize(
+    ("dsn", "names"),
+    [
+        ("mysql://u@h1,,h2/d", "empty entry"),
+        ("mysql://u@h1,/d", "empty entry"),
+        ("mysql://u@,h1/d", "empty entry"),
+        ("mysql://u@h1:3306,h2:x/d", "'h2:x'"),
+        ("mysql://u@h1:3306,h2:0/d", "'h2:0'"),
+        ("mysql://u@h1,h2:65536/d", "'h2:65536'"),
+        ("mysql://u@h1,h2:-1/d", "'h2:-1'"),
+        ("mysql://u@h1,h 2/d", "'h 2'"),
+        ("mysql://u@h1,h2;drop/d", "'h2;drop'"),
+        ("mysql://u@h1,::1:3306/d", "brackets"),
+        ("mysql://u@h1,[::1/d", "IPv6"),
+        ("mysql://u@h1,[not-v6]:3306/d", "IPv6"),
+        ("mysql://u@h1,[::1]3306/d", "'[::1]3306'"),
+        ("mysql://u@h1:3306,h1/d", "listed twice"),
+    ],
+)
 def test_a_bad_server_in_the_list_is_refused_naming_it(dsn: str, names: str) -> None:
     with pytest.raises(InvalidArgument) as caught:
         parse_dsn(dsn)
@@ -149,7 +155,8 @@ def test_migrations_go_through_the_list(make_database) -> None:  # type: ignore[
 
 
 def test_a_dead_first_server_costs_one_attempt_not_one_per_connection(
-        dsn: str, counting: tuple[int, list[int]]) -> None:
+    dsn: str, counting: tuple[int, list[int]]
+) -> None:
     port, offered = counting
     machine = order_machine()
     with Store(listed(dsn, [("127.0.0.1", port)]), pool_size=6) as store:
@@ -212,7 +219,9 @@ def test_no_server_answering_names_every_one_tried() -> None:
             connect(store.settings)
     for err in (caught.value, direct.value):
         message = str(err)
-        assert message.startswith(f"none of the MySQL servers 127.0.0.1:{ports[0]}, 127.0.0.1:{ports[1]} answered"), message
+        assert message.startswith(f"none of the MySQL servers 127.0.0.1:{ports[0]}, 127.0.0.1:{ports[1]} answered"), (
+            message
+        )
         assert err.errno == 2003 and err.retryable
 
 
@@ -303,8 +312,9 @@ def test_calls_move_to_the_next_server_when_the_one_in_use_dies(pair: list[Secon
         sender = threading.Thread(target=lambda: outcome.append(_outcome(store.send, machine, "held", "pay")))
         sender.start()
         deadline = time.monotonic() + 10
-        while not rows_on(first, name, "SELECT id FROM information_schema.processlist "
-                                       f"WHERE info LIKE 'UPDATE `{table}`%held%'"):  # waiting for the row
+        while not rows_on(
+            first, name, f"SELECT id FROM information_schema.processlist WHERE info LIKE 'UPDATE `{table}`%held%'"
+        ):  # waiting for the row
             assert time.monotonic() < deadline and sender.is_alive(), f"the send never waited for the row: {outcome}"
             time.sleep(0.05)
         first.kill()
@@ -323,8 +333,9 @@ def test_calls_move_to_the_next_server_when_the_one_in_use_dies(pair: list[Secon
         sent, took = until_acknowledged(lambda: store.send(machine, "after", "pay", request_id="after:1"))
         assert took < 5.0 and sent.to_state == "paid" and not sent.replayed
         assert store.settings.in_use == ("127.0.0.1", second.port)
-        assert rows_on(second, name, f"SELECT current_state FROM `{table}` WHERE instance_key = 'after'") == \
-            [{"current_state": "paid"}]
+        assert rows_on(second, name, f"SELECT current_state FROM `{table}` WHERE instance_key = 'after'") == [
+            {"current_state": "paid"}
+        ]
 
         # Sticky: the first server back does not take new connections from the second ...
         first.start()
@@ -387,11 +398,20 @@ def test_a_galera_node_not_ready_is_passed_over(dsn: str) -> None:
     needs_servers()
     if not Path(PROVIDER).exists():
         pytest.skip(f"needs the Galera library ({PROVIDER}; Debian: galera-4)")
-    node = SecondServer(Path(tempfile.mkdtemp(prefix="pyfsm-1047-")), (
-        "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}", "--wsrep-cluster-address=gcomm://",
-        "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{};ist.recv_addr=127.0.0.1:{}".format(
-            *distinct_ports(2)),
-        "--wsrep-node-address=127.0.0.1", "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2"))
+    node = SecondServer(
+        Path(tempfile.mkdtemp(prefix="pyfsm-1047-")),
+        (
+            "--wsrep-on=ON",
+            f"--wsrep-provider={PROVIDER}",
+            "--wsrep-cluster-address=gcomm://",
+            "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{};ist.recv_addr=127.0.0.1:{}".format(
+                *distinct_ports(2)
+            ),
+            "--wsrep-node-address=127.0.0.1",
+            "--binlog-format=ROW",
+            "--innodb-autoinc-lock-mode=2",
+        ),
+    )
     live = parse_dsn(dsn)
     try:
         node.install()

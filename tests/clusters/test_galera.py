@@ -51,11 +51,13 @@ def test_installed_through_one_node_on_every_node(galera: GaleraCluster) -> None
     with Store(nodes[2].dsn()) as store:
         store.create("flip", "k-1")
     with Store(nodes[1].dsn()) as store:
+
         def replicated() -> None:
             try:
                 store.get("flip", "k-1")
             except UnknownInstance as exc:
                 raise AssertionError("not on node 1 yet") from exc
+
         eventually(replicated)  # applied on the other nodes right after the commit, not with it
         assert store.send("flip", "k-1", "flip", expected_version=1).to_state == "b"
 
@@ -87,10 +89,14 @@ def _assert_history(store: Store, rows: int) -> None:
     assert len(store.history("flip", "w-1")) == rows
 
 
-@pytest.mark.skipif(not os.environ.get("PYFSM_GALERA_MULTI_WRITER"), reason=(
-    "writes through several Galera nodes are not supported (docs/scaling.md) and MariaDB's behaviour under "
-    "them makes this test flaky (a call held for minutes, a reply the driver cannot read): set "
-    "PYFSM_GALERA_MULTI_WRITER=1 to run it"))
+@pytest.mark.skipif(
+    not os.environ.get("PYFSM_GALERA_MULTI_WRITER"),
+    reason=(
+        "writes through several Galera nodes are not supported (docs/scaling.md) and MariaDB's behaviour under "
+        "them makes this test flaky (a call held for minutes, a reply the driver cannot read): set "
+        "PYFSM_GALERA_MULTI_WRITER=1 to run it"
+    ),
+)
 def test_processes_on_every_node_send_to_the_same_instances(galera: GaleraCluster) -> None:
     """3 nodes x 4 processes flip the same 8 instances: every flip acknowledged is in the
     history once (on every node), each history is a valid chain, and a conflict is a
@@ -103,8 +109,10 @@ def test_processes_on_every_node_send_to_the_same_instances(galera: GaleraCluste
             store.create("flip", f"k-{n}")
     galera.wait_synced()
     out = SPAWN.Queue()
-    procs = [SPAWN.Process(target=sender, args=(settings.dsn(), seed, SENDS, out))
-             for seed, settings in enumerate(s for s in nodes for _ in range(PROCESSES_PER_NODE))]
+    procs = [
+        SPAWN.Process(target=sender, args=(settings.dsn(), seed, SENDS, out))
+        for seed, settings in enumerate(s for s in nodes for _ in range(PROCESSES_PER_NODE))
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=300) for _ in procs]
@@ -119,20 +127,23 @@ def test_processes_on_every_node_send_to_the_same_instances(galera: GaleraCluste
         counts.append(sum(n for key, n in check_chains(settings, FLIP).items() if key.startswith("k-")))
     assert counts == [done] * len(nodes), (counts, done, conflicts)
     assert done + conflicts == len(procs) * SENDS and done > 0
-    print(f"galera: {done} flips applied, {conflicts} refused as conflicts, by {len(procs)} processes on "
-          f"{len(nodes)} nodes")
+    print(
+        f"galera: {done} flips applied, {conflicts} refused as conflicts, by {len(procs)} processes on "
+        f"{len(nodes)} nodes"
+    )
 
 
-def test_workers_started_on_every_node_write_through_the_writer_and_commit_no_step_twice(
-        galera: GaleraCluster) -> None:
+def test_workers_started_on_every_node_write_through_the_writer_and_commit_no_step_twice(galera: GaleraCluster) -> None:
     """Two worker processes beside each node, each with a DSN naming its own node first (as a
     deployment that prefers the local node would): all of them write through the writer node
     (galera_writes=one, the default), and every job moves through its steps once."""
     from helpers.failover import JOBS, jobs, worker
 
     nodes = galera.database("pyfsm_galera_workers")
-    lists = [replace(nodes[n].with_hosts([(s.host, s.port) for s in (*nodes[n:], *nodes[:n])]), galera_writes="one")
-             for n in range(len(nodes))]
+    lists = [
+        replace(nodes[n].with_hosts([(s.host, s.port) for s in (*nodes[n:], *nodes[:n])]), galera_writes="one")
+        for n in range(len(nodes))
+    ]
     name = "jobs"
     with Store(lists[0].dsn()) as store:
         store.migrate()
@@ -162,15 +173,18 @@ def test_workers_started_on_every_node_write_through_the_writer_and_commit_no_st
         conn = pymysql.connect(**settings.connect_kwargs())
         try:
             with conn.cursor() as cur:
-                cur.execute(f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT instance_id, COUNT(*) AS n "
-                            f"FROM `fsm_{name}_transitions` GROUP BY instance_id) t")
+                cur.execute(
+                    f"SELECT COUNT(*), MIN(n), MAX(n) FROM (SELECT instance_id, COUNT(*) AS n "
+                    f"FROM `fsm_{name}_transitions` GROUP BY instance_id) t"
+                )
                 assert cur.fetchone() == (JOBS, 3, 3)  # created, one, two: once each
         finally:
             conn.close()
     runs = [r["runs"] for r in reports]
     assert sum(runs) >= JOBS and sum(1 for r in runs if r) >= 3, runs  # the processes shared the work
-    commits = [int(galera.status(node, "wsrep_local_commits") or 0) - b for node, b in zip(galera.nodes, before,
-                                                                                          strict=True)]
+    commits = [
+        int(galera.status(node, "wsrep_local_commits") or 0) - b for node, b in zip(galera.nodes, before, strict=True)
+    ]
     # committed on the writer only (a worker commits a round of its batch's steps together)
     assert commits[writer] > 0 and sum(commits) == commits[writer], commits
     print(f"galera workers: {JOBS} jobs, runs per process {runs}, transactions committed per node {commits}")

@@ -119,18 +119,27 @@ def test_the_writer_node_killed_under_load(galera: GaleraCluster, kafka: Broker,
     try:
         for p in procs:
             p.start()
-        wait_for(lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") > JOBS + 60,
-                 "the workers to be under way", timeout=60)
+        wait_for(
+            lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") > JOBS + 60,
+            "the workers to be under way",
+            timeout=60,
+        )
         # the lock holders too: 13 moves under a lock (6 creations before them) leave at least
         # 10 whole holds in their reports even if each of the 3 loses its last one to the kill
-        wait_for(lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{locked.name}_transitions`") >= 6 + 13,
-                 "the lock holders to be under way", timeout=60)
+        wait_for(
+            lambda: _count(nodes[0], f"SELECT COUNT(*) FROM `fsm_{locked.name}_transitions`") >= 6 + 13,
+            "the lock holders to be under way",
+            timeout=60,
+        )
         victim = galera.writer_index()
         galera.nodes[victim].kill()  # SIGKILL: the node every process writes through
         time.sleep(RUN_AFTER_KILL)
         alive = nodes[(victim + 1) % len(nodes)]
-        wait_for(lambda: _count(alive, f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") == 3 * JOBS,
-                 "the workers to finish on the surviving nodes", timeout=120)
+        wait_for(
+            lambda: _count(alive, f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") == 3 * JOBS,
+            "the workers to finish on the surviving nodes",
+            timeout=120,
+        )
     finally:
         stop.set()
         sent = [out["send"].get(timeout=120) for _ in range(3)]
@@ -140,8 +149,11 @@ def test_the_writer_node_killed_under_load(galera: GaleraCluster, kafka: Broker,
             p.join(timeout=60)
     rejoined = galera.restart(victim)
     try:
-        wait_for(lambda: _count(alive, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL") == 0,
-                 "the relays to publish everything", timeout=120)
+        wait_for(
+            lambda: _count(alive, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL") == 0,
+            "the relays to publish everything",
+            timeout=120,
+        )
     finally:
         for proc in relays.values():
             stop_process(proc)
@@ -157,9 +169,12 @@ def test_the_writer_node_killed_under_load(galera: GaleraCluster, kafka: Broker,
     longest = max(r["longest"] for r in sent)
     assert longest < 10, f"sends stalled {longest:.1f} s around the kill"
     # workers: no step committed twice
-    per_job = query(nodes[0], f"SELECT i.instance_key, COUNT(*) AS n, MAX(i.current_state) AS state FROM "
-                              f"`fsm_{name}_transitions` t JOIN `fsm_{name}` i ON i.id = t.instance_id "
-                              "GROUP BY i.instance_key")
+    per_job = query(
+        nodes[0],
+        f"SELECT i.instance_key, COUNT(*) AS n, MAX(i.current_state) AS state FROM "
+        f"`fsm_{name}_transitions` t JOIN `fsm_{name}` i ON i.id = t.instance_id "
+        "GROUP BY i.instance_key",
+    )
     assert len(per_job) == JOBS and {(r["n"], r["state"]) for r in per_job} == {(3, "done")}
     # locks: one holder per account at a time
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -170,17 +185,20 @@ def test_the_writer_node_killed_under_load(galera: GaleraCluster, kafka: Broker,
         held.sort()
         for (_e1, left1), (entered2, _l2) in itertools.pairwise(held):
             assert entered2 >= left1, f"{account}: two holders overlapped"
-    assert sum(len(h) for h in spans.values()) >= 10, [(len(r["runs"]), r["refused"], r["failed"], r["kinds"])
-                                                      for r in locks]
+    assert sum(len(h) for h in spans.values()) >= 10, [
+        (len(r["runs"]), r["refused"], r["failed"], r["kinds"]) for r in locks
+    ]
     # relays: every event, in order per instance
     total = sum(moves[0].values()) + len(moves[0])
     messages = kafka.read(topic, count=total)
     assert partition_order(messages) == {key: list(range(1, n + 2)) for key, n in moves[0].items()}
-    print(f"\ngalera failover: writer node killed; the longest wait for a send {longest:.2f} s; "
-          f"{len(acked)} sends acknowledged ({sum(r['failures'] for r in sent)} attempts failed and were "
-          f"repeated), {JOBS} jobs done by {sum(r['runs'] for r in worked)} runs, "
-          f"{sum(len(h) for h in spans.values())} lock holds ({sum(r['failed'] for r in locks)} ended by the "
-          f"kill: {[r['kinds'] for r in locks]}), {len(messages)} messages for {total} events; the node rejoined in {rejoined:.1f} s")
+    print(
+        f"\ngalera failover: writer node killed; the longest wait for a send {longest:.2f} s; "
+        f"{len(acked)} sends acknowledged ({sum(r['failures'] for r in sent)} attempts failed and were "
+        f"repeated), {JOBS} jobs done by {sum(r['runs'] for r in worked)} runs, "
+        f"{sum(len(h) for h in spans.values())} lock holds ({sum(r['failed'] for r in locks)} ended by the "
+        f"kill: {[r['kinds'] for r in locks]}), {len(messages)} messages for {total} events; the node rejoined in {rejoined:.1f} s"
+    )
 
 
 def _count(settings: Settings, sql: str) -> int:

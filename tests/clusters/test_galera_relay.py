@@ -31,8 +31,7 @@ SPAWN = multiprocessing.get_context("spawn")
 LEASE = 3.0
 
 
-def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kafka: Broker,
-                                                     tmp_path: Any) -> None:
+def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kafka: Broker, tmp_path: Any) -> None:
     nodes = galera.database("pyfsm_galera_relay")
     topic = unique("t.galera")
     kafka.create_topic(topic)
@@ -45,13 +44,17 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
     galera.wait_synced()
     names = [f"R{n}" for n in range(len(nodes))]
     logs = {name: tmp_path / f"{name}.log" for name in names}
-    relays = {name: relay_process(settings, kafka, name, logs[name], "--lease", str(LEASE))
-              for name, settings in zip(names, nodes, strict=True)}
+    relays = {
+        name: relay_process(settings, kafka, name, logs[name], "--lease", str(LEASE))
+        for name, settings in zip(names, nodes, strict=True)
+    }
     try:
+
         def leader() -> str:
             held = query(nodes[0], "SELECT holder FROM fsm_relay_leaders WHERE expires_at > UTC_TIMESTAMP(6)")
             assert held, "no leader yet"
             return str(held[0]["holder"]).split(":")[0]
+
         first = wait_for(lambda: _or_none(leader), "a relay to lead", timeout=30)
         for name in names:
             if name != first:
@@ -64,8 +67,12 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
         senders = [SPAWN.Process(target=sender, args=(writer.dsn(), seed, 80, out)) for seed in range(6)]
         for p in senders:
             p.start()
-        wait_for(lambda: query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NOT NULL")[0]["n"]
-                 > 100, "the leader to publish")
+        wait_for(
+            lambda: (
+                query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NOT NULL")[0]["n"] > 100
+            ),
+            "the leader to publish",
+        )
         killed_at = time.monotonic()
         relays[first].kill()
         relays[first].wait(10)
@@ -76,16 +83,20 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
             p.join(timeout=60)
         assert [other for _, _, other in results if other] == []
         galera.wait_synced()
-        wait_for(lambda: query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
-                 "the new leader to publish everything", timeout=120)
+        wait_for(
+            lambda: query(nodes[0], "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
+            "the new leader to publish everything",
+            timeout=120,
+        )
     finally:
         for proc in relays.values():
             stop_process(proc)
     moves = check_chains(nodes[0], machine)
     total = sum(moves.values()) + len(moves)  # creations are events too
     messages = kafka.read(topic, count=total)
-    assert partition_order(messages) == {key: list(range(1, n + 2)) for key, n in moves.items()}, \
+    assert partition_order(messages) == {key: list(range(1, n + 2)) for key, n in moves.items()}, (
         "every event, in order per instance"
+    )
     publishers = [str((m.headers.get("relay") or b"").decode()) for m in sorted(messages, key=lambda m: m.timestamp_ms)]
     assert set(publishers) == {first, second}, "only the two leaders published"
     by_partition: dict[int, list[str]] = {}
@@ -97,8 +108,10 @@ def test_relays_on_every_node_one_leader_nothing_lost(galera: GaleraCluster, kaf
     for name, proc in relays.items():
         if name != first:
             assert proc.returncode == 0, logs[name].read_text()[-3000:]
-    print(f"galera relay: {len(messages)} messages for {total} events, leader {first} killed, {second} led "
-          f"{takeover:.1f} s later (lease {LEASE} s)")
+    print(
+        f"galera relay: {len(messages)} messages for {total} events, leader {first} killed, {second} led "
+        f"{takeover:.1f} s later (lease {LEASE} s)"
+    )
     assert takeover < LEASE + 5
 
 

@@ -64,11 +64,13 @@ def test_installed_through_the_primary_on_every_member(group_replication: GroupR
         assert store.settings.in_use == (databases[primary].host, databases[primary].port)
     for settings in databases:
         with Store(settings.dsn(), read_dsn=settings.dsn()) as store:
+
             def applied(store: Store = store) -> None:
                 try:
                     assert len(store.history("flip", "k-1")) == 2
                 except UnknownInstance as exc:
                     raise AssertionError("not applied yet") from exc
+
             eventually(applied)
 
 
@@ -104,16 +106,17 @@ def test_writes_go_through_the_primary_only(group_replication: GroupReplication)
         assert len(store.history("flip", "w-1")) == 2, "the refused write applied nothing"
     # an account of `pyfsm grant` may not read performance_schema: judged by super_read_only alone
     with granted_accounts(databases[primary], databases[primary], ["app"], "pyfsm_gr") as accounts:
-        app = group.listing([replace(s, user=accounts["app"].user, password=accounts["app"].password)
-                             for s in databases], [*secondaries, primary])
+        app = group.listing(
+            [replace(s, user=accounts["app"].user, password=accounts["app"].password) for s in databases],
+            [*secondaries, primary],
+        )
         group.wait_applied()  # the account is created through the primary
         with Store(app.dsn()) as store:
             assert store.send("flip", "w-1", "flip").to_state == "a"
             assert store.settings.in_use == (databases[primary].host, databases[primary].port)
 
 
-def test_a_pooled_connection_on_a_demoted_primary_is_replaced_on_checkout(
-        group_replication: GroupReplication) -> None:
+def test_a_pooled_connection_on_a_demoted_primary_is_replaced_on_checkout(group_replication: GroupReplication) -> None:
     """The checkout re-check (db._is_alive, every WRITER_RECHECK_SECONDS): after a switchover, a
     pooled connection on the old primary is found to be on a secondary and replaced through
     the DSN's members, before any call reaches the old primary."""
@@ -172,8 +175,11 @@ def test_a_switchover_moves_the_writes_to_the_new_primary(group_replication: Gro
     for p in procs:
         p.start()
     try:
-        wait_for(lambda: _count(databases[old], "SELECT COUNT(*) FROM fsm_flip_transitions") > INSTANCES + 150,
-                 "the senders to be under way", timeout=60)
+        wait_for(
+            lambda: _count(databases[old], "SELECT COUNT(*) FROM fsm_flip_transitions") > INSTANCES + 150,
+            "the senders to be under way",
+            timeout=60,
+        )
         uuid = group.members[new].sql("SELECT @@server_uuid")[0][0]
         refused_before = _raised(group, old, 1290)
         switched_at = time.monotonic()
@@ -181,8 +187,11 @@ def test_a_switchover_moves_the_writes_to_the_new_primary(group_replication: Gro
         switched = time.monotonic() - switched_at
         assert group.primary_index() == new
         writes = _count(databases[new], "SELECT COUNT(*) FROM fsm_flip_transitions")
-        wait_for(lambda: _count(databases[new], "SELECT COUNT(*) FROM fsm_flip_transitions") > writes + 150,
-                 "the senders to go on through the new primary", timeout=60)
+        wait_for(
+            lambda: _count(databases[new], "SELECT COUNT(*) FROM fsm_flip_transitions") > writes + 150,
+            "the senders to go on through the new primary",
+            timeout=60,
+        )
     finally:
         stop.set()
         reports = [out.get(timeout=180) for _ in procs]
@@ -198,10 +207,12 @@ def test_a_switchover_moves_the_writes_to_the_new_primary(group_replication: Gro
     for r in reports:
         for kind, n in r["kinds"].items():
             kinds[kind] = kinds.get(kind, 0) + n
-    print(f"\ngroup replication switchover: set_as_primary took {switched:.2f} s; the longest wait between two sends "
-          f"of a sender {longest:.2f} s; {moves} flips, {sum(len(r['acked']) for r in reports)} "
-          f"acknowledged; {refused} calls refused by the old primary (1290) and made again on the new one; failed "
-          f"attempts the senders repeated: {kinds}")
+    print(
+        f"\ngroup replication switchover: set_as_primary took {switched:.2f} s; the longest wait between two sends "
+        f"of a sender {longest:.2f} s; {moves} flips, {sum(len(r['acked']) for r in reports)} "
+        f"acknowledged; {refused} calls refused by the old primary (1290) and made again on the new one; failed "
+        f"attempts the senders repeated: {kinds}"
+    )
 
 
 def _count(settings: Settings, sql: str) -> int:
@@ -210,6 +221,8 @@ def _count(settings: Settings, sql: str) -> int:
 
 def _raised(group: GroupReplication, index: int, errno: int) -> int:
     """How often a member has raised an error number (performance_schema's error summary)."""
-    rows = group.members[index].sql("SELECT SUM_ERROR_RAISED FROM performance_schema."
-                                    "events_errors_summary_global_by_error WHERE ERROR_NUMBER = %s", (errno,))
+    rows = group.members[index].sql(
+        "SELECT SUM_ERROR_RAISED FROM performance_schema.events_errors_summary_global_by_error WHERE ERROR_NUMBER = %s",
+        (errno,),
+    )
     return int(rows[0][0]) if rows else 0

@@ -76,29 +76,50 @@ def test_the_primary_killed_under_load(group_replication: GroupReplication, kafk
     alive = databases[(victim + 1) % len(databases)]
     stop, out = SPAWN.Event(), {kind: SPAWN.Queue() for kind in ("send", "work", "lock")}
     logs = {r: tmp_path / f"{r}.log" for r in ("A", "B")}
-    relays = {r: relay_process(rotated(group, databases, n + 1), kafka, r, logs[r], "--lease", "3")
-              for n, r in enumerate(logs)}
+    relays = {
+        r: relay_process(rotated(group, databases, n + 1), kafka, r, logs[r], "--lease", "3")
+        for n, r in enumerate(logs)
+    }
     procs = [SPAWN.Process(target=sender, args=(lists[seed % 3], seed, stop, out["send"])) for seed in range(3)]
     procs += [SPAWN.Process(target=worker, args=(lists[n + 1], name, stop, out["work"])) for n in range(2)]
-    procs += [SPAWN.Process(target=locker, args=(lists[seed % 3], targets, seed, stop, out["lock"]))
-              for seed in range(3)]
+    procs += [
+        SPAWN.Process(target=locker, args=(lists[seed % 3], targets, seed, stop, out["lock"])) for seed in range(3)
+    ]
     killed_at = 0.0
     try:
         for p in procs:
             p.start()
-        wait_for(lambda: _count(databases[victim], f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") > JOBS + 60,
-                 "the workers to be under way", timeout=60)
-        wait_for(lambda: _count(databases[victim], "SELECT COUNT(*) FROM (SELECT SUBSTRING_INDEX(request_id, '-', 1) "
-                                                   "AS s FROM fsm_flip_transitions WHERE request_id IS NOT NULL "
-                                                   "GROUP BY s HAVING COUNT(*) >= 5) t") == 3,
-                 "every sender to be under way", timeout=60)  # so that the waits measured span the kill
-        wait_for(lambda: _count(databases[victim], f"SELECT COUNT(*) FROM `fsm_{locked.name}_transitions`") > 6 + 10,
-                 "the lock holders to be under way", timeout=60)
+        wait_for(
+            lambda: _count(databases[victim], f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") > JOBS + 60,
+            "the workers to be under way",
+            timeout=60,
+        )
+        wait_for(
+            lambda: (
+                _count(
+                    databases[victim],
+                    "SELECT COUNT(*) FROM (SELECT SUBSTRING_INDEX(request_id, '-', 1) "
+                    "AS s FROM fsm_flip_transitions WHERE request_id IS NOT NULL "
+                    "GROUP BY s HAVING COUNT(*) >= 5) t",
+                )
+                == 3
+            ),
+            "every sender to be under way",
+            timeout=60,
+        )  # so that the waits measured span the kill
+        wait_for(
+            lambda: _count(databases[victim], f"SELECT COUNT(*) FROM `fsm_{locked.name}_transitions`") > 6 + 10,
+            "the lock holders to be under way",
+            timeout=60,
+        )
         killed_at = time.monotonic()
         group.members[victim].kill()  # SIGKILL: the member every process writes through
         time.sleep(RUN_AFTER_KILL)
-        wait_for(lambda: _count(alive, f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") == 3 * JOBS,
-                 "the workers to finish on the new primary", timeout=120)
+        wait_for(
+            lambda: _count(alive, f"SELECT COUNT(*) FROM `fsm_{name}_transitions`") == 3 * JOBS,
+            "the workers to finish on the new primary",
+            timeout=120,
+        )
         elected = group.primary_index()
     finally:
         stop.set()
@@ -109,8 +130,11 @@ def test_the_primary_killed_under_load(group_replication: GroupReplication, kafk
             p.join(timeout=60)
     try:
         rejoined = group.restart(victim)
-        wait_for(lambda: _count(alive, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL") == 0,
-                 "the relays to publish everything", timeout=120)
+        wait_for(
+            lambda: _count(alive, "SELECT COUNT(*) FROM fsm_outbox WHERE published_at IS NULL") == 0,
+            "the relays to publish everything",
+            timeout=120,
+        )
     finally:
         for proc in relays.values():
             stop_process(proc)
@@ -126,9 +150,12 @@ def test_the_primary_killed_under_load(group_replication: GroupReplication, kafk
     longest = max(b - a for r in sent for a, b in itertools.pairwise(r["times"]))
     assert back < WRITES_BACK_WITHIN, f"no send was acknowledged within {WRITES_BACK_WITHIN} s of the kill"
     # workers: no step committed twice
-    per_job = query(alive, f"SELECT i.instance_key, COUNT(*) AS n, MAX(i.current_state) AS state FROM "
-                           f"`fsm_{name}_transitions` t JOIN `fsm_{name}` i ON i.id = t.instance_id "
-                           "GROUP BY i.instance_key")
+    per_job = query(
+        alive,
+        f"SELECT i.instance_key, COUNT(*) AS n, MAX(i.current_state) AS state FROM "
+        f"`fsm_{name}_transitions` t JOIN `fsm_{name}` i ON i.id = t.instance_id "
+        "GROUP BY i.instance_key",
+    )
     assert len(per_job) == JOBS and {(r["n"], r["state"]) for r in per_job} == {(3, "done")}
     # lock holds, per account (checked last: the print says how they went)
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -140,30 +167,37 @@ def test_the_primary_killed_under_load(group_replication: GroupReplication, kafk
     creations = len(query(alive, "SELECT id FROM fsm_flip"))
     assert events == moves + creations
     messages = kafka.read(topic, count=events)
-    assert partition_order(messages) == {key: list(range(1, n + 2)) for key, n in
-                                         _moves_per_key(alive).items()}, "every event, in order per instance"
+    assert partition_order(messages) == {key: list(range(1, n + 2)) for key, n in _moves_per_key(alive).items()}, (
+        "every event, in order per instance"
+    )
     ids = {m.event["id"] for m in messages}
     assert len(ids) == events, "every outbox row published"
     repeated = len(messages) - len(ids)  # at least once: a batch produced but not marked when the primary died
-    print(f"\ngroup replication failover: primary (member {victim}) killed; member {elected} elected; the first "
-          f"send acknowledged {back:.2f} s after the kill, the longest wait between two sends of a sender "
-          f"{longest:.2f} s; {sum(len(r['acked']) for r in sent)} sends acknowledged (attempts failed and "
-          f"repeated: {[r['kinds'] for r in sent]}); {JOBS} jobs done by {sum(r['runs'] for r in worked)} runs; "
-          f"{sum(len(h) for h in spans.values())} lock holds ({sum(r['failed'] for r in locks)} ended by the kill: "
-          f"{[r['kinds'] for r in locks]}); {len(messages)} messages for {events} events ({repeated} repeated); "
-          f"the member rejoined in {rejoined:.1f} s")
+    print(
+        f"\ngroup replication failover: primary (member {victim}) killed; member {elected} elected; the first "
+        f"send acknowledged {back:.2f} s after the kill, the longest wait between two sends of a sender "
+        f"{longest:.2f} s; {sum(len(r['acked']) for r in sent)} sends acknowledged (attempts failed and "
+        f"repeated: {[r['kinds'] for r in sent]}); {JOBS} jobs done by {sum(r['runs'] for r in worked)} runs; "
+        f"{sum(len(h) for h in spans.values())} lock holds ({sum(r['failed'] for r in locks)} ended by the kill: "
+        f"{[r['kinds'] for r in locks]}); {len(messages)} messages for {events} events ({repeated} repeated); "
+        f"the member rejoined in {rejoined:.1f} s"
+    )
     # locks: one holder per account at a time
     for account, held in spans.items():
         held.sort()
         for (_e1, left1), (entered2, _l2) in itertools.pairwise(held):
             assert entered2 >= left1, f"{account}: two holders overlapped"
-    assert sum(len(h) for h in spans.values()) >= 10, [(len(r["runs"]), r["refused"], r["failed"], r["kinds"])
-                                                      for r in locks]
+    assert sum(len(h) for h in spans.values()) >= 10, [
+        (len(r["runs"]), r["refused"], r["failed"], r["kinds"]) for r in locks
+    ]
 
 
 def _moves_per_key(settings: Settings) -> dict[str, int]:
-    rows = query(settings, "SELECT i.instance_key AS k, COUNT(*) - 1 AS n FROM fsm_flip_transitions t "
-                           "JOIN fsm_flip i ON i.id = t.instance_id GROUP BY i.instance_key")
+    rows = query(
+        settings,
+        "SELECT i.instance_key AS k, COUNT(*) - 1 AS n FROM fsm_flip_transitions t "
+        "JOIN fsm_flip i ON i.id = t.instance_id GROUP BY i.instance_key",
+    )
     return {str(r["k"]): int(r["n"]) for r in rows}
 
 

@@ -36,7 +36,8 @@ LEADS_AGAIN_WITHIN = 45.0
 
 
 def test_relays_through_the_dsn_list_lead_again_after_the_primary_died(
-        group_replication: GroupReplication, kafka: Broker, tmp_path: Any) -> None:
+    group_replication: GroupReplication, kafka: Broker, tmp_path: Any
+) -> None:
     group = group_replication
     databases = group.database("pyfsm_gr_relay")
     topic = unique("t.grrelay")
@@ -51,11 +52,14 @@ def test_relays_through_the_dsn_list_lead_again_after_the_primary_died(
     victim = group.primary_index()
     names = [f"R{n}" for n in range(len(databases))]
     logs = {name: tmp_path / f"{name}.log" for name in names}
-    relays = {name: relay_process(rotated(group, databases, n), kafka, name, logs[name], "--lease", str(LEASE))
-              for n, name in enumerate(names)}
+    relays = {
+        name: relay_process(rotated(group, databases, n), kafka, name, logs[name], "--lease", str(LEASE))
+        for n, name in enumerate(names)
+    }
     stop, out = SPAWN.Event(), SPAWN.Queue()
-    senders = [SPAWN.Process(target=sender, args=(rotated(group, databases, seed).dsn(), seed, stop, out))
-               for seed in range(3)]
+    senders = [
+        SPAWN.Process(target=sender, args=(rotated(group, databases, seed).dsn(), seed, stop, out)) for seed in range(3)
+    ]
     try:
         first = wait_for(lambda: _leader(databases[victim]), "a relay to lead", timeout=30)
         for name in names:
@@ -80,8 +84,11 @@ def test_relays_through_the_dsn_list_lead_again_after_the_primary_died(
             p.join(timeout=60)
         errors = [r["error"] for r in reports if r["error"]]
         assert not errors, "\n".join(errors)
-        wait_for(lambda: query(alive, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
-                 "the relays to publish everything", timeout=120)
+        wait_for(
+            lambda: query(alive, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE published_at IS NULL")[0]["n"] == 0,
+            "the relays to publish everything",
+            timeout=120,
+        )
         leaders = query(alive, "SELECT holder FROM fsm_relay_leaders WHERE expires_at > UTC_TIMESTAMP(6)")
         assert len(leaders) == 1, leaders
     finally:
@@ -94,11 +101,17 @@ def test_relays_through_the_dsn_list_lead_again_after_the_primary_died(
     events = int(query(alive, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (machine.name,))[0]["n"])
     assert events == moves + INSTANCES
     messages = kafka.read(topic, count=events)
-    per_key = {str(r["k"]): int(r["n"]) for r in query(
-        alive, "SELECT i.instance_key AS k, COUNT(*) AS n FROM fsm_flip_transitions t "
-               "JOIN fsm_flip i ON i.id = t.instance_id GROUP BY i.instance_key")}
-    assert partition_order(messages) == {key: list(range(1, n + 1)) for key, n in per_key.items()}, \
+    per_key = {
+        str(r["k"]): int(r["n"])
+        for r in query(
+            alive,
+            "SELECT i.instance_key AS k, COUNT(*) AS n FROM fsm_flip_transitions t "
+            "JOIN fsm_flip i ON i.id = t.instance_id GROUP BY i.instance_key",
+        )
+    }
+    assert partition_order(messages) == {key: list(range(1, n + 1)) for key, n in per_key.items()}, (
         "every event, in order per instance"
+    )
     ids = {m.event["id"] for m in messages}
     assert len(ids) == events
     by_partition: dict[int, list[str]] = {}
@@ -109,9 +122,11 @@ def test_relays_through_the_dsn_list_lead_again_after_the_primary_died(
         assert changes <= 1 and seq[0] == first, (partition, changes, first)
     for name, proc in relays.items():
         assert proc.returncode == 0, logs[name].read_text()[-3000:]
-    print(f"\ngroup replication relay: {len(messages)} messages for {events} events ({len(messages) - len(ids)} "
-          f"repeated); relay {first} led; the primary (member {victim}) killed; relay {second} published "
-          f"again {again:.1f} s later (lease {LEASE} s)")
+    print(
+        f"\ngroup replication relay: {len(messages)} messages for {events} events ({len(messages) - len(ids)} "
+        f"repeated); relay {first} led; the primary (member {victim}) killed; relay {second} published "
+        f"again {again:.1f} s later (lease {LEASE} s)"
+    )
 
 
 def _leader(settings: Settings) -> str | None:

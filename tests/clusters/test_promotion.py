@@ -67,8 +67,7 @@ def admin(server: Any) -> Any:
     return pymysql.connect(**{**server.settings.connect_kwargs(database=False), "autocommit": True})
 
 
-def test_a_promoted_semi_synchronous_replica_has_every_acknowledged_transition(
-        replica_pair: ReplicaPair) -> None:  # noqa: F811
+def test_a_promoted_semi_synchronous_replica_has_every_acknowledged_transition(replica_pair: ReplicaPair) -> None:  # noqa: F811
     pair = replica_pair
     with admin(pair.primary) as conn, conn.cursor() as cur:
         cur.execute("SET GLOBAL rpl_semi_sync_master_enabled = ON")
@@ -117,12 +116,18 @@ def test_a_promoted_semi_synchronous_replica_has_every_acknowledged_transition(
     assert [r["error"] for r in reports if r["error"]] == []
     acked = sorted(request for r in reports for request in r["acked"])
     check_chains(replica, FLIP)
-    applied = sorted(r["request_id"] for r in query(
-        replica, "SELECT request_id FROM fsm_flip_transitions WHERE request_id IS NOT NULL"))
-    assert applied == acked, f"{len(set(acked) - set(applied))} acknowledged lost, " \
-                             f"{len(set(applied) - set(acked))} applied but never acknowledged"
-    print(f"\npromotion: primary killed after {len(acked)} acknowledged sends in all; the replica "
-          f"applied what it had received and took writes {promoted_in:.2f} s after the kill; nothing lost")
+    applied = sorted(
+        r["request_id"]
+        for r in query(replica, "SELECT request_id FROM fsm_flip_transitions WHERE request_id IS NOT NULL")
+    )
+    assert applied == acked, (
+        f"{len(set(acked) - set(applied))} acknowledged lost, "
+        f"{len(set(applied) - set(acked))} applied but never acknowledged"
+    )
+    print(
+        f"\npromotion: primary killed after {len(acked)} acknowledged sends in all; the replica "
+        f"applied what it had received and took writes {promoted_in:.2f} s after the kill; nothing lost"
+    )
 
 
 def _applied_all_received(cur: Any, timeout: float = 30.0) -> None:
@@ -131,8 +136,10 @@ def _applied_all_received(cur: Any, timeout: float = 30.0) -> None:
     while True:
         cur.execute("SHOW SLAVE STATUS")
         status = cur.fetchone()
-        done = (status["Relay_Master_Log_File"], status["Exec_Master_Log_Pos"]) == \
-            (status["Master_Log_File"], status["Read_Master_Log_Pos"])
+        done = (status["Relay_Master_Log_File"], status["Exec_Master_Log_Pos"]) == (
+            status["Master_Log_File"],
+            status["Read_Master_Log_Pos"],
+        )
         if done:
             return
         assert time.monotonic() < deadline, f"the replica did not apply its relay log: {status}"

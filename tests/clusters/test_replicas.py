@@ -44,15 +44,22 @@ def pair_db(replica_pair: ReplicaPair) -> Iterator[dict[str, Any]]:  # noqa: F81
     user, reader = f"app_{primary.database[-8:]}", f"rep_{primary.database[-8:]}"
     conn = pymysql.connect(**{**primary.connect_kwargs(), "autocommit": True})
     try:
-        grant(conn, [Account.parse(f"{user}@127.0.0.1", "app"), Account.parse(f"{reader}@127.0.0.1", "reporting")],
-              passwords={f"{user}@127.0.0.1": PASSWORD, f"{reader}@127.0.0.1": PASSWORD})
+        grant(
+            conn,
+            [Account.parse(f"{user}@127.0.0.1", "app"), Account.parse(f"{reader}@127.0.0.1", "reporting")],
+            passwords={f"{user}@127.0.0.1": PASSWORD, f"{reader}@127.0.0.1": PASSWORD},
+        )
     finally:
         conn.close()
     replica_pair.caught_up()
-    yield {"pair": replica_pair, "primary": replace(primary, user=user, password=PASSWORD),
-           "replica": replace(replica, user=user, password=PASSWORD), "machine": machine,
-           "primary_reporting": replace(primary, user=reader, password=PASSWORD),
-           "replica_reporting": replace(replica, user=reader, password=PASSWORD)}
+    yield {
+        "pair": replica_pair,
+        "primary": replace(primary, user=user, password=PASSWORD),
+        "replica": replace(replica, user=user, password=PASSWORD),
+        "machine": machine,
+        "primary_reporting": replace(primary, user=reader, password=PASSWORD),
+        "replica_reporting": replace(replica, user=reader, password=PASSWORD),
+    }
 
 
 def reads(store: Store) -> dict[str, Any]:
@@ -73,8 +80,10 @@ def rows_written(pair: ReplicaPair) -> int:
     conn = pymysql.connect(**pair.replica.settings.connect_kwargs(database=False))
     try:
         with conn.cursor() as cur:
-            cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN "
-                        "('Innodb_rows_inserted', 'Innodb_rows_updated', 'Innodb_rows_deleted')")
+            cur.execute(
+                "SHOW GLOBAL STATUS WHERE Variable_name IN "
+                "('Innodb_rows_inserted', 'Innodb_rows_updated', 'Innodb_rows_deleted')"
+            )
             return sum(int(value) for _, value in cur.fetchall())
     finally:
         conn.close()
@@ -102,7 +111,8 @@ def test_reads_on_the_replica_match_the_primary_once_it_caught_up(pair_db: dict[
 
 
 def test_stale_reads_come_from_the_replica_and_everything_else_from_the_primary(
-        pair_db: dict[str, Any], replication_stopped: None) -> None:
+    pair_db: dict[str, Any], replication_stopped: None
+) -> None:
     """With replication stopped, a transition on the primary shows in get() (the primary) and
     not yet in counts(), history() or the listings (the replica): which calls may be stale is
     exactly what the Store documents. Writes through such a Store go to the primary."""
@@ -123,16 +133,36 @@ def test_stale_reads_come_from_the_replica_and_everything_else_from_the_primary(
     fresh = pyfsm("counts", "order", "--dsn", primary.dsn(), "--json")
     assert stale.returncode == fresh.returncode == 0, stale.stderr + fresh.stderr
     assert json.loads(stale.stdout)["paid"] + 1 == json.loads(fresh.stdout)["paid"]
+
     # the metrics (a reporting account's) read the replica when told with --read-dsn, and
     # only then: $PYFSM_READ_DSN leaves them on the primary
     def paid(*read_dsn: str, env: dict[str, str] | None = None) -> float:
-        result = subprocess.run([sys.executable, "-m", "pyfsm", "metrics", "--dsn", pair_db["primary_reporting"].dsn(),
-                                 *read_dsn, "--json"], capture_output=True, text=True, timeout=120,
-                                env={k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"} | (env or {}))
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pyfsm",
+                "metrics",
+                "--dsn",
+                pair_db["primary_reporting"].dsn(),
+                *read_dsn,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"} | (env or {}),
+        )
         assert result.returncode == 0, result.stderr
-        [value] = [s["value"] for f in json.loads(result.stdout) if f["name"] == "pyfsm_instances"
-                   for s in f["samples"] if s["labels"] == {"machine": "order", "state": "paid"}]
+        [value] = [
+            s["value"]
+            for f in json.loads(result.stdout)
+            if f["name"] == "pyfsm_instances"
+            for s in f["samples"]
+            if s["labels"] == {"machine": "order", "state": "paid"}
+        ]
         return float(value)
+
     on_primary = json.loads(fresh.stdout)["paid"]
     assert paid("--read-dsn", pair_db["replica_reporting"].dsn()) + 1 == paid() == on_primary
     assert paid(env={"PYFSM_READ_DSN": pair_db["replica_reporting"].dsn()}) == on_primary

@@ -102,8 +102,7 @@ class Writers:
                     if n == 0:
                         result = self.store.create(self.machine, key, request_id=request_id)
                     else:
-                        result = self.store.send(self.machine, key, "go" if n % 2 else "back",
-                                                 request_id=request_id)
+                        result = self.store.send(self.machine, key, "go" if n % 2 else "back", request_id=request_id)
                     break
                 except DatabaseUnavailable as exc:
                     with self._mutex:
@@ -136,14 +135,22 @@ def check_acknowledged_once(settings: Settings, machine: Machine, writers: Write
     assert len(rows) == sum(len(rs) for rs in histories.values()), "a request id twice in history"
     acked = dict(writers.acked)
     assert len(acked) == len(writers.acked), "a request id acknowledged twice as a new call"
-    assert set(rows) == set(acked), (f"in history, not acknowledged: {sorted(set(rows) - set(acked))[:5]}; "
-                                     f"acknowledged, not in history: {sorted(set(acked) - set(rows))[:5]}")
-    wrong = [rid for rid, res in acked.items()
-             if (rows[rid]["id"], rows[rid]["sort_key"], rows[rid]["to_state"]) !=
-             (res.transition_id, res.sort_key, res.to_state)]
+    assert set(rows) == set(acked), (
+        f"in history, not acknowledged: {sorted(set(rows) - set(acked))[:5]}; "
+        f"acknowledged, not in history: {sorted(set(acked) - set(rows))[:5]}"
+    )
+    wrong = [
+        rid
+        for rid, res in acked.items()
+        if (rows[rid]["id"], rows[rid]["sort_key"], rows[rid]["to_state"])
+        != (res.transition_id, res.sort_key, res.to_state)
+    ]
     assert wrong == [], wrong[:5]
-    return {"acknowledged": len(acked), "replayed": sum(r.replayed for _rid, r in writers.acked),
-            "instances": len(histories)}
+    return {
+        "acknowledged": len(acked),
+        "replayed": sum(r.replayed for _rid, r in writers.acked),
+        "instances": len(histories),
+    }
 
 
 def outage_report(writers: Writers) -> tuple[Counter[int], float]:
@@ -160,7 +167,8 @@ def outage_report(writers: Writers) -> tuple[Counter[int], float]:
 
 
 def test_clean_restart_reported_quickly_recovered_by_the_same_store_nothing_lost(  # type: ignore[no-untyped-def]
-        restarted) -> None:
+    restarted,
+) -> None:
     server: SecondServer = restarted
     settings = server.database()
     machine = cycle(None)
@@ -178,8 +186,10 @@ def test_clean_restart_reported_quickly_recovered_by_the_same_store_nothing_lost
         counts = check_acknowledged_once(settings, machine, writers)
         errnos, slowest = outage_report(writers)
         assert store.get(machine, "t0-k00").state in ("a", "b")  # and it reads, too
-    print(f"\nclean restart: stop {stopped:.2f} s, start {started:.2f} s; {len(writers.failures)} calls failed "
-          f"with DatabaseUnavailable {dict(errnos)}, slowest {slowest:.2f} s; {counts}")
+    print(
+        f"\nclean restart: stop {stopped:.2f} s, start {started:.2f} s; {len(writers.failures)} calls failed "
+        f"with DatabaseUnavailable {dict(errnos)}, slowest {slowest:.2f} s; {counts}"
+    )
 
 
 def test_outage_message_names_the_server(restarted) -> None:  # type: ignore[no-untyped-def]
@@ -197,11 +207,13 @@ def test_outage_message_names_the_server(restarted) -> None:  # type: ignore[no-
             server.start()
     message, errno = str(info.value), info.value.errno
     assert errno in (2003, 2006, 2013) and "127.0.0.1" in message and str(server.port) in message, (
-        f"errno {errno}, message {message!r}")
+        f"errno {errno}, message {message!r}"
+    )
 
 
 def test_retry_with_a_request_id_gets_through_an_outage_shorter_than_its_budget(  # type: ignore[no-untyped-def]
-        restarted) -> None:
+    restarted,
+) -> None:
     server: SecondServer = restarted
     settings = server.database()
     machine = cycle(None)
@@ -237,7 +249,8 @@ def test_retry_with_a_request_id_gets_through_an_outage_shorter_than_its_budget(
 
 
 def test_crash_mid_load_keeps_every_acknowledged_transition_nothing_half_applied(  # type: ignore[no-untyped-def]
-        restarted) -> None:
+    restarted,
+) -> None:
     server: SecondServer = restarted
     settings = server.database()
     machine = cycle(unique("t.crash"))  # with a topic: each transition writes an outbox row in its transaction
@@ -258,13 +271,22 @@ def test_crash_mid_load_keeps_every_acknowledged_transition_nothing_half_applied
         counts = check_acknowledged_once(settings, machine, writers)
         errnos, slowest = outage_report(writers)
     history = query(settings, f"SELECT COUNT(*) AS n FROM `fsm_{machine.name}_transitions`")[0]["n"]
-    outbox = query(settings, f"SELECT COUNT(*) AS n FROM fsm_outbox o JOIN `fsm_{machine.name}_transitions` t "
-                             f"ON t.id = o.transition_id WHERE o.machine = %s", (machine.name,))[0]["n"]
-    assert query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (machine.name,))[0]["n"] == \
-        outbox == history, "one outbox row per history row, no more, no less"
-    print(f"\ncrash: {len(before_crash)} acknowledged before the SIGKILL, all there after recovery "
-          f"({recovered:.2f} s to start); {len(writers.failures)} calls failed with DatabaseUnavailable "
-          f"{dict(errnos)}, slowest {slowest:.2f} s; {counts}; {history} history rows = {outbox} outbox rows")
+    outbox = query(
+        settings,
+        f"SELECT COUNT(*) AS n FROM fsm_outbox o JOIN `fsm_{machine.name}_transitions` t "
+        f"ON t.id = o.transition_id WHERE o.machine = %s",
+        (machine.name,),
+    )[0]["n"]
+    assert (
+        query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (machine.name,))[0]["n"]
+        == outbox
+        == history
+    ), "one outbox row per history row, no more, no less"
+    print(
+        f"\ncrash: {len(before_crash)} acknowledged before the SIGKILL, all there after recovery "
+        f"({recovered:.2f} s to start); {len(writers.failures)} calls failed with DatabaseUnavailable "
+        f"{dict(errnos)}, slowest {slowest:.2f} s; {counts}; {history} history rows = {outbox} outbox rows"
+    )
 
 
 # -- a worker and a relay across a restart --------------------------------------------------
@@ -280,16 +302,21 @@ def test_worker_drains_a_queue_across_a_restart(restarted, caplog) -> None:  # t
         store.define(process.machine)
         conn = pymysql.connect(**settings.connect_kwargs())
         try:
-            conn.cursor().execute(f"INSERT INTO `fsm_{name}` (instance_key, data) VALUES "
-                                  + ", ".join(["(%s, '{\"items\": 3}')"] * len(keys)), keys)
+            conn.cursor().execute(
+                f"INSERT INTO `fsm_{name}` (instance_key, data) VALUES "
+                + ", ".join(["(%s, '{\"items\": 3}')"] * len(keys)),
+                keys,
+            )
         finally:
             conn.close()
         for key in keys:
             store.enqueue(name, key)
         caplog.set_level(logging.WARNING, logger="pyfsm")
         failed_runs: list[str] = []
-        workers = [Worker(store, [process], idle_max=0.2, on_run=lambda r: r.error and failed_runs.append(r.error))
-                   for _ in range(2)]
+        workers = [
+            Worker(store, [process], idle_max=0.2, on_run=lambda r: r.error and failed_runs.append(r.error))
+            for _ in range(2)
+        ]
         threads = [threading.Thread(target=w.run, kwargs={"handle_signals": False}, daemon=True) for w in workers]
         for t in threads:
             t.start()
@@ -299,8 +326,9 @@ def test_worker_drains_a_queue_across_a_restart(restarted, caplog) -> None:  # t
             time.sleep(2.5)
             server.start()
             back = time.monotonic()
-            wait_for(lambda: store.counts(name) == {"done": len(keys)}, "every instance done after the restart",
-                     timeout=45)
+            wait_for(
+                lambda: store.counts(name) == {"done": len(keys)}, "every instance done after the restart", timeout=45
+            )
             done_after = time.monotonic() - back
         finally:
             for w in workers:
@@ -315,10 +343,12 @@ def test_worker_drains_a_queue_across_a_restart(restarted, caplog) -> None:  # t
         errors = sum(w.stats.errors for w in workers)
         said = [r.getMessage() for r in caplog.records if r.name.startswith("pyfsm")]
         assert errors + len(failed_runs) + len(said) >= 1, "the workers met the outage"
-    print(f"\nworkers across a restart: {len(keys)} instances done, each step once; "
-          f"{sum(w.stats.steps for w in workers)} steps committed; met the outage: {errors} claim errors, "
-          f"{len(failed_runs)} runs handed back {failed_runs[:2]}, {len(said)} log lines, e.g. {said[:3]}; "
-          f"all done {done_after:.1f} s after the start")
+    print(
+        f"\nworkers across a restart: {len(keys)} instances done, each step once; "
+        f"{sum(w.stats.steps for w in workers)} steps committed; met the outage: {errors} claim errors, "
+        f"{len(failed_runs)} runs handed back {failed_runs[:2]}, {len(said)} log lines, e.g. {said[:3]}; "
+        f"all done {done_after:.1f} s after the start"
+    )
 
 
 def test_relay_publishes_everything_across_a_restart(restarted, kafka: Broker, caplog) -> None:  # type: ignore[no-untyped-def]
@@ -341,8 +371,11 @@ def test_relay_publishes_everything_across_a_restart(restarted, kafka: Broker, c
             wait_for(lambda: unpublished(settings) == 0, "the relay to publish everything", timeout=60)
             terms = relay.stats.leader_terms
         check_acknowledged_once(settings, machine, writers)
-    history = query(settings, f"SELECT i.instance_key, t.id FROM `fsm_{machine.name}_transitions` t "
-                              f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id")
+    history = query(
+        settings,
+        f"SELECT i.instance_key, t.id FROM `fsm_{machine.name}_transitions` t "
+        f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id",
+    )
     messages = kafka.read(topic, count=len(history))
     assert {m.event["id"] for m in messages} == {f"{machine.name}:{h['id']}" for h in history}, "nothing lost"
     per_key = Counter(h["instance_key"] for h in history)
@@ -350,8 +383,10 @@ def test_relay_publishes_everything_across_a_restart(restarted, kafka: Broker, c
     assert terms >= 2, "the relay led again after the restart"
     said = [r.getMessage() for r in caplog.records if r.name == "pyfsm.relay" and r.levelno >= logging.WARNING]
     assert said, "the relay said that the database was gone"
-    print(f"\nrelay across a restart: {len(history)} events, {len(messages) - len(history)} duplicates, "
-          f"order kept, {terms} leader terms; it logged {said}")
+    print(
+        f"\nrelay across a restart: {len(history)} events, {len(messages) - len(history)} duplicates, "
+        f"order kept, {terms} leader terms; it logged {said}"
+    )
 
 
 def test_relay_log_names_the_server_when_it_is_gone(restarted, kafka: Broker, caplog) -> None:  # type: ignore[no-untyped-def]
@@ -364,9 +399,15 @@ def test_relay_log_names_the_server_when_it_is_gone(restarted, kafka: Broker, ca
         time.sleep(0.2)  # a few idle polls on the pooled connection
         server.stop()
         try:
-            said = wait_for(lambda: [r.getMessage() for r in caplog.records if r.name == "pyfsm.relay"
-                                     and r.getMessage().startswith("database:")], "the relay to report the outage",
-                            timeout=20)
+            said = wait_for(
+                lambda: [
+                    r.getMessage()
+                    for r in caplog.records
+                    if r.name == "pyfsm.relay" and r.getMessage().startswith("database:")
+                ],
+                "the relay to report the outage",
+                timeout=20,
+            )
         finally:
             server.start()
     assert all("127.0.0.1" in line and str(server.port) in line for line in said), said
@@ -380,9 +421,14 @@ def test_timers_armed_before_a_crash_fire_after_it_once(restarted) -> None:  # t
     of the server, and those due while nothing ran fire once when a firer starts."""
     server: SecondServer = restarted
     settings = server.database()
-    machine = Machine(name=unique("t_timers"), states=["new", "paid", "gone"], start=["new"], final=["gone"],
-                      transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
-                      timeouts={"new": ("1s", "cancel")})
+    machine = Machine(
+        name=unique("t_timers"),
+        states=["new", "paid", "gone"],
+        start=["new"],
+        final=["gone"],
+        transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
+        timeouts={"new": ("1s", "cancel")},
+    )
     with Store(dsn(settings)) as store:
         store.define(machine)
         for i in range(20):

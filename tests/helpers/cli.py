@@ -19,8 +19,9 @@ def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
     """The command line in a subprocess; a replica set in the caller's environment must not
     move its reads (the tests name --read-dsn when they mean it)."""
     env = {k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"}
-    return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
-                          cwd=TESTS, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120, cwd=TESTS, env=env
+    )
 
 
 def in_process(*args: str) -> subprocess.CompletedProcess[str]:

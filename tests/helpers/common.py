@@ -94,8 +94,9 @@ def order_machine(name: str | None = None, **options: object) -> Machine:
 
 
 @contextlib.contextmanager
-def granted_accounts(server: Settings, settings: Settings, roles: Sequence[str],
-                     prefix: str) -> Iterator[dict[str, Settings]]:
+def granted_accounts(
+    server: Settings, settings: Settings, roles: Sequence[str], prefix: str
+) -> Iterator[dict[str, Settings]]:
     """Accounts ``<prefix><role[:3]>_<tag>@%`` granted their roles on ``settings``' database by
     `pyfsm grant` (with a password each); the settings of each, by role. Dropped afterwards."""
     password, tag = "Pw-" + uuid.uuid4().hex, uuid.uuid4().hex[:8]

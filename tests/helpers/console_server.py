@@ -87,8 +87,14 @@ class Console:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def http(url: str, *, method: str = "GET", headers: Mapping[str, str] | None = None, form: Mapping[str, str] | None = None,
-         timeout: float = 10.0) -> tuple[int, str]:
+def http(
+    url: str,
+    *,
+    method: str = "GET",
+    headers: Mapping[str, str] | None = None,
+    form: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+) -> tuple[int, str]:
     """One plain request to a console (no cookies; redirects followed): (status, body)."""
     data = None if form is None else urllib.parse.urlencode(form).encode()
     request = urllib.request.Request(url, data=data, method=method, headers=dict(headers or {}))  # noqa: S310
@@ -128,8 +134,9 @@ def consoles(specs: Mapping[str, Mapping[str, Any]]) -> Iterator[dict[str, Conso
 
 
 @contextlib.contextmanager
-def console(dsn: str, *, actions_dsn: str | None = None, token: str | None = None,
-            host: str = "127.0.0.1") -> Iterator[Console]:
+def console(
+    dsn: str, *, actions_dsn: str | None = None, token: str | None = None, host: str = "127.0.0.1"
+) -> Iterator[Console]:
     """Run `pyfsm web --dsn DSN [--allow-actions --actions-dsn A] [--token T]` until the block ends."""
     with consoles({"one": {"dsn": dsn, "actions_dsn": actions_dsn, "token": token, "host": host}}) as running:
         yield running["one"]

@@ -72,8 +72,11 @@ class Known:
 
 def known_errors() -> tuple[dict[str, type], dict[int, type]]:
     """pyfsm's error classes by name, and its map of error numbers to classes."""
-    classes = {name: value for name, value in vars(pyfsm_errors).items()
-               if isinstance(value, type) and issubclass(value, pyfsm_errors.FsmError)}
+    classes = {
+        name: value
+        for name, value in vars(pyfsm_errors).items()
+        if isinstance(value, type) and issubclass(value, pyfsm_errors.FsmError)
+    }
     return classes, {**pyfsm_errors.SERVER, **pyfsm_errors.SIGNALLED}
 
 
@@ -85,7 +88,8 @@ def known_commands(parser: argparse.ArgumentParser) -> dict[str, frozenset[str]]
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 found[name] = frozenset(o for o in sub._option_string_actions if o.startswith("--")).union(
-                    *known_commands(sub).values())
+                    *known_commands(sub).values()
+                )
     return found
 
 
@@ -112,7 +116,7 @@ def candidates(name: str) -> Iterator[str]:
         for prefix in ("fsm_v_", "fsm_"):
             stem = prefix + example
             if name == stem or name.startswith(stem + "_"):
-                yield prefix + "<type>" + name[len(stem):]
+                yield prefix + "<type>" + name[len(stem) :]
 
 
 def _wildcard(name: str) -> re.Pattern[str] | None:
@@ -231,11 +235,15 @@ def check_objects(unit: Unit, path: str, known: Known, section_first: str) -> It
             yield f"{where}: no such object in a freshly migrated database"
         elif kind == "deprecated":
             if path != DEPRECATED_PAGE:
-                yield (f"{where}: deprecated (pyfsm.schema.DEPRECATED), a fresh install does not have it: "
-                       f"name the current version; only {DEPRECATED_PAGE} documents deprecated procedures")
+                yield (
+                    f"{where}: deprecated (pyfsm.schema.DEPRECATED), a fresh install does not have it: "
+                    f"name the current version; only {DEPRECATED_PAGE} documents deprecated procedures"
+                )
             elif not (_says_deprecated(unit.text) or _says_deprecated(section_first)):
-                yield (f"{where}: deprecated (pyfsm.schema.DEPRECATED): say so in its paragraph, list item, "
-                       "table row or code block, or in the first paragraph of its section")
+                yield (
+                    f"{where}: deprecated (pyfsm.schema.DEPRECATED): say so in its paragraph, list item, "
+                    "table row or code block, or in the first paragraph of its section"
+                )
 
 
 def check_errors(unit: Unit, path: str, known: Known) -> Iterator[str]:
@@ -278,15 +286,15 @@ def code_pieces(unit: Unit) -> Iterator[tuple[int, str]]:
 def check_commands(unit: Unit, path: str, known: Known) -> Iterator[str]:
     for offset, code in code_pieces(unit):
         for m in COMMAND.finditer(code):
-            if re.search(r"\b(?:from|import)\s+$", code[:m.start()]):
+            if re.search(r"\b(?:from|import)\s+$", code[: m.start()]):
                 continue  # Python: `from pyfsm import ...`
             command, line = m.group(1), _line(unit, offset + m.start())
             if command not in known.commands:
                 yield f"{path}:{line}: `pyfsm {command}`: no such command"
                 continue
-            rest = code[m.end():]
+            rest = code[m.end() :]
             end = COMMAND_END.search(rest)
-            for option in OPTION.findall(rest[:end.start()] if end else rest):
+            for option in OPTION.findall(rest[: end.start()] if end else rest):
                 if option not in known.commands[command]:
                     yield f"{path}:{line}: `pyfsm {command} {option}`: {command} has no option {option}"
 
@@ -306,8 +314,10 @@ def installed_objects(conn: Any, sample_type: str) -> frozenset[str]:
     """Tables, views, routines, triggers and indexes (what EXPLAIN names) of the connection's
     database, the sample type's written with <type>."""
     with conn.cursor() as cur:
-        cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
-                    "UNION SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                    "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                    "UNION SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE()")
+        cur.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+            "UNION SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+            "UNION SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "UNION SELECT index_name FROM information_schema.statistics WHERE table_schema = DATABASE()"
+        )
         return frozenset(generic(row[0], sample_type) for row in cur.fetchall())

@@ -24,8 +24,10 @@ def record(ctx: Context, what: str) -> None:
     conn = _side.get(os.getpid())
     if conn is None:
         conn = _side[os.getpid()] = pymysql.connect(**parse_dsn(os.environ["PYFSM_ENGINE_DSN"]).connect_kwargs())
-    conn.cursor().execute("INSERT INTO side_effects (machine, instance_key, state, what, pid) VALUES "
-                          "(%s, %s, %s, %s, %s)", (ctx.machine, ctx.key, ctx.state, what, os.getpid()))
+    conn.cursor().execute(
+        "INSERT INTO side_effects (machine, instance_key, state, what, pid) VALUES (%s, %s, %s, %s, %s)",
+        (ctx.machine, ctx.key, ctx.state, what, os.getpid()),
+    )
 
 
 def reserve(ctx: Context) -> Outcome:

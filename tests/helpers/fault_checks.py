@@ -39,8 +39,14 @@ def direct(settings: Settings) -> pymysql.connections.Connection:
     return pymysql.connect(**settings.connect_kwargs(), cursorclass=pymysql.cursors.DictCursor)
 
 
-def check_invariants(settings: Settings, machine: str, calls: list[Call] | None = None, *,
-                     keys: set[str] | None = None, exact_version: bool = True) -> dict[str, list[dict[str, Any]]]:
+def check_invariants(
+    settings: Settings,
+    machine: str,
+    calls: list[Call] | None = None,
+    *,
+    keys: set[str] | None = None,
+    exact_version: bool = True,
+) -> dict[str, list[dict[str, Any]]]:
     """Check the invariants of every instance of ``machine`` (read directly, not through the
     proxy) and, with ``calls``, that history equals the acknowledged calls (each call's
     metadata carries its ``call_id``). Returns each instance's history by key.
@@ -55,16 +61,19 @@ def check_invariants(settings: Settings, machine: str, calls: list[Call] | None 
         with conn.cursor() as cur:
             cur.execute(f"SELECT id, instance_key, current_state, version FROM `fsm_{machine}`")
             instances = list(cur.fetchall())
-            cur.execute("SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, "
-                        f"definition_version, metadata, request_id FROM `fsm_{machine}_transitions` "
-                        "ORDER BY instance_id, sort_key")
+            cur.execute(
+                "SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, "
+                f"definition_version, metadata, request_id FROM `fsm_{machine}_transitions` "
+                "ORDER BY instance_id, sort_key"
+            )
             history = list(cur.fetchall())
             cur.execute("SELECT version, from_state, event, to_state FROM fsm_rules WHERE machine = %s", (machine,))
             rules = {(r["version"], r["from_state"], r["event"], r["to_state"]) for r in cur.fetchall()}
             cur.execute("SELECT version, state FROM fsm_states WHERE machine = %s AND is_start", (machine,))
             starts = {(r["version"], r["state"]) for r in cur.fetchall()}
-            cur.execute("SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state",
-                        (machine,))
+            cur.execute(
+                "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state", (machine,)
+            )
             counted = {r["state"]: int(r["n"]) for r in cur.fetchall() if int(r["n"])}
             cur.execute("SELECT kafka_topic FROM `fsm_" + machine + "` WHERE kafka_topic IS NOT NULL LIMIT 1")
             has_topic = bool(cur.fetchall())
@@ -95,22 +104,31 @@ def check_invariants(settings: Settings, machine: str, calls: list[Call] | None 
             continue
         recent = [h for h in rows if h["most_recent"] == 1]
         if len(recent) != 1 or recent[0] is not rows[-1]:
-            problems.append(f"{key}: most_recent rows {[h['sort_key'] for h in recent]}, last is {rows[-1]['sort_key']}")
+            problems.append(
+                f"{key}: most_recent rows {[h['sort_key'] for h in recent]}, last is {rows[-1]['sort_key']}"
+            )
         if any(h["most_recent"] not in (1, None) for h in rows):
             problems.append(f"{key}: most_recent not 1 or NULL")
         keys_by_id = [h["sort_key"] for h in sorted(rows, key=lambda h: h["id"])]
         if any(b <= a for a, b in itertools.pairwise(keys_by_id)):
             problems.append(f"{key}: sort_key not strictly increasing in write order: {keys_by_id}")
         first = rows[0]
-        if first["event"] is not None or first["from_state"] is not None \
-                or (first["definition_version"], first["to_state"]) not in starts:
+        if (
+            first["event"] is not None
+            or first["from_state"] is not None
+            or (first["definition_version"], first["to_state"]) not in starts
+        ):
             problems.append(f"{key}: first history row is not a creation in a start state: {first}")
         for before, h in itertools.pairwise(rows):
             if (h["definition_version"], h["from_state"], h["event"], h["to_state"]) not in rules:
-                problems.append(f"{key}: #{h['sort_key']} {h['from_state']} -{h['event']}-> {h['to_state']} not allowed")
+                problems.append(
+                    f"{key}: #{h['sort_key']} {h['from_state']} -{h['event']}-> {h['to_state']} not allowed"
+                )
             if h["from_state"] != before["to_state"]:
-                problems.append(f"{key}: #{h['sort_key']} leaves {h['from_state']} but #{before['sort_key']} "
-                                f"entered {before['to_state']}")
+                problems.append(
+                    f"{key}: #{h['sort_key']} leaves {h['from_state']} but #{before['sort_key']} "
+                    f"entered {before['to_state']}"
+                )
         last = rows[-1]
         if inst["current_state"] != last["to_state"]:
             problems.append(f"{key}: instance in {inst['current_state']}, history ends in {last['to_state']}")
@@ -123,8 +141,10 @@ def check_invariants(settings: Settings, machine: str, calls: list[Call] | None 
         if keys is not None:
             outbox = Counter({t: n for t, n in outbox.items() if t in ids})
         if set(outbox) != set(ids) or any(n != 1 for n in outbox.values()):
-            problems.append(f"outbox rows do not match history one to one: {len(outbox)} rows for {len(ids)} "
-                            f"history rows, missing {sorted(set(ids) - set(outbox))[:10]}")
+            problems.append(
+                f"outbox rows do not match history one to one: {len(outbox)} rows for {len(ids)} "
+                f"history rows, missing {sorted(set(ids) - set(outbox))[:10]}"
+            )
     if calls is not None:
         problems += _check_calls(by_key, calls)
     assert not problems, f"{len(problems)} invariant violations:\n" + "\n".join(problems[:40])
@@ -153,8 +173,10 @@ def _check_calls(by_key: dict[str, list[dict[str, Any]]], calls: list[Call]) -> 
             problems.append(f"call {call.call_id} failed with {call.error} but was applied")
         for key, h in rows:
             if (key, h["event"], h["request_id"]) != (call.key, call.event, call.request_id):
-                problems.append(f"call {call.call_id} ({call.key} {call.event} {call.request_id}) applied as "
-                                f"({key} {h['event']} {h['request_id']})")
+                problems.append(
+                    f"call {call.call_id} ({call.key} {call.event} {call.request_id}) applied as "
+                    f"({key} {h['event']} {h['request_id']})"
+                )
     # one caller's acknowledged calls of one instance are in its history in the order it made them
     order: dict[tuple[str, str], list[int]] = defaultdict(list)
     for call in sorted(calls, key=lambda c: (c.caller, c.seq)):

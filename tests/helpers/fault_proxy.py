@@ -219,6 +219,7 @@ class FaultProxy:
         def do() -> None:
             self._stalled = True
             self._stall_until = None if seconds is None else time.monotonic() + seconds
+
         self._command(do)
 
     def unstall(self) -> None:
@@ -228,6 +229,7 @@ class FaultProxy:
             self._stalled, self._stall_until = False, None
             for link in self._links.values():
                 link.hold_reply = False
+
         self._command(do)
 
     @property
@@ -240,6 +242,7 @@ class FaultProxy:
 
         def do() -> None:
             self._set_refusing(on, count)
+
         self._command(do)
 
     def _set_refusing(self, on: bool, count: int | None) -> None:
@@ -257,8 +260,14 @@ class FaultProxy:
         self._command(lambda: self._byte_faults[direction].append(fault))
         return fault
 
-    def drop_on_next_query(self, match: str | None = None, *, when: str = "before_reply",
-                           reset: bool = False, and_refuse: bool | int = False) -> Fault:
+    def drop_on_next_query(
+        self,
+        match: str | None = None,
+        *,
+        when: str = "before_reply",
+        reset: bool = False,
+        and_refuse: bool | int = False,
+    ) -> Fault:
         """Cut the connection of the next COM_QUERY containing ``match`` (any query if None),
         at the moment ``when`` names (see the module documentation). ``and_refuse``: from
         that moment on, refuse new connections too: True until ``refuse(False)``, a number
@@ -285,6 +294,7 @@ class FaultProxy:
             self._watches.clear()
             for faults in self._byte_faults.values():
                 faults.clear()
+
         self._command(do)
 
     def heal(self) -> None:

@@ -77,8 +77,10 @@ class GaleraCluster:
         began = time.monotonic()
         node = self.nodes[index]
         peers = ",".join(f"127.0.0.1:{p}" for p in self.gcomm)
-        node.options = tuple(f"--wsrep-cluster-address=gcomm://{peers}" if o.startswith("--wsrep-cluster-address=")
-                             else o for o in node.options)
+        node.options = tuple(
+            f"--wsrep-cluster-address=gcomm://{peers}" if o.startswith("--wsrep-cluster-address=") else o
+            for o in node.options
+        )
         nobody = pwd.getpwnam("nobody")
         for path in (node.datadir, *node.datadir.rglob("*")):
             os.chown(path, nobody.pw_uid, nobody.pw_gid)
@@ -92,8 +94,9 @@ class GaleraCluster:
         deadline = time.monotonic() + timeout
         running = [n for n in self.nodes if n.running]
         while True:
-            states = [(self.status(n, "wsrep_local_state_comment"), self.status(n, "wsrep_cluster_size"))
-                      for n in running]
+            states = [
+                (self.status(n, "wsrep_local_state_comment"), self.status(n, "wsrep_cluster_size")) for n in running
+            ]
             if all(s == ("Synced", str(len(running))) for s in states):
                 return
             if time.monotonic() > deadline:
@@ -104,13 +107,20 @@ class GaleraCluster:
 def _options(index: int, gcomm: list[int], ist: list[int], sst: list[int]) -> tuple[str, ...]:
     peers = ",".join(f"127.0.0.1:{p}" for p in gcomm)
     return (
-        "--wsrep-on=ON", f"--wsrep-provider={PROVIDER}", "--wsrep-cluster-name=pyfsm_test",
+        "--wsrep-on=ON",
+        f"--wsrep-provider={PROVIDER}",
+        "--wsrep-cluster-name=pyfsm_test",
         f"--wsrep-cluster-address=gcomm://{'' if index == 0 else peers}",
-        "--wsrep-node-address=127.0.0.1", f"--wsrep-node-name=node{index}",
+        "--wsrep-node-address=127.0.0.1",
+        f"--wsrep-node-name=node{index}",
         f"--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{gcomm[index]};"
         f"ist.recv_addr=127.0.0.1:{ist[index]};gcache.size=64M",
-        "--wsrep-sst-method=rsync", f"--wsrep-sst-receive-address=127.0.0.1:{sst[index]}",
-        "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--log-bin=node-bin", f"--server-id={index + 1}",
+        "--wsrep-sst-method=rsync",
+        f"--wsrep-sst-receive-address=127.0.0.1:{sst[index]}",
+        "--binlog-format=ROW",
+        "--innodb-autoinc-lock-mode=2",
+        "--log-bin=node-bin",
+        f"--server-id={index + 1}",
         "--log-slave-updates=ON",
         # a connection served by a cached thread that a conflicting write set had aborted got
         # 1213 on its first statement (SET NAMES) on MariaDB 10.11, and pyfsm's pool a closed
@@ -137,16 +147,20 @@ def distinct_ports(count: int) -> list[int]:
 @pytest.fixture(scope="session")
 def galera() -> Iterator[GaleraCluster]:
     if shared_server_flavour() == "mysql":
-        pytest.skip("Galera is MariaDB's: the Galera tests run in the MariaDB pass (PYFSM_TEST_DSN a MariaDB "
-                    "server), not where PYFSM_TEST_DSN is MySQL")
+        pytest.skip(
+            "Galera is MariaDB's: the Galera tests run in the MariaDB pass (PYFSM_TEST_DSN a MariaDB "
+            "server), not where PYFSM_TEST_DSN is MySQL"
+        )
     if not os.path.isfile(PROVIDER):
         pytest.skip(f"the Galera tests need the Galera library ({PROVIDER}: apt-get install galera-4)")
     if INSTALL_DB is None or MARIADBD is None:
         pytest.skip("the Galera tests need mariadb-install-db and mariadbd on this machine")
     ports = distinct_ports(4 * NODES)
-    gcomm, ist, sst, mysql = (ports[k * NODES:(k + 1) * NODES] for k in range(4))
-    nodes = [SecondServer(Path(tempfile.mkdtemp(prefix=f"pyfsm-galera{n}-")), _options(n, gcomm, ist, sst))
-             for n in range(NODES)]
+    gcomm, ist, sst, mysql = (ports[k * NODES : (k + 1) * NODES] for k in range(4))
+    nodes = [
+        SecondServer(Path(tempfile.mkdtemp(prefix=f"pyfsm-galera{n}-")), _options(n, gcomm, ist, sst))
+        for n in range(NODES)
+    ]
     for node, port in zip(nodes, mysql, strict=True):
         node.port = port  # one of the distinct ones, not a port of its own choosing
     cluster = GaleraCluster(nodes, gcomm)

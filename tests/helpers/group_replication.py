@@ -45,12 +45,16 @@ RECOVERY_USER, RECOVERY_PASSWORD = "pyfsm_gr_recovery", "Recovery-pw-1"  # the t
 def mysql_runner() -> tuple[Path, list[str]]:
     """The unpacked root of scripts/mysql-server (fetched if missing) and the command prefix
     that runs one of its binaries (its loader and libraries)."""
+
     def ask(command: str) -> str:
         done = subprocess.run([str(SCRIPT), command], capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
-            pytest.skip(f"the Group Replication tests need the private MySQL of scripts/mysql-server, whose "
-                        f"'{command}' failed: {done.stderr.strip()[-500:]}")
+            pytest.skip(
+                f"the Group Replication tests need the private MySQL of scripts/mysql-server, whose "
+                f"'{command}' failed: {done.stderr.strip()[-500:]}"
+            )
         return done.stdout
+
     root = Path(ask("root").strip())
     return root, ask("runner").splitlines()
 
@@ -88,8 +92,9 @@ class Member:
         assert not self.running, "already running"
         began = time.monotonic()
         with open(self.base / "stdout.log", "ab") as out:
-            self.proc = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         deadline = began + timeout
         while True:
             try:
@@ -113,8 +118,9 @@ class Member:
 
     def sql(self, statement: str, args: Any = None, *, timeout: float = 30.0) -> list[tuple[Any, ...]]:
         """Run one statement as root on this member (autocommit); its rows."""
-        conn = pymysql.connect(**{**self.settings.connect_kwargs(database=False), "autocommit": True,
-                                  "read_timeout": timeout})
+        conn = pymysql.connect(
+            **{**self.settings.connect_kwargs(database=False), "autocommit": True, "read_timeout": timeout}
+        )
         try:
             with conn.cursor() as cur:
                 cur.execute(statement, args)
@@ -132,9 +138,14 @@ class GroupReplication:
         """The group as ``member`` sees it: (server uuid, state, role, port) per member; [] while it
         does not answer."""
         try:
-            return [(str(u), str(s), str(r), int(p or 0)) for u, s, r, p in member.sql(
-                "SELECT MEMBER_ID, MEMBER_STATE, MEMBER_ROLE, MEMBER_PORT "
-                "FROM performance_schema.replication_group_members", timeout=5)]
+            return [
+                (str(u), str(s), str(r), int(p or 0))
+                for u, s, r, p in member.sql(
+                    "SELECT MEMBER_ID, MEMBER_STATE, MEMBER_ROLE, MEMBER_PORT "
+                    "FROM performance_schema.replication_group_members",
+                    timeout=5,
+                )
+            ]
         except pymysql.err.MySQLError:
             return []
 
@@ -145,8 +156,12 @@ class GroupReplication:
         ports = sorted(m.port for m in running)
         while True:
             views = [self.view(m) for m in running]
-            if all(sorted(p for _, s, _, p in v if s == "ONLINE") == ports and len(v) == len(ports)
-                   and sum(1 for _, _, r, _ in v if r == "PRIMARY") == 1 for v in views):
+            if all(
+                sorted(p for _, s, _, p in v if s == "ONLINE") == ports
+                and len(v) == len(ports)
+                and sum(1 for _, _, r, _ in v if r == "PRIMARY") == 1
+                for v in views
+            ):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"the group did not settle within {timeout} s: {views}")
@@ -164,8 +179,7 @@ class GroupReplication:
     def database(self, prefix: str = "pyfsm_gr") -> list[Settings]:
         """A new database, created through the primary; its settings on every member, in member order."""
         name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        self.members[self.primary_index()].sql(
-            f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        self.members[self.primary_index()].sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         self.wait_applied()
         return [m.settings.with_database(name) for m in self.members]
 
@@ -182,8 +196,9 @@ class GroupReplication:
         executed = str(primary.sql("SELECT @@GLOBAL.gtid_executed")[0][0])
         for member in self.members:
             if member.running and member is not primary:
-                waited = member.sql("SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (executed, timeout),
-                                    timeout=timeout + 10)[0][0]
+                waited = member.sql(
+                    "SELECT WAIT_FOR_EXECUTED_GTID_SET(%s, %s)", (executed, timeout), timeout=timeout + 10
+                )[0][0]
                 assert waited == 0, f"member {member.index} did not apply {executed} within {timeout} s"
 
     def start_group_replication(self, member: Member, *, bootstrap: bool = False) -> None:
@@ -223,20 +238,26 @@ class GroupReplication:
 
 def _member_options(index: int, group: str, ports: list[int], xcom: list[int]) -> list[str]:
     return [
-        f"--server-id={index + 1}", "--gtid-mode=ON", "--enforce-gtid-consistency=ON",
+        f"--server-id={index + 1}",
+        "--gtid-mode=ON",
+        "--enforce-gtid-consistency=ON",
         "--plugin-load-add=group_replication.so",
         f"--group-replication-group-name={group}",
         f"--group-replication-local-address=127.0.0.1:{xcom[index]}",
         "--group-replication-group-seeds=" + ",".join(f"127.0.0.1:{p}" for p in xcom),
         "--group-replication-single-primary-mode=ON",
-        "--group-replication-start-on-boot=OFF", "--group-replication-bootstrap-group=OFF",
+        "--group-replication-start-on-boot=OFF",
+        "--group-replication-bootstrap-group=OFF",
         "--group-replication-ip-allowlist=127.0.0.1/8",
         # the recovery account authenticates with caching_sha2_password over a connection without
         # TLS: the donor's RSA key is fetched for it
         "--group-replication-recovery-get-public-key=ON",
         # distributed recovery connects to a donor by the address it reports
-        "--report-host=127.0.0.1", f"--report-port={ports[index]}",
-        "--innodb-buffer-pool-size=64M", "--innodb-redo-log-capacity=64M", "--max-connections=300",
+        "--report-host=127.0.0.1",
+        f"--report-port={ports[index]}",
+        "--innodb-buffer-pool-size=64M",
+        "--innodb-redo-log-capacity=64M",
+        "--max-connections=300",
         # expel a member that stopped answering as soon as it is suspected (5 s), not 5 s later:
         # the primary killed, writes came back after about 7 s instead of 21 s (docs/scaling.md)
         "--group-replication-member-expel-timeout=0",
@@ -246,12 +267,20 @@ def _member_options(index: int, group: str, ports: list[int], xcom: list[int]) -
 
 def _fixed_options(root: Path, base: Path, port: int) -> list[str]:
     options = [
-        "--no-defaults", f"--basedir={root / 'usr'}", f"--datadir={base / 'data'}",
+        "--no-defaults",
+        f"--basedir={root / 'usr'}",
+        f"--datadir={base / 'data'}",
         f"--tmpdir={base}",  # not /tmp: a server deletes the #sql* files of its tmpdir at start
-        f"--lc-messages-dir={root / 'usr/share/mysql'}", f"--character-sets-dir={root / 'usr/share/mysql/charsets'}",
+        f"--lc-messages-dir={root / 'usr/share/mysql'}",
+        f"--character-sets-dir={root / 'usr/share/mysql/charsets'}",
         f"--plugin-dir={root / 'usr/lib/mysql/plugin'}",
-        f"--port={port}", "--bind-address=127.0.0.1", f"--socket={base / 'mysqld.sock'}", "--mysqlx=OFF",
-        "--secure-file-priv=", f"--log-error={base / 'error.log'}", f"--pid-file={base / 'mysqld.pid'}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--socket={base / 'mysqld.sock'}",
+        "--mysqlx=OFF",
+        "--secure-file-priv=",
+        f"--log-error={base / 'error.log'}",
+        f"--pid-file={base / 'mysqld.pid'}",
     ]
     if os.geteuid() == 0:
         options.append("--user=root")  # mysqld refuses to run as root otherwise
@@ -268,15 +297,30 @@ def start_group() -> GroupReplication:
     try:
         for n in range(MEMBERS):
             base = Path(tempfile.mkdtemp(prefix=f"pyfsm-gr{n}-"))
-            group.members.append(Member(n, base, mysql_ports[n], xcom[n], [
-                *mysqld, *_fixed_options(root, base, mysql_ports[n]),
-                *_member_options(n, group.group_name, mysql_ports, xcom)]))
+            group.members.append(
+                Member(
+                    n,
+                    base,
+                    mysql_ports[n],
+                    xcom[n],
+                    [
+                        *mysqld,
+                        *_fixed_options(root, base, mysql_ports[n]),
+                        *_member_options(n, group.group_name, mysql_ports, xcom),
+                    ],
+                )
+            )
         first = group.members[0]
-        init = subprocess.run([*mysqld, *_fixed_options(root, first.base, first.port), "--initialize-insecure"],
-                              capture_output=True, text=True, timeout=300)
+        init = subprocess.run(
+            [*mysqld, *_fixed_options(root, first.base, first.port), "--initialize-insecure"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if init.returncode != 0:
-            raise RuntimeError(f"mysqld --initialize-insecure failed ({init.returncode}): {first.tail()}"
-                               f"{init.stderr[-2000:]}")
+            raise RuntimeError(
+                f"mysqld --initialize-insecure failed ({init.returncode}): {first.tail()}{init.stderr[-2000:]}"
+            )
         for member in group.members[1:]:  # a copy, less the server UUID (each member makes its own)
             shutil.copytree(first.datadir, member.datadir, symlinks=True)
             (member.datadir / "auto.cnf").unlink(missing_ok=True)
@@ -285,11 +329,15 @@ def start_group() -> GroupReplication:
                 started.result()
         # before the bootstrap, so that it is in the group's history and every member has it
         first.sql(f"CREATE USER '{RECOVERY_USER}'@'%' IDENTIFIED BY '{RECOVERY_PASSWORD}'")
-        first.sql(f"GRANT REPLICATION SLAVE, CONNECTION_ADMIN, BACKUP_ADMIN, GROUP_REPLICATION_STREAM ON *.* "
-                  f"TO '{RECOVERY_USER}'@'%'")
+        first.sql(
+            f"GRANT REPLICATION SLAVE, CONNECTION_ADMIN, BACKUP_ADMIN, GROUP_REPLICATION_STREAM ON *.* "
+            f"TO '{RECOVERY_USER}'@'%'"
+        )
         for member in group.members:  # kept in the member's replication metadata: a restart rejoins with it
-            member.sql(f"CHANGE REPLICATION SOURCE TO SOURCE_USER = '{RECOVERY_USER}', "
-                       f"SOURCE_PASSWORD = '{RECOVERY_PASSWORD}' FOR CHANNEL 'group_replication_recovery'")
+            member.sql(
+                f"CHANGE REPLICATION SOURCE TO SOURCE_USER = '{RECOVERY_USER}', "
+                f"SOURCE_PASSWORD = '{RECOVERY_PASSWORD}' FOR CHANNEL 'group_replication_recovery'"
+            )
         group.start_group_replication(first, bootstrap=True)
         for member in group.members[1:]:
             group.start_group_replication(member)
@@ -311,8 +359,10 @@ def group_replication_fixture() -> Iterator[GroupReplication]:
     to end stops it."""
     flavour = shared_server_flavour()
     if flavour != "mysql":
-        pytest.skip("Group Replication is MySQL's: these tests run where PYFSM_TEST_DSN is a MySQL server "
-                    f"(the MySQL pass of CI), not here ({flavour or 'no PYFSM_TEST_DSN'})")
+        pytest.skip(
+            "Group Replication is MySQL's: these tests run where PYFSM_TEST_DSN is a MySQL server "
+            f"(the MySQL pass of CI), not here ({flavour or 'no PYFSM_TEST_DSN'})"
+        )
     if _shared[0] is None:
         _shared[0] = start_group()
     _shared[1] += 1
@@ -327,5 +377,6 @@ def group_replication_fixture() -> Iterator[GroupReplication]:
                 for member in group.members:
                     if member.log.exists():
                         Path(os.environ["PYFSM_GR_LOGS"], f"member{member.index}.log").write_bytes(
-                            member.log.read_bytes())
+                            member.log.read_bytes()
+                        )
             group.close()

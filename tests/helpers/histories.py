@@ -16,10 +16,13 @@ from pyfsm.db import Settings
 
 def history_rows(settings: Settings, machine: str) -> list[dict[str, Any]]:
     """Every history row of ``machine`` with its instance's current state, in id order."""
-    return query(settings, f"SELECT i.instance_key, i.current_state, i.status, i.version, t.id, t.sort_key, "
-                           f"t.most_recent, t.event, t.from_state, t.to_state, t.handler, t.request_id "
-                           f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
-                           f"ORDER BY t.id")
+    return query(
+        settings,
+        f"SELECT i.instance_key, i.current_state, i.status, i.version, t.id, t.sort_key, "
+        f"t.most_recent, t.event, t.from_state, t.to_state, t.handler, t.request_id "
+        f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
+        f"ORDER BY t.id",
+    )
 
 
 def check_invariants(settings: Settings, machine: Machine) -> dict[str, list[dict[str, Any]]]:
@@ -48,16 +51,25 @@ def check_invariants(settings: Settings, machine: Machine) -> dict[str, list[dic
         for before, after in itertools.pairwise(rows):
             allowed = machine.target(after["from_state"] or "", after["event"] or "") == after["to_state"]
             if after["from_state"] != before["to_state"] or not allowed:
-                problems.append(f"{key}: {before['to_state']} then {after['event']}: "
-                                f"{after['from_state']} -> {after['to_state']}")
+                problems.append(
+                    f"{key}: {before['to_state']} then {after['event']}: {after['from_state']} -> {after['to_state']}"
+                )
         last = rows[-1]
         if (last["current_state"], last["version"]) != (last["to_state"], last["sort_key"]):
-            problems.append(f"{key}: instance at {last['current_state']} v{last['version']}, history ends at "
-                            f"{last['to_state']} sort_key {last['sort_key']}")
+            problems.append(
+                f"{key}: instance at {last['current_state']} v{last['version']}, history ends at "
+                f"{last['to_state']} sort_key {last['sort_key']}"
+            )
     assert problems == [], problems[:20]
-    counted = {r["state"]: int(r["n"]) for r in query(
-        settings, "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
-                  "HAVING SUM(instances) <> 0", (machine.name,))}
+    counted = {
+        r["state"]: int(r["n"])
+        for r in query(
+            settings,
+            "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
+            "HAVING SUM(instances) <> 0",
+            (machine.name,),
+        )
+    }
     assert counted == dict(Counter(rows[-1]["to_state"] for rows in by_key.values())), "state counters drifted"
     return dict(by_key)
 
@@ -82,8 +94,10 @@ def check_chains(settings: Settings, machine: Machine) -> dict[str, int]:
         if rows[0]["event"] is not None or rows[0]["to_state"] not in machine.start:
             problems.append(f"{key}: the first row is not a creation")
         for before, after in itertools.pairwise(rows):
-            if after["from_state"] != before["to_state"] or \
-                    machine.target(after["from_state"], after["event"] or "") != after["to_state"]:
+            if (
+                after["from_state"] != before["to_state"]
+                or machine.target(after["from_state"], after["event"] or "") != after["to_state"]
+            ):
                 problems.append(f"{key}: {before['to_state']} then {after['from_state']} -> {after['to_state']}")
         if (rows[-1]["current_state"], rows[-1]["version"]) != (rows[-1]["to_state"], rows[-1]["sort_key"]):
             problems.append(f"{key}: the instance is not where its history ends")
@@ -91,8 +105,11 @@ def check_chains(settings: Settings, machine: Machine) -> dict[str, int]:
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT state, SUM(instances) FROM fsm_state_counts WHERE machine = %s GROUP BY state "
-                        "HAVING SUM(instances) <> 0", (machine.name,))
+            cur.execute(
+                "SELECT state, SUM(instances) FROM fsm_state_counts WHERE machine = %s GROUP BY state "
+                "HAVING SUM(instances) <> 0",
+                (machine.name,),
+            )
             counted = {state: int(n) for state, n in cur.fetchall()}
     finally:
         conn.close()
@@ -103,9 +120,17 @@ def check_chains(settings: Settings, machine: Machine) -> dict[str, int]:
     return {key: len(rows) - 1 for key, rows in by_key.items()}
 
 
-def check_upgraded_chains(settings: Settings, name: str, before: Machine, after: Machine,
-                          states: dict[str, str] | None = None, *, from_version: int = 1, to_version: int = 2,
-                          all_moved: bool = False) -> dict[str, list[dict[str, Any]]]:
+def check_upgraded_chains(
+    settings: Settings,
+    name: str,
+    before: Machine,
+    after: Machine,
+    states: dict[str, str] | None = None,
+    *,
+    from_version: int = 1,
+    to_version: int = 2,
+    all_moved: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
     """The invariants of a type some of whose instances were upgraded from ``from_version``
     (rules ``before``) to ``to_version`` (rules ``after``), ``states`` the map used; the
     history rows per instance key, in sort_key order.
@@ -120,10 +145,13 @@ def check_upgraded_chains(settings: Settings, name: str, before: Machine, after:
     import json
 
     states = states or {}
-    rows = query(settings, f"SELECT i.instance_key, i.current_state, i.version, i.definition_version AS instance_dv, "
-                           f"t.sort_key, t.most_recent, t.event, t.from_state, t.to_state, t.source, t.request_id, "
-                           f"t.metadata, t.definition_version AS dv FROM `fsm_{name}_transitions` t "
-                           f"JOIN `fsm_{name}` i ON i.id = t.instance_id ORDER BY i.instance_key, t.sort_key")
+    rows = query(
+        settings,
+        f"SELECT i.instance_key, i.current_state, i.version, i.definition_version AS instance_dv, "
+        f"t.sort_key, t.most_recent, t.event, t.from_state, t.to_state, t.source, t.request_id, "
+        f"t.metadata, t.definition_version AS dv FROM `fsm_{name}_transitions` t "
+        f"JOIN `fsm_{name}` i ON i.id = t.instance_id ORDER BY i.instance_key, t.sort_key",
+    )
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_key[row["instance_key"]].append(row)
@@ -135,8 +163,9 @@ def check_upgraded_chains(settings: Settings, name: str, before: Machine, after:
         if [r["sort_key"] for r in hist if r["most_recent"] == 1] != [len(hist)]:
             problems.append(f"{key}: most_recent not on the last row only")
         first = hist[0]
-        if (first["event"], first["from_state"], first["dv"]) != (None, None, from_version) \
-                or first["to_state"] not in before.start:
+        if (first["event"], first["from_state"], first["dv"]) != (None, None, from_version) or first[
+            "to_state"
+        ] not in before.start:
             problems.append(f"{key}: the first row is not a creation under version {from_version}: {first}")
         moves = [r for r in hist if r["source"] == "upgrade"]
         if len(moves) > 1 or (all_moved and not moves):
@@ -148,26 +177,41 @@ def check_upgraded_chains(settings: Settings, name: str, before: Machine, after:
                 problems.append(f"{key}: row {row['sort_key']} starts at {row['from_state']}, not {prev['to_state']}")
             if row["source"] == "upgrade":
                 meta = json.loads(row["metadata"])["upgrade"]
-                if row["event"] is not None or row["dv"] != to_version \
-                        or row["to_state"] != states.get(row["from_state"], row["from_state"]) \
-                        or (meta["from_version"], meta["to_version"], meta["from_state"], meta["to_state"]) \
-                        != (from_version, to_version, row["from_state"], row["to_state"]):
+                if (
+                    row["event"] is not None
+                    or row["dv"] != to_version
+                    or row["to_state"] != states.get(row["from_state"], row["from_state"])
+                    or (meta["from_version"], meta["to_version"], meta["from_state"], meta["to_state"])
+                    != (from_version, to_version, row["from_state"], row["to_state"])
+                ):
                     problems.append(f"{key}: the move {row}")
                 rules, version = after, to_version
             elif rules.target(row["from_state"], row["event"] or "") != row["to_state"] or row["dv"] != version:
-                problems.append(f"{key}: {row['from_state']} -{row['event']}-> {row['to_state']} (version "
-                                f"{row['dv']}) not a transition of version {version}")
+                problems.append(
+                    f"{key}: {row['from_state']} -{row['event']}-> {row['to_state']} (version "
+                    f"{row['dv']}) not a transition of version {version}"
+                )
         last = hist[-1]
         if (last["current_state"], last["version"]) != (last["to_state"], last["sort_key"]):
-            problems.append(f"{key}: instance at {last['current_state']} v{last['version']}, its history ends at "
-                            f"{last['to_state']} sort_key {last['sort_key']}")
+            problems.append(
+                f"{key}: instance at {last['current_state']} v{last['version']}, its history ends at "
+                f"{last['to_state']} sort_key {last['sort_key']}"
+            )
         if last["instance_dv"] != (to_version if moves else from_version):
             problems.append(f"{key}: at definition version {last['instance_dv']} with {len(moves)} moves")
     assert problems == [], problems[:10]
-    counted = {r["state"]: int(r["n"]) for r in query(
-        settings, "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
-                  "HAVING SUM(instances) <> 0", (name,))}
-    grouped = {r["current_state"]: int(r["n"]) for r in query(
-        settings, f"SELECT current_state, COUNT(*) AS n FROM `fsm_{name}` GROUP BY current_state")}
+    counted = {
+        r["state"]: int(r["n"])
+        for r in query(
+            settings,
+            "SELECT state, SUM(instances) AS n FROM fsm_state_counts WHERE machine = %s GROUP BY state "
+            "HAVING SUM(instances) <> 0",
+            (name,),
+        )
+    }
+    grouped = {
+        r["current_state"]: int(r["n"])
+        for r in query(settings, f"SELECT current_state, COUNT(*) AS n FROM `fsm_{name}` GROUP BY current_state")
+    }
     assert counted == grouped, "the state counters drifted"
     return dict(by_key)

@@ -25,7 +25,7 @@ CHANGES: dict[str, Any] = {
     "handler": lambda row: "'h'",
     "data_before": lambda row: "'{\"x\": 1}'",
     "data_after": lambda row: "'{\"x\": 2}'",
-    "metadata": lambda row: "'{\"by\": \"someone else\"}'",
+    "metadata": lambda row: '\'{"by": "someone else"}\'',
     "definition_version": lambda row: f"{row['definition_version'] + 1}",
     "request_id": lambda row: "'forged-request'",
     "source": lambda row: "'procedure'" if row["source"] != "procedure" else "'update'",
@@ -36,9 +36,11 @@ CHANGES: dict[str, Any] = {
 
 def _rows(conn: Any, table: str) -> list[tuple[Any, ...]]:
     with conn.cursor() as cur:  # as text: JSON and times compared as the server keeps them
-        cur.execute(f"SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, handler, "
-                    f"CAST(data_before AS CHAR), CAST(data_after AS CHAR), CAST(metadata AS CHAR), definition_version, "
-                    f"request_id, source, created_at, left_at FROM `{table}` ORDER BY id")
+        cur.execute(
+            f"SELECT id, instance_id, sort_key, most_recent, event, from_state, to_state, handler, "
+            f"CAST(data_before AS CHAR), CAST(data_after AS CHAR), CAST(metadata AS CHAR), definition_version, "
+            f"request_id, source, created_at, left_at FROM `{table}` ORDER BY id"
+        )
         return list(cur.fetchall())
 
 
@@ -87,8 +89,11 @@ def refused_updates(conn: Any, machine: str, instance_id: int, other_id: int) ->
                     if errno != 31012:
                         failures.append(f"{guard_name}, {row_name} row, {what}: {errno}")
             # the report's own form: the latest row picked by its flag, as anyone would write it
-            errno = _errno(conn, f"UPDATE `{table}` SET most_recent = NULL WHERE instance_id = %s "
-                                 "AND most_recent = 1 LIMIT 1", (instance_id,))
+            errno = _errno(
+                conn,
+                f"UPDATE `{table}` SET most_recent = NULL WHERE instance_id = %s AND most_recent = 1 LIMIT 1",
+                (instance_id,),
+            )
             if errno != 31012:
                 failures.append(f"{guard_name}, most_recent = NULL WHERE most_recent = 1: {errno}")
         finally:

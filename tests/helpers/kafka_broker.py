@@ -67,8 +67,11 @@ class Broker:
     def start(self) -> None:
         url = f"tcp://{self.bootstrap}"
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen([str(tansu_binary()), "broker", "--listener-url", url,
-                                          "--advertised-listener-url", url], stdout=out, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -93,8 +96,14 @@ class Broker:
 
     def read(self, topic: str, *, count: int, timeout: float = 60.0, settle: float = 0.5) -> list[Received]:
         """Every message of ``topic`` from the start: at least ``count``, then whatever follows within ``settle`` s."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "pyfsm-tests",
-                             "enable.auto.commit": False, "logger": _Quiet()})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "pyfsm-tests",
+                "enable.auto.commit": False,
+                "logger": _Quiet(),
+            }
+        )
         try:
             deadline = time.monotonic() + timeout
             partitions: list[int] = []
@@ -118,8 +127,16 @@ class Broker:
                     assert now < deadline, f"read {len(got)} of {count} messages from {topic}"
                     continue
                 quiet_since = None
-                got.append(Received(msg.key() or b"", json.loads(msg.value() or b"null"), dict(msg.headers() or []),
-                                    msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1]))
+                got.append(
+                    Received(
+                        msg.key() or b"",
+                        json.loads(msg.value() or b"null"),
+                        dict(msg.headers() or []),
+                        msg.partition() or 0,
+                        msg.offset() or 0,
+                        msg.timestamp()[1],
+                    )
+                )
         finally:
             consumer.close()
 

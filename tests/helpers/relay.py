@@ -26,8 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cycle(topic: str | None, name: str | None = None) -> Machine:
-    return Machine(name=name or unique("ev"), states=["a", "b"], start=["a"],
-                   transitions=[("go", "a", "b"), ("back", "b", "a")], topic=topic)
+    return Machine(
+        name=name or unique("ev"),
+        states=["a", "b"],
+        start=["a"],
+        transitions=[("go", "a", "b"), ("back", "b", "a")],
+        topic=topic,
+    )
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
@@ -94,9 +99,24 @@ def partition_order(messages: list[Received]) -> dict[str, list[int]]:
 def relay_process(settings: Settings, broker: Broker, name: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "pyfsm", "relay", "--dsn", settings.dsn(), "--kafka", broker.bootstrap,
-             "--name", name, *extra], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [
+                sys.executable,
+                "-m",
+                "pyfsm",
+                "relay",
+                "--dsn",
+                settings.dsn(),
+                "--kafka",
+                broker.bootstrap,
+                "--name",
+                name,
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:

@@ -63,10 +63,13 @@ def replica_pair() -> Iterator[ReplicaPair]:
     skip_in_the_mysql_pass("the replica and promotion tests")
     if INSTALL_DB is None or MARIADBD is None:
         pytest.skip("the replica tests need mariadb-install-db and mariadbd on this machine")
-    primary = SecondServer(Path(tempfile.mkdtemp(prefix="pyfsm-primary-")),
-                           ("--log-bin=primary-bin", "--server-id=1", "--binlog-format=ROW"))
-    replica = SecondServer(Path(tempfile.mkdtemp(prefix="pyfsm-replica-")),
-                           ("--server-id=2", "--read-only=ON", "--skip-slave-start"))
+    primary = SecondServer(
+        Path(tempfile.mkdtemp(prefix="pyfsm-primary-")),
+        ("--log-bin=primary-bin", "--server-id=1", "--binlog-format=ROW"),
+    )
+    replica = SecondServer(
+        Path(tempfile.mkdtemp(prefix="pyfsm-replica-")), ("--server-id=2", "--read-only=ON", "--skip-slave-start")
+    )
     try:
         for server in (primary, replica):
             server.install()
@@ -81,9 +84,11 @@ def replica_pair() -> Iterator[ReplicaPair]:
         conn = pymysql.connect(**{**replica.settings.connect_kwargs(database=False), "autocommit": True})
         try:
             with conn.cursor() as cur:
-                cur.execute(f"CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {primary.port}, "
-                            f"MASTER_USER = 'repl', MASTER_PASSWORD = '{REPLICATION_PASSWORD}', "
-                            "MASTER_USE_GTID = slave_pos")
+                cur.execute(
+                    f"CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {primary.port}, "
+                    f"MASTER_USER = 'repl', MASTER_PASSWORD = '{REPLICATION_PASSWORD}', "
+                    "MASTER_USE_GTID = slave_pos"
+                )
                 cur.execute("START SLAVE")
         finally:
             conn.close()

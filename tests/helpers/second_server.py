@@ -34,8 +34,12 @@ MARIADBD = next((p for p in ("/usr/sbin/mariadbd", shutil.which("mariadbd") or "
 #: Small and fast, but durable: every commit is flushed (innodb_flush_log_at_trx_commit=1,
 #: the default, said explicitly because the crash test depends on it).
 SERVER_OPTIONS = (
-    "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--innodb-flush-log-at-trx-commit=1",
-    "--skip-name-resolve", "--max-connections=200", "--skip-log-bin",
+    "--innodb-buffer-pool-size=32M",
+    "--innodb-log-file-size=16M",
+    "--innodb-flush-log-at-trx-commit=1",
+    "--skip-name-resolve",
+    "--max-connections=200",
+    "--skip-log-bin",
 )
 
 
@@ -64,12 +68,24 @@ class SecondServer:
 
     def install(self) -> None:
         assert INSTALL_DB is not None
-        done = subprocess.run([INSTALL_DB, "--no-defaults", f"--datadir={self.datadir}",
-                               "--auth-root-authentication-method=normal", "--skip-test-db", *self._user,
-                               *SERVER_OPTIONS], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                INSTALL_DB,
+                "--no-defaults",
+                f"--datadir={self.datadir}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                *self._user,
+                *SERVER_OPTIONS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"mariadb-install-db failed ({done.returncode}): {done.stdout[-2000:]}"
-                               f"{done.stderr[-2000:]}")
+            raise RuntimeError(
+                f"mariadb-install-db failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}"
+            )
 
     def start(self, timeout: float = 60.0) -> float:
         """Start mariadbd and wait until it answers; the seconds it took."""
@@ -79,10 +95,22 @@ class SecondServer:
         self.tmpdir.mkdir(exist_ok=True)
         with open(self.base / "stdout.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [MARIADBD, "--no-defaults", f"--datadir={self.datadir}", f"--tmpdir={self.tmpdir}",
-                 f"--port={self.port}", f"--socket={self.socket}", "--bind-address=127.0.0.1", f"--pid-file={self.base / 'mariadbd.pid'}",
-                 f"--log-error={self.log}", *self._user, *self.options],
-                stdout=out, stderr=subprocess.STDOUT)
+                [
+                    MARIADBD,
+                    "--no-defaults",
+                    f"--datadir={self.datadir}",
+                    f"--tmpdir={self.tmpdir}",
+                    f"--port={self.port}",
+                    f"--socket={self.socket}",
+                    "--bind-address=127.0.0.1",
+                    f"--pid-file={self.base / 'mariadbd.pid'}",
+                    f"--log-error={self.log}",
+                    *self._user,
+                    *self.options,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         self.starts += 1
         deadline = began + timeout
         while True:
@@ -148,7 +176,7 @@ class SecondServer:
 
 @functools.cache
 def shared_server_flavour() -> str | None:
-    """"mariadb" or "mysql": the server $PYFSM_TEST_DSN names (the suite's pass); None without
+    """ "mariadb" or "mysql": the server $PYFSM_TEST_DSN names (the suite's pass); None without
     that variable or when the server does not answer."""
     dsn = os.environ.get("PYFSM_TEST_DSN")
     if not dsn:
@@ -170,8 +198,10 @@ def skip_in_the_mysql_pass(what: str) -> None:
     their own (never the shared server) are the same in every pass, so they run in the MariaDB
     pass (or where no pass is named) and not again in the MySQL one, as the Galera tests do."""
     if shared_server_flavour() == "mysql":
-        pytest.skip(f"{what} run on MariaDB servers of their own, the same in every pass: they run in the "
-                    "MariaDB pass, not again where PYFSM_TEST_DSN is MySQL")
+        pytest.skip(
+            f"{what} run on MariaDB servers of their own, the same in every pass: they run in the "
+            "MariaDB pass, not again where PYFSM_TEST_DSN is MySQL"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -17,15 +17,17 @@ SPAWN = multiprocessing.get_context("spawn")
 def firer_main(dsn: str, limit: int, claim_seconds: float) -> None:
     """Fire timers until killed (what `pyfsm timers run` does)."""
     store = Store(dsn, pool_size=1)
-    TimerLoop(lambda: store.fire_timers(owner=f"firer:{os.getpid()}", limit=limit, claim_seconds=claim_seconds),
-              limit=limit, poll_seconds=0.05).run()
+    TimerLoop(
+        lambda: store.fire_timers(owner=f"firer:{os.getpid()}", limit=limit, claim_seconds=claim_seconds),
+        limit=limit,
+        poll_seconds=0.05,
+    ).run()
 
 
 def worker_main(dsn: str, engine_machine: str) -> None:
     """A handler-engine worker (of another machine type) that fires timers in its thread."""
     store = Store(dsn, pool_size=2)
-    Worker(store, [build("drain", engine_machine)], idle_min=0.01, idle_max=0.1, timer_batch=5,
-           timer_poll=0.05).run()
+    Worker(store, [build("drain", engine_machine)], idle_min=0.01, idle_max=0.1, timer_batch=5, timer_poll=0.05).run()
 
 
 def mover_main(dsn: str, machine: str, keys: list[str], out: Any) -> None:

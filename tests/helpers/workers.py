@@ -14,8 +14,16 @@ from pyfsm import Store, Worker
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def worker_main(dsn: str, kind: str, name: str, settings: dict[str, Any], env: dict[str, str], until_idle: float,
-                start: Any, out: Any) -> None:
+def worker_main(
+    dsn: str,
+    kind: str,
+    name: str,
+    settings: dict[str, Any],
+    env: dict[str, str],
+    until_idle: float,
+    start: Any,
+    out: Any,
+) -> None:
     """One worker process: build the process, wait for the start signal, work until idle."""
     os.environ.update(env)
     store = Store(dsn, pool_size=2)
@@ -24,8 +32,16 @@ def worker_main(dsn: str, kind: str, name: str, settings: dict[str, Any], env: d
         store.counts(name)  # schema check and a first connection before the start
         start.wait(60)
         stats = worker.run(until_idle=until_idle)
-        out.put({"pid": os.getpid(), "runs": stats.runs, "steps": stats.steps, "handed_back": stats.handed_back,
-                 "errors": stats.errors, "error": None})
+        out.put(
+            {
+                "pid": os.getpid(),
+                "runs": stats.runs,
+                "steps": stats.steps,
+                "handed_back": stats.handed_back,
+                "errors": stats.errors,
+                "error": None,
+            }
+        )
     except Exception:
         out.put({"pid": os.getpid(), "error": traceback.format_exc()})
     finally:
@@ -38,8 +54,16 @@ def effects(conn: Any, machine: str) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in cur.fetchall()]
 
 
-def spawn_worker(dsn: str, kind: str, name: str, settings: dict[str, Any], env: dict[str, str], until_idle: float,
-                 start: Any, out: Any) -> Any:
+def spawn_worker(
+    dsn: str,
+    kind: str,
+    name: str,
+    settings: dict[str, Any],
+    env: dict[str, str],
+    until_idle: float,
+    start: Any,
+    out: Any,
+) -> Any:
     proc = SPAWN.Process(target=worker_main, args=(dsn, kind, name, settings, env, until_idle, start, out))
     proc.start()
     return proc

@@ -47,8 +47,10 @@ def side(dsn: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The side_effects table, and the DSN the handlers write it through."""
     monkeypatch.setenv("PYFSM_ENGINE_DSN", dsn)
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())  # autocommit, like pyfsm
-    conn.cursor().execute("CREATE TABLE IF NOT EXISTS side_effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-                          "machine VARCHAR(48), instance_key VARCHAR(191), state VARCHAR(64), what VARCHAR(64), "
-                          "pid INT, at DATETIME(6) DEFAULT (UTC_TIMESTAMP(6)))")
+    conn.cursor().execute(
+        "CREATE TABLE IF NOT EXISTS side_effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
+        "machine VARCHAR(48), instance_key VARCHAR(191), state VARCHAR(64), what VARCHAR(64), "
+        "pid INT, at DATETIME(6) DEFAULT (UTC_TIMESTAMP(6)))"
+    )
     yield conn
     conn.close()

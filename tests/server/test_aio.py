@@ -43,9 +43,11 @@ def waiting_on(dsn: str, machine: Machine, key: str) -> bool:
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id <> CONNECTION_ID() "
-                        "AND db = DATABASE() AND command = 'Query' AND (info LIKE %s OR info LIKE %s)",
-                        (f"%'{key}'%", f"%`fsm_{machine.name}` WHERE instance_key = %FOR UPDATE%"))
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE id <> CONNECTION_ID() "
+                "AND db = DATABASE() AND command = 'Query' AND (info LIKE %s OR info LIKE %s)",
+                (f"%'{key}'%", f"%`fsm_{machine.name}` WHERE instance_key = %FOR UPDATE%"),
+            )
             return bool(cur.fetchone()[0])
     finally:
         conn.close()
@@ -69,6 +71,7 @@ async def test_the_store_api_as_coroutines_with_the_same_results_and_errors(dsn:
             many = await asyncio.gather(*(store.create(order, unique("g")) for _ in range(20)))
             assert {r.to_state for r in many} == {"new"}
             assert (await store.call(lambda s: s.get(order, key))).state == "paid"
+
     await main()
 
 
@@ -91,6 +94,7 @@ async def test_a_call_waiting_on_the_database_does_not_block_the_event_loop(dsn:
             holder.rollback()
             result = await sending
             return max(gaps), result.to_state
+
     try:
         longest, state = await main()
     finally:
@@ -125,8 +129,11 @@ async def test_a_cancelled_send_happened_or_not_and_its_request_id_tells_which(d
                     await task
             holder.rollback()  # the first send goes on in its thread and commits
             await asyncio.sleep(0.3)
-            return (await store.send(order, happened, "pay", request_id=f"{happened}-pay"),
-                    await store.send(order, not_yet, "pay", request_id=f"{not_yet}-pay"))
+            return (
+                await store.send(order, happened, "pay", request_id=f"{happened}-pay"),
+                await store.send(order, not_yet, "pay", request_id=f"{not_yet}-pay"),
+            )
+
     try:
         again_happened, again_not_yet = await main()
     finally:
@@ -170,4 +177,5 @@ async def test_leases_as_coroutines_and_a_cancelled_lock_leaves_nothing_held(dsn
                 await asyncio.sleep(0.05)
             async with await astore.lock(payout, second) as again:  # free for the next taker
                 assert (await again.send("pay")).to_state == "paid"
+
     await main()

@@ -9,8 +9,20 @@ import pytest
 
 from pyfsm import FsmError, InvalidArgument, InvalidData, Machine, Store, TransactionOpen, UnknownMachine
 
-INJECTIONS = ["x`; DROP TABLE t; --", "a'; DROP TABLE fsm_rules; --", "Order", "order-1", "1order", "ordér",
-              "a\n", "", " a", "a" * 65, "a/*x*/", "a;b"]
+INJECTIONS = [
+    "x`; DROP TABLE t; --",
+    "a'; DROP TABLE fsm_rules; --",
+    "Order",
+    "order-1",
+    "1order",
+    "ordér",
+    "a\n",
+    "",
+    " a",
+    "a" * 65,
+    "a/*x*/",
+    "a;b",
+]
 
 
 def snapshot(store: Store, machine: Machine) -> tuple[Any, ...]:
@@ -53,10 +65,19 @@ class NotJson:
     pass
 
 
-@pytest.mark.parametrize("data", [
-    [1, 2], "text", 5, {"x": NotJson()}, {"x": math.nan}, {"x": math.inf}, {1: {"x": {1, 2}}},
-    {"big": "x" * (1024 * 1024)},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        [1, 2],
+        "text",
+        5,
+        {"x": NotJson()},
+        {"x": math.nan},
+        {"x": math.inf},
+        {1: {"x": {1, 2}}},
+        {"big": "x" * (1024 * 1024)},
+    ],
+)
 def test_bad_data_is_refused_before_sql(store: Store, seeded: Machine, data: Any) -> None:
     before = snapshot(store, seeded)
     with pytest.raises(InvalidData) as info:
@@ -77,10 +98,19 @@ def test_deeply_nested_data_is_refused(store: Store, seeded: Machine) -> None:
         store.send(seeded, "bad", "pay", data=deep)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"expected_version": -1}, {"expected_version": 2**63}, {"expected_version": "1"}, {"expected_version": True},
-    {"request_id": ""}, {"request_id": "r" * 65}, {"handler": "h" * 129}, {"lookup_key": "k" * 192},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"expected_version": -1},
+        {"expected_version": 2**63},
+        {"expected_version": "1"},
+        {"expected_version": True},
+        {"request_id": ""},
+        {"request_id": "r" * 65},
+        {"handler": "h" * 129},
+        {"lookup_key": "k" * 192},
+    ],
+)
 def test_bad_numbers_and_options(store: Store, seeded: Machine, kwargs: dict[str, Any]) -> None:
     before = snapshot(store, seeded)
     with pytest.raises(InvalidArgument):
@@ -152,8 +182,15 @@ def test_unknown_machine_is_its_own_error(store: Store) -> None:
 @pytest.mark.parametrize("where", ["data", "metadata", "key", "request_id"])
 def test_lone_surrogates_are_refused(store: Store, seeded: Machine, where: str) -> None:
     bad = "x\ud800"
-    kwargs: dict[str, Any] = {"data": {"s": bad}} if where == "data" else {"metadata": {"s": bad}} \
-        if where == "metadata" else {"request_id": bad} if where == "request_id" else {}
+    kwargs: dict[str, Any] = (
+        {"data": {"s": bad}}
+        if where == "data"
+        else {"metadata": {"s": bad}}
+        if where == "metadata"
+        else {"request_id": bad}
+        if where == "request_id"
+        else {}
+    )
     key = bad if where == "key" else "bad"
     with pytest.raises((InvalidData, InvalidArgument)):
         store.send(seeded, key, "pay", **kwargs)

@@ -72,17 +72,28 @@ def test_a_batch_ends_where_one_run_at_a_time_ends(store: Store) -> None:
     got = outcome(store, side_by_side)
     assert got == outcome(store, one_by_one)
     assert {k: v[:2] for k, v in got.items()} == {
-        "ok-1": ("done", "completed"), "ok-2": ("done", "completed"), "ok-3": ("done", "completed"),
-        "boom": ("done", "completed"), "wait": ("two", "waiting"), "pause": ("one", "paused"),
-        "asked-to-pause": ("one", "paused")}
+        "ok-1": ("done", "completed"),
+        "ok-2": ("done", "completed"),
+        "ok-3": ("done", "completed"),
+        "boom": ("done", "completed"),
+        "wait": ("two", "waiting"),
+        "pause": ("one", "paused"),
+        "asked-to-pause": ("one", "paused"),
+    }
     assert got["boom"][2]["trail"] == ["one:1", "two:2", "three"]  # failed once, retried after its backoff
-    assert got["ok-1"][3][1:] == [("one", "one", "two", {"trail": ["one:1"]}),
-                                  ("two", "two", "three", {"trail": ["one:1", "two:1"]}),
-                                  ("three", "three", "done", {"trail": ["one:1", "two:1", "three"]})]
-    errors = fetch(store_raw(store), "SELECT instance_key, attempt, error_type FROM fsm_errors WHERE machine = %s",
-                   (side_by_side.name,))
+    assert got["ok-1"][3][1:] == [
+        ("one", "one", "two", {"trail": ["one:1"]}),
+        ("two", "two", "three", {"trail": ["one:1", "two:1"]}),
+        ("three", "three", "done", {"trail": ["one:1", "two:1", "three"]}),
+    ]
+    errors = fetch(
+        store_raw(store),
+        "SELECT instance_key, attempt, error_type FROM fsm_errors WHERE machine = %s",
+        (side_by_side.name,),
+    )
     assert [(e["instance_key"], e["attempt"], e["error_type"]) for e in errors] == [
-        ("boom", 1, "builtins.RuntimeError")]
+        ("boom", 1, "builtins.RuntimeError")
+    ]
 
 
 def store_raw(store: Store) -> pymysql.connections.Connection:
@@ -101,8 +112,9 @@ def test_an_instance_refused_in_a_round_is_rolled_back_alone(store: Store) -> No
     rows = claim(store, process, owner, limit=3)
     raw = store_raw(store)
     try:
-        raw.cursor().execute("UPDATE fsm_runs SET claimed_by = 'thief:1' WHERE machine = %s AND instance_key = 'ok-2'",
-                             (process.name,))
+        raw.cursor().execute(
+            "UPDATE fsm_runs SET claimed_by = 'thief:1' WHERE machine = %s AND instance_key = 'ok-2'", (process.name,)
+        )
         raw.commit()
         with ClaimKeeper(store, owner) as keeper:
             keeper.add(process, [int(r["id"]) for r in rows])
@@ -140,8 +152,11 @@ def test_an_instance_moved_by_someone_else_is_handed_back_and_finished_later(sto
     Worker(store, [process], batch=3, idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.5)
     for key in ("a", "moved", "b"):
         history = store.history(process.name, key)
-        assert [(h.from_state, h.to_state) for h in history[1:]] == [("one", "two"), ("two", "three"),
-                                                                     ("three", "done")], key
+        assert [(h.from_state, h.to_state) for h in history[1:]] == [
+            ("one", "two"),
+            ("two", "three"),
+            ("three", "done"),
+        ], key
         assert store.get(process.name, key).status == "completed"
     assert [h.handler for h in store.history(process.name, "moved")[1:]] == [None, "step", "step"]
 
@@ -177,36 +192,63 @@ def test_steps_v1_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     owner = new_owner()
     claim(store, process, owner, limit=3)
     step = [{"event": "next", "handler": "one", "data": {"n": 1}}]
-    items = [{"key": "k-1", "version": 1, "steps": step, "status": "running", "continue": 1},
-             {"key": "k-2", "version": 9, "steps": step, "status": "running", "continue": 1},  # wrong version
-             {"key": "k-3", "version": 1, "steps": [{"event": "nope"}], "status": "running", "continue": 1},
-             {"key": "k-404", "version": 1, "steps": [], "status": "running", "continue": 0},
-             "not an object"]
+    items = [
+        {"key": "k-1", "version": 1, "steps": step, "status": "running", "continue": 1},
+        {"key": "k-2", "version": 9, "steps": step, "status": "running", "continue": 1},  # wrong version
+        {"key": "k-3", "version": 1, "steps": [{"event": "nope"}], "status": "running", "continue": 1},
+        {"key": "k-404", "version": 1, "steps": [], "status": "running", "continue": 0},
+        "not an object",
+    ]
     raw = store_raw(store)
     try:
         rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v1`(%s, 60, %s)", (owner, json.dumps(items)))
     finally:
         raw.close()
     results = json.loads(rows[0]["results"])
-    assert results[0] == {"key": "k-1", "instance_id": results[0]["instance_id"], "state": "two",
-                          "status": "running", "version": 2, "continue": 1}
-    assert [(r["key"], r.get("errno")) for r in results[1:]] == [("k-2", 31007), ("k-3", 31005), ("k-404", 31003),
-                                                                 (None, 31009)]
+    assert results[0] == {
+        "key": "k-1",
+        "instance_id": results[0]["instance_id"],
+        "state": "two",
+        "status": "running",
+        "version": 2,
+        "continue": 1,
+    }
+    assert [(r["key"], r.get("errno")) for r in results[1:]] == [
+        ("k-2", 31007),
+        ("k-3", 31005),
+        ("k-404", 31003),
+        (None, 31009),
+    ]
     assert store.get(process.name, "k-1").data == {"n": 1}
     for key in ("k-2", "k-3"):
         assert (store.get(process.name, key).version, len(store.history(process.name, key))) == (1, 1), key
     assert store.counts(process.name) == {"one": 2, "two": 1}
     # back to the queue, due in 30 s (and a null requeue_seconds is 0: due now)
-    again = [{"key": "k-1", "version": 2, "steps": [], "status": "running", "continue": 0, "requeue_seconds": 30},
-             {"key": "k-3", "version": 1, "steps": [], "status": "running", "continue": 0, "requeue_seconds": None,
-              "data": None}]
+    again = [
+        {"key": "k-1", "version": 2, "steps": [], "status": "running", "continue": 0, "requeue_seconds": 30},
+        {
+            "key": "k-3",
+            "version": 1,
+            "steps": [],
+            "status": "running",
+            "continue": 0,
+            "requeue_seconds": None,
+            "data": None,
+        },
+    ]
     raw = store_raw(store)
     try:
         rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v1`(%s, 60, %s)", (owner, json.dumps(again)))
         assert [r.get("errno") for r in json.loads(rows[0]["results"])] == [None, None]
-        due = {r["instance_key"]: r for r in fetch(
-            raw, "SELECT instance_key, claimed_by, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), due_at) AS due_in "
-                 "FROM fsm_runs WHERE machine = %s AND instance_key IN ('k-1', 'k-3')", (process.name,))}
+        due = {
+            r["instance_key"]: r
+            for r in fetch(
+                raw,
+                "SELECT instance_key, claimed_by, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), due_at) AS due_in "
+                "FROM fsm_runs WHERE machine = %s AND instance_key IN ('k-1', 'k-3')",
+                (process.name,),
+            )
+        }
     finally:
         raw.close()
     assert due["k-1"]["claimed_by"] is None and 25 <= int(due["k-1"]["due_in"]) <= 30

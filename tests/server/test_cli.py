@@ -35,31 +35,42 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
     result = pyfsm("check", "--dsn", upgraded.dsn(), "--json")
     assert result.returncode == 0, result.stderr
     found = {d["name"]: (d["replaced_by"], d["removed_in"]) for d in json.loads(result.stdout)["deprecated"]}
-    assert found == {"fsm_define_v1": ("fsm_define_v8", "0.4.0"), "fsm_define_v2": ("fsm_define_v8", "0.4.0"),
-                     "fsm_define_v3": ("fsm_define_v8", "0.4.0"), "fsm_define_v4": ("fsm_define_v8", "0.4.0"),
-                     "fsm_counts_v1": ("fsm_counts_v2", "0.4.0"),
-                     "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"), "fsm_send_v1": ("fsm_send_v4", "0.4.0"),
-                     "fsm_order_line_send_v1": ("fsm_order_line_send_v4", "0.4.0"),
-                     "fsm_step_v1": ("fsm_<machine>_step_v2", "0.4.0"), "fsm_stats_v1": ("fsm_stats_v2", "0.4.0"),
-                     "fsm_lock_v1": ("fsm_lock_v2", "0.4.0"),
-                     "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v2", "0.4.0"),
-                     "fsm_define_v5": ("fsm_define_v8", "0.4.0"), "fsm_resume_v1": ("fsm_resume_v2", "0.4.0"),
-                     "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0"),
-                     "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0"), "fsm_send_v2": ("fsm_send_v4", "0.4.0"),
-                     "fsm_order_line_send_v2": ("fsm_order_line_send_v4", "0.4.0"),
-                     "fsm_send_at_v1": ("fsm_send_at_v2", "0.4.0"),
-                     "fsm_define_v6": ("fsm_define_v8", "0.4.0"), "fsm_send_v3": ("fsm_send_v4", "0.4.0"),
-                     "fsm_order_line_send_v3": ("fsm_order_line_send_v4", "0.4.0"),
-                     "fsm_define_v7": ("fsm_define_v8", "0.4.0"),
-                     "fsm_fire_timers_v1": ("fsm_fire_timers_v2", "0.4.0")}
+    assert found == {
+        "fsm_define_v1": ("fsm_define_v8", "0.4.0"),
+        "fsm_define_v2": ("fsm_define_v8", "0.4.0"),
+        "fsm_define_v3": ("fsm_define_v8", "0.4.0"),
+        "fsm_define_v4": ("fsm_define_v8", "0.4.0"),
+        "fsm_counts_v1": ("fsm_counts_v2", "0.4.0"),
+        "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"),
+        "fsm_send_v1": ("fsm_send_v4", "0.4.0"),
+        "fsm_order_line_send_v1": ("fsm_order_line_send_v4", "0.4.0"),
+        "fsm_step_v1": ("fsm_<machine>_step_v2", "0.4.0"),
+        "fsm_stats_v1": ("fsm_stats_v2", "0.4.0"),
+        "fsm_lock_v1": ("fsm_lock_v2", "0.4.0"),
+        "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v2", "0.4.0"),
+        "fsm_define_v5": ("fsm_define_v8", "0.4.0"),
+        "fsm_resume_v1": ("fsm_resume_v2", "0.4.0"),
+        "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0"),
+        "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0"),
+        "fsm_send_v2": ("fsm_send_v4", "0.4.0"),
+        "fsm_order_line_send_v2": ("fsm_order_line_send_v4", "0.4.0"),
+        "fsm_send_at_v1": ("fsm_send_at_v2", "0.4.0"),
+        "fsm_define_v6": ("fsm_define_v8", "0.4.0"),
+        "fsm_send_v3": ("fsm_send_v4", "0.4.0"),
+        "fsm_order_line_send_v3": ("fsm_order_line_send_v4", "0.4.0"),
+        "fsm_define_v7": ("fsm_define_v8", "0.4.0"),
+        "fsm_fire_timers_v1": ("fsm_fire_timers_v2", "0.4.0"),
+    }
     text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
     assert "24 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v4" in text
 
 
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:
-    for args in (("check", "--dsn", "mysql://root@127.0.0.1:3306"),          # no database in the DSN
-                 ("check", "--dsn", "postgres://x@y/z"),                      # not a MySQL DSN
-                 ("define", "--dsn", "mysql://root@127.0.0.1:3306/x", "no_such_module:thing")):
+    for args in (
+        ("check", "--dsn", "mysql://root@127.0.0.1:3306"),  # no database in the DSN
+        ("check", "--dsn", "postgres://x@y/z"),  # not a MySQL DSN
+        ("define", "--dsn", "mysql://root@127.0.0.1:3306/x", "no_such_module:thing"),
+    ):
         result = pyfsm(*args)
         assert result.returncode == 1, args
         assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("pyfsm: "), result.stderr
@@ -71,8 +82,9 @@ def test_migrate_creates_a_missing_database_and_says_so(make_database, server) -
     settings = missing_database(make_database, server)
     created = pyfsm("migrate", "--dsn", settings.dsn())
     assert created.returncode == 0, created.stderr
-    assert created.stdout.splitlines()[0] == (f"created database `{settings.database}` "
-                                              "(CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)")
+    assert created.stdout.splitlines()[0] == (
+        f"created database `{settings.database}` (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)"
+    )
     again = pyfsm("migrate", "--dsn", settings.dsn(), "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["database_created"] is False
     assert pyfsm("check", "--dsn", settings.dsn()).returncode == 0
@@ -103,13 +115,24 @@ def test_refusals_of_the_dsn_are_one_line_saying_what_to_fix(make_database, serv
         assert "check the user name and password" in login
         denied = refused("migrate", "--dsn", replace(app, database=missing.database).dsn())
         assert denied.startswith("pyfsm: AccessDenied (1044): ")
-        assert (f"CREATE DATABASE IF NOT EXISTS `{missing.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-                in denied)
+        assert f"CREATE DATABASE IF NOT EXISTS `{missing.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" in denied
 
 
 def test_help_shows_an_example() -> None:
-    for command in ("migrate", "check", "define", "sync", "demo", "locks", "unlock", "worker", "pause", "resume",
-                    "retry", "failed"):
+    for command in (
+        "migrate",
+        "check",
+        "define",
+        "sync",
+        "demo",
+        "locks",
+        "unlock",
+        "worker",
+        "pause",
+        "resume",
+        "retry",
+        "failed",
+    ):
         result = in_process(command, "--help")
         assert result.returncode == 0 and "example:" in result.stdout, command
 
@@ -120,15 +143,20 @@ def test_locks_and_unlock(make_database) -> None:  # type: ignore[no-untyped-def
     dsn = make_database("pyfsm_cli").dsn()
     assert pyfsm("migrate", "--dsn", dsn).returncode == 0
     with Store(dsn) as store:
-        store.define(Machine("job", states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
-                             uses_global_lock=True))
+        store.define(
+            Machine("job", states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], uses_global_lock=True)
+        )
         store.create("job", "j-1", lookup_key="acct-1")
         lease = store.lock("job", "j-1", owner="cli-test:1", heartbeat=False)
         listed = pyfsm("locks", "--dsn", dsn, "--json")
         assert listed.returncode == 0, listed.stderr
         [row] = json.loads(listed.stdout)
-        assert (row["kind"], row["lookup_key"], row["owner"], row["instance_key"]) == ("global", "acct-1", "cli-test:1",
-                                                                                      "j-1")
+        assert (row["kind"], row["lookup_key"], row["owner"], row["instance_key"]) == (
+            "global",
+            "acct-1",
+            "cli-test:1",
+            "j-1",
+        )
         assert "cli-test:1" in pyfsm("locks", "--dsn", dsn).stdout
         missing = pyfsm("unlock", "--dsn", dsn, "acct-1")  # a reason is required
         assert missing.returncode != 0 and "--reason" in missing.stderr

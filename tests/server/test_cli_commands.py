@@ -28,8 +28,14 @@ def pyfsm(*args: str, env_dsn: str | None = None) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if k != "PYFSM_DSN"}
     if env_dsn is not None:
         env["PYFSM_DSN"] = env_dsn
-    return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1], env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pyfsm", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+    )
 
 
 def ok(*args: str) -> Any:
@@ -50,8 +56,26 @@ def fails(*args: str, errno: int | None = None) -> str:
 
 def test_every_command_has_help_with_an_example() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    required = {"migrate", "install", "create", "send", "show", "history", "list", "counts", "pause", "resume",
-                "retry", "locks", "unlock", "worker", "relay", "graph", "stats", "grant"}
+    required = {
+        "migrate",
+        "install",
+        "create",
+        "send",
+        "show",
+        "history",
+        "list",
+        "counts",
+        "pause",
+        "resume",
+        "retry",
+        "locks",
+        "unlock",
+        "worker",
+        "relay",
+        "graph",
+        "stats",
+        "grant",
+    }
     assert required <= set(commands)
     assert pyfsm("--help").returncode == 0  # the entry point itself, once
     for command in commands:
@@ -89,8 +113,10 @@ def test_instance_commands_from_a_yaml_definition(make_database, tmp_path: Path)
     shown = ok("show", "--dsn", dsn, "order", "o-1")
     assert (shown["state"], shown["data"], shown["lookup_key"], shown["version"]) == ("paid", {"total": 42}, "c-7", 2)
     history = ok("history", "--dsn", dsn, "order", "o-1")
-    assert [(h["event"], h["to_state"], h["metadata"]) for h in history] == [(None, "new", {}),
-                                                                             ("pay", "paid", {"by": "ops"})]
+    assert [(h["event"], h["to_state"], h["metadata"]) for h in history] == [
+        (None, "new", {}),
+        ("pay", "paid", {"by": "ops"}),
+    ]
     assert [i["key"] for i in ok("list", "--dsn", dsn, "order", "paid")] == ["o-1", "o-2"]
     assert [i["key"] for i in ok("list", "--dsn", dsn, "order", "paid", "--after-id", "1", "--limit", "1")] == ["o-2"]
     assert ok("counts", "--dsn", dsn, "order") == {"paid": 2}
@@ -208,8 +234,9 @@ def test_worker_drains_the_queue_with_a_progress_bar(make_database) -> None:  # 
         for n in range(12):
             store.create("cli_checkout", f"w-{n}", data={"items": 1})
             store.enqueue("cli_checkout", f"w-{n}")
-    result = pyfsm("worker", "--dsn", dsn, "helpers.engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--progress",
-                   "--json")
+    result = pyfsm(
+        "worker", "--dsn", dsn, "helpers.engine_fixtures:CLI_CHECKOUT", "--until-idle", "0.5", "--progress", "--json"
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs"] == 12
     assert "queue [" in result.stderr and "12/12" in result.stderr

@@ -48,7 +48,8 @@ def test_a_worker_of_a_type_not_installed_fails_before_it_starts(make_database) 
     assert one_line(result) == (
         "pyfsm: UnknownMachine (31002): machine type 'cli_checkout' is not installed in this database "
         f"(installed: order), so a worker of process '{SPEC}' would claim nothing: run `pyfsm install {SPEC}` "
-        "as the owner of pyfsm's schema, then start the worker again")
+        "as the owner of pyfsm's schema, then start the worker again"
+    )
     assert result.stdout == ""
 
     # a type a DBA defined in SQL, without its tables (no `pyfsm sync` yet): said so
@@ -60,8 +61,10 @@ def test_a_worker_of_a_type_not_installed_fails_before_it_starts(make_database) 
     finally:
         conn.close()
     defined = one_line(pyfsm("worker", "--dsn", dsn, SPEC, "--until-idle", "5"))
-    assert defined.startswith("pyfsm: UnknownMachine (31002): machine type 'cli_checkout' is defined but its "
-                              "tables are not installed, so a worker of process"), defined
+    assert defined.startswith(
+        "pyfsm: UnknownMachine (31002): machine type 'cli_checkout' is defined but its "
+        "tables are not installed, so a worker of process"
+    ), defined
     assert f"run `pyfsm install {SPEC}`" in defined
 
     installed = pyfsm("install", "--dsn", dsn, SPEC)  # what the message says to run
@@ -89,7 +92,8 @@ def test_a_worker_in_python_fails_clearly_too(make_database) -> None:  # type: i
             "machine type 'never_installed' is not installed in this database (installed: none), so a worker of "
             "process 'never_installed' would claim nothing: install it as the owner of pyfsm's schema "
             "(store.define(process.machine), or `pyfsm install module.path:attribute` naming the process), then "
-            "start the worker again")
+            "start the worker again"
+        )
         once = Worker(store, [process])
         try:
             with pytest.raises(UnknownMachine) as again:
@@ -113,9 +117,11 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-ADVICE = ("check that a MySQL server runs at {at} and that this host can reach it, or point the DSN (--dsn or "
-          "$PYFSM_DSN) at one that does (in pyfsm's own repository, `make mysql` starts the project's MySQL 9.7 "
-          "on 127.0.0.1:3307)")
+ADVICE = (
+    "check that a MySQL server runs at {at} and that this host can reach it, or point the DSN (--dsn or "
+    "$PYFSM_DSN) at one that does (in pyfsm's own repository, `make mysql` starts the project's MySQL 9.7 "
+    "on 127.0.0.1:3307)"
+)
 
 
 def test_an_unreachable_server_is_one_line_saying_what_to_try() -> None:
@@ -123,16 +129,28 @@ def test_an_unreachable_server_is_one_line_saying_what_to_try() -> None:
     saw, and what to try; exit 1."""
     port = closed_port()
     dsn = f"mysql://root@127.0.0.1:{port}/pyfsm_nowhere"
-    lines = {command: one_line(pyfsm(*command, "--dsn", dsn)) for command in
-             (("stats",), ("check",), ("migrate",), ("show", "order", "o-1"), ("types",), ("demo", "--orders", "1"))}
-    expected = (f"pyfsm: DatabaseUnavailable (2003): the MySQL server at 127.0.0.1:{port} is unavailable: Can't "
-                "connect to MySQL server on '127.0.0.1' ([Errno 111] Connection refused): "
-                + ADVICE.format(at=f"127.0.0.1:{port}"))
+    lines = {
+        command: one_line(pyfsm(*command, "--dsn", dsn))
+        for command in (
+            ("stats",),
+            ("check",),
+            ("migrate",),
+            ("show", "order", "o-1"),
+            ("types",),
+            ("demo", "--orders", "1"),
+        )
+    }
+    expected = (
+        f"pyfsm: DatabaseUnavailable (2003): the MySQL server at 127.0.0.1:{port} is unavailable: Can't "
+        "connect to MySQL server on '127.0.0.1' ([Errno 111] Connection refused): "
+        + ADVICE.format(at=f"127.0.0.1:{port}")
+    )
     assert lines == dict.fromkeys(lines, expected)
 
     unknown = one_line(pyfsm("stats", "--dsn", "mysql://root@pyfsm-no-such-host.invalid:3306/x"))
-    assert unknown.startswith("pyfsm: DatabaseUnavailable (2003): the MySQL server at pyfsm-no-such-host.invalid:3306 "
-                              "is unavailable: "), unknown
+    assert unknown.startswith(
+        "pyfsm: DatabaseUnavailable (2003): the MySQL server at pyfsm-no-such-host.invalid:3306 is unavailable: "
+    ), unknown
     assert unknown.endswith(ADVICE.format(at="pyfsm-no-such-host.invalid:3306")), unknown
 
 
@@ -146,8 +164,9 @@ def test_cannot_connect_and_unknown_host_are_database_unavailable_by_number() ->
 def test_several_servers_none_reachable_say_so_once(make_database) -> None:  # type: ignore[no-untyped-def]
     first, second = closed_port(), closed_port()
     line = one_line(pyfsm("check", "--dsn", f"mysql://root@127.0.0.1:{first},127.0.0.1:{second}/x"))
-    assert line.startswith(f"pyfsm: DatabaseUnavailable (2003): none of the MySQL servers 127.0.0.1:{first}, "
-                           f"127.0.0.1:{second} answered"), line
+    assert line.startswith(
+        f"pyfsm: DatabaseUnavailable (2003): none of the MySQL servers 127.0.0.1:{first}, 127.0.0.1:{second} answered"
+    ), line
     assert line.endswith(ADVICE.format(at=f"one of 127.0.0.1:{first}, 127.0.0.1:{second}")), line
 
 
@@ -162,9 +181,11 @@ def test_check_on_a_fresh_database_calls_its_deprecated_procedures_information(m
     count = len(schema.DEPRECATED_FILES)  # no type yet: the global ones
     lines = text.stdout.splitlines()
     assert lines[0] == f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs"
-    assert lines[1].startswith(f"info: {count} deprecated procedures are installed for compatibility (in every "
-                               "database, fresh or migrated, until pyfsm 0.4.0 removes them); nothing to do unless "
-                               "your own code or SQL calls them: then call the replacement instead"), lines[1]
+    assert lines[1].startswith(
+        f"info: {count} deprecated procedures are installed for compatibility (in every "
+        "database, fresh or migrated, until pyfsm 0.4.0 removes them); nothing to do unless "
+        "your own code or SQL calls them: then call the replacement instead"
+    ), lines[1]
     assert len(lines) == 2 + count and "warning" not in text.stdout.lower() and "move their callers" not in text.stdout
 
     data = json.loads(pyfsm("check", "--dsn", dsn, "--json").stdout)
@@ -179,8 +200,9 @@ def test_check_on_a_fresh_database_calls_its_deprecated_procedures_information(m
 # -- 4. pyfsm types (ls) ------------------------------------------------------------------------
 
 
-DOOR = Machine("door", states=["shut", "open"], start=["shut"], transitions=[("open", "shut", "open"),
-                                                                            ("close", "open", "shut")])
+DOOR = Machine(
+    "door", states=["shut", "open"], start=["shut"], transitions=[("open", "shut", "open"), ("close", "open", "shut")]
+)
 
 
 def test_types_lists_each_type_with_its_version_states_instances_and_tables(make_database, server) -> None:  # type: ignore[no-untyped-def]
@@ -188,15 +210,23 @@ def test_types_lists_each_type_with_its_version_states_instances_and_tables(make
     dsn = settings.dsn()
     assert pyfsm("migrate", "--dsn", dsn).returncode == 0
     empty = pyfsm("types", "--dsn", dsn)
-    assert (empty.returncode, empty.stdout) == (0, "no machine types defined: `pyfsm install FILE|module.path:attribute` "
-                                                   "defines one\n"), empty.stderr
+    assert (empty.returncode, empty.stdout) == (
+        0,
+        "no machine types defined: `pyfsm install FILE|module.path:attribute` defines one\n",
+    ), empty.stderr
     assert json.loads(pyfsm("types", "--dsn", dsn, "--json").stdout) == []
 
     assert pyfsm("install", "--dsn", dsn, str(EXAMPLE)).returncode == 0
     with Store(dsn) as store:
         store.define(DOOR)
-        store.define(Machine("door", states=[*DOOR.states, "locked"], start=["shut"],
-                             transitions=[*DOOR.transitions, ("lock", "shut", "locked")]))  # version 2, 3 states
+        store.define(
+            Machine(
+                "door",
+                states=[*DOOR.states, "locked"],
+                start=["shut"],
+                transitions=[*DOOR.transitions, ("lock", "shut", "locked")],
+            )
+        )  # version 2, 3 states
         for key in ("o-1", "o-2", "o-3"):
             store.create("order", key)
         store.send("order", "o-1", "pay")
@@ -204,11 +234,17 @@ def test_types_lists_each_type_with_its_version_states_instances_and_tables(make
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         with conn.cursor() as cur:  # a DBA's: bare has no tables yet; door's version 3 has a timeout, no triggers
-            cur.execute("CALL fsm_define_v6('bare', %s)", (Machine("bare", states=["a", "b"], start=["a"],
-                                                                   transitions=[("go", "a", "b")]).to_json(),))
-            timed = Machine("door", states=["shut", "open", "locked"], start=["shut"],
-                            transitions=[*DOOR.transitions, ("lock", "shut", "locked")],
-                            timeouts={"open": {"after": 60, "event": "close"}})
+            cur.execute(
+                "CALL fsm_define_v6('bare', %s)",
+                (Machine("bare", states=["a", "b"], start=["a"], transitions=[("go", "a", "b")]).to_json(),),
+            )
+            timed = Machine(
+                "door",
+                states=["shut", "open", "locked"],
+                start=["shut"],
+                transitions=[*DOOR.transitions, ("lock", "shut", "locked")],
+                timeouts={"open": {"after": 60, "event": "close"}},
+            )
             cur.execute("CALL fsm_define_v6('door', %s)", (timed.to_json(),))
     finally:
         conn.close()
@@ -224,9 +260,11 @@ def test_types_lists_each_type_with_its_version_states_instances_and_tables(make
     assert text.returncode == 0, text.stderr
     assert re.split(r"\s{2,}", text.stdout.splitlines()[0]) == ["machine", "version", "states", "instances", "tables"]
     rows = [re.split(r"\s{2,}", line) for line in text.stdout.splitlines()[1:]]
-    assert rows == [["bare", "1", "2", "0", "not ready: run `pyfsm sync bare`"],
-                    ["door", "3", "3", "1", "not ready: run `pyfsm sync door`"],
-                    ["order", "1", "6", "3", "ready"]]
+    assert rows == [
+        ["bare", "1", "2", "0", "not ready: run `pyfsm sync bare`"],
+        ["door", "3", "3", "1", "not ready: run `pyfsm sync door`"],
+        ["order", "1", "6", "3", "ready"],
+    ]
 
     # a reporting account reads the views only: whether the tables are installed (not the timer triggers)
     with granted_accounts(server, settings, ["reporting"], "pyfsm_gd") as accounts:
@@ -262,4 +300,3 @@ def test_the_stored_docstrings_say_what_state_at_returns() -> None:
     doc = S.state_at.__doc__ or ""
     assert "StatePeriod" in doc and "dict" not in doc
     assert "TypeStats" in (S.stats.__doc__ or "") and "dict" not in (S.stats.__doc__ or "")
-

@@ -27,10 +27,16 @@ from pyfsm import Store
 from pyfsm.db import Settings, parse_dsn
 
 #: new --pay--> paid; cancel from new and paid; an hour in new cancels (the tests make it due).
-DEFINITION = {"states": ["new", "paid", "cancelled"], "start": ["new"], "final": ["cancelled"],
-              "transitions": [{"event": "pay", "from": ["new"], "to": "paid"},
-                              {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"}],
-              "timeouts": {"new": {"after": 3600, "event": "cancel"}}}
+DEFINITION = {
+    "states": ["new", "paid", "cancelled"],
+    "start": ["new"],
+    "final": ["cancelled"],
+    "transitions": [
+        {"event": "pay", "from": ["new"], "to": "paid"},
+        {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"},
+    ],
+    "timeouts": {"new": {"after": 3600, "event": "cancel"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +95,11 @@ def armed(conn: pymysql.connections.Connection, machine: str) -> list[dict[str, 
 def due_now(conn: pymysql.connections.Connection, timer_id: int) -> None:
     """Make a timer due (the test stands in for the clock)."""
     with conn.cursor() as cur:
-        cur.execute("UPDATE fsm_timers SET due_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
-                    "fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %s", (timer_id,))
+        cur.execute(
+            "UPDATE fsm_timers SET due_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
+            "fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %s",
+            (timer_id,),
+        )
 
 
 def server_now(conn: pymysql.connections.Connection) -> datetime:
@@ -105,20 +114,22 @@ def utc(text: str) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
 
 
-def test_list_shows_the_armed_timeout_and_a_scheduled_event(settings: Settings, store: Store, machine: str,
-                                                            dba: pymysql.connections.Connection) -> None:
+def test_list_shows_the_armed_timeout_and_a_scheduled_event(
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     store.create(machine, "o-1")
     scheduled = ok(settings, "schedule", machine, "o-1", "pay", "--after", "2h")
     listed = ok(settings, "list", machine)
     assert [(t["kind"], t["state"], t["event"], t["instance_key"]) for t in listed] == [
-        ("timeout", "new", "cancel", "o-1"), ("scheduled", None, "pay", "o-1")]
+        ("timeout", "new", "cancel", "o-1"),
+        ("scheduled", None, "pay", "o-1"),
+    ]
     assert listed[1]["timer_id"] == scheduled["timer_id"] and listed[0]["overdue_seconds"] == 0
 
     text = cli(settings, "list", machine, "o-1")
     assert text.returncode == 0, text.stderr
     header, *rows = text.stdout.splitlines()
-    assert header.split("  ")[0] == "id" and "due (UTC)" in header and "overdue s" in header \
-        and "last error" in header
+    assert header.split("  ")[0] == "id" and "due (UTC)" in header and "overdue s" in header and "last error" in header
     assert len(rows) == 2 and "timeout" in rows[0] and "cancel" in rows[0] and "scheduled" in rows[1]
 
     assert ok(settings, "list", machine, "--overdue") == []
@@ -139,13 +150,19 @@ def test_list_shows_the_armed_timeout_and_a_scheduled_event(settings: Settings, 
     assert before.returncode == 0 and len(json.loads(before.stdout)) == 2, before.stderr
 
 
-def test_schedule_after_a_duration_or_at_a_time(settings: Settings, store: Store, machine: str,
-                                                dba: pymysql.connections.Connection) -> None:
+def test_schedule_after_a_duration_or_at_a_time(
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     store.create(machine, "o-1")
     start = server_now(dba)
     later = ok(settings, "schedule", machine, "o-1", "pay", "--after", "30m", "--metadata", '{"by": "ops"}')
-    assert (later["machine"], later["instance_key"], later["kind"], later["event"], later["replayed"]) == \
-        (machine, "o-1", "scheduled", "pay", False)
+    assert (later["machine"], later["instance_key"], later["kind"], later["event"], later["replayed"]) == (
+        machine,
+        "o-1",
+        "scheduled",
+        "pay",
+        False,
+    )
     due = utc(later["due_at"])
     assert start + timedelta(minutes=30) <= due <= server_now(dba) + timedelta(minutes=30)
     soon = ok(settings, "schedule", machine, "o-1", "pay", "--after", "1.5")
@@ -157,7 +174,8 @@ def test_schedule_after_a_duration_or_at_a_time(settings: Settings, store: Store
     naive = cli(settings, "schedule", machine, "o-1", "cancel", "--at", "2030-01-02T03:04:05.25")
     assert naive.returncode == 0, naive.stderr
     assert naive.stdout.startswith("timer ") and naive.stdout.strip().endswith(
-        f": cancel for {machine} o-1, due 2030-01-02 03:04:05.250000 UTC"), naive.stdout
+        f": cancel for {machine} o-1, due 2030-01-02 03:04:05.250000 UTC"
+    ), naive.stdout
 
     by_id = {t["timer_id"]: t for t in ok(settings, "list", machine, "o-1")}
     assert by_id[later["timer_id"]]["metadata"] == {"by": "ops"}
@@ -169,47 +187,53 @@ def test_schedule_after_a_duration_or_at_a_time(settings: Settings, store: Store
     assert len(armed(dba, machine)) == 5
 
 
-@pytest.mark.parametrize(("when", "message"), [
-    (["--at", "2030-01-02T03:04:05", "--after", "1h"], "not allowed with argument"),
-    ([], "one of the arguments --at --after is required"),
-    (["--after", "3x"], "not a duration"),
-    (["--after", "-5"], "not a duration"),
-    (["--after", "nan"], "not a duration"),
-    (["--after", "1e3"], "not a duration"),
-    (["--after", "1h30m"], "not a duration"),
-    (["--after", "99999999999"], "at most 999999999 seconds"),
-    (["--at", "tomorrow"], "not an ISO 8601 time"),
-    (["--at", "2030-13-01T00:00:00"], "not an ISO 8601 time"),
-])
+@pytest.mark.parametrize(
+    ("when", "message"),
+    [
+        (["--at", "2030-01-02T03:04:05", "--after", "1h"], "not allowed with argument"),
+        ([], "one of the arguments --at --after is required"),
+        (["--after", "3x"], "not a duration"),
+        (["--after", "-5"], "not a duration"),
+        (["--after", "nan"], "not a duration"),
+        (["--after", "1e3"], "not a duration"),
+        (["--after", "1h30m"], "not a duration"),
+        (["--after", "99999999999"], "at most 999999999 seconds"),
+        (["--at", "tomorrow"], "not an ISO 8601 time"),
+        (["--at", "2030-13-01T00:00:00"], "not an ISO 8601 time"),
+    ],
+)
 def test_a_bad_time_is_a_usage_error_before_anything_connects(when: list[str], message: str) -> None:
     # a DSN no server answers: a usage error never gets as far as connecting
     result = in_process("timers", "schedule", "--dsn", "mysql://root@127.0.0.1:1/none", "order", "o-1", "pay", *when)
     assert result.returncode == 2, result
-    assert result.stderr.startswith("pyfsm: usage: pyfsm timers schedule: ") and message in result.stderr, \
-        result.stderr
+    assert result.stderr.startswith("pyfsm: usage: pyfsm timers schedule: ") and message in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_bad_input_arms_nothing(settings: Settings, store: Store, machine: str,
-                                dba: pymysql.connections.Connection) -> None:
+def test_bad_input_arms_nothing(
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     store.create(machine, "o-1")
     before = armed(dba, machine)
     assert [t["kind"] for t in before] == ["timeout"]
     usage = cli(settings, "schedule", machine, "o-1", "pay", "--at", "2030-01-02T03:04:05", "--after", "1h")
     assert usage.returncode == 2 and "not allowed with argument" in usage.stderr, usage.stderr
     assert cli(settings, "schedule", machine, "o-1", "pay", "--after", "soon").returncode == 2
-    assert "not valid JSON" in fails(settings, "schedule", machine, "o-1", "pay", "--after", "1h",
-                                     "--metadata", "{bad", errno=31008)
-    assert "must be a JSON object" in fails(settings, "schedule", machine, "o-1", "pay", "--after", "1h",
-                                            "--metadata", "[1]", errno=31008)
+    assert "not valid JSON" in fails(
+        settings, "schedule", machine, "o-1", "pay", "--after", "1h", "--metadata", "{bad", errno=31008
+    )
+    assert "must be a JSON object" in fails(
+        settings, "schedule", machine, "o-1", "pay", "--after", "1h", "--metadata", "[1]", errno=31008
+    )
     fails(settings, "schedule", machine, "o-1", "ship", "--after", "1h", errno=31028)  # not an event of the type
     fails(settings, "schedule", machine, "o-404", "pay", "--after", "1h", errno=31003)  # no such instance
     fails(settings, "schedule", "nosuchtype", "o-1", "pay", "--after", "1h", errno=31002)
     assert armed(dba, machine) == before
 
 
-def test_cancel_and_cancel_twice(settings: Settings, store: Store, machine: str,
-                                 dba: pymysql.connections.Connection) -> None:
+def test_cancel_and_cancel_twice(
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     store.create(machine, "o-1")
     [timeout] = armed(dba, machine)
     scheduled = ok(settings, "schedule", machine, "o-1", "pay", "--after", "1h")
@@ -230,7 +254,8 @@ def test_cancel_and_cancel_twice(settings: Settings, store: Store, machine: str,
 
 
 def test_run_until_idle_fires_due_timers_and_drops_one_no_longer_allowed(
-        settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection) -> None:
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     for key in ("late", "gone", "payer", "waiting"):
         store.create(machine, key)
     [late_timeout] = [t for t in armed(dba, machine) if t["instance_key"] == "late"]
@@ -247,8 +272,10 @@ def test_run_until_idle_fires_due_timers_and_drops_one_no_longer_allowed(
     assert store.get(machine, "late").state == "cancelled" and store.get(machine, "payer").state == "paid"
     assert store.history(machine, "late")[-1].request_id == f"fsm:timer:{late_timeout['id']}"
     assert store.history(machine, "payer")[-1].request_id == f"fsm:timer:{pay['timer_id']}"
-    log = {r["id"]: r for r in fetch(dba, "SELECT id, outcome, errno, done_by FROM fsm_timer_log WHERE machine = %s",
-                                     (machine,))}
+    log = {
+        r["id"]: r
+        for r in fetch(dba, "SELECT id, outcome, errno, done_by FROM fsm_timer_log WHERE machine = %s", (machine,))
+    }
     assert log[doomed["timer_id"]]["outcome"] == "dropped" and log[doomed["timer_id"]]["errno"] == 31005
     assert (log[pay["timer_id"]]["outcome"], log[pay["timer_id"]]["done_by"]) == ("fired", "cli-test")
     assert [(t["instance_key"], t["kind"]) for t in armed(dba, machine)] == [("waiting", "timeout")]  # not due
@@ -267,13 +294,18 @@ def test_run_refuses_bad_arguments_and_a_database_without_pyfsm(settings: Settin
     assert result.returncode == 1 and "SchemaVersionMismatch (31015)" in result.stderr, result.stderr
 
 
-def test_run_fires_while_running_and_stops_on_sigterm(settings: Settings, store: Store, machine: str,
-                                                      dba: pymysql.connections.Connection) -> None:
+def test_run_fires_while_running_and_stops_on_sigterm(
+    settings: Settings, store: Store, machine: str, dba: pymysql.connections.Connection
+) -> None:
     store.create(machine, "o-1")
-    proc = subprocess.Popen([sys.executable, "-m", "pyfsm", "timers", "run", "--dsn", settings.dsn(),
-                             "--poll", "0.2", "--json"], cwd=TESTS, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyfsm", "timers", "run", "--dsn", settings.dsn(), "--poll", "0.2", "--json"],
+        cwd=TESTS,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k != "PYFSM_READ_DSN"},
+    )
     try:
         assert proc.stderr is not None
         banner = proc.stderr.readline()

@@ -58,17 +58,29 @@ EVENTS = ("next", "skip", "back")
 
 def _ack(result: Any, request_id: str) -> dict[str, Any]:
     return {
-        "request_id": request_id, "transition_id": result.transition_id, "instance_id": result.instance_id,
-        "event": result.event, "from_state": result.from_state, "to_state": result.to_state,
-        "sort_key": result.sort_key, "version": result.version, "created": result.created,
+        "request_id": request_id,
+        "transition_id": result.transition_id,
+        "instance_id": result.instance_id,
+        "event": result.event,
+        "from_state": result.from_state,
+        "to_state": result.to_state,
+        "sort_key": result.sort_key,
+        "version": result.version,
+        "created": result.created,
         "replayed": result.replayed,
     }
 
 
 def race_worker(dsn: str, machine: str, key: str, worker: int, attempts: int, barrier: Any, out: Any) -> None:
     """Test 1: random competing events on one instance, some with expected_version."""
-    report: dict[str, Any] = {"worker": worker, "acks": [], "not_allowed": 0, "conflict": 0, "deadlock": 0,
-                              "error": None}
+    report: dict[str, Any] = {
+        "worker": worker,
+        "acks": [],
+        "not_allowed": 0,
+        "conflict": 0,
+        "deadlock": 0,
+        "error": None,
+    }
     rng = random.Random(worker * 7919)
     store = Store(dsn, pool_size=1)
     try:
@@ -79,8 +91,14 @@ def race_worker(dsn: str, machine: str, key: str, worker: int, attempts: int, ba
             event = rng.choice(EVENTS)
             expected = store.get(machine, key).version if rng.random() < 0.4 else None
             try:
-                result = store.send(machine, key, event, request_id=request_id, expected_version=expected,
-                                    metadata={"worker": worker, "attempt": i})
+                result = store.send(
+                    machine,
+                    key,
+                    event,
+                    request_id=request_id,
+                    expected_version=expected,
+                    metadata={"worker": worker, "attempt": i},
+                )
             except TransitionNotAllowed:
                 report["not_allowed"] += 1
             except Conflict:
@@ -118,8 +136,7 @@ def create_worker(dsn: str, machine: str, keys: list[str], worker: int, barrier:
         out.put(report)
 
 
-def replay_worker(dsn: str, machine: str, rounds: list[tuple[str, str]], worker: int, barrier: Any,
-                  out: Any) -> None:
+def replay_worker(dsn: str, machine: str, rounds: list[tuple[str, str]], worker: int, barrier: Any, out: Any) -> None:
     """Test 3: every worker sends the same (key, event, request_id) at the same moment."""
     report: dict[str, Any] = {"worker": worker, "acks": {}, "deadlock": 0, "deadlocked": [], "error": None}
     store = Store(dsn, pool_size=1)
@@ -141,8 +158,7 @@ def replay_worker(dsn: str, machine: str, rounds: list[tuple[str, str]], worker:
         out.put(report)
 
 
-def idempotent_worker(dsn: str, machine: str, op: str, keys: list[str], worker: int, barrier: Any,
-                      out: Any) -> None:
+def idempotent_worker(dsn: str, machine: str, op: str, keys: list[str], worker: int, barrier: Any, out: Any) -> None:
     """Every worker makes the same creating call (same key, same request id) at the same moment."""
     report: dict[str, Any] = {"worker": worker, "acks": {}, "error": None}
     store = Store(dsn, pool_size=1)
@@ -181,7 +197,8 @@ def check_history(machine: Machine, history: list[Any], final_version: int, fina
     for prev, row in itertools.pairwise(history):
         assert row.from_state == prev.to_state, f"broken chain at sort_key {row.sort_key}"
         assert machine.target(row.from_state, row.event) == row.to_state, (
-            f"disallowed transition recorded: {row.from_state} --{row.event}--> {row.to_state}")
+            f"disallowed transition recorded: {row.from_state} --{row.event}--> {row.to_state}"
+        )
     assert history[-1].to_state == final_state
 
 
@@ -194,15 +211,16 @@ def test_processes_racing_one_instance_keep_history_consistent(store: Store, dsn
     key = "shared"
     store.create(machine, key)
 
-    reports = run_processes(
-        race_worker, lambda w: (dsn, machine.name, key, w, ATTEMPTS))
+    reports = run_processes(race_worker, lambda w: (dsn, machine.name, key, w, ATTEMPTS))
 
     acks = [a for r in reports for a in r["acks"]]
     not_allowed = sum(r["not_allowed"] for r in reports)
     conflicts = sum(r["conflict"] for r in reports)
     deadlocks = sum(r["deadlock"] for r in reports)
-    print(f"\nrace: {len(acks)} acknowledged, {not_allowed} not allowed, {conflicts} conflicts, "
-          f"{deadlocks} deadlocks of {PROCESSES * ATTEMPTS} attempts")
+    print(
+        f"\nrace: {len(acks)} acknowledged, {not_allowed} not allowed, {conflicts} conflicts, "
+        f"{deadlocks} deadlocks of {PROCESSES * ATTEMPTS} attempts"
+    )
     assert len(acks) + not_allowed + conflicts + deadlocks == PROCESSES * ATTEMPTS
     assert acks, "no transition was acknowledged"
     assert not_allowed + conflicts > 0, "nothing was rejected: the workers did not really race"
@@ -231,7 +249,12 @@ def test_processes_racing_one_instance_keep_history_consistent(store: Store, dsn
     for a in acks:
         row = by_request[a["request_id"]]
         assert (row.id, row.sort_key, row.event, row.from_state, row.to_state) == (
-            a["transition_id"], a["sort_key"], a["event"], a["from_state"], a["to_state"])
+            a["transition_id"],
+            a["sort_key"],
+            a["event"],
+            a["from_state"],
+            a["to_state"],
+        )
     assert len(history) == 1 + len(acks)
 
     # and directly in SQL, as a DBA would check it
@@ -242,15 +265,23 @@ def test_processes_racing_one_instance_keep_history_consistent(store: Store, dsn
                 f"SELECT COUNT(*), SUM(t.most_recent = 1), COUNT(DISTINCT t.request_id), MAX(t.sort_key), "
                 f"MAX(i.version), MAX(i.current_state) "
                 f"FROM `fsm_{machine.name}_transitions` t JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
-                f"WHERE i.instance_key = %s", (key,))
+                f"WHERE i.instance_key = %s",
+                (key,),
+            )
             rows, recent, distinct_requests, max_sort, version, state = cur.fetchone()
-            cur.execute(f"SELECT COUNT(*) FROM `fsm_{machine.name}_transitions` t "
-                        f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
-                        f"WHERE i.instance_key = %s AND t.most_recent = 1", (key,))
+            cur.execute(
+                f"SELECT COUNT(*) FROM `fsm_{machine.name}_transitions` t "
+                f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
+                f"WHERE i.instance_key = %s AND t.most_recent = 1",
+                (key,),
+            )
             assert cur.fetchone()[0] == 1
-            cur.execute(f"SELECT to_state FROM `fsm_{machine.name}_transitions` t "
-                        f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
-                        f"WHERE i.instance_key = %s AND t.most_recent = 1", (key,))
+            cur.execute(
+                f"SELECT to_state FROM `fsm_{machine.name}_transitions` t "
+                f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
+                f"WHERE i.instance_key = %s AND t.most_recent = 1",
+                (key,),
+            )
             latest_to = cur.fetchone()[0]
     finally:
         conn.close()
@@ -279,9 +310,12 @@ def test_processes_auto_creating_one_new_key_make_one_instance(store: Store, dsn
             with conn.cursor() as cur:
                 cur.execute(f"SELECT COUNT(*) FROM `fsm_{machine.name}` WHERE instance_key = %s", (key,))
                 assert cur.fetchone()[0] == 1, f"{key}: not exactly one instance"
-                cur.execute(f"SELECT COUNT(*) FROM `fsm_{machine.name}_transitions` t "
-                            f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
-                            f"WHERE i.instance_key = %s AND t.event IS NULL", (key,))
+                cur.execute(
+                    f"SELECT COUNT(*) FROM `fsm_{machine.name}_transitions` t "
+                    f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id "
+                    f"WHERE i.instance_key = %s AND t.event IS NULL",
+                    (key,),
+                )
                 assert cur.fetchone()[0] == 1, f"{key}: not exactly one creation row"
             instance = store.get(machine, key)
             history = store.history(machine, key)

@@ -72,14 +72,19 @@ def test_in_state_and_counts_use_the_state_index(store: Store, order: Machine, r
     for i in range(20):
         store.send(order, f"ix{i}", "pay")
     # by name: MySQL 8 has an extra partitions column
-    plan = explain(raw, f"SELECT * FROM `fsm_{order.name}` WHERE current_state = 'paid' AND id > 0 ORDER BY id LIMIT 10")
+    plan = explain(
+        raw, f"SELECT * FROM `fsm_{order.name}` WHERE current_state = 'paid' AND id > 0 ORDER BY id LIMIT 10"
+    )
     assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state", plan
     plan = explain(raw, f"SELECT current_state, COUNT(*) FROM `fsm_{order.name}` GROUP BY current_state")
-    assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state" and "Using index" in str(plan[0]["Extra"]), plan
+    assert len(plan) == 1 and plan[0]["key"] == f"fsm_{order.name}_state" and "Using index" in str(plan[0]["Extra"]), (
+        plan
+    )
 
 
-def test_idle_connection_closed_by_the_server_is_replaced(dsn: str, order: Machine,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_idle_connection_closed_by_the_server_is_replaced(
+    dsn: str, order: Machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """wait_timeout closes idle connections server-side; the next write must not fail for it."""
     import time
 

@@ -33,13 +33,30 @@ ENCODED_SURROGATE = -1
 
 #: 'ab_x' < 'abx' byte for byte ('_' is 0x5F), but 'abx' < 'ab_x' under utf8mb4_general_ci
 #: (letters weigh as upper case, 'X' is 0x58): the order must be the bytes'.
-AB_X = Machine(name="ab_x", states=["new", "open", "done"], start=["new"], final=["done"],
-               transitions=[("open", "new", "open"), ("finish", "open", "done")])
-ABX_V1 = Machine(name="abx", states=["new", "open", "done", "legacy"], start=["new", "legacy"], final=["done"],
-                 transitions=[("open", "new", "open"), ("finish", "open", "done"), ("revive", "legacy", "new")])
-ABX = Machine(name="abx", states=["new", "open", "done"], start=["new"], final=["done"],
-              transitions=[("open", "new", "open"), ("finish", "open", "done")])  # v2: "legacy" is gone
-ORDER = Machine(name="order", states=["new", "paid"], start=["new"], final=["paid"], transitions=[("pay", "new", "paid")])
+AB_X = Machine(
+    name="ab_x",
+    states=["new", "open", "done"],
+    start=["new"],
+    final=["done"],
+    transitions=[("open", "new", "open"), ("finish", "open", "done")],
+)
+ABX_V1 = Machine(
+    name="abx",
+    states=["new", "open", "done", "legacy"],
+    start=["new", "legacy"],
+    final=["done"],
+    transitions=[("open", "new", "open"), ("finish", "open", "done"), ("revive", "legacy", "new")],
+)
+ABX = Machine(
+    name="abx",
+    states=["new", "open", "done"],
+    start=["new"],
+    final=["done"],
+    transitions=[("open", "new", "open"), ("finish", "open", "done")],
+)  # v2: "legacy" is gone
+ORDER = Machine(
+    name="order", states=["new", "paid"], start=["new"], final=["paid"], transitions=[("pay", "new", "paid")]
+)
 LATER = '{"states": ["pending"], "start": ["pending"], "transitions": []}'  # defined, never installed
 TIE = datetime(2026, 1, 2, 3, 4, 5, 678901)  # every row of account acct-tie is entered at this microsecond
 
@@ -94,17 +111,26 @@ def dba(data: dict[str, Any]) -> Iterator[pymysql.connections.Connection]:
 
 
 def in_state_expected(conn: Any, state: str) -> list[dict[str, Any]]:
-    rows = fetch(conn, "SELECT machine, id, instance_key, lookup_key, current_state, status, version, "
-                       "in_state_since FROM fsm_v_instances WHERE current_state = %s", (state,))
+    rows = fetch(
+        conn,
+        "SELECT machine, id, instance_key, lookup_key, current_state, status, version, "
+        "in_state_since FROM fsm_v_instances WHERE current_state = %s",
+        (state,),
+    )
     return sorted(rows, key=lambda r: (r["machine"].encode(), r["id"]))
 
 
 def history_expected(conn: Any, lookup_key: str, newest_first: bool) -> list[dict[str, Any]]:
-    rows = fetch(conn, "SELECT transition_id, machine, instance_key, lookup_key, instance_id, sort_key, event, "
-                       "from_state, to_state, entered_at, left_at, is_current FROM fsm_v_history "
-                       "WHERE lookup_key = %s", (lookup_key,))
-    return sorted(rows, key=lambda r: (r["entered_at"], r["machine"].encode(), r["transition_id"]),
-                  reverse=newest_first)
+    rows = fetch(
+        conn,
+        "SELECT transition_id, machine, instance_key, lookup_key, instance_id, sort_key, event, "
+        "from_state, to_state, entered_at, left_at, is_current FROM fsm_v_history "
+        "WHERE lookup_key = %s",
+        (lookup_key,),
+    )
+    return sorted(
+        rows, key=lambda r: (r["entered_at"], r["machine"].encode(), r["transition_id"]), reverse=newest_first
+    )
 
 
 def walk_in_state(conn: Any, state: str, limit: int) -> list[dict[str, Any]]:
@@ -136,10 +162,30 @@ def project(rows: list[dict[str, Any]], columns: list[str]) -> list[tuple[Any, .
     return [tuple(r[c] for c in columns) for r in rows]
 
 
-INSTANCE_COLUMNS = ["machine", "id", "instance_key", "lookup_key", "current_state", "status", "version",
-                    "in_state_since"]
-HISTORY_COLUMNS = ["transition_id", "machine", "instance_key", "lookup_key", "instance_id", "sort_key", "event",
-                   "from_state", "to_state", "entered_at", "left_at", "is_current"]
+INSTANCE_COLUMNS = [
+    "machine",
+    "id",
+    "instance_key",
+    "lookup_key",
+    "current_state",
+    "status",
+    "version",
+    "in_state_since",
+]
+HISTORY_COLUMNS = [
+    "transition_id",
+    "machine",
+    "instance_key",
+    "lookup_key",
+    "instance_id",
+    "sort_key",
+    "event",
+    "from_state",
+    "to_state",
+    "entered_at",
+    "left_at",
+    "is_current",
+]
 
 
 # -- the instances in a state ---------------------------------------------------------------
@@ -177,7 +223,8 @@ def test_in_state_cursor_between_types_and_past_the_end(dba: Any) -> None:
     expected = in_state_expected(dba, "new")
     # a cursor naming no type starts with the next type (byte order), not an error
     assert [r["machine"] for r in fetch(dba, IN_STATE, ("new", "ab_y", 0, 100))] == [
-        r["machine"] for r in expected if r["machine"].encode() > b"ab_y"]
+        r["machine"] for r in expected if r["machine"].encode() > b"ab_y"
+    ]
     assert fetch(dba, IN_STATE, ("new", "order", expected[-1]["id"], 10)) == []
     assert fetch(dba, IN_STATE, ("new", "zzz", 0, 10)) == []
     assert len(fetch(dba, IN_STATE, ("new", "order", 0, 10000))) == sum(r["machine"] == "order" for r in expected)
@@ -205,22 +252,30 @@ def test_account_history_pages_are_the_view_in_time_order(dba: Any, limit: int) 
             got = walk_history(dba, key, newest_first, limit)
             assert project(got, HISTORY_COLUMNS) == project(expected, HISTORY_COLUMNS), (key, newest_first, limit)
     assert project(walk_history(dba, "acct-0", None, 5), HISTORY_COLUMNS) == project(
-        walk_history(dba, "acct-0", 1, 5), HISTORY_COLUMNS)  # NULL: newest first
+        walk_history(dba, "acct-0", 1, 5), HISTORY_COLUMNS
+    )  # NULL: newest first
 
 
 def test_ties_keep_each_instance_in_sort_key_order(dba: Any) -> None:
     oldest = walk_history(dba, "acct-tie", 0, 2)
     assert {r["entered_at"] for r in oldest} == {TIE} and len(oldest) == 6
     assert project(oldest, ["machine", "instance_key", "sort_key", "to_state"]) == [
-        ("ab_x", "ab_x-tie", 1, "new"), ("ab_x", "ab_x-tie", 2, "open"), ("ab_x", "ab_x-tie", 3, "done"),
-        ("abx", "abx-tie", 1, "new"), ("order", "order-tie", 1, "new"), ("order", "order-tie", 2, "paid")]
+        ("ab_x", "ab_x-tie", 1, "new"),
+        ("ab_x", "ab_x-tie", 2, "open"),
+        ("ab_x", "ab_x-tie", 3, "done"),
+        ("abx", "abx-tie", 1, "new"),
+        ("order", "order-tie", 1, "new"),
+        ("order", "order-tie", 2, "paid"),
+    ]
     assert project(walk_history(dba, "acct-tie", 1, 4), HISTORY_COLUMNS) == project(oldest[::-1], HISTORY_COLUMNS)
 
 
 def test_account_history_rows_have_the_view_columns(dba: Any) -> None:
     rows = fetch(dba, HISTORY, ("acct-1", 0, None, None, None, 10000))
-    view = {(r["machine"], r["transition_id"]): r for r in fetch(
-        dba, "SELECT * FROM fsm_v_history WHERE lookup_key = 'acct-1'")}
+    view = {
+        (r["machine"], r["transition_id"]): r
+        for r in fetch(dba, "SELECT * FROM fsm_v_history WHERE lookup_key = 'acct-1'")
+    }
     assert len(rows) == len(view)
     for row in rows:
         assert list(row) == list(view[(row["machine"], row["transition_id"])])
@@ -286,8 +341,14 @@ BAD = (
 
 
 def fingerprint(conn: Any) -> list[dict[str, Any]]:
-    names = [r["t"] for r in fetch(conn, "SELECT table_name AS t FROM information_schema.tables "
-                                         "WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY 1")]
+    names = [
+        r["t"]
+        for r in fetch(
+            conn,
+            "SELECT table_name AS t FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY 1",
+        )
+    ]
     return fetch(conn, "CHECKSUM TABLE " + ", ".join(f"`{n}`" for n in names))
 
 
@@ -316,8 +377,9 @@ def test_store_pages_with_the_rows_cursor(data: dict[str, Any], dba: Any) -> Non
             if len(page) < 2:
                 break
             after = (page[-1].machine, page[-1].id)
-        assert [(i.machine, i.id, i.key) for i in got] == project(in_state_expected(dba, "new"),
-                                                                  ["machine", "id", "instance_key"])
+        assert [(i.machine, i.id, i.key) for i in got] == project(
+            in_state_expected(dba, "new"), ["machine", "id", "instance_key"]
+        )
         assert got[0].created_at.tzinfo is UTC and isinstance(got[0].data, dict)
         for newest_first in (True, False):
             entries, cursor = [], None
@@ -328,33 +390,38 @@ def test_store_pages_with_the_rows_cursor(data: dict[str, Any], dba: Any) -> Non
                     break
                 cursor = page[-1].cursor
             assert [(e.machine, e.id, e.sort_key) for e in entries] == project(
-                history_expected(dba, "acct-tie", newest_first), ["machine", "transition_id", "sort_key"])
+                history_expected(dba, "acct-tie", newest_first), ["machine", "transition_id", "sort_key"]
+            )
         [first] = store.account_history("acct-1", newest_first=False, limit=1)
         assert (first.machine, first.key, first.to_state, first.event) == ("abx", "x-legacy", "legacy", None)
         assert first.entered_at.tzinfo is UTC and first.data_before is None and first.data_after == {}
         # an aware cursor is the same moment as a naive UTC one
         aware = (first.entered_at.astimezone(timezone(timedelta(hours=2))), first.machine, first.id)
         naive = (first.entered_at.replace(tzinfo=None), first.machine, first.id)
-        assert store.account_history("acct-1", newest_first=False, after=aware) == \
-            store.account_history("acct-1", newest_first=False, after=naive)
+        assert store.account_history("acct-1", newest_first=False, after=aware) == store.account_history(
+            "acct-1", newest_first=False, after=naive
+        )
         assert store.instances_in_state("pending") == [] and store.account_history("acct-nobody") == []
 
 
-@pytest.mark.parametrize(("call", "error"), [
-    (lambda s: s.instances_in_state("Open"), InvalidArgument),
-    (lambda s: s.instances_in_state("new", limit=0), InvalidArgument),
-    (lambda s: s.instances_in_state("new", after=("abx",)), InvalidArgument),
-    (lambda s: s.instances_in_state("new", after=("abx", True)), InvalidArgument),
-    (lambda s: s.instances_in_state("new", after=("Bad Name", 1)), InvalidArgument),
-    (lambda s: s.instances_in_state("new", after=("abx", -1)), InvalidArgument),
-    (lambda s: s.account_history(None), InvalidArgument),
-    (lambda s: s.account_history("acct-0 "), InvalidArgument),
-    (lambda s: s.account_history("acct-\ud800"), InvalidEncoding),
-    (lambda s: s.account_history("acct-0", newest_first=1), InvalidArgument),
-    (lambda s: s.account_history("acct-0", limit=10001), InvalidArgument),
-    (lambda s: s.account_history("acct-0", after=("2026-01-01", "abx", 1)), InvalidArgument),
-    (lambda s: s.account_history("acct-0", after=(datetime(2026, 1, 1), "abx")), InvalidArgument),
-])
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda s: s.instances_in_state("Open"), InvalidArgument),
+        (lambda s: s.instances_in_state("new", limit=0), InvalidArgument),
+        (lambda s: s.instances_in_state("new", after=("abx",)), InvalidArgument),
+        (lambda s: s.instances_in_state("new", after=("abx", True)), InvalidArgument),
+        (lambda s: s.instances_in_state("new", after=("Bad Name", 1)), InvalidArgument),
+        (lambda s: s.instances_in_state("new", after=("abx", -1)), InvalidArgument),
+        (lambda s: s.account_history(None), InvalidArgument),
+        (lambda s: s.account_history("acct-0 "), InvalidArgument),
+        (lambda s: s.account_history("acct-\ud800"), InvalidEncoding),
+        (lambda s: s.account_history("acct-0", newest_first=1), InvalidArgument),
+        (lambda s: s.account_history("acct-0", limit=10001), InvalidArgument),
+        (lambda s: s.account_history("acct-0", after=("2026-01-01", "abx", 1)), InvalidArgument),
+        (lambda s: s.account_history("acct-0", after=(datetime(2026, 1, 1), "abx")), InvalidArgument),
+    ],
+)
 def test_store_refuses_bad_input_before_any_sql(call: Any, error: type[Exception]) -> None:
     store = Store("mysql://nobody@127.0.0.1:1/none")  # never connects: the checks come first
     try:
@@ -376,20 +443,41 @@ def test_cli_in_state_and_account(data: dict[str, Any], dba: Any, capsys: pytest
     expected = in_state_expected(dba, "new")
     assert cli.main(["in-state", "new", "--limit", "2", "--dsn", dsn]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:3] == ["machine", "id", "key"] and out[1].split()[:3] == ["ab_x", str(expected[0]["id"]),
-                                                                                     expected[0]["instance_key"]]
+    assert out[0].split()[:3] == ["machine", "id", "key"] and out[1].split()[:3] == [
+        "ab_x",
+        str(expected[0]["id"]),
+        expected[0]["instance_key"],
+    ]
     assert out[-1] == f"(more: --after-machine ab_x --after-id {expected[1]['id']})"
-    assert cli.main(["in-state", "new", "--after-machine", "ab_x", "--after-id", str(expected[1]["id"]),
-                     "--limit", "10000", "--json", "--dsn", dsn]) == 0
+    assert (
+        cli.main(
+            [
+                "in-state",
+                "new",
+                "--after-machine",
+                "ab_x",
+                "--after-id",
+                str(expected[1]["id"]),
+                "--limit",
+                "10000",
+                "--json",
+                "--dsn",
+                dsn,
+            ]
+        )
+        == 0
+    )
     rest = json.loads(capsys.readouterr().out)
     assert [(r["machine"], r["id"]) for r in rest] == project(expected[2:], ["machine", "id"])
     history = history_expected(dba, "acct-2", True)
     assert cli.main(["account", "acct-2", "--limit", "3", "--dsn", dsn]) == 0
     out = capsys.readouterr().out.splitlines()
     third = history[2]
-    assert out[-1] == (f"(more: --after-at {third['entered_at'].isoformat(timespec='microseconds')} "
-                       f"--after-machine {third['machine']} --after-id {third['transition_id']})")
-    flags = out[-1][len("(more: "):-1].split()
+    assert out[-1] == (
+        f"(more: --after-at {third['entered_at'].isoformat(timespec='microseconds')} "
+        f"--after-machine {third['machine']} --after-id {third['transition_id']})"
+    )
+    flags = out[-1][len("(more: ") : -1].split()
     assert cli.main(["account", "acct-2", *flags, "--limit", "10000", "--json", "--dsn", dsn]) == 0
     rest = json.loads(capsys.readouterr().out)
     assert [(r["machine"], r["id"]) for r in rest] == project(history[3:], ["machine", "transition_id"])

@@ -25,14 +25,18 @@ def test_send_chosen_as_deadlock_victim_is_retried(dsn: str, store: Store, order
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         cur.execute("START TRANSACTION")
         # 1. the holder locks the history row that send's trigger must flip ...
-        cur.execute(f"SELECT id FROM `fsm_{order.name}_transitions` WHERE instance_id = %s AND most_recent = 1 FOR UPDATE",
-                    (instance_id,))
+        cur.execute(
+            f"SELECT id FROM `fsm_{order.name}_transitions` WHERE instance_id = %s AND most_recent = 1 FOR UPDATE",
+            (instance_id,),
+        )
         # ... and writes enough rows that InnoDB picks the send as the cheaper victim
-        cur.execute("INSERT INTO ballast SELECT seq, 0 FROM (SELECT 1 + a.n + 10 * b.n + 100 * c.n AS seq FROM "
-                    "(SELECT 0 n UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION "
-                    "SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) a, (SELECT 0 n UNION SELECT 1 UNION SELECT 2 "
-                    "UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION "
-                    "SELECT 9) b, (SELECT 0 n UNION SELECT 1 UNION SELECT 2) c) s")
+        cur.execute(
+            "INSERT INTO ballast SELECT seq, 0 FROM (SELECT 1 + a.n + 10 * b.n + 100 * c.n AS seq FROM "
+            "(SELECT 0 n UNION SELECT 1 UNION SELECT 2 UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION "
+            "SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION SELECT 9) a, (SELECT 0 n UNION SELECT 1 UNION SELECT 2 "
+            "UNION SELECT 3 UNION SELECT 4 UNION SELECT 5 UNION SELECT 6 UNION SELECT 7 UNION SELECT 8 UNION "
+            "SELECT 9) b, (SELECT 0 n UNION SELECT 1 UNION SELECT 2) c) s"
+        )
 
         def send() -> None:
             try:
@@ -47,15 +51,19 @@ def test_send_chosen_as_deadlock_victim_is_retried(dsn: str, store: Store, order
         while True:
             with watcher.cursor() as wc:
                 # either view may lag (MariaDB caches INNODB_TRX), so take whichever shows it first
-                wc.execute("SELECT (SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')"
-                           " + (SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-                           "    WHERE info LIKE 'UPDATE `fsm\\_%\\_transitions` SET most\\_recent = NULL%')")
+                wc.execute(
+                    "SELECT (SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')"
+                    " + (SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                    "    WHERE info LIKE 'UPDATE `fsm\\_%\\_transitions` SET most\\_recent = NULL%')"
+                )
                 if wc.fetchone()[0] >= 1:
                     break
             if time.monotonic() > deadline:
                 with watcher.cursor() as wc:
-                    wc.execute("SELECT id, command, time, state, LEFT(info, 90) FROM information_schema.PROCESSLIST "
-                               "WHERE db = DATABASE()")
+                    wc.execute(
+                        "SELECT id, command, time, state, LEFT(info, 90) FROM information_schema.PROCESSLIST "
+                        "WHERE db = DATABASE()"
+                    )
                     seen = wc.fetchall()
                 raise AssertionError(f"the send never waited for the history row lock: {outcome} {seen}")
             time.sleep(0.02)

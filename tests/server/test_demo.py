@@ -10,8 +10,13 @@ from pathlib import Path
 
 def test_demo_runs_end_to_end(make_database) -> None:  # type: ignore[no-untyped-def]
     dsn = make_database("pyfsm_demo_t").dsn()
-    result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--dsn", dsn, "--orders", "30", "--workers", "2"],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "demo", "--dsn", dsn, "--orders", "30", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "created 30 orders" in out and "refused by the database" in out and "orders per state" in out
@@ -25,9 +30,26 @@ def test_demo_prints_its_events_when_a_broker_answers(make_database, kafka) -> N
     import json
 
     dsn = make_database("pyfsm_demo_k").dsn()
-    result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--dsn", dsn, "--orders", "12", "--workers", "1",
-                             "--kafka", kafka.bootstrap],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyfsm",
+            "demo",
+            "--dsn",
+            dsn,
+            "--orders",
+            "12",
+            "--workers",
+            "1",
+            "--kafka",
+            kafka.bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"Kafka at {kafka.bootstrap}: the relay published" in out
@@ -43,8 +65,10 @@ def _orders_in(server, database: str) -> int | None:  # type: ignore[no-untyped-
     conn = admin(server)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'fsm_demo_order'",
-                        (database,))
+            cur.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = 'fsm_demo_order'",
+                (database,),
+            )
             if cur.fetchone() is None:
                 return None
             cur.execute(f"SELECT COUNT(*) FROM `{database}`.fsm_demo_order")
@@ -65,8 +89,14 @@ def test_demo_works_in_the_database_of_PYFSM_DSN(make_database, server) -> None:
     default = parse_dsn(DEFAULT_DSN).database
     before = _orders_in(server, default)
     env = {**os.environ, "PYFSM_DSN": settings.dsn(), "PYFSM_KAFKA": "127.0.0.1:1"}
-    result = subprocess.run([sys.executable, "-m", "pyfsm", "demo", "--orders", "3", "--workers", "1"],
-                            capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parents[1], env=env)
+    result = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "demo", "--orders", "3", "--workers", "1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert f"demo database: `{settings.database}` at {settings.host}:{settings.port}" in result.stdout
     assert f"created database `{settings.database}`" in result.stdout and "created 3 orders" in result.stdout

@@ -38,14 +38,19 @@ def nav_pages() -> list[Path]:
 
 def blocks(path: Path, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
     """(kind, text) of a page's code blocks of those kinds, and ("sync", type) for its sync markers."""
-    return [(kind or "sync", text or machine) for kind, text, machine in BLOCK.findall(path.read_text())
-            if (kind or "sync") in kinds]
+    return [
+        (kind or "sync", text or machine)
+        for kind, text, machine in BLOCK.findall(path.read_text())
+        if (kind or "sync") in kinds
+    ]
 
 
 def checksum(conn: Any) -> tuple[Any, ...]:
     with conn.cursor() as cur:
-        cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
-                    "AND table_type = 'BASE TABLE' ORDER BY 1")
+        cur.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+            "AND table_type = 'BASE TABLE' ORDER BY 1"
+        )
         names = [row[0] for row in cur.fetchall()]
         cur.execute("CHECKSUM TABLE " + ", ".join(f"`{n}`" for n in names))
         return tuple(cur.fetchall())
@@ -54,8 +59,9 @@ def checksum(conn: Any) -> tuple[Any, ...]:
 def run_sql(settings: db.Settings, block: str) -> None:
     """Each statement of a block must succeed; a block starting `-- error: N` must fail with N
     and change nothing."""
-    statements = [s for s in (re.sub(r"^\s*--.*$", "", part, flags=re.M).strip()
-                              for part in STATEMENT.findall(block)) if s]
+    statements = [
+        s for s in (re.sub(r"^\s*--.*$", "", part, flags=re.M).strip() for part in STATEMENT.findall(block)) if s
+    ]
     expected = re.match(r"-- error: (\d+)\n", block)
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
@@ -122,8 +128,10 @@ def test_the_diagram_is_what_pyfsm_graph_draws() -> None:
     assert diagram.strip() == mermaid(machine)
 
 
-def test_the_readme_example_prints_what_it_shows_and_is_the_example_file(make_database,  # type: ignore[no-untyped-def]
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_readme_example_prints_what_it_shows_and_is_the_example_file(
+    make_database,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The README's example prints what the block after it says, and its machine is
     examples/order.yaml's (one definition of `order`: following the README in a database that
     has the YAML's machine makes no new version)."""

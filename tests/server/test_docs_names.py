@@ -27,8 +27,16 @@ def known(make_database) -> Known:  # type: ignore[no-untyped-def]
     settings = make_database("pyfsm_docnames")
     with Store(settings.dsn()) as store:
         store.migrate()
-        store.define(Machine(name=SAMPLE, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b")],
-                             timeouts={"a": ("1d", "go")}))
+        store.define(
+            Machine(
+                name=SAMPLE,
+                states=["a", "b"],
+                start=["a"],
+                final=["b"],
+                transitions=[("go", "a", "b")],
+                timeouts={"a": ("1d", "go")},
+            )
+        )
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         objects = installed_objects(conn, SAMPLE)
@@ -77,23 +85,42 @@ def test_a_readme_naming_a_retired_trigger_fails(known: Known) -> None:
 
 
 def test_placeholders_and_example_types_stand_for_the_defined_type(known: Known) -> None:
-    assert added(known, "`fsm_<type>_bu_v11`, `fsm_<machine>_send_v4`, `fsm_v_<type>`, `fsm_door_send_many_v2`, "
-                        "`fsm_v_ticket_transitions`, `fsm_ticket_*_v1`, `fsm_v_%`, `_hbu_v5`") == []
+    assert (
+        added(
+            known,
+            "`fsm_<type>_bu_v11`, `fsm_<machine>_send_v4`, `fsm_v_<type>`, `fsm_door_send_many_v2`, "
+            "`fsm_v_ticket_transitions`, `fsm_ticket_*_v1`, `fsm_v_%`, `_hbu_v5`",
+        )
+        == []
+    )
     problems = added(known, "`fsm_<type>_bu_v3` and `fsm_<name>_send_v3` and `fsm_invoice_send_v3`")
-    assert [p.split(": ")[1] for p in problems] == ["`fsm_<type>_bu_v3`", "`fsm_<name>_send_v3`",
-                                                    "`fsm_invoice_send_v3`"]
+    assert [p.split(": ")[1] for p in problems] == [
+        "`fsm_<type>_bu_v3`",
+        "`fsm_<name>_send_v3`",
+        "`fsm_invoice_send_v3`",
+    ]
 
 
 def test_an_unknown_command_or_option_fails(known: Known) -> None:
-    problems = added(known, "Run `pyfsm frobnicate order` or `pyfsm send order o-1 pay --bogus`.\n\n"
-                            "```text\npyfsm relay --lag --nope   # --not-an-option-of-relay\n```")
-    assert [p.split(": ")[1] for p in problems] == ["`pyfsm frobnicate`", "`pyfsm send --bogus`", "`pyfsm relay --nope`"]
+    problems = added(
+        known,
+        "Run `pyfsm frobnicate order` or `pyfsm send order o-1 pay --bogus`.\n\n"
+        "```text\npyfsm relay --lag --nope   # --not-an-option-of-relay\n```",
+    )
+    assert [p.split(": ")[1] for p in problems] == [
+        "`pyfsm frobnicate`",
+        "`pyfsm send --bogus`",
+        "`pyfsm relay --nope`",
+    ]
     assert added(known, "`pyfsm history order o-1 --json | jq --raw-output .` and `from pyfsm import Store`") == []
 
 
 def test_error_numbers_must_be_pyfsms_and_map_to_the_class_named(known: Known) -> None:
-    problems = added(known, "| class | errno |\n| --- | --- |\n| `Deadlock` | 1213, 1142 |\n\n"
-                            "A refusal (31999); `Conflict` (31008); **31016** (`TransactionOpen`); 31000-31999.")
+    problems = added(
+        known,
+        "| class | errno |\n| --- | --- |\n| `Deadlock` | 1213, 1142 |\n\n"
+        "A refusal (31999); `Conflict` (31008); **31016** (`TransactionOpen`); 31000-31999.",
+    )
     assert [p.split(": ", 1)[1] for p in problems] == [
         "error 1142 is given as Deadlock, but pyfsm maps it to AccessDenied",
         "error 31999: pyfsm has no such error number",
@@ -105,7 +132,12 @@ def test_deprecated_names_only_where_the_reference_says_so(known: Known) -> None
     [name] = sorted(n for n in known.deprecated if "<type>" not in n)[:1]
     [problem] = added(known, f"Call `{name}`.")
     assert problem.startswith("README.md:") and f"`{name}`" in problem and "deprecated" in problem
-    assert [p for p in added(known, f"It stays for its callers: `{name}`.", DEPRECATED_PAGE)
-            if f"`{name}`" in p and "say so" in p]
+    assert [
+        p
+        for p in added(known, f"It stays for its callers: `{name}`.", DEPRECATED_PAGE)
+        if f"`{name}`" in p and "say so" in p
+    ]
     assert added(known, f"`{name}` is deprecated: call its successor.", DEPRECATED_PAGE) == []
-    assert added(known, f"### `{name}`\n\nDeprecated since 0.3.0.\n\n```sql\nCALL {name}();\n```", DEPRECATED_PAGE) == []
+    assert (
+        added(known, f"### `{name}`\n\nDeprecated since 0.3.0.\n\n```sql\nCALL {name}();\n```", DEPRECATED_PAGE) == []
+    )

@@ -41,7 +41,10 @@ def test_steps_run_in_order_and_data_flows(store: Store) -> None:
     assert instance.data == {"items": 3, "reserved": 3, "charged": 30, "trail": ["reserve", "charge", "ship"]}
     history = store.history(process.name, "c-1")
     assert [(h.from_state, h.to_state, h.handler) for h in history[1:]] == [
-        ("reserve", "charge", "reserve"), ("charge", "ship", "charge"), ("ship", "done", "ship")]
+        ("reserve", "charge", "reserve"),
+        ("charge", "ship", "charge"),
+        ("ship", "done", "ship"),
+    ]
     assert history[2].data_before["reserved"] == 3 and history[2].data_after["charged"] == 30  # before/after
     assert store.run_info(process.name, "c-1") is None  # completed: out of the queue
 
@@ -149,8 +152,10 @@ def test_retry_with_backoff_then_success(store: Store) -> None:
     drain(store, process)
     assert store.get(process.name, "f-1").state == "done" and failures["n"] == 2
     errors = store.errors(process.name, "f-1")
-    assert [(e.attempt, e.outcome, e.handler) for e in errors] == [(1, "retry", "charge_card"),
-                                                                           (2, "retry", "charge_card")]
+    assert [(e.attempt, e.outcome, e.handler) for e in errors] == [
+        (1, "retry", "charge_card"),
+        (2, "retry", "charge_card"),
+    ]
     assert errors[0].error_type == "builtins.TimeoutError" and "bank timeout #1" in errors[0].traceback
     delays = [(e.next_run_at - e.created_at).total_seconds() for e in errors]
     assert 0.025 <= delays[0] <= 0.075 and 0.05 <= delays[1] <= 0.15  # backoff * 2**(n-1), +-50% jitter
@@ -186,10 +191,13 @@ def test_retries_exhausted_then_failed_listed_and_retried_from_sql(store: Store,
 
 def test_failure_transition_and_non_retryable_errors(store: Store) -> None:
     name = unique("refunding")
-    machine = Machine(name=name, states=["charge", "refund", "done", "refunded"], start=["charge"],
-                      final=["done", "refunded"],
-                      transitions=[("ok", "charge", "done"), ("give_up", "charge", "refund"),
-                                   ("refunded", "refund", "refunded")])
+    machine = Machine(
+        name=name,
+        states=["charge", "refund", "done", "refunded"],
+        start=["charge"],
+        final=["done", "refunded"],
+        transitions=[("ok", "charge", "done"), ("give_up", "charge", "refund"), ("refunded", "refund", "refunded")],
+    )
     process = Process(machine, max_attempts=5, backoff=0.0, non_retryable=(PermissionError,))
 
     @process.handler("charge", failure_event="give_up")
@@ -232,13 +240,19 @@ def test_bad_handler_results_are_refused_before_anything_is_written(store: Store
     store.define(other.machine)
     assert other.start(store, "bad-2").status == "failed"
     assert store.errors(other.name, "bad-2")[0].message == (
-        f"event 'nope' is not allowed from 'a': machine type {other.name!r} has no such event; its events: next, back")
+        f"event 'nope' is not allowed from 'a': machine type {other.name!r} has no such event; its events: next, back"
+    )
 
 
 def test_waiting_for_an_external_event(store: Store) -> None:
     name = unique("approval")
-    machine = Machine(name=name, states=["asked", "approved", "done"], start=["asked"], final=["done"],
-                      transitions=[("approve", "asked", "approved"), ("finish", "approved", "done")])
+    machine = Machine(
+        name=name,
+        states=["asked", "approved", "done"],
+        start=["asked"],
+        final=["done"],
+        transitions=[("approve", "asked", "approved"), ("finish", "approved", "done")],
+    )
     process = Process(machine)
     process.register("asked", lambda ctx: ctx.wait(), name="ask")
     process.register("approved", lambda ctx: ctx.fire("finish"), name="finish")
@@ -261,13 +275,13 @@ def test_a_claimed_instance_is_not_run_twice_and_sql_controls(store: Store, raw)
         process.run(store, "k-1")
     assert fetch(raw, "CALL fsm_pause_v1(%s, 'k-1')", (process.name,))[0]["pending"] == 1
     steps = json.dumps([{"event": "next", "handler": "by_hand", "data": {"manual": True}}])
-    done = fetch(raw, "CALL fsm_step_v1(%s, 'k-1', 'dba:1', 1, %s, 'running', 1, 60, NULL, NULL)",
-                 (process.name, steps))[0]
+    done = fetch(
+        raw, "CALL fsm_step_v1(%s, 'k-1', 'dba:1', 1, %s, 'running', 1, 60, NULL, NULL)", (process.name, steps)
+    )[0]
     assert (done["state"], done["status"], done["continue"]) == ("charge", "paused", 0)  # the pending pause won
     with pytest.raises(Exception) as stale:  # the claim was given back: a late commit is refused
         step_v1 = Routine("fsm_step_v1", tuple(f"p{n}" for n in range(10)))  # deprecated: not in the registry
-        store.gateway.one(step_v1, (process.name, "k-1", "dba:1", 2, "[]", "running", 1, 60, None, None),
-                          writes=True)
+        store.gateway.one(step_v1, (process.name, "k-1", "dba:1", 2, "[]", "running", 1, 60, None, None), writes=True)
     assert stale.value.errno == 31021  # type: ignore[attr-defined]
     with pytest.raises(pymysql.err.OperationalError) as bad:
         fetch(raw, "CALL fsm_claim_v1(%s, 'dba:1', 0, 60, NULL)", (process.name,))
@@ -289,8 +303,11 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
     try:
         with holder.cursor() as cur:
             cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            cur.execute("SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
-                        "ORDER BY due_at, id LIMIT 5 FOR UPDATE SKIP LOCKED", (process.name,))
+            cur.execute(
+                "SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
+                "ORDER BY due_at, id LIMIT 5 FOR UPDATE SKIP LOCKED",
+                (process.name,),
+            )
             held = cur.fetchall()
         assert len(held) == 5
         claimed = store.gateway.rows(routines.CLAIM, (process.name, "w:2", 5, 60, None))
@@ -301,8 +318,11 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
         holder.rollback()
         holder.close()
     with pymysql.connect(**parse_dsn(dsn).connect_kwargs()) as conn:
-        [row] = explain(conn, "SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) "
-                              "ORDER BY due_at, id LIMIT 5", (process.name,))
+        [row] = explain(
+            conn,
+            "SELECT id FROM fsm_runs WHERE machine = %s AND due_at <= UTC_TIMESTAMP(6) ORDER BY due_at, id LIMIT 5",
+            (process.name,),
+        )
     assert row["key"] == "fsm_runs_claim" and "filesort" not in (row["Extra"] or "")
 
 
@@ -328,7 +348,10 @@ def test_save_after_step_off_commits_consecutive_steps_together(dsn: str) -> Non
             assert (result.state, result.steps) == ("done", 3)
             history = one.history(name, "k")
             assert [(h.handler, h.from_state, h.to_state) for h in history[1:]] == [
-                ("step_a", "a", "b"), ("step_b", "b", "c"), ("step_c", "c", "done")]  # every step recorded
+                ("step_a", "a", "b"),
+                ("step_b", "b", "c"),
+                ("step_c", "c", "done"),
+            ]  # every step recorded
     assert commits == {True: 1 + 3, False: 1 + 1}  # the claim, then one commit per step / one for all
 
 
@@ -362,8 +385,12 @@ def test_procedures_refuse_an_open_transaction_and_leave_it_alone(store: Store, 
         with conn.cursor() as cur:
             cur.execute("CREATE TEMPORARY TABLE mine (x INT)")
             cur.execute("INSERT INTO mine VALUES (1)")  # the caller's open transaction
-            for sql in ("CALL fsm_pause_v1(%s, 't-1')", "CALL fsm_enqueue_v1(%s, 't-1', NULL, NULL)",
-                        "CALL fsm_claim_v1(%s, 'o:1', 1, 60, 't-1')", "CALL fsm_lock_v2(%s, 't-1', 'o:1', 30)"):
+            for sql in (
+                "CALL fsm_pause_v1(%s, 't-1')",
+                "CALL fsm_enqueue_v1(%s, 't-1', NULL, NULL)",
+                "CALL fsm_claim_v1(%s, 'o:1', 1, 60, 't-1')",
+                "CALL fsm_lock_v2(%s, 't-1', 'o:1', 30)",
+            ):
                 with pytest.raises(pymysql.err.OperationalError) as caught:
                     cur.execute(sql, (process.name,))
                 assert caught.value.args[0] == 31016, sql
@@ -460,12 +487,22 @@ def test_release_claims_gives_back_only_the_owners_unkept_claims(store: Store, r
     assert len(mine) == 2 and len(other) == 1
     keep = str(mine[0]["id"])
     assert fetch(raw, "CALL fsm_release_claims_v1('w:me', %s, %s)", (name, keep)) == [{"released": 1}]
-    runs = {r["instance_id"]: r for r in fetch(raw, "SELECT instance_id, claimed_by, attempt, "
-                                                    "due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs "
-                                                    "WHERE machine = %s", (name,))}
+    runs = {
+        r["instance_id"]: r
+        for r in fetch(
+            raw,
+            "SELECT instance_id, claimed_by, attempt, "
+            "due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs "
+            "WHERE machine = %s",
+            (name,),
+        )
+    }
     assert runs[mine[0]["id"]]["claimed_by"] == "w:me" and not runs[mine[0]["id"]]["due"]
-    assert (runs[mine[1]["id"]]["claimed_by"], runs[mine[1]["id"]]["attempt"], runs[mine[1]["id"]]["due"]) \
-        == (None, 0, 1)
+    assert (runs[mine[1]["id"]]["claimed_by"], runs[mine[1]["id"]]["attempt"], runs[mine[1]["id"]]["due"]) == (
+        None,
+        0,
+        1,
+    )
     assert runs[other[0]["id"]]["claimed_by"] == "w:other"
     assert fetch(raw, "CALL fsm_release_claims_v1('w:me', %s, %s)", (name, keep)) == [{"released": 0}]  # repeatable
     [again] = fetch(raw, "CALL fsm_claim_v1(%s, 'w:next', 5, 60, NULL)", (name,))
@@ -501,8 +538,9 @@ def test_second_review_regressions_hand_back_and_commit_time_failures(store: Sto
 
     older = unique("versions")
     v1 = Machine(name=older, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b")])
-    v2 = Machine(name=older, states=["a", "b"], start=["a"], final=["b"],
-                 transitions=[("go", "a", "b"), ("jump", "a", "b")])
+    v2 = Machine(
+        name=older, states=["a", "b"], start=["a"], final=["b"], transitions=[("go", "a", "b"), ("jump", "a", "b")]
+    )
     store.define(v1)
     store.create(older, "old-1")  # created under version 1, which has no "jump"
     store.define(v2)
@@ -525,8 +563,10 @@ def test_ctx_fail_is_logged_as_a_deliberate_failure_not_a_retry(store: Store, ca
         result = process.start(store, "d-1")
     assert (result.state, result.status, result.error) == ("charge", "failed", "failed by its handler: card declined")
     [record] = [r for r in caplog.records if r.name == "pyfsm.engine"]
-    assert record.getMessage() == (f"pyfsm: {process.name} d-1: handler charge_card failed the instance on purpose "
-                                   "(ctx.fail; not retried): card declined -> failed")
+    assert record.getMessage() == (
+        f"pyfsm: {process.name} d-1: handler charge_card failed the instance on purpose "
+        "(ctx.fail; not retried): card declined -> failed"
+    )
     assert "attempt" not in record.getMessage() and "HandlerFailed" not in caplog.text
     [error] = store.errors(process.name, "d-1")
     assert (error.attempt, error.outcome, error.message) == (1, "failed", "card declined")

@@ -24,8 +24,9 @@ def test_every_signalled_number_maps_to_a_class() -> None:
 
 
 def test_each_kind_has_its_own_class_and_number() -> None:
-    classes = [c for c in vars(pyfsm.errors).values()
-               if isinstance(c, type) and issubclass(c, FsmError) and c is not FsmError]
+    classes = [
+        c for c in vars(pyfsm.errors).values() if isinstance(c, type) and issubclass(c, FsmError) and c is not FsmError
+    ]
     numbers = [c.errno for c in classes]
     assert len(numbers) == len(set(numbers)), "two error classes share a number"
     for cls in classes:

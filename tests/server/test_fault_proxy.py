@@ -63,9 +63,13 @@ QUERY_MOMENTS = ("before_request", "mid_request", "after_request", "before_reply
 
 def ring(name: str | None = None, **options: Any) -> Machine:
     """a -> b -> c -> a with "next", and "reset" back to a from b or c (not allowed from a)."""
-    return Machine(name=name or unique("fault"), states=["a", "b", "c"], start=["a"],
-                   transitions=[("next", "a", "b"), ("next", "b", "c"), ("next", "c", "a"), ("reset", ["b", "c"], "a")],
-                   **options)
+    return Machine(
+        name=name or unique("fault"),
+        states=["a", "b", "c"],
+        start=["a"],
+        transitions=[("next", "a", "b"), ("next", "b", "c"), ("next", "c", "a"), ("reset", ["b", "c"], "a")],
+        **options,
+    )
 
 
 def step(ctx: pyfsm.Context) -> pyfsm.Outcome:
@@ -80,8 +84,9 @@ def fault_checkout(name: str) -> Process:
     short claims, so that a claim a fault left behind runs out quickly. max_attempts 10: a
     lost claim counts as an attempt (see test_lost_claim_replies_do_not_fail_an_instance),
     which random faults must not turn into a failed instance here."""
-    process = Process.linear(name, ["reserve", "charge", "ship"], claim_seconds=1.5, backoff=0.01, max_backoff=0.2,
-                             max_attempts=10)
+    process = Process.linear(
+        name, ["reserve", "charge", "ship"], claim_seconds=1.5, backoff=0.01, max_backoff=0.2, max_attempts=10
+    )
     for state in ("reserve", "charge", "ship"):
         process.register(state, step, name=state)
     return process
@@ -103,8 +108,7 @@ def query(settings: Settings, sql: str, args: Any = None) -> list[dict[str, Any]
 # -- calls and faults ---------------------------------------------------------------------
 
 
-def send_call(store: Store, machine: str, key: str, event: str, caller: str, seq: int, *,
-              request_id: bool) -> Call:
+def send_call(store: Store, machine: str, key: str, event: str, caller: str, seq: int, *, request_id: bool) -> Call:
     """One send, classified. Calls with a request id go through pyfsm.retry (safe to repeat)."""
     call_id = f"{caller}-{seq}"
     rid = call_id if request_id else None
@@ -132,8 +136,14 @@ def send_call(store: Store, machine: str, key: str, event: str, caller: str, seq
     return call
 
 
-def chaos(proxy: FaultProxy, seconds: float, seed: int, matches: list[str | None],
-          enough: Callable[[], bool] = lambda: True, at_most: float = 10.0) -> Counter[str]:
+def chaos(
+    proxy: FaultProxy,
+    seconds: float,
+    seed: int,
+    matches: list[str | None],
+    enough: Callable[[], bool] = lambda: True,
+    at_most: float = 10.0,
+) -> Counter[str]:
     """Faults at random moments for ``seconds`` (and on until ``enough()``, ``at_most`` s in
     all: a loaded machine gets the same amount of work done under faults): drops, resets,
     cuts of a query at a random moment of it, cuts after a random number of bytes, short
@@ -281,7 +291,8 @@ def test_the_proxy_faults_do_what_they_say(settings: Settings, proxy: FaultProxy
 
 
 def test_cut_before_the_reply_the_caller_gets_database_unavailable_and_the_commit_happened(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     name = ring_machine.name
     key = unique("k")
     store.create(name, key)
@@ -298,14 +309,27 @@ def test_cut_before_the_reply_the_caller_gets_database_unavailable_and_the_commi
         # the dead pooled connection is replaced, no reset by hand
         assert through.send(name, key, "next", metadata={"call": "t-2"}).to_state == "c"
         assert proxy.accepted == accepted + 1
-    check_invariants(settings, name, [Call("t", 1, key, "next", "t-1", None, "unknown"),
-                                      Call("t", 2, key, "next", "t-2", None, "ok")], keys={key})
+    check_invariants(
+        settings,
+        name,
+        [Call("t", 1, key, "next", "t-1", None, "unknown"), Call("t", 2, key, "next", "t-2", None, "ok")],
+        keys={key},
+    )
 
 
-@pytest.mark.parametrize(("when", "reset"), [("before_request", False), ("mid_request", False),
-                                             ("after_request", True), ("before_reply", False), ("before_reply", True)])
+@pytest.mark.parametrize(
+    ("when", "reset"),
+    [
+        ("before_request", False),
+        ("mid_request", False),
+        ("after_request", True),
+        ("before_reply", False),
+        ("before_reply", True),
+    ],
+)
 def test_cut_mid_call_with_a_request_id_is_retried_and_applied_once(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy, when: str, reset: bool) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy, when: str, reset: bool
+) -> None:
     name = ring_machine.name
     key = unique("k")
     store.create(name, key)
@@ -320,14 +344,14 @@ def test_cut_mid_call_with_a_request_id_is_retried_and_applied_once(  # type: ig
         elif when == "before_reply":
             assert result.replayed  # the first try committed: the retry returned it
         assert proxy.accepted == 2  # one new connection replaced the cut one
-    history = check_invariants(settings, name, [Call("r", 1, key, "next", "r-1", f"{key}-r-1", "ok")],
-                               keys={key})[key]
+    history = check_invariants(settings, name, [Call("r", 1, key, "next", "r-1", f"{key}-r-1", "ok")], keys={key})[key]
     assert [h["request_id"] for h in history] == [None, f"{key}-r-1"]
 
 
 @pytest.mark.parametrize("when", ["before_request", "mid_request"])
 def test_write_without_request_id_cut_before_it_ran_fails_and_applies_nothing(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy, when: str) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy, when: str
+) -> None:
     """pyfsm cannot tell this from a cut after the commit, so it does not retry: the caller
     gets DatabaseUnavailable (retryable) and, here, nothing was applied."""
     name = ring_machine.name
@@ -344,7 +368,8 @@ def test_write_without_request_id_cut_before_it_ran_fails_and_applies_nothing(  
 
 
 def test_idle_pooled_connections_dropped_are_replaced(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     """Every pooled connection is cut while idle. Reads recover on their own; a write without
     request id on a connection the client still believes open fails (its request was sent);
     the pool replaces every dead connection without help."""
@@ -352,7 +377,11 @@ def test_idle_pooled_connections_dropped_are_replaced(  # type: ignore[no-untype
     key = unique("k")
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=3) as through:
-        with through.gateway.primary.connection(), through.gateway.primary.connection(), through.gateway.primary.connection():
+        with (
+            through.gateway.primary.connection(),
+            through.gateway.primary.connection(),
+            through.gateway.primary.connection(),
+        ):
             pass  # three live pooled connections
         assert proxy.live == 3
         calls: list[Call] = []
@@ -364,13 +393,18 @@ def test_idle_pooled_connections_dropped_are_replaced(  # type: ignore[no-untype
             assert sent[-1].outcome == "ok"
             calls += sent
             check_invariants(settings, name, calls, keys={key})
-            with through.gateway.primary.connection(), through.gateway.primary.connection(), through.gateway.primary.connection():
+            with (
+                through.gateway.primary.connection(),
+                through.gateway.primary.connection(),
+                through.gateway.primary.connection(),
+            ):
                 pass
             assert proxy.live == 3
 
 
 def test_retry_helper_recovers_from_an_outage(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     """Every connection dropped and new ones refused: a call gives up within its bound
     (about a second of retries) with DatabaseUnavailable, and nothing was applied; then
     pyfsm.retry with a request id outlasts a refusal longer than one call's own retries
@@ -400,7 +434,8 @@ def test_retry_helper_recovers_from_an_outage(  # type: ignore[no-untyped-def]
 
 
 def test_an_unreachable_server_after_a_drop_is_reported_clearly(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     """A pooled connection died and new ones are refused: the caller gets DatabaseUnavailable
     naming the server, with a real error number."""
     name = ring_machine.name
@@ -424,8 +459,9 @@ def test_an_unreachable_server_after_a_drop_is_reported_clearly(  # type: ignore
 # -- transitions: random faults, several processes ---------------------------------------
 
 
-def sender_main(dsn: str, machine: str, keys: list[str], caller: str, seed: int, go: Any, stop: Any,
-                out: Any, progress: Any) -> None:
+def sender_main(
+    dsn: str, machine: str, keys: list[str], caller: str, seed: int, go: Any, stop: Any, out: Any, progress: Any
+) -> None:
     """Send random events to shared keys until told to stop, then a few after the faults ended."""
     rng = random.Random(seed)
     logging.disable(logging.WARNING)
@@ -436,14 +472,24 @@ def sender_main(dsn: str, machine: str, keys: list[str], caller: str, seed: int,
         go.wait(60)
         calls: list[Call] = []
         while not stop.is_set():
-            calls.append(send_call(store, machine, rng.choice(keys), rng.choice(["next", "next", "reset"]), caller,
-                                   len(calls), request_id=rng.random() < 0.5))
+            calls.append(
+                send_call(
+                    store,
+                    machine,
+                    rng.choice(keys),
+                    rng.choice(["next", "next", "reset"]),
+                    caller,
+                    len(calls),
+                    request_id=rng.random() < 0.5,
+                )
+            )
             with progress.get_lock():
                 progress.value += 1
         faulty = len(calls)
         for i in range(10):  # the faults are over: every call must succeed, on replaced connections
-            calls.append(send_call(store, machine, keys[i % len(keys)], "next", caller, len(calls),
-                                   request_id=i % 2 == 0))
+            calls.append(
+                send_call(store, machine, keys[i % len(keys)], "next", caller, len(calls), request_id=i % 2 == 0)
+            )
         store.close()
         out.put(("done", caller, {"calls": [dataclasses.asdict(c) for c in calls], "faulty": faulty}))
     except BaseException:
@@ -451,12 +497,19 @@ def sender_main(dsn: str, machine: str, keys: list[str], caller: str, seed: int,
 
 
 def test_three_processes_sending_through_random_faults_keep_the_invariants(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     name = ring_machine.name
     keys = [unique("s") for _ in range(6)]
     out, go, stop, progress = SPAWN.Queue(), SPAWN.Event(), SPAWN.Event(), SPAWN.Value("i", 0)
-    procs = [SPAWN.Process(target=sender_main, args=(proxy.dsn(settings), name, keys, f"p{n}", 100 + n, go, stop, out,
-                                                     progress), daemon=True) for n in range(3)]
+    procs = [
+        SPAWN.Process(
+            target=sender_main,
+            args=(proxy.dsn(settings), name, keys, f"p{n}", 100 + n, go, stop, out, progress),
+            daemon=True,
+        )
+        for n in range(3)
+    ]
     for p in procs:
         p.start()
     try:
@@ -465,8 +518,7 @@ def test_three_processes_sending_through_random_faults_keep_the_invariants(  # t
         collect(out, len(procs), "ready")
         go.set()
         send = routines.SEND.name_for(name)
-        faults = chaos(proxy, 2.0, seed=7, matches=[None, send, send, "fsm_"],
-                       enough=lambda: progress.value >= 200)
+        faults = chaos(proxy, 2.0, seed=7, matches=[None, send, send, "fsm_"], enough=lambda: progress.value >= 200)
         stop.set()
         reports = collect(out, len(procs), "done")
     finally:
@@ -484,16 +536,18 @@ def test_three_processes_sending_through_random_faults_keep_the_invariants(  # t
     rid_unknown = [c for c in calls if c.request_id and c.outcome == "unknown"]
     assert not rid_unknown, f"pyfsm.retry did not recover calls with a request id: {rid_unknown[:5]}"
     for report in reports.values():  # after the faults: no error at all, no reset by hand
-        after = [Call(**c) for c in report["calls"][report["faulty"]:]]
+        after = [Call(**c) for c in report["calls"][report["faulty"] :]]
         assert all(c.outcome == "ok" for c in after), after
     assert proxy.dropped >= 10, (proxy.dropped, faults)
     check_invariants(settings, name, calls, keys=set(keys))
     outcomes = Counter(c.outcome for c in calls)
     assert sum(r["faulty"] for r in reports.values()) >= 200 and outcomes["ok"] > 100, outcomes
-    print(f"\n{len(calls)} calls {dict(outcomes)}, errors {dict(errors)}, "
-          f"retried with a request id {sum(c.attempts > 1 for c in calls)}, "
-          f"replayed {sum(c.replayed for c in calls)}; faults {dict(faults)}; "
-          f"connections cut {proxy.dropped}, accepted {proxy.accepted}")
+    print(
+        f"\n{len(calls)} calls {dict(outcomes)}, errors {dict(errors)}, "
+        f"retried with a request id {sum(c.attempts > 1 for c in calls)}, "
+        f"replayed {sum(c.replayed for c in calls)}; faults {dict(faults)}; "
+        f"connections cut {proxy.dropped}, accepted {proxy.accepted}"
+    )
 
 
 # -- handler runs: workers in two processes ------------------------------------------------
@@ -516,19 +570,24 @@ def worker_main(dsn: str, name: str, caller: str, go: Any, stop: Any, out: Any) 
 
 
 def test_workers_complete_every_instance_through_faults_and_apply_each_step_once(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, proxy: FaultProxy
+) -> None:
     name = unique("fault_run")
     process = fault_checkout(name)
     keys = [f"w{i}" for i in range(30)]
     out, go, stop = SPAWN.Queue(), SPAWN.Event(), SPAWN.Event()
-    procs = [SPAWN.Process(target=worker_main, args=(proxy.dsn(settings), name, f"w{n}", go, stop, out), daemon=True)
-             for n in range(2)]
+    procs = [
+        SPAWN.Process(target=worker_main, args=(proxy.dsn(settings), name, f"w{n}", go, stop, out), daemon=True)
+        for n in range(2)
+    ]
     for p in procs:
         p.start()
 
     def completed() -> int:
-        return int(query(settings, f"SELECT COUNT(*) AS n FROM `fsm_{name}` WHERE status IN ('completed', 'failed')")
-                   [0]["n"])
+        return int(
+            query(settings, f"SELECT COUNT(*) AS n FROM `fsm_{name}` WHERE status IN ('completed', 'failed')")[0]["n"]
+        )
+
     try:
         store.define(process.machine)  # while the children start
         for key in keys:
@@ -536,8 +595,13 @@ def test_workers_complete_every_instance_through_faults_and_apply_each_step_once
             store.enqueue(name, key)
         collect(out, len(procs), "ready")
         go.set()
-        faults = chaos(proxy, 2.0, seed=11, matches=[None, "fsm_step_v1", "fsm_claim_v1", "fsm_renew_claims_v1",
-                                                     "fsm_step_v1"], enough=lambda: completed() >= len(keys) // 2)
+        faults = chaos(
+            proxy,
+            2.0,
+            seed=11,
+            matches=[None, "fsm_step_v1", "fsm_claim_v1", "fsm_renew_claims_v1", "fsm_step_v1"],
+            enough=lambda: completed() >= len(keys) // 2,
+        )
         wait_for(lambda: completed() == len(keys), "every instance to finish after the faults", 30)
         stop.set()
         reports = collect(out, len(procs), "done")
@@ -560,12 +624,17 @@ def test_workers_complete_every_instance_through_faults_and_apply_each_step_once
 
 
 def _with_handlers(settings: Settings, name: str, key: str) -> list[dict[str, Any]]:
-    return query(settings, f"SELECT t.event, t.handler FROM `fsm_{name}_transitions` t JOIN `fsm_{name}` i "
-                           "ON i.id = t.instance_id WHERE i.instance_key = %s ORDER BY t.sort_key", (key,))
+    return query(
+        settings,
+        f"SELECT t.event, t.handler FROM `fsm_{name}_transitions` t JOIN `fsm_{name}` i "
+        "ON i.id = t.instance_id WHERE i.instance_key = %s ORDER BY t.sort_key",
+        (key,),
+    )
 
 
 def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, proxy: FaultProxy
+) -> None:
     name = unique("fault_claim")
     process = Process.linear(name, ["one", "two"], claim_seconds=0.3, backoff=0.01)
     for state in ("one", "two"):
@@ -581,8 +650,11 @@ def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-
                 assert worker.run_once() == 0  # the claim committed; the worker got DatabaseUnavailable
                 assert fault.wait(5)
                 # ... and gave the claim back at once (fsm_release_claims_v1): due now, no attempt counted
-                run = query(settings, "SELECT claimed_by, attempt, due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs "
-                                      "WHERE machine = %s", (name,))
+                run = query(
+                    settings,
+                    "SELECT claimed_by, attempt, due_at <= UTC_TIMESTAMP(6) AS due FROM fsm_runs WHERE machine = %s",
+                    (name,),
+                )
                 assert run == [{"claimed_by": None, "attempt": 0, "due": 1}], run
             assert worker.stats.handed_back == 3
             wait_for(lambda: worker.run_once() or store.get(name, "k").status != "running", "a run", 5)
@@ -593,7 +665,8 @@ def test_lost_claim_replies_do_not_fail_an_instance(  # type: ignore[no-untyped-
 
 
 def test_a_lost_reply_to_a_keyed_claim_gives_the_claim_back(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, proxy: FaultProxy
+) -> None:
     """Process.run claims its key under an owner of its own: when that claim's reply is lost,
     the claim is given back before the error reaches the caller, so a repeat (or a worker)
     can run the instance at once and no attempt is counted."""
@@ -618,8 +691,13 @@ def test_a_lost_reply_to_a_keyed_claim_gives_the_claim_back(  # type: ignore[no-
 
 @pytest.fixture(scope="module")
 def locked(store: Store) -> Machine:
-    machine = Machine(name=unique("fault_lock"), states=["idle", "busy"], start=["idle"],
-                      transitions=[("go", "idle", "busy"), ("back", "busy", "idle")], uses_global_lock=True)
+    machine = Machine(
+        name=unique("fault_lock"),
+        states=["idle", "busy"],
+        start=["idle"],
+        transitions=[("go", "idle", "busy"), ("back", "busy", "idle")],
+        uses_global_lock=True,
+    )
     store.define(machine)
     return machine
 
@@ -647,7 +725,8 @@ def held_since(lease: pyfsm.Lease) -> Any:
 
 @pytest.mark.parametrize("fault", ["drop", "stall"])
 def test_lease_under_a_fault_never_has_two_holders(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
+    store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str
+) -> None:
     """A lease through the proxy renews fine, then its holder is cut off from the server: its
     connection cut and new ones refused (a partition; a cut alone is healed by a new
     connection, see test_lease_survives_a_cut_connection), or every connection stalled. A
@@ -692,7 +771,8 @@ def test_lease_under_a_fault_never_has_two_holders(  # type: ignore[no-untyped-d
 
 
 def test_lease_renews_fine_through_a_short_stall(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, locked: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, locked: Machine, proxy: FaultProxy
+) -> None:
     name = locked.name
     key = unique("k")
     store.create(name, key, lookup_key=unique("acct"))
@@ -709,7 +789,8 @@ def test_lease_renews_fine_through_a_short_stall(  # type: ignore[no-untyped-def
 
 @pytest.mark.parametrize("fault", ["reset", "stall"])
 def test_lease_reports_the_loss_once_another_owner_holds_the_lock(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
+    store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str
+) -> None:
     """Found here: the heartbeat logged DatabaseUnavailable and retried forever on the dead
     connection (or blocked forever in a read on a stalled one), so lease.lost stayed False
     after the lease expired and another owner took the lock, and lease.send raised
@@ -744,7 +825,8 @@ def test_lease_reports_the_loss_once_another_owner_holds_the_lock(  # type: igno
 
 @pytest.mark.parametrize("fault", ["drop", "reset", "refused for a while"])
 def test_lease_survives_a_cut_connection(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str) -> None:
+    store: Store, settings: Settings, locked: Machine, proxy: FaultProxy, fault: str
+) -> None:
     """The lease's connection is cut while the server stays reachable (or new connections are
     refused for less than the lease): the heartbeat renews on a new connection before the
     expiry, then binds the locks to it. The lease is never lost, nobody else gets the lock,
@@ -789,7 +871,8 @@ def test_lease_survives_a_cut_connection(  # type: ignore[no-untyped-def]
 
 
 def test_a_call_in_flight_during_a_short_stall_completes(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     name = ring_machine.name
     key = unique("k")
     store.create(name, key)
@@ -808,7 +891,8 @@ STALL_BOUND = 1.5
 
 
 def test_a_stalled_connection_fails_with_a_pyfsm_error_in_bounded_time(  # type: ignore[no-untyped-def]
-        store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy) -> None:
+    store: Store, settings: Settings, ring_machine: Machine, proxy: FaultProxy
+) -> None:
     """Found here: no read or write timeout (connect_timeout covers only the TCP connect,
     not the server's greeting), so a call on a stalled connection, or a new connection to a
     server that accepts but does not answer, waited forever. Now both fail after one
@@ -819,19 +903,25 @@ def test_a_stalled_connection_fails_with_a_pyfsm_error_in_bounded_time(  # type:
     key = unique("k")
     store.create(name, key)
     dsn = proxy.dsn(settings) + "?connect_timeout=1"
-    with Store(f"{dsn}&read_timeout={STALL_TIMEOUT}", pool_size=1) as established, \
-            Store(dsn, pool_size=1, read_timeout=STALL_TIMEOUT) as connecting:
+    with (
+        Store(f"{dsn}&read_timeout={STALL_TIMEOUT}", pool_size=1) as established,
+        Store(dsn, pool_size=1, read_timeout=STALL_TIMEOUT) as connecting,
+    ):
         established.get(name, key)
         connecting._schema_ok = True  # its first call must open a connection: the handshake stalls
         proxy.stall()
         try:
-            with in_thread(lambda: established.send(name, key, "next")) as sending, \
-                    in_thread(lambda: connecting.get(name, key)) as reading:
+            with (
+                in_thread(lambda: established.send(name, key, "next")) as sending,
+                in_thread(lambda: connecting.get(name, key)) as reading,
+            ):
                 deadline = time.monotonic() + STALL_BOUND
                 for box in (sending, reading):
                     box["thread"].join(max(0.0, deadline - time.monotonic()))
-                for what, box in (("a send on an established connection", sending),
-                                  ("a read on a new connection", reading)):
+                for what, box in (
+                    ("a send on an established connection", sending),
+                    ("a read on a new connection", reading),
+                ):
                     assert not box["thread"].is_alive(), f"{what} still waits after {STALL_BOUND} s of stall"
                     error = box.get("error")
                     assert isinstance(error, DatabaseUnavailable), f"{what}: {box}"
@@ -880,7 +970,8 @@ def relay_running(relay: Relay) -> Iterator[dict[str, Any]]:
 
 
 def test_relay_publishes_every_event_through_database_faults(  # type: ignore[no-untyped-def]
-        make_database, kafka: Broker, proxy: FaultProxy) -> None:
+    make_database, kafka: Broker, proxy: FaultProxy
+) -> None:
     """The relay's database connection goes through the proxy; the broker is reached directly.
     Random faults hit its batches (the fetch, the published mark, the leader lock), then one
     cut of the published mark with new connections refused long enough that the relay gives
@@ -906,11 +997,18 @@ def test_relay_publishes_every_event_through_database_faults(  # type: ignore[no
                 time.sleep(0.005)
             return n
 
-        relay = Relay(proxy.dsn(settings), kafka=kafka.bootstrap, batch_size=15, max_backoff=0.3, idle_max=0.05,
-                      name="fault-relay")
+        relay = Relay(
+            proxy.dsn(settings),
+            kafka=kafka.bootstrap,
+            batch_size=15,
+            max_backoff=0.3,
+            idle_max=0.05,
+            name="fault-relay",
+        )
         with relay_running(relay) as state, in_thread(write) as writing:
-            faults = chaos(proxy, 2.0, seed=5, matches=[None, "`fsm_outbox`", "SET `published_at`", "GET_LOCK",
-                                                        "IS_USED_LOCK"])
+            faults = chaos(
+                proxy, 2.0, seed=5, matches=[None, "`fsm_outbox`", "SET `published_at`", "GET_LOCK", "IS_USED_LOCK"]
+            )
             stop_writing.set()
             writing["thread"].join(10)
             assert "error" not in writing, writing
@@ -956,12 +1054,15 @@ def test_relay_publishes_every_event_through_database_faults(  # type: ignore[no
         for key, sort_keys in order.items():
             assert sort_keys == sorted(sort_keys), (key, sort_keys)
     check_invariants(settings, name)
-    print(f"\n{len(expected)} events, {len(messages)} messages ({duplicated} duplicates), relay {stats.batches} "
-          f"batches, {stats.leader_terms} leader terms; faults {dict(faults)}; connections cut {proxy.dropped}")
+    print(
+        f"\n{len(expected)} events, {len(messages)} messages ({duplicated} duplicates), relay {stats.batches} "
+        f"batches, {stats.leader_terms} leader terms; faults {dict(faults)}; connections cut {proxy.dropped}"
+    )
 
 
-def test_a_reply_the_driver_cannot_read_is_a_lost_reply(proxy: FaultProxy, settings: Settings, store: Store,
-                                                        order: Machine) -> None:
+def test_a_reply_the_driver_cannot_read_is_a_lost_reply(
+    proxy: FaultProxy, settings: Settings, store: Store, order: Machine
+) -> None:
     """A reply PyMySQL cannot parse (a column packet cut short, as a Galera node sent once
     when its applier aborted a call) is DatabaseUnavailable 2013, a lost reply: the
     connection is closed, a write without request id is not repeated (it did commit), and

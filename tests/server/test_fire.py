@@ -25,8 +25,10 @@ from pyfsm import Machine, Store
 from pyfsm.db import parse_dsn
 
 #: the session variables of a transition's context
-CONTEXT = ("SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, "
-           "@fsm_source AS s, @fsm_guard AS g, @fsm_count_later AS c")
+CONTEXT = (
+    "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, "
+    "@fsm_source AS s, @fsm_guard AS g, @fsm_count_later AS c"
+)
 CLEAR = dict.fromkeys("emhrsgc")
 
 
@@ -44,12 +46,20 @@ def written(raw: Any, machine: str, key: str | None) -> list[tuple[Any, ...]]:
     its history, ids left out."""
     if not isinstance(key, str):
         return []
-    instance = fetch(raw, f"SELECT current_state, version, status, data, (SELECT COUNT(*) FROM fsm_runs r "
-                          f"WHERE r.machine = %s AND r.instance_id = i.id) AS runs FROM `fsm_{machine}` i "
-                          "WHERE instance_key = %s", (machine, key))
-    history = fetch(raw, f"SELECT t.sort_key, t.event, t.from_state, t.to_state, t.handler, t.metadata, t.source "
-                         f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
-                         "WHERE i.instance_key = %s ORDER BY t.sort_key", (key,))
+    instance = fetch(
+        raw,
+        f"SELECT current_state, version, status, data, (SELECT COUNT(*) FROM fsm_runs r "
+        f"WHERE r.machine = %s AND r.instance_id = i.id) AS runs FROM `fsm_{machine}` i "
+        "WHERE instance_key = %s",
+        (machine, key),
+    )
+    history = fetch(
+        raw,
+        f"SELECT t.sort_key, t.event, t.from_state, t.to_state, t.handler, t.metadata, t.source "
+        f"FROM `fsm_{machine}_transitions` t JOIN `fsm_{machine}` i ON i.id = t.instance_id "
+        "WHERE i.instance_key = %s ORDER BY t.sort_key",
+        (key,),
+    )
     return [tuple(r.values()) for r in instance + history]
 
 
@@ -77,10 +87,18 @@ def twins(store: Store, raw: Any) -> tuple[Machine, Any]:
         store.send(machine, f"{prefix}-paused", "pay")
         store.pause(machine, f"{prefix}-paused")
         # left waiting by the handler engine: a transition makes it run again (fsm_runs)
-        raw.cursor().execute(f"UPDATE `fsm_{machine.name}` SET status = 'waiting' WHERE instance_key = %s",
-                             (f"{prefix}-wait",))
-    store.define(Machine(name=machine.name, states=[*machine.states, "held"], start=machine.start,
-                         final=machine.final, transitions=[*machine.transitions, ("hold", "new", "held")]))
+        raw.cursor().execute(
+            f"UPDATE `fsm_{machine.name}` SET status = 'waiting' WHERE instance_key = %s", (f"{prefix}-wait",)
+        )
+    store.define(
+        Machine(
+            name=machine.name,
+            states=[*machine.states, "held"],
+            start=machine.start,
+            final=machine.final,
+            transitions=[*machine.transitions, ("hold", "new", "held")],
+        )
+    )
     return machine, raw
 
 
@@ -148,11 +166,19 @@ def test_fire_inside_an_open_transaction_leaves_it_open(twins: tuple[Machine, An
     try:
         fetch(raw, f"SELECT version FROM `fsm_{machine.name}` WHERE instance_key = 'f-1' FOR UPDATE")
         # a bad key is told first too, also one the UPDATE alone would not notice ('' and 192 characters)
-        for key, twin, event, errno in (("f-1", "s-1", "pay", 31016), ("f-1", "s-1", "Pay", 31009),
-                                        ("", "", "pay", 31009), ("k" * 192, "k" * 192, "pay", 31009)):
+        for key, twin, event, errno in (
+            ("f-1", "s-1", "pay", 31016),
+            ("f-1", "s-1", "Pay", 31009),
+            ("", "", "pay", 31009),
+            ("k" * 192, "k" * 192, "pay", 31009),
+        ):
             assert errno_of(raw, f"CALL `fsm_{machine.name}_fire_v1`(%s, %s)", (key, event)) == errno
-            assert errno_of(raw, f"CALL `fsm_{machine.name}_send_v4`(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)",
-                            (twin, event)) == errno
+            assert (
+                errno_of(
+                    raw, f"CALL `fsm_{machine.name}_send_v4`(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)", (twin, event)
+                )
+                == errno
+            )
             assert raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
     finally:
         raw.rollback()
@@ -165,11 +191,15 @@ def test_fire_reads_two_variables_and_leaves_a_dbas_context_alone(store: Store, 
     store.create(order, "c-1")
     raw.cursor().execute("SET @fsm_metadata = '{\"by\": \"dba\"}', @fsm_handler = 'dba'")
     fetch(raw, f"CALL `fsm_{order.name}_fire_v1`('c-1', 'pay')")
-    (row,) = fetch(raw, f"SELECT handler, metadata, source FROM `fsm_{order.name}_transitions` WHERE most_recent = 1 "
-                        f"AND instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = 'c-1')")
+    (row,) = fetch(
+        raw,
+        f"SELECT handler, metadata, source FROM `fsm_{order.name}_transitions` WHERE most_recent = 1 "
+        f"AND instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = 'c-1')",
+    )
     assert (row["handler"], row["source"]) == (None, "procedure") and json.loads(row["metadata"]) == {}
-    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m, @fsm_handler AS h") == \
-        [{"e": None, "s": None, "m": '{"by": "dba"}', "h": "dba"}]
+    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m, @fsm_handler AS h") == [
+        {"e": None, "s": None, "m": '{"by": "dba"}', "h": "dba"}
+    ]
     raw.cursor().execute("SET @fsm_metadata = NULL, @fsm_handler = NULL")
 
 
@@ -183,12 +213,19 @@ def test_a_context_a_failed_call_left_is_never_read(store: Store, order: Machine
     (row,) = fetch(raw, f"CALL `fsm_{order.name}_send_v4`('x-1', 'pay', NULL, '{{\"n\": 1}}', NULL, NULL, 'h', NULL)")
     assert (row["to_state"], store.history(order, "x-1")[-1].metadata) == ("paid", {"n": 1})
     assert fetch(raw, CONTEXT) == [CLEAR]
-    raw.cursor().execute("SET @fsm_event = 'cancel', @fsm_source = 'procedure', @fsm_metadata = '{\"stale\": 1}', "
-                         "@fsm_handler = 'stale', @fsm_request_id = 'stale-1'")  # as a killed send_v4 leaves it
+    raw.cursor().execute(
+        "SET @fsm_event = 'cancel', @fsm_source = 'procedure', @fsm_metadata = '{\"stale\": 1}', "
+        "@fsm_handler = 'stale', @fsm_request_id = 'stale-1'"
+    )  # as a killed send_v4 leaves it
     (row,) = fetch(raw, f"CALL `fsm_{order.name}_fire_v1`('x-2', 'pay')")
     last = store.history(order, "x-2")[-1]
-    assert (row["to_state"], last.event, last.metadata, last.handler, last.request_id) == \
-        ("paid", "pay", {}, None, None)
+    assert (row["to_state"], last.event, last.metadata, last.handler, last.request_id) == (
+        "paid",
+        "pay",
+        {},
+        None,
+        None,
+    )
     raw.cursor().execute("SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL")
 
 
@@ -221,13 +258,13 @@ def test_a_raw_update_with_source_fire_takes_the_event_alone(store: Store, order
     raw.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = 'r-1'")
     last = store.history(order, "r-1")[-1]
     assert (last.event, last.to_state, last.metadata) == ("pay", "paid", {})
-    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m") == \
-        [{"e": None, "s": None, "m": '{"by": "dba"}'}]
+    assert fetch(raw, "SELECT @fsm_event AS e, @fsm_source AS s, @fsm_metadata AS m") == [
+        {"e": None, "s": None, "m": '{"by": "dba"}'}
+    ]
     raw.cursor().execute("SET @fsm_metadata = NULL")
 
 
-def test_store_send_calls_fire_without_options_and_send_v4_with_any(store: Store, order: Machine,
-                                                                     raw: Any) -> None:
+def test_store_send_calls_fire_without_options_and_send_v4_with_any(store: Store, order: Machine, raw: Any) -> None:
     """Which procedure Store.send calls: without fire_v1 on the type, a send with nothing but key
     and event fails and one with any option goes through."""
     store.create(order, "p-1")
@@ -271,8 +308,9 @@ def fire_worker(dsn: str, machine: str, keys: list[str], worker: int, barrier: A
 
 
 def test_processes_firing_new_and_shared_keys_keep_every_invariant(store: Store, dsn: str, raw: Any) -> None:
-    machine = Machine(name=unique("fire"), states=["a", "b"], start=["a"],
-                      transitions=[("flip", "a", "b"), ("flip", "b", "a")])
+    machine = Machine(
+        name=unique("fire"), states=["a", "b"], start=["a"], transitions=[("flip", "a", "b"), ("flip", "b", "a")]
+    )
     store.define(machine)
     store.create(machine, "hot")
     keys = [f"n-{i}" for i in range(5)]

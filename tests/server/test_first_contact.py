@@ -41,9 +41,26 @@ def test_no_server_anywhere_gives_one_line_saying_what_to_set(tmp_path: Path) ->
     assert unshare
     env = {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path), "PYFSM_MYSQL_CACHE": str(tmp_path / "cache")}
     proc = subprocess.run(
-        [unshare, "-n", sys.executable, str(SCRIPT), "--env", "PYFSM_TEST_DSN", "--database", "test", "--",
-         sys.executable, "-c", "print('the command ran')"],
-        capture_output=True, text=True, env=env, timeout=60, check=False)
+        [
+            unshare,
+            "-n",
+            sys.executable,
+            str(SCRIPT),
+            "--env",
+            "PYFSM_TEST_DSN",
+            "--database",
+            "test",
+            "--",
+            sys.executable,
+            "-c",
+            "print('the command ran')",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2, proc
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()

@@ -79,10 +79,19 @@ RANDOM = os.environ.get("PYFSM_FUZZ_RANDOM", "") not in ("", "0")
 
 def fuzz(examples: int) -> settings:
     """Reproducible settings: the same examples on every run, no .hypothesis database."""
-    return settings(max_examples=max(1, int(examples * SCALE)), deadline=None, derandomize=not RANDOM, database=None,
-                    print_blob=False, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                             HealthCheck.filter_too_much,
-                                                             HealthCheck.large_base_example])
+    return settings(
+        max_examples=max(1, int(examples * SCALE)),
+        deadline=None,
+        derandomize=not RANDOM,
+        database=None,
+        print_blob=False,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+            HealthCheck.large_base_example,
+        ],
+    )
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::pyfsm.UnreachableStateWarning")
@@ -94,23 +103,49 @@ STATES = ("new", "paid", "done")
 EVENTS = ("pay", "refund", "finish", "cancel", "abort")
 STATUSES = ("running", "waiting", "paused", "completed", "failed")
 MACHINE = Machine(
-    name=M, states=STATES, start=["new"], final=["done"], topic="fuzz.events", uses_global_lock=True,
-    transitions=[("pay", "new", "paid"), ("refund", "paid", "new"), ("finish", "paid", "done"),
-                 ("cancel", ["new", "paid"], "done"), ("abort", "new", "done")],  # two events new -> done
+    name=M,
+    states=STATES,
+    start=["new"],
+    final=["done"],
+    topic="fuzz.events",
+    uses_global_lock=True,
+    transitions=[
+        ("pay", "new", "paid"),
+        ("refund", "paid", "new"),
+        ("finish", "paid", "done"),
+        ("cancel", ["new", "paid"], "done"),
+        ("abort", "new", "done"),
+    ],  # two events new -> done
 )
 #: Instances created before the fuzzing, and their lookup keys.
-SEEDED = {"k1": "acct-1", "k2": "acct-1", "k3": "acct-2", "k4": None, "x`; DROP TABLE fsm_machines; --": "acct-'3",
-          "ключ 🙂": "acct-2"}
+SEEDED = {
+    "k1": "acct-1",
+    "k2": "acct-1",
+    "k3": "acct-2",
+    "k4": None,
+    "x`; DROP TABLE fsm_machines; --": "acct-'3",
+    "ключ 🙂": "acct-2",
+}
 KEYS = (*SEEDED, "nobody")
 LOOKUPS = ("acct-1", "acct-2", "acct-'3")
 #: A machine defined through fsm_define_v5 only (never synced): the target of definition fuzzing.
 DEF = "fzdef"
 #: Server errors a hostile argument may legitimately get: each is mapped in pyfsm.errors.SERVER.
-SERVER_ERRORS = frozenset({1264, 1292, 1366, 1406, 3140, 4025,
-                           # MySQL's own refusals of a JSON argument, before pyfsm's checks see it: JSON
-                           # nested deeper than 100 levels (MariaDB: pyfsm's 31001/31008), and bytes (a
-                           # binary string) where a JSON value is needed
-                           3157, 3144})
+SERVER_ERRORS = frozenset(
+    {
+        1264,
+        1292,
+        1366,
+        1406,
+        3140,
+        4025,
+        # MySQL's own refusals of a JSON argument, before pyfsm's checks see it: JSON
+        # nested deeper than 100 levels (MariaDB: pyfsm's 31001/31008), and bytes (a
+        # binary string) where a JSON value is needed
+        3157,
+        3144,
+    }
+)
 #: Unmapped server errors already reported; see the xfail tests at the end.
 KNOWN_UNMAPPED = frozenset({1265})  # test_data_truncated_is_a_pyfsm_error
 TRANSITION_CONTEXT = ("@fsm_event", "@fsm_metadata", "@fsm_handler", "@fsm_request_id", "@fsm_source", "@fsm_guard")
@@ -166,11 +201,14 @@ class Env:
 
     def objects(self) -> frozenset[tuple[str, str]]:
         """Tables, views, routines and triggers (a slow query: the canaries and the teardown use it)."""
-        return frozenset(self.rows(
-            "SELECT table_type, table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
-            "UNION ALL SELECT routine_type, routine_name FROM information_schema.routines "
-            "WHERE routine_schema = DATABASE() UNION ALL SELECT 'TRIGGER', trigger_name "
-            "FROM information_schema.triggers WHERE trigger_schema = DATABASE()"))
+        return frozenset(
+            self.rows(
+                "SELECT table_type, table_name FROM information_schema.tables WHERE table_schema = DATABASE() "
+                "UNION ALL SELECT routine_type, routine_name FROM information_schema.routines "
+                "WHERE routine_schema = DATABASE() UNION ALL SELECT 'TRIGGER', trigger_name "
+                "FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
+            )
+        )
 
     def tables(self) -> tuple[str, ...]:
         return tuple(sorted(name for name, kind in self.rows("SHOW FULL TABLES") if kind == "BASE TABLE"))
@@ -187,10 +225,14 @@ class Env:
         """What must hold after any successful call, whatever its input."""
         assert self.tables() == self.baseline_tables, "a table was created or dropped"
         assert self.rows("SELECT COUNT(*) FROM fuzz_canary") == [(1,)]
-        instances = self.rows(f"SELECT id, instance_key, current_state, status, version, JSON_TYPE(data) FROM `fsm_{M}`")
+        instances = self.rows(
+            f"SELECT id, instance_key, current_state, status, version, JSON_TYPE(data) FROM `fsm_{M}`"
+        )
         history: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-        for row in self.rows("SELECT instance_id, sort_key, most_recent, event, from_state, to_state "
-                             f"FROM `fsm_{M}_transitions` ORDER BY id"):
+        for row in self.rows(
+            "SELECT instance_id, sort_key, most_recent, event, from_state, to_state "
+            f"FROM `fsm_{M}_transitions` ORDER BY id"
+        ):
             history[row[0]].append(row[1:])
         for iid, key, state, status, version, kind in instances:
             assert state in STATES and status in STATUSES and kind == "OBJECT", (key, state, status, kind)
@@ -203,8 +245,13 @@ class Env:
             assert rows[-1][4] == state, (key, rows[-1], state)
             for before, after in itertools.pairwise(rows):
                 assert after[3] == before[4] and after[2] in EVENTS and after[4] in STATES, (key, before, after)
-        counted = {s: int(n) for s, n in self.rows(
-            "SELECT state, SUM(instances) FROM fsm_state_counts WHERE machine = %s GROUP BY state", (M,)) if n}
+        counted = {
+            s: int(n)
+            for s, n in self.rows(
+                "SELECT state, SUM(instances) FROM fsm_state_counts WHERE machine = %s GROUP BY state", (M,)
+            )
+            if n
+        }
         assert counted == dict(Counter(row[2] for row in instances)), counted
 
 
@@ -260,8 +307,9 @@ def sql_call(env: Env, sql: str, args: tuple[Any, ...]) -> tuple[list[tuple[Any,
             errno = exc.args[0] if exc.args else None
             assert isinstance(errno, int), repr(exc)
             # 31028: send_v3's answer to an event the type does not have (the strategies' teleport)
-            assert 31001 <= errno <= 31023 or errno in SERVER_ERRORS | KNOWN_UNMAPPED | {31028}, \
+            assert 31001 <= errno <= 31023 or errno in SERVER_ERRORS | KNOWN_UNMAPPED | {31028}, (
                 f"unexpected error {exc!r}"
+            )
             if errno not in KNOWN_UNMAPPED:
                 assert isinstance(from_mysql_error(exc), FsmError), repr(exc)
             assert env.fingerprint() == before, f"{exc!r}, yet the database changed"
@@ -303,16 +351,22 @@ KINDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "start_state": (st.sampled_from([None, "new"]), st.one_of(fs.names(STATES), st.just("paid"))),
     "data": (st.one_of(st.none(), fs.valid_objects), fs.hostile_objects()),
     "version": (st.sampled_from([None, None, None, 0, 1, 2]), numbers),  # mostly no check: fewer Conflicts
-    "request_id": (st.one_of(st.none(), st.none(), st.uuids().map(str), fs.valid_keys(["r-1"], fs.REQUEST_ID_MAX)),
-                   fs.keys(["r-1"], 64)),
+    "request_id": (
+        st.one_of(st.none(), st.none(), st.uuids().map(str), fs.valid_keys(["r-1"], fs.REQUEST_ID_MAX)),
+        fs.keys(["r-1"], 64),
+    ),
     "handler": (st.one_of(st.none(), fs.valid_keys(["dba"], fs.HANDLER_MAX)), fs.keys(["dba"], fs.HANDLER_MAX)),
     "lookup": (st.sampled_from([None, *LOOKUPS]), fs.keys(LOOKUPS)),
     "after_id": (st.sampled_from([0, 1, 2**63 - 1]), numbers),
     "limit": (st.sampled_from([1, 100, 10_000]), numbers),
     "def_version": (st.sampled_from([None, 1]), numbers),
-    "moment": (st.one_of(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
-                         st.datetimes(min_value=datetime(2000, 1, 2), max_value=datetime(2100, 1, 1),
-                                      timezones=st.just(UTC))), fs.moments()),
+    "moment": (
+        st.one_of(
+            st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
+            st.datetimes(min_value=datetime(2000, 1, 2), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)),
+        ),
+        fs.moments(),
+    ),
     "flag": (st.sampled_from([None, True, False]), numbers),
     "delay": (st.sampled_from([None, 0, 0.5, 60]), numbers),
     "owner": (st.one_of(st.none(), st.text(alphabet="az09._:-", min_size=1, max_size=64)), fs.owners()),
@@ -325,11 +379,35 @@ KINDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
 }
 #: Each Store method: its arguments (name, kind), how many are positional, whether it only reads.
 API: dict[str, tuple[tuple[tuple[str, str], ...], int, bool]] = {
-    "send": ((("machine", "machine"), ("key", "key"), ("event", "event"), ("data", "data"), ("metadata", "data"),
-              ("expected_version", "version"), ("request_id", "request_id"), ("handler", "handler"),
-              ("lookup_key", "lookup"), ("lease", "not_a_lease")), 3, False),
-    "create": ((("machine", "machine"), ("key", "key"), ("state", "start_state"), ("data", "data"),
-                ("metadata", "data"), ("lookup_key", "lookup"), ("request_id", "request_id")), 2, False),
+    "send": (
+        (
+            ("machine", "machine"),
+            ("key", "key"),
+            ("event", "event"),
+            ("data", "data"),
+            ("metadata", "data"),
+            ("expected_version", "version"),
+            ("request_id", "request_id"),
+            ("handler", "handler"),
+            ("lookup_key", "lookup"),
+            ("lease", "not_a_lease"),
+        ),
+        3,
+        False,
+    ),
+    "create": (
+        (
+            ("machine", "machine"),
+            ("key", "key"),
+            ("state", "start_state"),
+            ("data", "data"),
+            ("metadata", "data"),
+            ("lookup_key", "lookup"),
+            ("request_id", "request_id"),
+        ),
+        2,
+        False,
+    ),
     "get": ((("machine", "machine"), ("key", "key")), 2, True),
     "history": ((("machine", "machine"), ("key", "key")), 2, True),
     "in_state": ((("machine", "machine"), ("state", "state"), ("after_id", "after_id"), ("limit", "limit")), 2, True),
@@ -343,13 +421,29 @@ API: dict[str, tuple[tuple[tuple[str, str], ...], int, bool]] = {
     "pause": ((("machine", "machine"), ("key", "key")), 2, False),
     "resume": ((("machine", "machine"), ("key", "key")), 2, False),
     "retry": ((("machine", "machine"), ("key", "key")), 2, False),
-    "enqueue": ((("machine", "machine"), ("key", "key"), ("delay_seconds", "delay"),
-                 ("run_immediately", "flag")), 2, False),
-    "set_locking": ((("machine", "machine"), ("key", "key"), ("global_lock", "flag"), ("local_lock", "flag")), 2,
-                    False),
+    "enqueue": (
+        (("machine", "machine"), ("key", "key"), ("delay_seconds", "delay"), ("run_immediately", "flag")),
+        2,
+        False,
+    ),
+    "set_locking": (
+        (("machine", "machine"), ("key", "key"), ("global_lock", "flag"), ("local_lock", "flag")),
+        2,
+        False,
+    ),
     "force_unlock": ((("lookup_key", "lookup_required"), ("reason", "reason"), ("scope", "scope")), 1, True),
-    "lock": ((("machine", "machine"), ("key", "key"), ("owner", "owner"), ("lease_seconds", "lease"),
-              ("attempts", "attempts"), ("backoff", "backoff")), 2, False),
+    "lock": (
+        (
+            ("machine", "machine"),
+            ("key", "key"),
+            ("owner", "owner"),
+            ("lease_seconds", "lease"),
+            ("attempts", "attempts"),
+            ("backoff", "backoff"),
+        ),
+        2,
+        False,
+    ),
 }
 
 
@@ -406,9 +500,13 @@ def test_store_methods_refuse_hostile_arguments(env: Env, method: str, data: st.
 
 # --- definitions: Machine, definition files, and what SQL stores --------------------------
 
+
 @fuzz(150)
-@given(doc=fs.documents(), name=st.one_of(st.just(DEF), fs.names([DEF], fs.MACHINE_MAX)),
-       lease=st.one_of(st.just(60), numbers))
+@given(
+    doc=fs.documents(),
+    name=st.one_of(st.just(DEF), fs.names([DEF], fs.MACHINE_MAX)),
+    lease=st.one_of(st.just(60), numbers),
+)
 def test_machine_definitions_python_accepts_sql_accepts(env: Env, doc: dict[str, Any], name: Any, lease: Any) -> None:
     """Machine(...) from a broken document's fields: InvalidDefinition, or a Machine whose JSON
     fsm_define_v5 stores as it is."""
@@ -416,8 +514,15 @@ def test_machine_definitions_python_accepts_sql_accepts(env: Env, doc: dict[str,
     if isinstance(edges, list):
         edges = [(e.get("event"), e.get("from"), e.get("to")) if isinstance(e, dict) else e for e in edges]
     try:
-        machine = Machine(name=name, states=doc.get("states"), start=doc.get("start"), final=doc.get("final", []),
-                          transitions=edges, topic=doc.get("topic"), lock_lease_seconds=lease)
+        machine = Machine(
+            name=name,
+            states=doc.get("states"),
+            start=doc.get("start"),
+            final=doc.get("final", []),
+            transitions=edges,
+            topic=doc.get("topic"),
+            lock_lease_seconds=lease,
+        )
     except InvalidDefinition:
         outcome("refused by Machine")
         return
@@ -447,11 +552,16 @@ yaml_soup = st.text(alphabet="{}[]:,-&*!|>'\"%@`#? \n\tab1.\\~=<", max_size=60)
 
 
 @fuzz(120)
-@given(text=st.one_of(fs.json_texts(), fs.texts(), yaml_soup,
-                      st.builds(lambda d: json.dumps({"name": "door", **d}), fs.documents()),
-                      st.builds(lambda d: "name: door\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in d.items()),
-                                fs.documents())),
-       fmt=st.sampled_from(["json", "yaml"]))
+@given(
+    text=st.one_of(
+        fs.json_texts(),
+        fs.texts(),
+        yaml_soup,
+        st.builds(lambda d: json.dumps({"name": "door", **d}), fs.documents()),
+        st.builds(lambda d: "name: door\n" + "\n".join(f"{k}: {json.dumps(v)}" for k, v in d.items()), fs.documents()),
+    ),
+    fmt=st.sampled_from(["json", "yaml"]),
+)
 def test_definition_documents_fail_with_invalid_definition(text: str, fmt: str) -> None:
     with watchdog(30):
         try:
@@ -467,9 +577,15 @@ USER = re.compile(r"'[A-Za-z0-9_.-]{1,32}'@'[A-Za-z0-9_.%:-]{1,255}'")
 
 
 @fuzz(100)
-@given(text=st.one_of(fs.texts(), fs.keys(["app", "app@10.0.%", "a@b@c"], 40), fs.overlong(32),
-                      st.builds(lambda u, h: f"{u}@{h}", fs.texts(3), fs.texts(3))),
-       role=st.one_of(st.sampled_from(["app", "reporting", "relay"]), fs.names(["app"])))
+@given(
+    text=st.one_of(
+        fs.texts(),
+        fs.keys(["app", "app@10.0.%", "a@b@c"], 40),
+        fs.overlong(32),
+        st.builds(lambda u, h: f"{u}@{h}", fs.texts(3), fs.texts(3)),
+    ),
+    role=st.one_of(st.sampled_from(["app", "reporting", "relay"]), fs.names(["app"])),
+)
 def test_account_names_never_carry_quotes_into_sql(text: Any, role: Any) -> None:
     try:
         account = Account.parse(text, role)
@@ -482,11 +598,23 @@ dsn_parts = st.one_of(st.sampled_from(["", "root", "u:p", "127.0.0.1", "db", "33
 
 
 @fuzz(100)
-@given(dsn=st.one_of(
-    fs.texts(), st.builds("{}://{}@{}:{}/{}?{}".format, st.sampled_from(["mysql", "mariadb", "postgres", "MYSQL", ""]),
-                          dsn_parts, dsn_parts, st.one_of(dsn_parts, st.sampled_from(["0", "65536", "-1", "1e3"])),
-                          dsn_parts, st.one_of(dsn_parts, st.sampled_from([
-                              "tls=maybe", "tls=true&tls=false", "connect_timeout=abc", "x=1", "tls_ca=%00"])))))
+@given(
+    dsn=st.one_of(
+        fs.texts(),
+        st.builds(
+            "{}://{}@{}:{}/{}?{}".format,
+            st.sampled_from(["mysql", "mariadb", "postgres", "MYSQL", ""]),
+            dsn_parts,
+            dsn_parts,
+            st.one_of(dsn_parts, st.sampled_from(["0", "65536", "-1", "1e3"])),
+            dsn_parts,
+            st.one_of(
+                dsn_parts,
+                st.sampled_from(["tls=maybe", "tls=true&tls=false", "connect_timeout=abc", "x=1", "tls_ca=%00"]),
+            ),
+        ),
+    )
+)
 def test_dsns_parse_or_fail_with_invalid_argument(dsn: str) -> None:
     assume("[" not in dsn and "]" not in dsn)  # test_store_constructor_refuses_bad_arguments
     try:
@@ -499,6 +627,7 @@ def test_dsns_parse_or_fail_with_invalid_argument(dsn: str) -> None:
 
 
 # --- door 2: the procedures, as a DBA calls them ------------------------------------------
+
 
 def sql(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return strategy.filter(sendable)
@@ -591,8 +720,12 @@ def test_raw_update_of_current_state(env: Env, data: st.DataObject) -> None:
     env.rows("SET @fsm_event = %s, @fsm_metadata = %s", (fsm_event, metadata))
     try:
         with watchdog():
-            env.rows(f"UPDATE `fsm_{M}` SET current_state = %s" + (", data = %s" if new_data is not None else "")
-                     + " WHERE instance_key = %s", (state, new_data, key) if new_data is not None else (state, key))
+            env.rows(
+                f"UPDATE `fsm_{M}` SET current_state = %s"
+                + (", data = %s" if new_data is not None else "")
+                + " WHERE instance_key = %s",
+                (state, new_data, key) if new_data is not None else (state, key),
+            )
     except pymysql.err.MySQLError as exc:
         assert exc.args[0] in range(31001, 31024) or exc.args[0] in SERVER_ERRORS, repr(exc)
         assert env.fingerprint() == before, f"{exc!r}, yet the database changed"
@@ -607,10 +740,15 @@ def test_raw_update_of_current_state(env: Env, data: st.DataObject) -> None:
 
 
 CANARY_DOORS = (
-    lambda e, s: e.store.send(s, "k1", "pay"), lambda e, s: e.store.send(M, s, "pay"), lambda e, s: e.store.get(M, s),
-    lambda e, s: e.store.in_state(M, s), lambda e, s: e.store.force_unlock(s, reason=s, scope=s),
-    lambda e, s: e.store.lock(M, "k1", owner=s), lambda e, s: e.store.definition(s),
-    lambda e, s: e.store.sync(s), lambda e, s: e.store.locks(lookup_key=s),
+    lambda e, s: e.store.send(s, "k1", "pay"),
+    lambda e, s: e.store.send(M, s, "pay"),
+    lambda e, s: e.store.get(M, s),
+    lambda e, s: e.store.in_state(M, s),
+    lambda e, s: e.store.force_unlock(s, reason=s, scope=s),
+    lambda e, s: e.store.lock(M, "k1", owner=s),
+    lambda e, s: e.store.definition(s),
+    lambda e, s: e.store.sync(s),
+    lambda e, s: e.store.locks(lookup_key=s),
     lambda e, s: e.store.define(Machine(name=s, states=[s], start=[s], transitions=[])),
 )
 
@@ -636,6 +774,7 @@ def test_injections_are_never_sql(env: Env, payload: str) -> None:
 
 # --- door 3: the command line --------------------------------------------------------------
 
+
 def argv_value(value: Any) -> str | bytes | None:
     """``value`` as an argv element: no NUL; a lone surrogate becomes the invalid UTF-8 it stands for."""
     if not isinstance(value, str):
@@ -646,8 +785,9 @@ def argv_value(value: Any) -> str | bytes | None:
 
 def cli_text(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """What can be an argv element (bytes: invalid UTF-8, which Python reads as surrogate escapes)."""
-    return st.one_of(strategy.map(argv_value).filter(lambda v: v is not None),
-                     st.sampled_from([b"\xff", b"k\xc3", b"\xed\xa0\x80"]))
+    return st.one_of(
+        strategy.map(argv_value).filter(lambda v: v is not None), st.sampled_from([b"\xff", b"k\xc3", b"\xed\xa0\x80"])
+    )
 
 
 cli_machines = cli_text(machines)
@@ -664,14 +804,23 @@ def _b(value: str | bytes) -> bytes:
 
 
 HOSTILE_FILES: tuple[str | bytes, ...] = (
-    "[" * 10_000 + "]" * 10_000, '{"a":' * 10_000 + "1" + "}" * 10_000, "- " * 5_000 + "x",
+    "[" * 10_000 + "]" * 10_000,
+    '{"a":' * 10_000 + "1" + "}" * 10_000,
+    "- " * 5_000 + "x",
     json.dumps({"name": "x`; DROP TABLE fsm_machines; --", "states": ["a"], "start": ["a"], "transitions": []}),
     json.dumps({"name": "door", "states": ["a'; DROP TABLE fsm_rules; --"], "start": ["a"], "transitions": []}),
     "name: door\nstates: [a]\nstart: [a]\ntransitions: [{event: go, from: a, to: nowhere}]\n",
     "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b]\n"
     "d: &d [*c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e]\n",
-    "name: !!python/object/apply:os.system ['true']\n", "x" * (1024 * 1024 + 1), b"\xff\xfe\x00n\x00a", b"",
-    "\ufeff", "null", "[]", '"door"', "name: door\nname: door\n",
+    "name: !!python/object/apply:os.system ['true']\n",
+    "x" * (1024 * 1024 + 1),
+    b"\xff\xfe\x00n\x00a",
+    b"",
+    "\ufeff",
+    "null",
+    "[]",
+    '"door"',
+    "name: door\nname: door\n",
 )
 
 
@@ -679,39 +828,90 @@ HOSTILE_FILES: tuple[str | bytes, ...] = (
 def cli_batches(draw: Callable[[Any], Any], dsn: str, files: Path) -> list[list[Any]]:
     """Four commands with hostile arguments; options as --name=value and positionals after --,
     so every value reaches pyfsm whatever it looks like."""
+
     def options(**candidates: st.SearchStrategy[Any]) -> list[Any]:
         chosen = draw(st.lists(st.sampled_from(sorted(candidates)), unique=True, max_size=len(candidates)))
-        return [f"--{name.replace('_', '-')}=".encode() + (v if isinstance(v, bytes) else v.encode())
-                for name in chosen for v in [draw(candidates[name])]]
+        return [
+            f"--{name.replace('_', '-')}=".encode() + (v if isinstance(v, bytes) else v.encode())
+            for name in chosen
+            for v in [draw(candidates[name])]
+        ]
 
-    keyed = [draw(st.sampled_from(["show", "history", "pause", "resume", "retry"])), "--dsn", dsn, "--",
-             draw(cli_machines), draw(cli_keys)]
+    keyed = [
+        draw(st.sampled_from(["show", "history", "pause", "resume", "retry"])),
+        "--dsn",
+        dsn,
+        "--",
+        draw(cli_machines),
+        draw(cli_keys),
+    ]
     json_arg = cli_text(fs.json_texts(huge=False))
     verb = draw(st.sampled_from(["send", "create"]))
-    write = [verb, "--dsn", dsn, *options(data=json_arg, metadata=json_arg, lookup_key=cli_text(fs.keys(LOOKUPS)),
-                                          request_id=cli_text(fs.keys(["r"], 64)),
-                                          **({"expected_version": fs.cli_ints()} if verb == "send"
-                                             else {"state": cli_text(fs.names(STATES))})),
-             "--", draw(cli_machines), draw(cli_keys), *([draw(cli_text(fs.names(EVENTS)))] if verb == "send" else [])]
-    stored = ["send", "--dsn", dsn, *options(data=json_arg, metadata=json_arg), "--", M, draw(cli_keys),
-              draw(st.sampled_from(EVENTS))]
+    write = [
+        verb,
+        "--dsn",
+        dsn,
+        *options(
+            data=json_arg,
+            metadata=json_arg,
+            lookup_key=cli_text(fs.keys(LOOKUPS)),
+            request_id=cli_text(fs.keys(["r"], 64)),
+            **({"expected_version": fs.cli_ints()} if verb == "send" else {"state": cli_text(fs.names(STATES))}),
+        ),
+        "--",
+        draw(cli_machines),
+        draw(cli_keys),
+        *([draw(cli_text(fs.names(EVENTS)))] if verb == "send" else []),
+    ]
+    stored = [
+        "send",
+        "--dsn",
+        dsn,
+        *options(data=json_arg, metadata=json_arg),
+        "--",
+        M,
+        draw(cli_keys),
+        draw(st.sampled_from(EVENTS)),
+    ]
+
     def install() -> list[Any]:
         path = files / f"{uuid.uuid4().hex}{draw(st.sampled_from(['.json', '.yaml', '.yml', '.txt']))}"
         path.write_bytes(_b(draw(st.one_of(cli_text(fs.json_texts()), st.sampled_from(HOSTILE_FILES)))))
         return ["install", "--dsn", dsn, "--", str(path)]
 
     others: dict[str, Callable[[], list[Any]]] = {
-        "list": lambda: ["list", "--dsn", dsn, *options(after_id=fs.cli_ints(), limit=fs.cli_ints()), "--",
-                         draw(cli_machines), draw(cli_text(fs.names(STATES)))],
+        "list": lambda: [
+            "list",
+            "--dsn",
+            dsn,
+            *options(after_id=fs.cli_ints(), limit=fs.cli_ints()),
+            "--",
+            draw(cli_machines),
+            draw(cli_text(fs.names(STATES))),
+        ],
         "counts": lambda: ["counts", "--dsn", dsn, "--", draw(cli_machines)],
         "failed": lambda: ["failed", "--dsn", dsn, *options(limit=fs.cli_ints()), "--", draw(cli_machines)],
         "locks": lambda: ["locks", "--dsn", dsn, *options(lookup_key=cli_text(fs.keys(LOOKUPS)))],
-        "unlock": lambda: ["unlock", "--dsn", dsn, b"--reason=" + _b(draw(cli_text(fs.keys(["r"], 255)))),
-                           *options(scope=cli_text(machines)), "--", draw(cli_text(fs.keys(LOOKUPS)))],
+        "unlock": lambda: [
+            "unlock",
+            "--dsn",
+            dsn,
+            b"--reason=" + _b(draw(cli_text(fs.keys(["r"], 255)))),
+            *options(scope=cli_text(machines)),
+            "--",
+            draw(cli_text(fs.keys(LOOKUPS))),
+        ],
         "sync": lambda: ["sync", "--dsn", dsn, "--", draw(cli_text(machines.filter(not_a_name)))],
-        "grant": lambda: ["grant", "--dsn", dsn, "--print", b"--" + draw(st.sampled_from([b"app", b"reporting",
-                                                                                         b"relay"]))
-                          + b"=" + _b(draw(cli_text(fs.keys(["app_user", "u@10.0.%"], 40))))],
+        "grant": lambda: [
+            "grant",
+            "--dsn",
+            dsn,
+            "--print",
+            b"--"
+            + draw(st.sampled_from([b"app", b"reporting", b"relay"]))
+            + b"="
+            + _b(draw(cli_text(fs.keys(["app_user", "u@10.0.%"], 40)))),
+        ],
         "install": install,
     }
     other = others[draw(st.sampled_from(sorted(others)))]()
@@ -720,8 +920,16 @@ def cli_batches(draw: Callable[[Any], Any], dsn: str, files: Path) -> list[list[
 
 def run_cli(batch: list[list[Any]]) -> list[tuple[int, str]]:
     environment = {k: v for k, v in os.environ.items() if k != "PYFSM_DEBUG"}
-    procs = [subprocess.Popen([sys.executable, "-m", "pyfsm", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              cwd=TESTS, env=environment) for argv in batch]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pyfsm", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=TESTS,
+            env=environment,
+        )
+        for argv in batch
+    ]
     results = []
     for proc in procs:
         try:
@@ -734,8 +942,9 @@ def run_cli(batch: list[list[Any]]) -> list[tuple[int, str]]:
 
 
 #: The names the CLI may give an error: pyfsm's classes.
-ERROR_NAMES = frozenset(name for name, obj in vars(pyfsm.errors).items()
-                        if isinstance(obj, type) and issubclass(obj, FsmError))
+ERROR_NAMES = frozenset(
+    name for name, obj in vars(pyfsm.errors).items() if isinstance(obj, type) and issubclass(obj, FsmError)
+)
 ERROR_LINE = re.compile(r"pyfsm: (\w+) \(\d+\): ")
 
 
@@ -770,9 +979,14 @@ def test_cli_refuses_hostile_arguments(env: Env, files: Path, data: st.DataObjec
 
 # --- the size limits, to the byte -------------------------------------------------------------
 
+
 @fuzz(12)
-@given(which=st.sampled_from(["data", "metadata"]), over=st.sampled_from([0, 1]),
-       fill=st.sampled_from(["a", "é", "🙂"]), door=st.sampled_from(["python", "sql"]))
+@given(
+    which=st.sampled_from(["data", "metadata"]),
+    over=st.sampled_from([0, 1]),
+    fill=st.sampled_from(["a", "é", "🙂"]),
+    door=st.sampled_from(["python", "sql"]),
+)
 def test_size_limits_hold_to_the_byte(env: Env, which: str, over: int, fill: str, door: str) -> None:
     """A JSON object of exactly the limit in bytes (UTF-8, compact) is stored; one byte more is InvalidData."""
     doc = fs.sized(fs.DATA_MAX if which == "data" else fs.METADATA_MAX, over, fill)
@@ -782,12 +996,16 @@ def test_size_limits_hold_to_the_byte(env: Env, which: str, over: int, fill: str
         errno = getattr(result, "errno", None)
     else:
         text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-        errno = sql_call(env, "CALL fsm_send_v3(%s, %s, 'pay', %s, %s, NULL, NULL, NULL, NULL)",
-                         (M, key, *((text, None) if which == "data" else (None, text))))[1]
+        errno = sql_call(
+            env,
+            "CALL fsm_send_v3(%s, %s, 'pay', %s, %s, NULL, NULL, NULL, NULL)",
+            (M, key, *((text, None) if which == "data" else (None, text))),
+        )[1]
     assert errno == (31008 if over else None), (which, over, fill, door, errno)
 
 
 # --- known bugs: minimal examples, expected to fail until fixed ----------------------------
+
 
 def test_state_at_far_from_utc(env: Env) -> None:
     at = datetime.max.replace(tzinfo=timezone(-timedelta(hours=5)))
@@ -795,8 +1013,9 @@ def test_state_at_far_from_utc(env: Env) -> None:
         env.store.state_at(M, "k1", at)
 
 
-@pytest.mark.parametrize("kwargs", [{"states": None}, {"start": [["a"]]}, {"transitions": [("go", "a")]},
-                                    {"transitions": [("go", 5, "a")]}])
+@pytest.mark.parametrize(
+    "kwargs", [{"states": None}, {"start": [["a"]]}, {"transitions": [("go", "a")]}, {"transitions": [("go", 5, "a")]}]
+)
 def test_machine_constructor_refuses_non_lists(kwargs: dict[str, Any]) -> None:
     spec: dict[str, Any] = {"name": "m", "states": ["a"], "start": ["a"], "transitions": [], **kwargs}
     with pytest.raises(InvalidDefinition):
@@ -825,7 +1044,9 @@ def test_raw_update_event_with_a_trailing_space(env: Env) -> None:
 
 
 def test_sql_define_refuses_non_string_names(env: Env) -> None:
-    body = '{"states": ["new", "done"], "start": ["new"], "transitions": [{"event": true, "from": ["new"], "to": "done"}]}'
+    body = (
+        '{"states": ["new", "done"], "start": ["new"], "transitions": [{"event": true, "from": ["new"], "to": "done"}]}'
+    )
     with pytest.raises(pymysql.err.MySQLError) as info:
         env.rows("CALL fsm_define_v5('fzliteral', %s)", (body,))
     assert info.value.args[0] == 31001
@@ -866,9 +1087,23 @@ def test_cli_usage_error_is_one_line(env: Env) -> None:
     assert code in (1, 2) and stderr.startswith("pyfsm: ") and stderr.count("\n") == 1, stderr
 
 
-@pytest.mark.parametrize("case", ["ipv6", "not a string", "pool_size", "pool_size bool", "connect_timeout=0",
-                                  "connect_timeout=-1", "connect_timeout=nan", "connect_timeout=inf",
-                                  "read_timeout=0", "write_timeout=nan", "read_timeout kwarg", "write_timeout kwarg"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ipv6",
+        "not a string",
+        "pool_size",
+        "pool_size bool",
+        "connect_timeout=0",
+        "connect_timeout=-1",
+        "connect_timeout=nan",
+        "connect_timeout=inf",
+        "read_timeout=0",
+        "write_timeout=nan",
+        "read_timeout kwarg",
+        "write_timeout kwarg",
+    ],
+)
 def test_store_constructor_refuses_bad_arguments(env: Env, case: str) -> None:
     """Found here: urlsplit's ValueError, a non-string DSN's AttributeError and a non-int
     pool_size's TypeError came through, and a connect_timeout of 0, -1, nan or inf was
@@ -925,4 +1160,3 @@ def test_raw_update_to_the_same_state_with_trailing_spaces(env: Env) -> None:
     with contextlib.suppress(pymysql.err.OperationalError):  # refusing it would be fine too
         env.rows(f"UPDATE `fsm_{M}` SET current_state = 'new  ' WHERE instance_key = 'padded-state'")
     assert env.store.get(M, "padded-state").state == "new"
-

@@ -50,20 +50,25 @@ def objects(settings: Settings) -> dict[str, list[str]]:
         with conn.cursor() as cur:
             cur.execute("SELECT table_name, table_type FROM information_schema.tables WHERE table_schema = DATABASE()")
             rows = cur.fetchall()
-            cur.execute("SELECT r.routine_name, r.security_type, COUNT(p.parameter_name) FROM information_schema.routines r "
-                        "LEFT JOIN information_schema.parameters p ON p.specific_schema = r.routine_schema "
-                        "AND p.specific_name = r.routine_name AND p.parameter_mode IS NOT NULL "
-                        "WHERE r.routine_schema = DATABASE() AND r.routine_type = 'PROCEDURE' "
-                        "GROUP BY r.routine_name, r.security_type")
+            cur.execute(
+                "SELECT r.routine_name, r.security_type, COUNT(p.parameter_name) FROM information_schema.routines r "
+                "LEFT JOIN information_schema.parameters p ON p.specific_schema = r.routine_schema "
+                "AND p.specific_name = r.routine_name AND p.parameter_mode IS NOT NULL "
+                "WHERE r.routine_schema = DATABASE() AND r.routine_type = 'PROCEDURE' "
+                "GROUP BY r.routine_name, r.security_type"
+            )
             routines = cur.fetchall()
     finally:
         conn.close()
     # a CALL with the right number of arguments: the answer is then about rights (1370), not arity (1318)
     calls = {n: f"CALL `{n}`({', '.join(['NULL'] * int(k))})" for n, _, k in routines}
-    return {"tables": sorted(n for n, t in rows if t == "BASE TABLE"), "views": sorted(n for n, t in rows if t == "VIEW"),
-            "public": sorted(calls[n] for n, s, _ in routines if s == "DEFINER"),
-            "internal": sorted(calls[n] for n, s, _ in routines if s == "INVOKER"),
-            "define": sorted(calls[n] for n, s, _ in routines if n.startswith("fsm_define_"))}
+    return {
+        "tables": sorted(n for n, t in rows if t == "BASE TABLE"),
+        "views": sorted(n for n, t in rows if t == "VIEW"),
+        "public": sorted(calls[n] for n, s, _ in routines if s == "DEFINER"),
+        "internal": sorted(calls[n] for n, s, _ in routines if s == "INVOKER"),
+        "define": sorted(calls[n] for n, s, _ in routines if n.startswith("fsm_define_")),
+    }
 
 
 def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # type: ignore[no-untyped-def]
@@ -107,8 +112,17 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
 def test_reporting_account_reads_the_views_and_nothing_else(accounts) -> None:  # type: ignore[no-untyped-def]
     reporting, owner = accounts["reporting"], accounts["settings"]
     found = objects(owner)
-    assert {"fsm_v_order", "fsm_v_order_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_state_counts",
-            "fsm_v_failed", "fsm_v_funnel", "fsm_v_stuck", "fsm_held_locks_v1"} <= set(found["views"])
+    assert {
+        "fsm_v_order",
+        "fsm_v_order_transitions",
+        "fsm_v_instances",
+        "fsm_v_history",
+        "fsm_v_state_counts",
+        "fsm_v_failed",
+        "fsm_v_funnel",
+        "fsm_v_stuck",
+        "fsm_held_locks_v1",
+    } <= set(found["views"])
     for view in found["views"]:
         assert errno_of(reporting, f"SELECT * FROM `{view}`") is None, view
     conn = pymysql.connect(**reporting.connect_kwargs())
@@ -138,8 +152,9 @@ def test_relay_account_publishes_from_the_outbox_only(accounts) -> None:  # type
     assert errno_of(relay_settings, "SELECT 1 FROM fsm_relay_leaders") == 1142
     assert errno_of(relay_settings, "SELECT COUNT(*) FROM fsm_outbox") is None
     assert errno_of(relay_settings, "SELECT * FROM fsm_order") == 1142
-    assert errno_of(relay_settings, "CALL fsm_send_v1('order', 'o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)") \
-        == 1370
+    assert (
+        errno_of(relay_settings, "CALL fsm_send_v1('order', 'o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)") == 1370
+    )
 
 
 def test_types_defined_later_are_granted_to_the_recorded_accounts(accounts) -> None:  # type: ignore[no-untyped-def]
@@ -160,12 +175,13 @@ def test_types_defined_later_are_granted_to_the_recorded_accounts(accounts) -> N
     conn = pymysql.connect(**owner.connect_kwargs())
     try:  # every public procedure of the head revision, and only those, is granted to the app account
         with conn.cursor() as cur:
-            cur.execute("SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
-                        "AND ROUTINE_TYPE = 'PROCEDURE' AND SECURITY_TYPE = 'DEFINER' "
-                        "AND ROUTINE_NAME LIKE 'fsm\\_%%' AND ROUTINE_NAME NOT LIKE 'fsm\\_define\\_%%'")
+            cur.execute(
+                "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() "
+                "AND ROUTINE_TYPE = 'PROCEDURE' AND SECURITY_TYPE = 'DEFINER' "
+                "AND ROUTINE_NAME LIKE 'fsm\\_%%' AND ROUTINE_NAME NOT LIKE 'fsm\\_define\\_%%'"
+            )
             public = {name for (name,) in cur.fetchall()}
-            cur.execute("SELECT Routine_name FROM mysql.procs_priv WHERE Db = DATABASE() AND User = %s",
-                        (app.user,))
+            cur.execute("SELECT Routine_name FROM mysql.procs_priv WHERE Db = DATABASE() AND User = %s", (app.user,))
             granted = {name for (name,) in cur.fetchall()}
     finally:
         conn.close()

@@ -43,8 +43,14 @@ from pyfsm.guards import describe, holds, parse
 
 DOCS: list[dict[str, Any]] = [
     {},
-    {"total": 100, "name": "Ann", "flag": True, "none": None, "tags": ["x", "y"],
-     "address": {"city": "Lyon", "zip": "69001"}},
+    {
+        "total": 100,
+        "name": "Ann",
+        "flag": True,
+        "none": None,
+        "tags": ["x", "y"],
+        "address": {"city": "Lyon", "zip": "69001"},
+    },
     {"total": "100", "name": "ann", "flag": 1, "address": {}, "tags": "x"},
     {"total": 100.0, "name": "Ann ", "flag": False, "none": 0, "tags": [None, "y"]},
     {"total": 99.5, "name": "Ände", "address": None, "tags": []},
@@ -53,14 +59,37 @@ DOCS: list[dict[str, Any]] = [
 ]
 
 GUARDS: list[Any] = [
-    data("total") == 100, data("total") != 100, data("total") > 99, data("total") >= 100, data("total") < 100.5,
-    data("total") <= 0, data("total") == "100", data("total") == 9007199254740992, data("total").is_in([100, "100"]),
-    data("name") == "Ann", data("name") < "B", data("name") > "Ann", data("name") >= "Ä", data("name") == "",
-    data("flag") == True, data("flag") == False, data("flag") == 1, data("flag") != "true",  # noqa: E712
-    data("none").is_null(), data("none").exists(), data("none").missing(), data("none") == None,  # noqa: E711
-    data("address.zip").exists(), data("address.city") == "Lyon", data("address.zip") == "69001",
-    data("address").is_null(), data("tags[0]") == "x", data("tags[1]").is_in(["y", "z"]), data("tags[0]").is_null(),
-    not_(data("total").exists()), all_of(data("total") >= 100, data("name") == "Ann"),
+    data("total") == 100,
+    data("total") != 100,
+    data("total") > 99,
+    data("total") >= 100,
+    data("total") < 100.5,
+    data("total") <= 0,
+    data("total") == "100",
+    data("total") == 9007199254740992,
+    data("total").is_in([100, "100"]),
+    data("name") == "Ann",
+    data("name") < "B",
+    data("name") > "Ann",
+    data("name") >= "Ä",
+    data("name") == "",
+    data("flag") == True,  # noqa: E712
+    data("flag") == False,  # noqa: E712
+    data("flag") == 1,
+    data("flag") != "true",
+    data("none").is_null(),
+    data("none").exists(),
+    data("none").missing(),
+    data("none") == None,  # noqa: E711
+    data("address.zip").exists(),
+    data("address.city") == "Lyon",
+    data("address.zip") == "69001",
+    data("address").is_null(),
+    data("tags[0]") == "x",
+    data("tags[1]").is_in(["y", "z"]),
+    data("tags[0]").is_null(),
+    not_(data("total").exists()),
+    all_of(data("total") >= 100, data("name") == "Ann"),
     any_of(data("name") == "B", not_(data("flag") == True)),  # noqa: E712
     {"path": "$.address.city", "op": "in", "value": ["Lyon", "Paris", None, False, 1.5]},
 ]
@@ -70,15 +99,20 @@ GUARDS: list[Any] = [
 def matrix(module_db: Any) -> tuple[Store, Machine]:
     """One type with a self-loop event per guard (e0, e1, ...), so one instance tries them all."""
     _settings, store = module_db
-    machine = Machine(name=unique("gm"), states=["a"], start=["a"],
-                      transitions=[transition(f"e{i}", "a", "a", guard=g) for i, g in enumerate(GUARDS)])
+    machine = Machine(
+        name=unique("gm"),
+        states=["a"],
+        start=["a"],
+        transitions=[transition(f"e{i}", "a", "a", guard=g) for i, g in enumerate(GUARDS)],
+    )
     store.define(machine)
     return store, machine
 
 
 @pytest.mark.parametrize("doc", range(len(DOCS)))
-def test_every_test_compares_as_documented_on_both_servers_and_in_python(matrix: tuple[Store, Machine],
-                                                                          doc: int) -> None:
+def test_every_test_compares_as_documented_on_both_servers_and_in_python(
+    matrix: tuple[Store, Machine], doc: int
+) -> None:
     store, machine = matrix
     key = f"doc-{doc}"
     store.create(machine, key, data=DOCS[doc])
@@ -119,22 +153,32 @@ def test_what_the_documentation_says_each_test_compares_as() -> None:
 
 
 def claims() -> Machine:
-    return Machine(name=unique("claim"), states=["new", "review", "paid", "held", "closed"], start=["new"],
-                   final=["paid", "closed"],
-                   transitions=[
-                       transition("settle", "new", "review", guard=data("amount") >= 1000, guard_name="large"),
-                       transition("settle", "new", "paid", guard=data("iban").exists(), guard_name="iban given"),
-                       ("settle", "new", "held"),
-                       transition("close", ["new", "held"], "closed", guard=data("reason").exists()),
-                       ("approve", "review", "paid"), ("release", "held", "new"),
-                   ])
+    return Machine(
+        name=unique("claim"),
+        states=["new", "review", "paid", "held", "closed"],
+        start=["new"],
+        final=["paid", "closed"],
+        transitions=[
+            transition("settle", "new", "review", guard=data("amount") >= 1000, guard_name="large"),
+            transition("settle", "new", "paid", guard=data("iban").exists(), guard_name="iban given"),
+            ("settle", "new", "held"),
+            transition("close", ["new", "held"], "closed", guard=data("reason").exists()),
+            ("approve", "review", "paid"),
+            ("release", "held", "new"),
+        ],
+    )
 
 
 def test_rules_are_tried_in_order_and_the_unguarded_one_is_the_default(store: Store) -> None:
     machine = claims()
     store.define(machine)
-    cases = [({"amount": 5000, "iban": "FR76"}, "review"), ({"amount": 10, "iban": "FR76"}, "paid"),
-             ({"amount": 10}, "held"), ({}, "held"), ({"amount": "5000"}, "held")]
+    cases = [
+        ({"amount": 5000, "iban": "FR76"}, "review"),
+        ({"amount": 10, "iban": "FR76"}, "paid"),
+        ({"amount": 10}, "held"),
+        ({}, "held"),
+        ({"amount": "5000"}, "held"),
+    ]
     for i, (doc, target) in enumerate(cases):
         store.create(machine, f"c-{i}", data=doc)
         assert machine.target("new", "settle", doc) == target
@@ -156,14 +200,23 @@ def test_rules_are_tried_in_order_and_the_unguarded_one_is_the_default(store: St
 
 def test_definitions_keep_the_default_last_in_python_files_and_sql(store: Store, raw: Any) -> None:
     with pytest.raises(InvalidDefinition, match="the default comes last"):
-        Machine(name="m", states=["a", "b", "c"], start=["a"],
-                transitions=[("go", "a", "b"), transition("go", "a", "c", guard=data("x").exists())])
+        Machine(
+            name="m",
+            states=["a", "b", "c"],
+            start=["a"],
+            transitions=[("go", "a", "b"), transition("go", "a", "c", guard=data("x").exists())],
+        )
     with pytest.raises(InvalidDefinition, match="defined twice"):
         Machine(name="m", states=["a", "b", "c"], start=["a"], transitions=[("go", "a", "b"), ("go", "a", "c")])
     name = unique("dflt")
-    body = {"states": ["a", "b", "c"], "start": ["a"],
-            "transitions": [{"event": "go", "from": ["a"], "to": "b"},
-                            {"event": "go", "from": ["a"], "to": "c", "guard": {"path": "$.x", "op": "exists"}}]}
+    body = {
+        "states": ["a", "b", "c"],
+        "start": ["a"],
+        "transitions": [
+            {"event": "go", "from": ["a"], "to": "b"},
+            {"event": "go", "from": ["a"], "to": "c", "guard": {"path": "$.x", "op": "exists"}},
+        ],
+    }
     assert errno_of(raw, "CALL fsm_define_v8(%s, %s)", (name, json.dumps(body))) == 31001
     assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_rules WHERE machine = %s", (name,)) == [{"n": 0}]
 
@@ -172,12 +225,18 @@ def test_definitions_keep_the_default_last_in_python_files_and_sql(store: Store,
 
 
 def paid_orders() -> Machine:
-    return Machine(name=unique("gord"), states=["new", "paid", "shipped", "held"], start=["new"],
-                   final=["shipped"],
-                   transitions=[("pay", "new", "paid"),
-                                transition("ship", "paid", "shipped", guard=data("address").exists(),
-                                           guard_name="address set"),
-                                ("hold", "paid", "held"), ("release", "held", "paid")])
+    return Machine(
+        name=unique("gord"),
+        states=["new", "paid", "shipped", "held"],
+        start=["new"],
+        final=["shipped"],
+        transitions=[
+            ("pay", "new", "paid"),
+            transition("ship", "paid", "shipped", guard=data("address").exists(), guard_name="address set"),
+            ("hold", "paid", "held"),
+            ("release", "held", "paid"),
+        ],
+    )
 
 
 @pytest.fixture
@@ -196,8 +255,9 @@ def state(store: Store, machine: Machine, key: str) -> tuple[str, int]:
 
 
 def set_address(raw: Any, machine: Machine, key: str) -> None:
-    raw.cursor().execute(f"UPDATE `fsm_{machine.name}` SET data = '{{\"address\": \"1 rue X\"}}' "
-                         "WHERE instance_key = %s", (key,))
+    raw.cursor().execute(
+        f'UPDATE `fsm_{machine.name}` SET data = \'{{"address": "1 rue X"}}\' WHERE instance_key = %s', (key,)
+    )
 
 
 def test_every_writers_path_is_refused_and_allowed_by_the_same_guard(store: Store, raw: Any, orders: Machine) -> None:
@@ -208,12 +268,15 @@ def test_every_writers_path_is_refused_and_allowed_by_the_same_guard(store: Stor
         "send_many": lambda key: _send_many(store, orders, key),
         "CALL fire_v1": lambda key: raw.cursor().execute(f"CALL `fsm_{m}_fire_v1`(%s, 'ship')", (key,)),
         "CALL fsm_send_v4": lambda key: raw.cursor().execute(
-            "CALL fsm_send_v4(%s, %s, 'ship', NULL, NULL, NULL, NULL, NULL, NULL)", (m, key)),
+            "CALL fsm_send_v4(%s, %s, 'ship', NULL, NULL, NULL, NULL, NULL, NULL)", (m, key)
+        ),
         "raw UPDATE with @fsm_event": lambda key: (
             raw.cursor().execute("SET @fsm_event = 'ship'"),
-            raw.cursor().execute(f"UPDATE `fsm_{m}` SET data = data WHERE instance_key = %s", (key,))),
+            raw.cursor().execute(f"UPDATE `fsm_{m}` SET data = data WHERE instance_key = %s", (key,)),
+        ),
         "raw UPDATE of current_state": lambda key: raw.cursor().execute(
-            f"UPDATE `fsm_{m}` SET current_state = 'shipped' WHERE instance_key = %s", (key,)),
+            f"UPDATE `fsm_{m}` SET current_state = 'shipped' WHERE instance_key = %s", (key,)
+        ),
     }
     for i, (writer, write) in enumerate(writers.items()):
         key = f"w-{i + 1}"
@@ -253,8 +316,12 @@ def test_a_raw_update_naming_the_target_takes_its_one_event_tried_in_order(store
 
 
 def test_several_events_to_the_new_state_keep_31006(store: Store, raw: Any) -> None:
-    machine = Machine(name=unique("amb"), states=["a", "b"], start=["a"],
-                      transitions=[transition("x", "a", "b", guard=data("k") == 1), ("y", "a", "b")])
+    machine = Machine(
+        name=unique("amb"),
+        states=["a", "b"],
+        start=["a"],
+        transitions=[transition("x", "a", "b", guard=data("k") == 1), ("y", "a", "b")],
+    )
     store.define(machine)
     store.create(machine, "k", data={"k": 1})
     assert errno_of(raw, f"UPDATE `fsm_{machine.name}` SET current_state = 'b' WHERE instance_key = 'k'") == 31006
@@ -264,21 +331,34 @@ def test_several_events_to_the_new_state_keep_31006(store: Store, raw: Any) -> N
 
 
 def test_a_timer_refused_by_its_guard_is_dropped_and_logged(store: Store, raw: Any) -> None:
-    machine = Machine(name=unique("gtim"), states=["open", "closed"], start=["open"], final=["closed"],
-                      transitions=[transition("close", "open", "closed", guard=data("closable") == True)],  # noqa: E712
-                      timeouts={"open": ("1s", "close")})
+    machine = Machine(
+        name=unique("gtim"),
+        states=["open", "closed"],
+        start=["open"],
+        final=["closed"],
+        transitions=[transition("close", "open", "closed", guard=data("closable") == True)],  # noqa: E712
+        timeouts={"open": ("1s", "close")},
+    )
     store.define(machine)
     store.create(machine, "t-no")
     store.create(machine, "t-yes", data={"closable": True})
     store.send_at(machine, "t-no", "close", after=0.001)
-    raw.cursor().execute("UPDATE fsm_timers SET fire_at = UTC_TIMESTAMP(6), due_at = UTC_TIMESTAMP(6) "
-                         "WHERE machine = %s", (machine.name,))
+    raw.cursor().execute(
+        "UPDATE fsm_timers SET fire_at = UTC_TIMESTAMP(6), due_at = UTC_TIMESTAMP(6) WHERE machine = %s",
+        (machine.name,),
+    )
     outcomes = {(o.instance_key, o.kind, o.outcome, o.errno) for o in store.fire_timers(owner="guards-test")}
-    assert outcomes == {("t-no", "timeout", "dropped", 31032), ("t-no", "scheduled", "dropped", 31032),
-                        ("t-yes", "timeout", "fired", None)}
+    assert outcomes == {
+        ("t-no", "timeout", "dropped", 31032),
+        ("t-no", "scheduled", "dropped", 31032),
+        ("t-yes", "timeout", "fired", None),
+    }
     assert store.get(machine, "t-no").state == "open" and store.get(machine, "t-yes").state == "closed"
-    logged = fetch(raw, "SELECT instance_key, outcome, errno, reason FROM fsm_timer_log WHERE machine = %s "
-                        "AND instance_key = 't-no'", (machine.name,))
+    logged = fetch(
+        raw,
+        "SELECT instance_key, outcome, errno, reason FROM fsm_timer_log WHERE machine = %s AND instance_key = 't-no'",
+        (machine.name,),
+    )
     assert [(r["outcome"], r["errno"]) for r in logged] == [("dropped", 31032)] * 2
     assert all("guard closable == true refuses close from open" in r["reason"] for r in logged)
 
@@ -287,18 +367,37 @@ def test_a_timer_refused_by_its_guard_is_dropped_and_logged(store: Store, raw: A
 
 BAD_GUARDS: list[Any] = [
     {"path": "$.a'; DROP TABLE fsm_rules; --", "op": "exists"},
-    {"path": "$.a\\", "op": "exists"}, {"path": "$", "op": "exists"}, {"path": "a", "op": "exists"},
-    {"path": "$.a b", "op": "exists"}, {"path": "$.a[x]", "op": "exists"}, {"path": "$.1a", "op": "exists"},
-    {"path": "$.a(1)", "op": "exists"}, {"path": "$" + ".a" * 17, "op": "exists"},
-    {"path": "$.a", "op": "like", "value": "x"}, {"path": "$.a", "op": "==", "value": {"x": 1}},
-    {"path": "$.a", "op": "==", "value": [1]}, {"path": "$.a", "op": "==" + " "},
-    {"path": "$.a", "op": "==", "value": 2**53 + 2}, {"path": "$.a", "op": "<", "value": None},
-    {"path": "$.a", "op": ">=", "value": True}, {"path": "$.a", "op": "in", "value": []},
-    {"path": "$.a", "op": "in", "value": list(range(65))}, {"path": "$.a", "op": "in", "value": [[1]]},
-    {"path": "$.a", "op": "exists", "value": 1}, {"path": "$.a", "op": "==", "value": "x" * 256},
-    {"path": "$.a", "op": "==", "value": 1, "extra": 1}, {"path": 1, "op": "exists"},
-    {"all": []}, {"all": {"path": "$.a", "op": "exists"}}, {"any": [1]}, {"not": []},
-    {"not": {"path": "$.a", "op": "exists"}, "all": []}, [], "x", None, 1,
+    {"path": "$.a\\", "op": "exists"},
+    {"path": "$", "op": "exists"},
+    {"path": "a", "op": "exists"},
+    {"path": "$.a b", "op": "exists"},
+    {"path": "$.a[x]", "op": "exists"},
+    {"path": "$.1a", "op": "exists"},
+    {"path": "$.a(1)", "op": "exists"},
+    {"path": "$" + ".a" * 17, "op": "exists"},
+    {"path": "$.a", "op": "like", "value": "x"},
+    {"path": "$.a", "op": "==", "value": {"x": 1}},
+    {"path": "$.a", "op": "==", "value": [1]},
+    {"path": "$.a", "op": "==" + " "},
+    {"path": "$.a", "op": "==", "value": 2**53 + 2},
+    {"path": "$.a", "op": "<", "value": None},
+    {"path": "$.a", "op": ">=", "value": True},
+    {"path": "$.a", "op": "in", "value": []},
+    {"path": "$.a", "op": "in", "value": list(range(65))},
+    {"path": "$.a", "op": "in", "value": [[1]]},
+    {"path": "$.a", "op": "exists", "value": 1},
+    {"path": "$.a", "op": "==", "value": "x" * 256},
+    {"path": "$.a", "op": "==", "value": 1, "extra": 1},
+    {"path": 1, "op": "exists"},
+    {"all": []},
+    {"all": {"path": "$.a", "op": "exists"}},
+    {"any": [1]},
+    {"not": []},
+    {"not": {"path": "$.a", "op": "exists"}, "all": []},
+    [],
+    "x",
+    None,
+    1,
     {"not": {"not": {"not": {"not": {"not": {"not": {"not": {"not": {"path": "$.a", "op": "exists"}}}}}}}}},
     {"any": [{"path": "$.a", "op": "exists"}] * 64},
 ]
@@ -309,27 +408,51 @@ def test_hostile_definitions_are_refused_whole_in_python_and_in_sql(store: Store
     name = unique("hostile")
     store.define(Machine(name=name, states=["a", "b"], start=["a"], transitions=[("go", "a", "b")]))
     before = fetch(raw, "SELECT version, from_state, event, position, guard FROM fsm_rules WHERE machine = %s", (name,))
-    cases = [{"guard": g} for g in BAD_GUARDS] + [{"guard": {"path": "$.a", "op": "exists"}, "guard_name": n}
-                                                   for n in BAD_NAMES] + [{"guard_name": "x"}, {"gaurd": {}}]
+    cases = (
+        [{"guard": g} for g in BAD_GUARDS]
+        + [{"guard": {"path": "$.a", "op": "exists"}, "guard_name": n} for n in BAD_NAMES]
+        + [{"guard_name": "x"}, {"gaurd": {}}]
+    )
     for extra in cases:
-        body = {"states": ["a", "b"], "start": ["a"], "transitions": [{"event": "go", "from": ["a"], "to": "b"},
-                                                                      {"event": "back", "from": ["b"], "to": "a",
-                                                                       **extra}]}
+        body = {
+            "states": ["a", "b"],
+            "start": ["a"],
+            "transitions": [
+                {"event": "go", "from": ["a"], "to": "b"},
+                {"event": "back", "from": ["b"], "to": "a", **extra},
+            ],
+        }
         with pytest.raises(InvalidDefinition):  # the same document, through Python
             parse_machines(json.dumps({"name": name, **body}), fmt="json")
         assert errno_of(raw, "CALL fsm_define_v8(%s, %s)", (name, json.dumps(body))) == 31001, extra
-    assert fetch(raw, "SELECT version, from_state, event, position, guard FROM fsm_rules WHERE machine = %s",
-                 (name,)) == before
+    assert (
+        fetch(raw, "SELECT version, from_state, event, position, guard FROM fsm_rules WHERE machine = %s", (name,))
+        == before
+    )
 
 
-HOSTILE_TEXT = ["x'; DROP TABLE fsm_rules; --", "a\\", "\"q\"", "' OR 1=1 #", "*/ SIGNAL SQLSTATE '45000'; /*",
-                "ünï ☃ 𝄞", "0x41", "X'41'"]
+HOSTILE_TEXT = [
+    "x'; DROP TABLE fsm_rules; --",
+    "a\\",
+    '"q"',
+    "' OR 1=1 #",
+    "*/ SIGNAL SQLSTATE '45000'; /*",
+    "ünï ☃ 𝄞",
+    "0x41",
+    "X'41'",
+]
 
 
 def test_hostile_text_in_literals_and_names_never_changes_the_sql(store: Store) -> None:
-    machine = Machine(name=unique("inert"), states=["a"], start=["a"],
-                      transitions=[transition(f"e{i}", "a", "a", guard=data("s") == text, guard_name=text)
-                                   for i, text in enumerate(HOSTILE_TEXT)])
+    machine = Machine(
+        name=unique("inert"),
+        states=["a"],
+        start=["a"],
+        transitions=[
+            transition(f"e{i}", "a", "a", guard=data("s") == text, guard_name=text)
+            for i, text in enumerate(HOSTILE_TEXT)
+        ],
+    )
     store.define(machine)
     for i, text in enumerate(HOSTILE_TEXT):
         store.create(machine, f"k{i}", data={"s": text})
@@ -346,9 +469,13 @@ def test_hostile_text_in_literals_and_names_never_changes_the_sql(store: Store) 
 
 def test_a_changed_guard_is_a_new_version_and_instances_keep_theirs(store: Store, raw: Any) -> None:
     def version(limit: int, name: str | None = "enough") -> Machine:
-        return Machine(name=machine_name, states=["a", "b"], start=["a"],
-                       transitions=[transition("go", "a", "b", guard=data("n") > limit, guard_name=name),
-                                    ("back", "b", "a")])
+        return Machine(
+            name=machine_name,
+            states=["a", "b"],
+            start=["a"],
+            transitions=[transition("go", "a", "b", guard=data("n") > limit, guard_name=name), ("back", "b", "a")],
+        )
+
     machine_name = unique("gver")
     assert store.define(version(10)).version == 1
     assert store.define(version(10)).changed is False  # the same guard: no new version
@@ -357,8 +484,10 @@ def test_a_changed_guard_is_a_new_version_and_instances_keep_theirs(store: Store
     assert store.define(version(100, None)).version == 3  # a changed name is a change too
     store.create(machine_name, "new", data={"n": 50})
     # the definitions' view shows each version's guards as defined (what reporting accounts read)
-    bodies = {r["version"]: json.loads(r["body"]) for r in fetch(
-        raw, "SELECT version, body FROM fsm_v_definitions WHERE machine = %s", (machine_name,))}
+    bodies = {
+        r["version"]: json.loads(r["body"])
+        for r in fetch(raw, "SELECT version, body FROM fsm_v_definitions WHERE machine = %s", (machine_name,))
+    }
     assert [b["transitions"][0].get("guard_name") for _, b in sorted(bodies.items())] == ["enough", "enough", None]
     assert bodies[2]["transitions"][0]["guard"] == {"path": "$.n", "op": ">", "value": 100}
     assert store.send(machine_name, "old", "go").to_state == "b"  # version 1's guard
@@ -400,11 +529,14 @@ def test_a_dba_version_with_guards_waits_for_sync_and_older_defines_refuse_guard
 def test_allowed_events_one_read_async_too(store: Store, dsn: str, orders: Machine) -> None:
     events = store.allowed_events(orders, "w-1")
     assert [(e.event, e.allowed, e.target, e.refused_by) for e in events] == [
-        ("hold", True, "held", ()), ("ship", False, None, ("address set",))]
+        ("hold", True, "held", ()),
+        ("ship", False, None, ("address set",)),
+    ]
 
     async def ask() -> Any:
         async with AsyncStore(dsn) as aio:
             return await aio.allowed_events(orders.name, "w-1")
+
     assert asyncio.run(ask()) == events
     store.send(orders, "w-1", "hold")
     assert [e.event for e in store.allowed_events(orders, "w-1")] == ["release"]
@@ -425,8 +557,10 @@ def racer(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
             try:
                 with conn.cursor() as cur:
                     if worker % 2 == 0:
-                        cur.execute(f"UPDATE `fsm_{machine}` SET data = %s WHERE instance_key = %s",
-                                    (json.dumps({"ok": i % 2 == 0, "by": worker}), key))
+                        cur.execute(
+                            f"UPDATE `fsm_{machine}` SET data = %s WHERE instance_key = %s",
+                            (json.dumps({"ok": i % 2 == 0, "by": worker}), key),
+                        )
                     else:
                         cur.execute(f"SELECT current_state FROM `fsm_{machine}` WHERE instance_key = %s", (key,))
                         event = "go" if cur.fetchone()[0] == "a" else "back"
@@ -444,9 +578,15 @@ def racer(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
 
 
 def test_processes_racing_sends_and_data_updates_never_pass_a_stale_guard(store: Store, dsn: str, raw: Any) -> None:
-    machine = Machine(name=unique("grace"), states=["a", "b"], start=["a"],
-                      transitions=[transition("go", "a", "b", guard=data("ok") == True),  # noqa: E712
-                                   transition("back", "b", "a", guard=data("ok") == True)])  # noqa: E712
+    machine = Machine(
+        name=unique("grace"),
+        states=["a", "b"],
+        start=["a"],
+        transitions=[
+            transition("go", "a", "b", guard=data("ok") == True),  # noqa: E712
+            transition("back", "b", "a", guard=data("ok") == True),  # noqa: E712
+        ],
+    )
     store.define(machine)
     for i in range(3):
         store.create(machine, f"hot-{i}", data={"ok": True})
@@ -457,9 +597,13 @@ def test_processes_racing_sends_and_data_updates_never_pass_a_stale_guard(store:
     assert set(refused) <= {31032, 31005, 1213}, refused
     assert sum(r["sent"] for r in reports) > 0  # transitions were taken while the data changed
     for i in range(3):
-        history = fetch(raw, f"SELECT t.event, t.data_after FROM `fsm_{machine.name}_transitions` t "
-                             f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id WHERE i.instance_key = %s "
-                             "AND t.event IS NOT NULL", (f"hot-{i}",))
+        history = fetch(
+            raw,
+            f"SELECT t.event, t.data_after FROM `fsm_{machine.name}_transitions` t "
+            f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id WHERE i.instance_key = %s "
+            "AND t.event IS NOT NULL",
+            (f"hot-{i}",),
+        )
         # every transition was taken with the data its guard was tested against: ok was true
         assert all(json.loads(h["data_after"])["ok"] is True for h in history), history
 
@@ -477,6 +621,7 @@ def test_the_engines_steps_meet_the_guards(store: Store) -> None:
         if ctx.data.get("pack"):
             ctx.data["address"] = "1 rue X"  # the step's data: the guard sees it
         return ctx.fire("ship")
+
     process.register("paid", packer, name="packer")
     store.define(machine)
     store.create(machine, "e-1")
@@ -516,16 +661,31 @@ def test_the_hostile_corpus_as_paths_is_judged_alike_by_python_and_sql(store: St
     from helpers.fuzz_strategies import FRAGMENTS, INJECTIONS, encodable
 
     from pyfsm.guards import NAME, PATH
+
     name = unique("hpath")
     store.define(Machine(name=name, states=["a"], start=["a"], transitions=[("e", "a", "a")]))
     for text in (*FRAGMENTS, *INJECTIONS):
-        for guard, guard_name in (({"path": "$." + text, "op": "exists"}, None),
-                                  ({"path": "$.a", "op": "exists"}, text)):
-            body = {"name": name, "states": ["a"], "start": ["a"],
-                    "transitions": [{"event": "e", "from": ["a"], "to": "a", "guard": guard,
-                                     **({} if guard_name is None else {"guard_name": guard_name})}]}
-            valid = bool(PATH.fullmatch(guard["path"])) and (guard_name is None or (
-                bool(NAME.fullmatch(guard_name)) and encodable(guard_name)))
+        for guard, guard_name in (
+            ({"path": "$." + text, "op": "exists"}, None),
+            ({"path": "$.a", "op": "exists"}, text),
+        ):
+            body = {
+                "name": name,
+                "states": ["a"],
+                "start": ["a"],
+                "transitions": [
+                    {
+                        "event": "e",
+                        "from": ["a"],
+                        "to": "a",
+                        "guard": guard,
+                        **({} if guard_name is None else {"guard_name": guard_name}),
+                    }
+                ],
+            }
+            valid = bool(PATH.fullmatch(guard["path"])) and (
+                guard_name is None or (bool(NAME.fullmatch(guard_name)) and encodable(guard_name))
+            )
             try:
                 parse_machines(json.dumps(body), fmt="json")
                 by_python = True
@@ -542,11 +702,17 @@ def test_the_hostile_corpus_as_literals_and_names_is_inert(store: Store) -> None
     from helpers.fuzz_strategies import FRAGMENTS, INJECTIONS, encodable
 
     from pyfsm.guards import NAME
+
     texts = [t for t in dict.fromkeys((*FRAGMENTS, *INJECTIONS)) if encodable(t)]
-    machine = Machine(name=unique("hlit"), states=["a"], start=["a"],
-                      transitions=[transition(f"e{i}", "a", "a", guard=data("s") == t,
-                                              guard_name=t if NAME.fullmatch(t) else None)
-                                   for i, t in enumerate(texts)])
+    machine = Machine(
+        name=unique("hlit"),
+        states=["a"],
+        start=["a"],
+        transitions=[
+            transition(f"e{i}", "a", "a", guard=data("s") == t, guard_name=t if NAME.fullmatch(t) else None)
+            for i, t in enumerate(texts)
+        ],
+    )
     store.define(machine)
     for i, text in enumerate(texts):
         key = f"k{i}"
@@ -565,23 +731,36 @@ def test_json_only_one_server_reads_is_refused_whole_too(store: Store, raw: Any)
     literals past the limits: 31001 from fsm_define_v8 on both servers, nothing stored."""
     name = unique("gtext")
     store.define(Machine(name=name, states=["a"], start=["a"], transitions=[("e", "a", "a")]))
-    template = ('{"states": ["a"], "start": ["a"], "transitions": [{"event": "e", "from": ["a"], "to": "a", '
-                '"guard": %s}]}')
-    for guard in ('{"path": "$.a\\n", "op": "exists"}', '{"path": "$.a\\r", "op": "exists"}',
-                  '{"path": "$.a", "op": "==", "value": 1.}', '{"path": "$.a", "op": "==", "value": 1e}',
-                  '{"path": "$.a", "op": "==", "value": 01}', '{"path": "$.a", "op": "==", "value": 9007199254740994}',
-                  json.dumps({"all": [{"path": "$.a", "op": "in", "value": list(range(33))}] * 2})):
+    template = (
+        '{"states": ["a"], "start": ["a"], "transitions": [{"event": "e", "from": ["a"], "to": "a", "guard": %s}]}'
+    )
+    for guard in (
+        '{"path": "$.a\\n", "op": "exists"}',
+        '{"path": "$.a\\r", "op": "exists"}',
+        '{"path": "$.a", "op": "==", "value": 1.}',
+        '{"path": "$.a", "op": "==", "value": 1e}',
+        '{"path": "$.a", "op": "==", "value": 01}',
+        '{"path": "$.a", "op": "==", "value": 9007199254740994}',
+        json.dumps({"all": [{"path": "$.a", "op": "in", "value": list(range(33))}] * 2}),
+    ):
         assert errno_of(raw, "CALL fsm_define_v8(%s, %s)", (name, template % guard)) == 31001, guard
     assert fetch(raw, "SELECT MAX(version) AS v FROM fsm_definitions WHERE machine = %s", (name,)) == [{"v": 1}]
     # 2**53 + 1 is 2**53 as a float, on both servers and in Python: accepted by both
-    assert errno_of(raw, "CALL fsm_define_v8(%s, %s)",
-                    (name, template % '{"path": "$.a", "op": "==", "value": 9007199254740993}')) is None
+    assert (
+        errno_of(
+            raw,
+            "CALL fsm_define_v8(%s, %s)",
+            (name, template % '{"path": "$.a", "op": "==", "value": 9007199254740993}'),
+        )
+        is None
+    )
     assert holds(parse(data("a") == 9007199254740993), {"a": 9007199254740992})
 
 
 def test_a_number_beyond_a_float_compares_as_the_largest_one(store: Store, raw: Any) -> None:
-    machine = Machine(name=unique("gbig"), states=["a"], start=["a"],
-                      transitions=[transition("e", "a", "a", guard=data("n") > 5)])
+    machine = Machine(
+        name=unique("gbig"), states=["a"], start=["a"], transitions=[transition("e", "a", "a", guard=data("n") > 5)]
+    )
     store.define(machine)
     store.create(machine, "k")
     try:  # MariaDB's text JSON holds it; MySQL's refuses it (3140/22032): nothing to compare there

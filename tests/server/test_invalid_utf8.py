@@ -47,7 +47,9 @@ def assert_refused(raw: Any, errno: int | None, on_mysql: int) -> None:
         assert type(error_for(errno, "")) is InvalidEncoding
     else:
         assert errno == on_mysql
-        assert isinstance(error_for(on_mysql, ""), InvalidArgument if on_mysql == 1366 else (InvalidArgument, InvalidData))
+        assert isinstance(
+            error_for(on_mysql, ""), InvalidArgument if on_mysql == 1366 else (InvalidArgument, InvalidData)
+        )
 
 
 NO_BAD_TEXT_ON_MYSQL = "MySQL's utf8mb4 refuses the bytes: such text cannot be stored there"
@@ -64,8 +66,15 @@ SEND = "CALL `fsm_{m}_send_v2`(%s, %s, %s, %s, NULL, %s, %s, %s)"
 
 @pytest.mark.parametrize("where", ["new key", "lookup_key", "data", "metadata", "request_id", "handler"])
 def test_send_v2_refuses_encoded_surrogates(seeded: Machine, raw: Any, where: str) -> None:
-    args: dict[str, Any] = {"key": "u-1", "event": "pay", "data": None, "metadata": None, "request_id": None,
-                            "handler": None, "lookup_key": None}
+    args: dict[str, Any] = {
+        "key": "u-1",
+        "event": "pay",
+        "data": None,
+        "metadata": None,
+        "request_id": None,
+        "handler": None,
+        "lookup_key": None,
+    }
     if where == "new key":
         args["key"] = b"u-" + SURROGATE
     elif where == "lookup_key":  # used only when the call creates the instance
@@ -77,8 +86,11 @@ def test_send_v2_refuses_encoded_surrogates(seeded: Machine, raw: Any, where: st
     before = table_sums(raw, seeded.name)
     assert_refused(raw, errno_of(raw, SEND.format(m=seeded.name), tuple(args.values())), 1366)
     assert table_sums(raw, seeded.name) == before
-    left = fetch(raw, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, "
-                      "@fsm_source AS s, @fsm_guard AS g")
+    left = fetch(
+        raw,
+        "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, "
+        "@fsm_source AS s, @fsm_guard AS g",
+    )
     assert left == [dict.fromkeys("emhrsg")]
 
 
@@ -89,8 +101,9 @@ def test_every_other_door_refuses_them(seeded: Machine, raw: Any) -> None:
     assert_refused(raw, errno_of(raw, "CALL fsm_create_v1(%s, 'u-2', NULL, %s, NULL, NULL, NULL)", (m, bad_data)), 1366)
     assert_refused(raw, errno_of(raw, f"INSERT INTO `fsm_{m}` (instance_key) VALUES (%s)", (b"u-" + SURROGATE,)), 1366)
     assert_refused(raw, errno_of(raw, f"UPDATE `fsm_{m}` SET data = %s WHERE instance_key = 'u-1'", (bad_data,)), 3144)
-    assert_refused(raw, errno_of(raw, f"UPDATE `fsm_{m}` SET lookup_key = %s WHERE instance_key = 'u-1'", (SURROGATE,)),
-                   1366)
+    assert_refused(
+        raw, errno_of(raw, f"UPDATE `fsm_{m}` SET lookup_key = %s WHERE instance_key = 'u-1'", (SURROGATE,)), 1366
+    )
     raw.cursor().execute("SET @fsm_event = 'pay', @fsm_metadata = %s", (bad_data,))
     assert_refused(raw, errno_of(raw, f"UPDATE `fsm_{m}` SET data = data WHERE instance_key = 'u-1'"), 1366)
     raw.cursor().execute("SET @fsm_event = NULL, @fsm_metadata = NULL")
@@ -100,8 +113,16 @@ def test_every_other_door_refuses_them(seeded: Machine, raw: Any) -> None:
 def test_valid_text_with_the_same_lead_byte_is_kept(store: Store, seeded: Machine) -> None:
     """ED also starts U+D000-U+D7FF (Hangul): only the surrogate range is refused."""
     key = f"u-{HANGUL}"
-    sent = store.send(seeded, key, "pay", data={"name": HANGUL * 3}, metadata={"by": HANGUL},
-                      request_id=f"r-{HANGUL}", handler=HANGUL, lookup_key=HANGUL)
+    sent = store.send(
+        seeded,
+        key,
+        "pay",
+        data={"name": HANGUL * 3},
+        metadata={"by": HANGUL},
+        request_id=f"r-{HANGUL}",
+        handler=HANGUL,
+        lookup_key=HANGUL,
+    )
     assert sent.to_state == "paid"
     got = store.get(seeded, key)
     assert (got.key, got.data, got.lookup_key) == (key, {"name": HANGUL * 3}, HANGUL)
@@ -111,10 +132,12 @@ def test_valid_text_with_the_same_lead_byte_is_kept(store: Store, seeded: Machin
 
 def test_python_refuses_lone_surrogates_before_any_sql(seeded: Machine, dsn: str) -> None:
     with Store(dsn, pool_size=1) as one:
-        for call in (lambda: one.send(seeded, "u-\ud800", "pay"),
-                     lambda: one.send(seeded, "u-1", "pay", request_id="r\udfff"),
-                     lambda: one.send(seeded, "u-1", "pay", data={"s": "\ud800"}),
-                     lambda: one.send(seeded, "u-1", "pay", metadata={"s": SURROGATE.decode("utf-8", "surrogateescape")})):
+        for call in (
+            lambda: one.send(seeded, "u-\ud800", "pay"),
+            lambda: one.send(seeded, "u-1", "pay", request_id="r\udfff"),
+            lambda: one.send(seeded, "u-1", "pay", data={"s": "\ud800"}),
+            lambda: one.send(seeded, "u-1", "pay", metadata={"s": SURROGATE.decode("utf-8", "surrogateescape")}),
+        ):
             with pytest.raises(InvalidEncoding) as info:
                 call()
             assert info.value.errno == 31024 and isinstance(info.value, InvalidArgument)
@@ -130,15 +153,18 @@ def store_bad_bytes(raw: Any, machine: str, key: str) -> None:
     bu = schema.current_template("trigger_bu")
     raw.cursor().execute(f"DROP TRIGGER `{object_name(bu, machine)}`")
     try:
-        raw.cursor().execute(f"UPDATE `fsm_{machine}` SET data = %s, lookup_key = %s WHERE instance_key = %s",
-                             (b'{"s": "' + SURROGATE + b'"}', b"acct-" + SURROGATE, key))
+        raw.cursor().execute(
+            f"UPDATE `fsm_{machine}` SET data = %s, lookup_key = %s WHERE instance_key = %s",
+            (b'{"s": "' + SURROGATE + b'"}', b"acct-" + SURROGATE, key),
+        )
     finally:
         execute_ddl(raw, [render(bu, machine)])
 
 
 @pytest.mark.parametrize("read", ["get", "in_state", "instances_of_account"])
-def test_reading_stored_bad_text_fails_cleanly_and_the_pool_keeps_working(store: Store, seeded: Machine,
-                                                                         raw: Any, dsn: str, read: str) -> None:
+def test_reading_stored_bad_text_fails_cleanly_and_the_pool_keeps_working(
+    store: Store, seeded: Machine, raw: Any, dsn: str, read: str
+) -> None:
     store.create(seeded, "u-ok")
     store_bad_bytes(raw, seeded.name, "u-1")
     with Store(dsn, pool_size=1) as one:  # one connection: a broken one would be handed out next
@@ -150,8 +176,9 @@ def test_reading_stored_bad_text_fails_cleanly_and_the_pool_keeps_working(store:
                 elif read == "in_state":
                     one.in_state(seeded, "new")
                 else:
-                    one.gateway.primary.read(lambda conn: fetch(conn, f"SELECT * FROM `fsm_{seeded.name}` "
-                                                          "WHERE lookup_key LIKE 'acct-%'"))
+                    one.gateway.primary.read(
+                        lambda conn: fetch(conn, f"SELECT * FROM `fsm_{seeded.name}` WHERE lookup_key LIKE 'acct-%'")
+                    )
             assert one.get(seeded, "u-ok").state == "new"  # the next, unrelated read works
             ids.add(one.gateway.primary.read(lambda conn: fetch(conn, "SELECT CONNECTION_ID() AS c"))[0]["c"])
         assert len(ids) == 3  # each failure closed its connection
@@ -163,7 +190,11 @@ def test_the_cli_reports_stored_bad_text_in_one_line(seeded: Machine, raw: Any, 
     import sys
 
     store_bad_bytes(raw, seeded.name, "u-1")
-    done = subprocess.run([sys.executable, "-m", "pyfsm", "show", seeded.name, "u-1", "--dsn", dsn],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "show", seeded.name, "u-1", "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "not valid UTF-8" in done.stderr

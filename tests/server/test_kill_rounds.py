@@ -67,14 +67,18 @@ CHARGE_SECONDS = "0.06"  # the charge handler's sleep: a kill often lands inside
 def _in_handler(side_conn: Any, machine: str, pids: set[int]) -> int | None:
     """A worker whose last recorded side effect is 'charge-start': it is inside the handler now."""
     with side_conn.cursor() as cur:
-        cur.execute("SELECT pid, what FROM side_effects WHERE id IN (SELECT MAX(id) FROM side_effects "
-                    "WHERE machine = %s GROUP BY pid)", (machine,))
+        cur.execute(
+            "SELECT pid, what FROM side_effects WHERE id IN (SELECT MAX(id) FROM side_effects "
+            "WHERE machine = %s GROUP BY pid)",
+            (machine,),
+        )
         inside = [pid for pid, what in cur.fetchall() if what == "charge-start" and pid in pids]
     return inside[0] if inside else None
 
 
 def test_workers_killed_at_random_every_instance_done_each_step_once(  # type: ignore[no-untyped-def]
-        store: Store, dsn: str, side) -> None:
+    store: Store, dsn: str, side
+) -> None:
     began = time.monotonic()
     seed, rng = seeded()
     name = unique("killw")
@@ -85,8 +89,9 @@ def test_workers_killed_at_random_every_instance_done_each_step_once(  # type: i
     keys = [f"w-{i:04d}" for i in range(INSTANCES)]
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
-        conn.cursor().execute(f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ", ".join(["(%s)"] * len(keys)),
-                              keys)
+        conn.cursor().execute(
+            f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ", ".join(["(%s)"] * len(keys)), keys
+        )
     finally:
         conn.close()
     for key in keys:
@@ -174,20 +179,27 @@ def test_workers_killed_at_random_every_instance_done_each_step_once(  # type: i
 
     histories = check_invariants(parse_dsn(dsn), machine)
     expected = [(None, None), ("next", "counted"), ("next", "slow_charge"), ("next", "counted")]
-    wrong = {k: [(r["event"], r["handler"]) for r in rows] for k, rows in histories.items()
-             if [(r["event"], r["handler"]) for r in rows] != expected}
+    wrong = {
+        k: [(r["event"], r["handler"]) for r in rows]
+        for k, rows in histories.items()
+        if [(r["event"], r["handler"]) for r in rows] != expected
+    }
     duplicates = sum(len(rows) - len({r["to_state"] for r in rows}) for rows in histories.values())
     assert sorted(histories) == keys and wrong == {}, f"each step's transition once (seed {seed}): {wrong}"
     assert all(store.get(name, key).data.get("charged") is True for key in keys[:: INSTANCES // 20])
     rows = query(parse_dsn(dsn), "SELECT status, COUNT(*) AS n FROM `fsm_" + name + "` GROUP BY status")
     assert {r["status"]: r["n"] for r in rows} == {"completed": INSTANCES}
     assert query(parse_dsn(dsn), "SELECT COUNT(*) AS n FROM fsm_runs WHERE machine = %s", (name,))[0]["n"] == 0
-    errors = query(parse_dsn(dsn), "SELECT error_type, COUNT(*) AS n FROM fsm_errors WHERE machine = %s "
-                                   "GROUP BY error_type", (name,))
+    errors = query(
+        parse_dsn(dsn),
+        "SELECT error_type, COUNT(*) AS n FROM fsm_errors WHERE machine = %s GROUP BY error_type",
+        (name,),
+    )
 
     ran = Counter((k, what) for k, what, _pid in effects(side, name))
-    missing = [(k, what) for k in keys for what in ("reserve", "charge-start", "charge-end", "ship")
-               if ran[(k, what)] == 0]
+    missing = [
+        (k, what) for k in keys for what in ("reserve", "charge-start", "charge-end", "ship") if ran[(k, what)] == 0
+    ]
     assert missing == [], missing[:10]  # every committed step's handler ran (at least once)
     reruns = {kw: n - 1 for kw, n in ran.items() if n > 1}
     last = {}
@@ -196,11 +208,13 @@ def test_workers_killed_at_random_every_instance_done_each_step_once(  # type: i
     mid_handler = sum(last.get(pid) == "charge-start" for pid in killed)
     assert mid_handler >= 1, f"no kill landed inside a handler (seed {seed})"
     assert sum(reruns.values()) >= mid_handler, "a handler interrupted by a kill is run again"
-    print(f"\nkill rounds, workers (seed {seed}): {INSTANCES} instances x 3 steps, {WORKERS} workers, "
-          f"{len(killed)} SIGKILLs ({mid_handler} inside the charge handler, {chosen_inside} chosen so), "
-          f"{sum(reruns.values())} handler re-runs ({dict(Counter(w for (_k, w) in reruns))}), "
-          f"{duplicates} duplicate transitions, errors recorded {[(e['error_type'], e['n']) for e in errors]}; "
-          f"kill phase {kill_phase:.1f} s ({done_by_then} done by then), total {time.monotonic() - began:.1f} s")
+    print(
+        f"\nkill rounds, workers (seed {seed}): {INSTANCES} instances x 3 steps, {WORKERS} workers, "
+        f"{len(killed)} SIGKILLs ({mid_handler} inside the charge handler, {chosen_inside} chosen so), "
+        f"{sum(reruns.values())} handler re-runs ({dict(Counter(w for (_k, w) in reruns))}), "
+        f"{duplicates} duplicate transitions, errors recorded {[(e['error_type'], e['n']) for e in errors]}; "
+        f"kill phase {kill_phase:.1f} s ({done_by_then} done by then), total {time.monotonic() - began:.1f} s"
+    )
 
 
 # -- relays -------------------------------------------------------------------------------
@@ -215,7 +229,8 @@ def _leads(log: Path, name: str) -> bool:
 
 
 def test_relays_killed_at_random_every_event_published_in_order(  # type: ignore[no-untyped-def]
-        fresh, kafka: Broker, tmp_path: Path) -> None:
+    fresh, kafka: Broker, tmp_path: Path
+) -> None:
     began = time.monotonic()
     seed, rng = seeded()
     settings, store = fresh
@@ -261,8 +276,10 @@ def test_relays_killed_at_random_every_event_published_in_order(  # type: ignore
             time.sleep(0.05)
 
     def up(name: str) -> None:  # a round starts once the replacement leads or stands by
-        wait(lambda: _leads(logs[name], name) or "standby:" in logs[name].read_text(errors="replace"),
-             f"relay {name} to start")
+        wait(
+            lambda: _leads(logs[name], name) or "standby:" in logs[name].read_text(errors="replace"),
+            f"relay {name} to start",
+        )
 
     kills: list[tuple[str, bool, int]] = []  # relay, whether it led, unpublished events at the kill
     writer = threading.Thread(target=write, daemon=True)
@@ -288,8 +305,10 @@ def test_relays_killed_at_random_every_event_published_in_order(  # type: ignore
             procs[victim].wait(10)
             kills.append((victim, victim in leaders, backlog))
             up(start_relay())
-        wait(lambda: written[0] > 0 and any(_leads(logs[n], n) for n, p in procs.items() if p.poll() is None),
-             "a live relay to lead after the last kill")
+        wait(
+            lambda: written[0] > 0 and any(_leads(logs[n], n) for n, p in procs.items() if p.poll() is None),
+            "a live relay to lead after the last kill",
+        )
     finally:
         stop_writing.set()
         if writer.is_alive():
@@ -303,23 +322,28 @@ def test_relays_killed_at_random_every_event_published_in_order(  # type: ignore
     assert len(kills) >= RELAY_KILLS // 2 and sum(led for _v, led, _b in kills) >= 1, kills
     drain_done = time.monotonic() - began
 
-    history = query(settings, f"SELECT i.instance_key, t.id, t.sort_key FROM `fsm_{machine.name}_transitions` t "
-                              f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id")
+    history = query(
+        settings,
+        f"SELECT i.instance_key, t.id, t.sort_key FROM `fsm_{machine.name}_transitions` t "
+        f"JOIN `fsm_{machine.name}` i ON i.id = t.instance_id",
+    )
     assert len(history) == written[0]
     messages: list[Received] = kafka.read(topic, count=len(history))
     expected_ids = {f"{machine.name}:{h['id']}" for h in history}
     got_ids = Counter(m.event["id"] for m in messages)
-    assert set(got_ids) == expected_ids, (f"lost {len(expected_ids - set(got_ids))}, "
-                                          f"unknown {len(set(got_ids) - expected_ids)} (seed {seed})")
+    assert set(got_ids) == expected_ids, (
+        f"lost {len(expected_ids - set(got_ids))}, unknown {len(set(got_ids) - expected_ids)} (seed {seed})"
+    )
     first_copy: dict[str, dict[str, Any]] = {}
     for m in messages:  # a duplicate is the same event: same id, same content
         assert first_copy.setdefault(m.event["id"], m.event) == m.event
     per_key = Counter(h["instance_key"] for h in history)
     assert partition_order(messages) == {key: list(range(1, n + 1)) for key, n in per_key.items()}
     duplicates = sum(n - 1 for n in got_ids.values())
-    print(f"\nkill rounds, relays (seed {seed}): {len(kills)} SIGKILLs "
-          f"({sum(led for _v, led, _b in kills)} of the leader), {len(procs)} relay processes in all, "
-          f"backlog at the kills {[b for _v, _l, b in kills]}; {len(history)} events over {len(per_key)} "
-          f"instances, all on the topic, {duplicates} duplicates (same id and content), order kept; "
-          f"drained at {drain_done:.1f} s, total {time.monotonic() - began:.1f} s")
-
+    print(
+        f"\nkill rounds, relays (seed {seed}): {len(kills)} SIGKILLs "
+        f"({sum(led for _v, led, _b in kills)} of the leader), {len(procs)} relay processes in all, "
+        f"backlog at the kills {[b for _v, _l, b in kills]}; {len(history)} events over {len(per_key)} "
+        f"instances, all on the topic, {duplicates} duplicates (same id and content), order kept; "
+        f"drained at {drain_done:.1f} s, total {time.monotonic() - began:.1f} s"
+    )

@@ -13,8 +13,12 @@ from pyfsm.schema.resources import read_sql
 
 
 def column_chars(raw: Any, table: str, column: str) -> int:
-    rows = fetch(raw, "SELECT character_maximum_length AS n FROM information_schema.columns "
-                      "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = %s", (table, column))
+    rows = fetch(
+        raw,
+        "SELECT character_maximum_length AS n FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = %s",
+        (table, column),
+    )
     assert rows, f"{table}.{column} not found"
     return int(rows[0]["n"])
 
@@ -37,8 +41,11 @@ def test_the_procedures_accept_each_limit_and_refuse_one_past_it(store: Store, o
     create = f"CALL `fsm_{order.name}_create_v1`(%s, NULL, NULL, NULL, %s, %s)"
     send = f"CALL `fsm_{order.name}_send_v2`(%s, 'pay', NULL, NULL, NULL, NULL, %s, NULL)"
     key = "k" * limits.KEY_CHARS
-    for args in ((key + "k", None, None), ("k-1", "r" * (limits.REQUEST_ID_CHARS + 1), None),
-                 ("k-2", None, "a" * (limits.KEY_CHARS + 1))):
+    for args in (
+        (key + "k", None, None),
+        ("k-1", "r" * (limits.REQUEST_ID_CHARS + 1), None),
+        ("k-2", None, "a" * (limits.KEY_CHARS + 1)),
+    ):
         assert errno_of(raw, create, args) == InvalidArgument.errno, args
     assert errno_of(raw, create, (key, "r" * limits.REQUEST_ID_CHARS, "a" * limits.KEY_CHARS)) is None
     assert errno_of(raw, send, (key, "h" * (limits.HANDLER_CHARS + 1))) == InvalidArgument.errno
@@ -50,8 +57,12 @@ def test_the_procedures_accept_each_limit_and_refuse_one_past_it(store: Store, o
 
 
 def test_the_listing_procedures_check_the_same_page_size() -> None:
-    for name in ("procedures/fsm_failed_v1.sql", "functions/fsm_instances_in_state_sql_v1.sql",
-                 "functions/fsm_account_history_sql_v1.sql", "machine/procedures/fsm_type_in_state_v1.sql"):
+    for name in (
+        "procedures/fsm_failed_v1.sql",
+        "functions/fsm_instances_in_state_sql_v1.sql",
+        "functions/fsm_account_history_sql_v1.sql",
+        "machine/procedures/fsm_type_in_state_v1.sql",
+    ):
         text = read_sql(name)
         assert f"p_limit NOT BETWEEN 1 AND {limits.PAGE_ROWS}" in text, name
 

@@ -60,8 +60,16 @@ def hammer(dsn: str, targets: list[tuple[str, str, str]], worker: int, rounds: i
         out.put(report)
 
 
-def hold(dsn: str, machine: str, key: str, seconds: float, lease_seconds: float | None, ready: Any, out: Any,
-         release: Any = None) -> None:
+def hold(
+    dsn: str,
+    machine: str,
+    key: str,
+    seconds: float,
+    lease_seconds: float | None,
+    ready: Any,
+    out: Any,
+    release: Any = None,
+) -> None:
     """Take a lock, say so, hold it ``seconds`` (or until ``release`` is set, or until killed), release it."""
     store = Store(dsn, pool_size=2)
     try:
@@ -123,7 +131,8 @@ def test_no_two_handlers_of_one_account_ever_overlap(store: Store, dsn: str) -> 
     assert store.locks(lookup_key=accounts[0]) == []
     for machine, key, _account in targets:  # every run moved its instance once, under its lock
         assert store.get(machine, key).version == 1 + sum(
-            1 for spans in runs.values() for _e, _l, _w, m, k in spans if (m, k) == (machine, key))
+            1 for spans in runs.values() for _e, _l, _w, m, k in spans if (m, k) == (machine, key)
+        )
 
 
 def test_local_locks_let_other_types_of_the_account_run_in_parallel(store: Store, dsn: str) -> None:

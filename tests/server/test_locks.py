@@ -152,8 +152,11 @@ def test_force_unlock_is_recorded_and_ends_the_old_lease(store: Store, raw) -> N
     old = store.lock(machine, key, heartbeat=False)
     released = store.force_unlock(account, reason="holder host lost, OPS-12")
     assert [(r.owner, r.kind) for r in released] == [(old.owner, "global")]
-    log = fetch(raw, "SELECT owner, reason, released_by, machine, instance_key FROM fsm_lock_log WHERE lookup_key = %s",
-                (account,))
+    log = fetch(
+        raw,
+        "SELECT owner, reason, released_by, machine, instance_key FROM fsm_lock_log WHERE lookup_key = %s",
+        (account,),
+    )
     assert len(log) == 1 and log[0]["owner"] == old.owner and log[0]["reason"] == "holder host lost, OPS-12"
     assert log[0]["released_by"] and (log[0]["machine"], log[0]["instance_key"]) == (machine, key)
     with store.lock(machine, key) as new:  # the old holder's connection still has the advisory lock
@@ -174,13 +177,19 @@ def test_sql_api_lock_send_unlock(store: Store, dsn: str, raw) -> None:  # type:
     try:
         row = fetch(raw, "CALL fsm_lock_v2(%s, %s, 'dba:1', 30)", (machine, key))[0]
         assert (row["owner"], row["global_lock"], row["local_lock"]) == ("dba:1", 1, 0)
-        assert errno_of(other, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
-                        (key,)) == 31018
+        assert (
+            errno_of(other, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
+            == 31018
+        )
         assert errno_of(other, "CALL fsm_lock_v2(%s, %s, 'dba:2', 30)", (machine, key)) == 31014
         assert errno_of(other, "CALL fsm_unlock_v1('dba:1')") is None  # not its connection: rows only
         assert errno_of(raw, "CALL fsm_lock_v2(%s, %s, 'dba:1', 30)", (machine, key)) is None  # re-take, same owner
-        assert fetch(raw, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
-                     (key,))[0]["to_state"] == "paid"
+        assert (
+            fetch(raw, f"CALL `fsm_{machine}_send_v1`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))[0][
+                "to_state"
+            ]
+            == "paid"
+        )
         assert fetch(raw, "CALL fsm_renew_lock_v1('dba:1', 60)")[0]["renewed"] == 1
         assert fetch(raw, "CALL fsm_unlock_v1('dba:1')") == [{"released": 1}]
         assert fetch(raw, "SELECT @fsm_lock_owner AS o") == [{"o": None}]
@@ -195,8 +204,14 @@ def test_bad_lock_input_is_refused_and_changes_nothing(store: Store, raw) -> Non
     machine = define(store, uses_global_lock=True)
     account = unique("acct")
     key, orphan = new_order(store, machine, account), new_order(store, machine, None)
-    for kwargs in ({"owner": "x`; DROP TABLE fsm_locks; --"}, {"owner": ""}, {"lease_seconds": 0},
-                   {"lease_seconds": 10**9}, {"attempts": 0}, {"backoff": -1}):
+    for kwargs in (
+        {"owner": "x`; DROP TABLE fsm_locks; --"},
+        {"owner": ""},
+        {"lease_seconds": 0},
+        {"lease_seconds": 10**9},
+        {"attempts": 0},
+        {"backoff": -1},
+    ):
         with pytest.raises(InvalidArgument):
             store.lock(machine, key, **kwargs)
     with pytest.raises(UnknownInstance):
@@ -223,8 +238,12 @@ def test_a_type_without_locks_gets_an_empty_lease(store: Store) -> None:
 def test_definition_options_lease_and_event_data(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
     machine = order_machine(uses_global_lock=True, lock_lease_seconds=300, topic="orders", event_data=False)
     store.define(machine)
-    assert store.define(order_machine(machine.name, uses_global_lock=True, lock_lease_seconds=301, topic="orders",
-                                      event_data=False)).version == 2  # a changed option is a new version
+    assert (
+        store.define(
+            order_machine(machine.name, uses_global_lock=True, lock_lease_seconds=301, topic="orders", event_data=False)
+        ).version
+        == 2
+    )  # a changed option is a new version
     assert store.definition(machine.name).definition["options"]["lock_lease_seconds"] == 301
     key = new_order(store, machine.name, unique("acct"))
     with store.lock(machine.name, key) as lease:
@@ -319,7 +338,8 @@ def test_the_locks_held_are_found_without_reading_every_account(make_database) -
                     "INSERT INTO fsm_locks (scope, lookup_key, machine, instance_id, instance_key, owner, locked_at, "
                     "unlocked_at, expires_at, advisory_name) VALUES ('*', %s, %s, 1, 'k', 'old', "
                     "UTC_TIMESTAMP(6) - INTERVAL 1 DAY, %s, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 'fsm_lock_x')",
-                    [(f"old-{n}", name, None if n == 0 else "2020-01-01") for n in range(5000)])
+                    [(f"old-{n}", name, None if n == 0 else "2020-01-01") for n in range(5000)],
+                )
             conn.commit()
             held = [store.lock(name, key, heartbeat=False) for key in keys[:2]]
             released = store.lock(name, keys[2], heartbeat=False)

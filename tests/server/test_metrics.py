@@ -35,8 +35,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 def parse(body: bytes) -> Samples:
     """Every sample of an exposition, keyed by (name, labels); it must parse."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(body.decode("utf-8")) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(body.decode("utf-8"))
+        for s in family.samples
+    }
 
 
 def scrape(registry: Any) -> Samples:
@@ -77,9 +80,18 @@ def failing_process(name: str) -> Process:
 def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no-untyped-def]
     settings, store = fresh
     store.define(order_machine("order"))
-    store.define(Machine(name="feed", states=["new", "sent"], start=["new"], final=["sent"],
-                         transitions=[("send", "new", "sent")], topic="feed.events", uses_global_lock=True,
-                         uses_local_lock=True))
+    store.define(
+        Machine(
+            name="feed",
+            states=["new", "sent"],
+            start=["new"],
+            final=["sent"],
+            transitions=[("send", "new", "sent")],
+            topic="feed.events",
+            uses_global_lock=True,
+            uses_local_lock=True,
+        )
+    )
     for n in range(7):
         store.create("order", f"o-{n}")
     for n in range(4):
@@ -95,16 +107,25 @@ def test_values_equal_what_the_database_holds(fresh) -> None:  # type: ignore[no
     for n in range(5, 9):
         store.create("job", f"j-{n}")
         store.enqueue("job", f"j-{n}")
-    sql(settings, "UPDATE fsm_runs SET due_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR "
-                  "WHERE machine = 'job' AND instance_key = 'j-5'")
+    sql(
+        settings,
+        "UPDATE fsm_runs SET due_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR "
+        "WHERE machine = 'job' AND instance_key = 'j-5'",
+    )
     # j-8: claimed by a worker that died; its claim ran out 90 minutes ago
-    sql(settings, "UPDATE fsm_runs SET claimed_by = 'dead-worker:1', due_at = UTC_TIMESTAMP(6) - INTERVAL 90 MINUTE "
-                  "WHERE machine = 'job' AND instance_key = 'j-8'")
+    sql(
+        settings,
+        "UPDATE fsm_runs SET claimed_by = 'dead-worker:1', due_at = UTC_TIMESTAMP(6) - INTERVAL 90 MINUTE "
+        "WHERE machine = 'job' AND instance_key = 'j-8'",
+    )
     [claimed] = claim(store, process, "metrics-test:1", key="j-6")
     store.create("feed", "f-1", lookup_key="acct-1")
     store.create("feed", "f-2", lookup_key="acct-2")
-    sql(settings, "UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), last_error = 'too large', "
-                  "occurred_at = UTC_TIMESTAMP(6) - INTERVAL 90 SECOND WHERE instance_key = 'f-1'")
+    sql(
+        settings,
+        "UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), last_error = 'too large', "
+        "occurred_at = UTC_TIMESTAMP(6) - INTERVAL 90 SECOND WHERE instance_key = 'f-1'",
+    )
     with store.lock("feed", "f-1", heartbeat=False):
         got = scrape(database_registry(store, stuck_after=3600))
     assert claimed["instance_key"] == "j-6"
@@ -170,8 +191,9 @@ def test_per_event_counters_count_exactly_the_transitions_between_scrapes(fresh)
     assert value(second, "pyfsm_transitions_by_event_total", machine="order", event="pay") == 1
     assert value(second, "pyfsm_transitions_by_event_total", machine="order", event="") == 1  # o-9's creation
     total = sum(v for (name, _), v in second.items() if name == "pyfsm_transitions_by_event_total")
-    assert total == value(second, "pyfsm_transitions_total", machine="order") - \
-        value(first, "pyfsm_transitions_total", machine="order")
+    assert total == value(second, "pyfsm_transitions_total", machine="order") - value(
+        first, "pyfsm_transitions_total", machine="order"
+    )
     store.send("order", "o-0", "deliver")
     third = scrape(registry)
     assert value(third, "pyfsm_transitions_by_event_total", machine="order", event="ship") == 3
@@ -193,6 +215,7 @@ def test_per_event_counters_settle_and_read_a_bounded_page_per_scrape(fresh) -> 
 
     def counted() -> float:
         return sum(v for (name, _), v in scrape(registry).items() if name == "pyfsm_transitions_by_event_total")
+
     assert counted() == 4  # one page of 4 rows per scrape
     assert counted() == 8
     assert counted() == 10
@@ -233,8 +256,11 @@ def test_a_reporting_account_can_scrape(fresh, server: Settings) -> None:  # typ
         owners = scrape(database_registry(store))
         assert value(got, "pyfsm_up") == 1
         assert value(got, "pyfsm_transitions_by_event_total", machine="order", event="ship") == 1
-        same = {k: v for k, v in got.items() if k[0] not in ("pyfsm_scrape_duration_seconds",)
-                and not k[0].startswith("pyfsm_transitions_by_event")}
+        same = {
+            k: v
+            for k, v in got.items()
+            if k[0] not in ("pyfsm_scrape_duration_seconds",) and not k[0].startswith("pyfsm_transitions_by_event")
+        }
         assert same == {k: v for k, v in owners.items() if k in same} and len(same) > 20
     finally:
         conn = admin(server)
@@ -250,8 +276,9 @@ def test_worker_metrics_in_process(fresh) -> None:  # type: ignore[no-untyped-de
         store.create("job", f"j-{n}", data={"fail": n == 0})
         store.enqueue("job", f"j-{n}")
     kept = WorkerMetrics()
-    stats = Worker(store, [process], batch=3, idle_min=0.01, idle_max=0.05,
-                   metrics=kept).run(handle_signals=False, until_idle=0.3)
+    stats = Worker(store, [process], batch=3, idle_min=0.01, idle_max=0.05, metrics=kept).run(
+        handle_signals=False, until_idle=0.3
+    )
     got = scrape(kept.registry)
     assert value(got, "pyfsm_worker_steps_total", machine="job") == stats.steps == 5 * 2 + 1
     assert value(got, "pyfsm_worker_runs_total", machine="job", status="completed") == 5
@@ -259,8 +286,9 @@ def test_worker_metrics_in_process(fresh) -> None:  # type: ignore[no-untyped-de
     assert value(got, "pyfsm_handler_seconds_count", machine="job", state="a") == 6
     assert value(got, "pyfsm_handler_seconds_count", machine="job", state="b") == 6
     assert value(got, "pyfsm_worker_step_commit_seconds_count", machine="job") >= 2
-    assert ("pyfsm_worker_errors_total", frozenset({("machine", "job")})) not in got or \
-        value(got, "pyfsm_worker_errors_total", machine="job") == 0
+    assert ("pyfsm_worker_errors_total", frozenset({("machine", "job")})) not in got or value(
+        got, "pyfsm_worker_errors_total", machine="job"
+    ) == 0
 
 
 def test_handler_exceptions_are_counted(fresh) -> None:  # type: ignore[no-untyped-def]
@@ -282,14 +310,16 @@ def test_handler_exceptions_are_counted(fresh) -> None:  # type: ignore[no-untyp
 
 def pyfsm(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYFSM_DSN"}
-    return subprocess.run([sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=60,
-                          cwd=TESTS, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pyfsm", *args], capture_output=True, text=True, timeout=60, cwd=TESTS, env=env
+    )
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], str]:
     """A long-running `pyfsm ...` and the metrics URL it printed on stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "pyfsm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=TESTS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyfsm", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=TESTS
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -344,8 +374,11 @@ def test_pyfsm_metrics_errors(fresh) -> None:  # type: ignore[no-untyped-def]
     down = pyfsm("metrics", "--dsn", "mysql://root@127.0.0.1:1/nowhere")
     assert down.returncode == 1 and value(parse(down.stdout.encode()), "pyfsm_up") == 0  # printed all the same
     assert re.fullmatch(r"pyfsm: DatabaseUnavailable \(2003\): [^\n]*\n", down.stderr), down.stderr
-    for bad, why in ((["--port", "70000"], "a port is 0 to 65535"), (["--stuck-after", "-1"], "seconds must be"),
-                     (["--stuck-after", "soon"], "not a number of seconds")):
+    for bad, why in (
+        (["--port", "70000"], "a port is 0 to 65535"),
+        (["--stuck-after", "-1"], "seconds must be"),
+        (["--stuck-after", "soon"], "not a number of seconds"),
+    ):
         result = pyfsm("metrics", "--dsn", dsn, "--serve", *bad)
         assert result.returncode == 2 and why in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
     for bad in (["--port", "9999"], ["--serve", "--json"]):
@@ -364,8 +397,9 @@ def test_a_worker_process_serves_its_step_counts(fresh) -> None:  # type: ignore
     for n in range(9):
         store.create("cli_checkout", f"w-{n}", data={"items": 1})
         store.enqueue("cli_checkout", f"w-{n}")
-    proc, url = start("worker", "--dsn", settings.dsn(), "helpers.engine_fixtures:CLI_CHECKOUT", "--batch", "4",
-                      "--metrics-port", "0")
+    proc, url = start(
+        "worker", "--dsn", settings.dsn(), "helpers.engine_fixtures:CLI_CHECKOUT", "--batch", "4", "--metrics-port", "0"
+    )
     try:
         deadline = time.monotonic() + 30
         while store.counts("cli_checkout") != {"done": 9}:

@@ -23,19 +23,32 @@ from pyfsm.db import Settings
 from pyfsm.metrics.database import quantile
 from pyfsm.metrics.server import DatabaseCollector, WorkerMetrics, exposition, registry_of
 
-SHOP = {"states": ["new", "paid", "cancelled"], "start": ["new"], "final": ["cancelled"],
-        "transitions": [{"event": "pay", "from": ["new"], "to": "paid"},
-                        {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"}],
-        "timeouts": {"new": {"after": 3600, "event": "cancel"}}}
-DESK = {"states": ["open", "closed"], "start": ["open"], "final": ["closed"],
-        "transitions": [{"event": "close", "from": ["open"], "to": "closed"}]}
+SHOP = {
+    "states": ["new", "paid", "cancelled"],
+    "start": ["new"],
+    "final": ["cancelled"],
+    "transitions": [
+        {"event": "pay", "from": ["new"], "to": "paid"},
+        {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"},
+    ],
+    "timeouts": {"new": {"after": 3600, "event": "cancel"}},
+}
+DESK = {
+    "states": ["open", "closed"],
+    "start": ["open"],
+    "final": ["closed"],
+    "transitions": [{"event": "close", "from": ["open"], "to": "closed"}],
+}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def scrape(registry: Any) -> Samples:
     body, _content_type = exposition(registry)
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(body.decode("utf-8")) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(body.decode("utf-8"))
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -75,8 +88,11 @@ def test_timer_metrics_equal_what_the_database_holds(timed, server) -> None:  # 
     store.create("desk", "d-0")  # fired before the exporter started: in no counter, and out of the window
     store.send_at("desk", "d-0", "close", after=0)
     assert [o.outcome for o in store.fire_timers()] == ["fired"]
-    sql(settings, "UPDATE fsm_timer_log SET done_at = UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE, "
-                  "due_at = UTC_TIMESTAMP(6) - INTERVAL 1000 SECOND - INTERVAL 10 MINUTE")
+    sql(
+        settings,
+        "UPDATE fsm_timer_log SET done_at = UTC_TIMESTAMP(6) - INTERVAL 10 MINUTE, "
+        "due_at = UTC_TIMESTAMP(6) - INTERVAL 1000 SECOND - INTERVAL 10 MINUTE",
+    )
     registry = registry_of(DatabaseCollector(store, settle_seconds=0))
     first = scrape(registry)
     assert set(named(first, "pyfsm_timers_armed").values()) == {0.0}
@@ -95,18 +111,33 @@ def test_timer_metrics_equal_what_the_database_holds(timed, server) -> None:  # 
     store.pause("desk", "d-2")  # its close is held
     fired = store.fire_timers()
     assert sorted((o.instance_key, o.outcome) for o in fired) == [
-        ("d-2", "held"), ("f-1", "fired"), ("f-2", "fired"), ("f-3", "fired"), ("f-4", "fired"), ("x-1", "dropped")]
+        ("d-2", "held"),
+        ("f-1", "fired"),
+        ("f-2", "fired"),
+        ("f-3", "fired"),
+        ("f-4", "fired"),
+        ("x-1", "dropped"),
+    ]
     [timeout] = store.timers("shop", "s-3")
     store.cancel_timer(timeout.timer_id, "not needed")
     for n in range(1, 5):  # firing lags of 1, 2, 3 and 4 seconds
-        sql(settings, "UPDATE fsm_timer_log SET due_at = done_at - INTERVAL %s SECOND "
-                      "WHERE instance_key = %s AND outcome = 'fired'", (n, f"f-{n}"))
+        sql(
+            settings,
+            "UPDATE fsm_timer_log SET due_at = done_at - INTERVAL %s SECOND "
+            "WHERE instance_key = %s AND outcome = 'fired'",
+            (n, f"f-{n}"),
+        )
     store.create("desk", "d-1")
     store.send_at("desk", "d-1", "close", at=now() - timedelta(seconds=120))  # overdue, nothing fires it
 
     got = scrape(registry)
-    armed = {(m, k): n for m, k, n in (tuple(r.values()) for r in sql(
-        settings, "SELECT machine, kind, COUNT(*) AS n FROM fsm_timers GROUP BY machine, kind"))}
+    armed = {
+        (m, k): n
+        for m, k, n in (
+            tuple(r.values())
+            for r in sql(settings, "SELECT machine, kind, COUNT(*) AS n FROM fsm_timers GROUP BY machine, kind")
+        )
+    }
     assert armed == {("shop", "timeout"): 2, ("shop", "scheduled"): 1, ("desk", "scheduled"): 2}  # s-1, s-2
     for machine in ("shop", "desk"):
         for kind in ("timeout", "scheduled"):
@@ -119,9 +150,17 @@ def test_timer_metrics_equal_what_the_database_holds(timed, server) -> None:  # 
     assert value(got, "pyfsm_timer_firing_lag_seconds", machine="shop", quantile="0.5") == pytest.approx(2.5)
     assert value(got, "pyfsm_timer_firing_lag_seconds", machine="shop", quantile="0.99") == pytest.approx(3.97)
     assert ("pyfsm_timer_firing_lag_seconds", frozenset({("machine", "desk"), ("quantile", "0.5")})) not in got
-    outcomes = {(dict(k)["machine"], dict(k)["outcome"]): v for k, v in named(got, "pyfsm_timer_outcomes_total").items()}
-    assert outcomes == {("shop", "fired"): 4, ("shop", "dropped"): 1, ("shop", "cancelled"): 1,
-                        ("desk", "fired"): 0, ("desk", "dropped"): 0, ("desk", "cancelled"): 0}
+    outcomes = {
+        (dict(k)["machine"], dict(k)["outcome"]): v for k, v in named(got, "pyfsm_timer_outcomes_total").items()
+    }
+    assert outcomes == {
+        ("shop", "fired"): 4,
+        ("shop", "dropped"): 1,
+        ("shop", "cancelled"): 1,
+        ("desk", "fired"): 0,
+        ("desk", "dropped"): 0,
+        ("desk", "cancelled"): 0,
+    }
 
     assert named(scrape(registry), "pyfsm_timer_outcomes_total") == named(got, "pyfsm_timer_outcomes_total")
     store.cancel_timer(store.timers("desk", "d-1")[0].timer_id)
@@ -130,8 +169,10 @@ def test_timer_metrics_equal_what_the_database_holds(timed, server) -> None:  # 
     assert value(again, "pyfsm_timer_outcomes_total", machine="shop", outcome="fired") == 4
     assert value(again, "pyfsm_timers_overdue", machine="desk") == 1
 
-    with granted_accounts(server, settings, ("reporting",), "pyfsm_mt") as made, \
-            Store(made["reporting"].dsn()) as reader:
+    with (
+        granted_accounts(server, settings, ("reporting",), "pyfsm_mt") as made,
+        Store(made["reporting"].dsn()) as reader,
+    ):
         seen = scrape(registry_of(DatabaseCollector(reader)))
     assert value(seen, "pyfsm_up") == 1
     assert value(seen, "pyfsm_timers_armed", machine="shop", kind="timeout") == 2

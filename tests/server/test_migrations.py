@@ -40,8 +40,13 @@ def test_every_sql_file_is_current_and_installed() -> None:
     (globally or per type), and every file a fresh install names is there."""
     from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_TIMER_OBJECTS
 
-    installed = (set(CURRENT_OBJECTS) | set(MACHINE_OBJECTS) | set(MACHINE_TIMER_OBJECTS) | set(UNION_VIEWS)
-                 | set(DEPENDENT_VIEWS))
+    installed = (
+        set(CURRENT_OBJECTS)
+        | set(MACHINE_OBJECTS)
+        | set(MACHINE_TIMER_OBJECTS)
+        | set(UNION_VIEWS)
+        | set(DEPENDENT_VIEWS)
+    )
     on_disk = {p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql")}
     assert on_disk - installed == set(), "files in sql/ that no fresh install creates"
     assert installed - on_disk == set(), "objects a fresh install names that sql/ lacks"
@@ -80,13 +85,15 @@ def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
             assert re.search(r"^CREATE ", text, re.M) and not re.search(r"^ALTER ", text, re.M), path
         statement = re.search(r"^(CREATE|ALTER) ", text, re.M)
         assert statement, f"{path.name}: no CREATE or ALTER statement"
-        header = text[:statement.start()]
+        header = text[: statement.start()]
         assert header.startswith(f"-- {path.stem.replace('_table', '')}") or header.startswith("-- fsm_"), path
         for word in ("Errors:", "Example:"):
             assert word in header, f"{path.name}: header lacks {word}"
         assert "DELIMITER" not in text.upper().replace("-- ", ""), path
         assert "DEFINER=" not in text.replace(" ", "").upper(), path
-        assert all(line.startswith("--") for line in header.splitlines() if line), f"{path.name}: code before the statement"
+        assert all(line.startswith("--") for line in header.splitlines() if line), (
+            f"{path.name}: code before the statement"
+        )
         if path.parent.name == "changes":  # a change to an existing object: one ALTER TABLE
             assert text.count("\nALTER TABLE ") == 1 and "CREATE " not in text, path
 
@@ -96,7 +103,7 @@ def _first_difference(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> str
     for x, y in zip(a, b, strict=False):
         if x != y:
             at = next((n for n, (p, q) in enumerate(zip(str(x), str(y), strict=False)) if p != q), 0)
-            return f"{x[0]}: ...{str(x)[max(0, at - 80):at + 80]}... != ...{str(y)[max(0, at - 80):at + 80]}..."
+            return f"{x[0]}: ...{str(x)[max(0, at - 80) : at + 80]}... != ...{str(y)[max(0, at - 80) : at + 80]}..."
     return f"{len(a)} rows against {len(b)}"
 
 
@@ -107,13 +114,19 @@ def contents_of(conn: Any) -> dict[str, Any]:
 
     return {
         "machines": fetch(conn, "SELECT machine, current_version, objects_version FROM fsm_machines ORDER BY machine"),
-        "definitions": fetch(conn, "SELECT machine, version, topic, save_after_step, uses_global_lock, "
-                                   "uses_local_lock, lock_lease_seconds, event_data FROM fsm_definitions "
-                                   "ORDER BY machine, version"),
+        "definitions": fetch(
+            conn,
+            "SELECT machine, version, topic, save_after_step, uses_global_lock, "
+            "uses_local_lock, lock_lease_seconds, event_data FROM fsm_definitions "
+            "ORDER BY machine, version",
+        ),
         "states": fetch(conn, "SELECT * FROM fsm_states ORDER BY 1, 2, 3"),
         "rules": fetch(conn, "SELECT * FROM fsm_rules ORDER BY 1, 2, 3, 4"),
-        "counts": fetch(conn, "SELECT machine, state, SUM(instances) AS n FROM fsm_state_counts "
-                              "GROUP BY machine, state HAVING n <> 0 ORDER BY machine, state"),
+        "counts": fetch(
+            conn,
+            "SELECT machine, state, SUM(instances) AS n FROM fsm_state_counts "
+            "GROUP BY machine, state HAVING n <> 0 ORDER BY machine, state",
+        ),
         "accounts": fetch(conn, "SELECT role FROM fsm_accounts ORDER BY role"),
     }
 
@@ -129,9 +142,15 @@ def grants_of(conn: Any, users: list[str], database: str) -> list[list[str]]:
 
 #: Where the drift test defines a type as the pyfsm of that time did: (revision, the
 #: per-type object set it installed, the define procedure it called).
-DEFINED_AT = (("0001", "v1", "fsm_define_v1"), ("0002", "v2", "fsm_define_v2"), ("0004", "v3", "fsm_define_v3"),
-              ("0005", "v4", "fsm_define_v4"), ("0006", "v5", "fsm_define_v4"), ("0008", "v7", "fsm_define_v4"),
-              ("0010", "v9", "fsm_define_v4"))
+DEFINED_AT = (
+    ("0001", "v1", "fsm_define_v1"),
+    ("0002", "v2", "fsm_define_v2"),
+    ("0004", "v3", "fsm_define_v3"),
+    ("0005", "v4", "fsm_define_v4"),
+    ("0006", "v5", "fsm_define_v4"),
+    ("0008", "v7", "fsm_define_v4"),
+    ("0010", "v9", "fsm_define_v4"),
+)
 
 
 def define_as_of(conn: Any, machine: Any, objects_version: str, define: str) -> None:
@@ -209,22 +228,40 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
         for label in a:
             assert a[label] == b[label], (label, _first_difference(a[label], b[label]))
         expected = {entry.name for entry in schema.DEPRECATED if "<machine>" not in entry.name} | {
-            entry.name.replace("<machine>", m.name) for entry in schema.DEPRECATED if "<machine>" in entry.name
-            for m in machines}
+            entry.name.replace("<machine>", m.name)
+            for entry in schema.DEPRECATED
+            if "<machine>" in entry.name
+            for m in machines
+        }
         assert deprecated == fresh_deprecated == expected
-        assert contents_of(pymysql.connect(**old.connect_kwargs())) == \
-            contents_of(pymysql.connect(**fresh.connect_kwargs()))
-        assert grants_of(admin, list(users.values()), old.database) == \
-            grants_of(admin, [f"{u}_f" for u in users.values()], fresh.database)
+        assert contents_of(pymysql.connect(**old.connect_kwargs())) == contents_of(
+            pymysql.connect(**fresh.connect_kwargs())
+        )
+        assert grants_of(admin, list(users.values()), old.database) == grants_of(
+            admin, [f"{u}_f" for u in users.values()], fresh.database
+        )
     finally:
         for user in [*users.values(), *(f"{u}_f" for u in users.values())]:
             admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
         admin.close()
     assert any(r[0] == "fsm_send_v4" for r in b["routines"]) and any(r[0] == "fsm_t0001_bu_v11" for r in b["triggers"])
-    assert {"fsm_t0001_send_v3", "fsm_t0001_send_v4", "fsm_t0001_fire_v1", "fsm_t0001_allowed_events_v1",
-            "fsm_define_v8", "fsm_fire_timers_v2", "fsm_check_guard_v1"} <= {r[0] for r in b["routines"]}
-    assert {"fsm_v_t0001", "fsm_v_t0010_transitions", "fsm_v_instances", "fsm_v_history", "fsm_v_stuck",
-            "fsm_v_state_counts"} <= {r[0] for r in b["views"]}
+    assert {
+        "fsm_t0001_send_v3",
+        "fsm_t0001_send_v4",
+        "fsm_t0001_fire_v1",
+        "fsm_t0001_allowed_events_v1",
+        "fsm_define_v8",
+        "fsm_fire_timers_v2",
+        "fsm_check_guard_v1",
+    } <= {r[0] for r in b["routines"]}
+    assert {
+        "fsm_v_t0001",
+        "fsm_v_t0010_transitions",
+        "fsm_v_instances",
+        "fsm_v_history",
+        "fsm_v_stuck",
+        "fsm_v_state_counts",
+    } <= {r[0] for r in b["views"]}
 
 
 def test_a_fresh_install_creates_the_current_schema_directly(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -314,8 +351,10 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
     conn = db.connect(old)
     try:
         with conn.cursor() as cur:  # what pyfsm 0.1 did: fsm_define_v1, then the v1 templates
-            cur.execute("CALL fsm_define_v1('order', %s)", (order_machine("order").to_json().replace(
-                ',"lock_lease_seconds":60,"event_data":true', ""),))
+            cur.execute(
+                "CALL fsm_define_v1('order', %s)",
+                (order_machine("order").to_json().replace(',"lock_lease_seconds":60,"event_data":true', ""),),
+            )
             execute_ddl(conn, [render(name, "order") for name in MACHINE_TEMPLATE_SETS["v1"]])
             cur.execute("UPDATE fsm_machines SET objects_version = 'v1' WHERE machine = 'order'")
             cur.execute("CALL fsm_order_send_v1('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
@@ -355,11 +394,12 @@ def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:
     try:
         execute_ddl(conn, [render(name, "door") for name in MACHINE_TEMPLATE_SETS["v1"]])
         with pytest.raises(pymysql.err.MySQLError):
-            replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_bu_v2")], "v2",
-                                            while_locked=fail)
+            replace_machine_triggers(conn, "door", [("trigger_bu_v1", "trigger_bu_v2")], "v2", while_locked=fail)
         with conn.cursor() as cur:
-            cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                        "AND event_object_table = 'fsm_door' AND event_manipulation = 'UPDATE'")
+            cur.execute(
+                "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+                "AND event_object_table = 'fsm_door' AND event_manipulation = 'UPDATE'"
+            )
             assert [r[0] for r in cur.fetchall()] == ["fsm_door_bu_v1"]  # not left without a transition trigger
             cur.execute("SELECT @@SESSION.lock_wait_timeout")
             assert cur.fetchone()[0] > 2  # the session's own setting is back
@@ -403,15 +443,24 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_object_table = 'fsm_order' ORDER BY trigger_name")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1",
-                                                        "fsm_order_bu_v11"]  # and 0021's, 0022's, 0023's and 0024's swaps
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table = 'fsm_order' ORDER BY trigger_name",
+        )
+        assert [t["trigger_name"] for t in triggers] == [
+            "fsm_order_ai_v4",
+            "fsm_order_bd_v1",
+            "fsm_order_bi_v1",
+            "fsm_order_bu_v11",
+        ]  # and 0021's, 0022's, 0023's and 0024's swaps
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
             assert store.counts("order") == {"new": 1, "paid": 1, "shipped": 1}
-        rows = fetch(raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions WHERE most_recent IS NULL AND left_at IS NULL")
+        rows = fetch(
+            raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions WHERE most_recent IS NULL AND left_at IS NULL"
+        )
         assert rows[0]["n"] == 0  # every earlier state has its end
     finally:
         raw.close()
@@ -446,14 +495,21 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
     schema.migrate(settings, revision="0005")
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'",
+        )
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v4"]
         # the padded state v3 stored was trimmed before the swap, as no transition
-        assert fetch(raw, "SELECT CONCAT('[', current_state, ']') AS s, version FROM fsm_order "
-                          "WHERE instance_key = 'o-2'") == [{"s": "[new]", "version": 1}]
-        assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_order_transitions t JOIN fsm_order i ON i.id = t.instance_id "
-                          "WHERE i.instance_key = 'o-2'") == [{"n": 1}]
+        assert fetch(
+            raw, "SELECT CONCAT('[', current_state, ']') AS s, version FROM fsm_order WHERE instance_key = 'o-2'"
+        ) == [{"s": "[new]", "version": 1}]
+        assert fetch(
+            raw,
+            "SELECT COUNT(*) AS n FROM fsm_order_transitions t JOIN fsm_order i ON i.id = t.instance_id "
+            "WHERE i.instance_key = 'o-2'",
+        ) == [{"n": 1}]
         assert fetch(raw, "SELECT COUNT(*) AS n FROM fsm_v_instances WHERE machine = 'order'") == [{"n": 2}]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == "v4"
         raw.cursor().execute("SET @fsm_event = 'ship '")
@@ -462,9 +518,15 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
         assert info.value.args[0] == 31005
         raw.cursor().execute("SET @fsm_event = NULL")
         raw.cursor().execute("CALL fsm_order_send_v1('o-1', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
-        assert [r["event"] for r in fetch(raw, "SELECT event FROM fsm_order_transitions t JOIN fsm_order i "
-                                               "ON i.id = t.instance_id WHERE i.instance_key = 'o-1' "
-                                               "ORDER BY sort_key")] == [None, "pay", "ship"]
+        assert [
+            r["event"]
+            for r in fetch(
+                raw,
+                "SELECT event FROM fsm_order_transitions t JOIN fsm_order i "
+                "ON i.id = t.instance_id WHERE i.instance_key = 'o-1' "
+                "ORDER BY sort_key",
+            )
+        ] == [None, "pay", "ship"]
     finally:
         raw.close()
 
@@ -491,26 +553,42 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
             cur.execute("UPDATE fsm_machines SET objects_version = 'v4' WHERE machine = 'order'")
             for key in ("o-1", "o-2", "o-3"):
                 cur.execute("CALL fsm_order_send_v1(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
-            cur.execute("SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                        "AND routine_name = 'fsm_order_send_v2'")
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                "AND routine_name = 'fsm_order_send_v2'"
+            )
             assert cur.fetchone()[0] == 0
             # a counter row as a rebuild from states v3 stored padded could spell it (the key ignores it)
-            cur.execute("UPDATE fsm_state_counts SET state = 'paid  ' WHERE machine = 'order' AND state = 'paid' "
-                        "LIMIT 1")
+            cur.execute(
+                "UPDATE fsm_state_counts SET state = 'paid  ' WHERE machine = 'order' AND state = 'paid' LIMIT 1"
+            )
             assert cur.rowcount == 1
     finally:
         conn.close()
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'")
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v11"]  # and 0010's, 0021's, 0022's, 0023's and 0024's swaps
-        assert fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == MACHINE_OBJECTS_VERSION  # 0007 to the head
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'",
+        )
+        assert [t["trigger_name"] for t in triggers] == [
+            "fsm_order_bu_v11"
+        ]  # and 0010's, 0021's, 0022's, 0023's and 0024's swaps
+        assert (
+            fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == MACHINE_OBJECTS_VERSION
+        )  # 0007 to the head
         with Store(settings.dsn()) as store:
             sent = store.send("order", "o-1", "ship", metadata={"by": "test"})
-            assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == \
-                ("o-1", "ship", "paid", "shipped", 3, 3)
+            assert (sent.key, sent.event, sent.from_state, sent.to_state, sent.version, sent.sort_key) == (
+                "o-1",
+                "ship",
+                "paid",
+                "shipped",
+                3,
+                3,
+            )
             assert [h.event for h in store.history("order", "o-1")] == [None, "pay", "ship"]
             assert store.history("order", "o-1")[-1].metadata == {"by": "test"}
             assert store.counts("order") == {"paid": 2, "shipped": 1}
@@ -530,9 +608,12 @@ def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> N
     raw.cursor().execute("SET TIMESTAMP = UNIX_TIMESTAMP() - 5")  # this session's clock, 5 s in the past
     raw.cursor().execute(f"CALL `fsm_{order.name}_send_v2`('clock-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
     raw.cursor().execute("SET TIMESTAMP = DEFAULT")
-    [first, second] = fetch(raw, f"SELECT created_at, left_at FROM `fsm_{order.name}_transitions` "
-                                 "WHERE instance_id = (SELECT id FROM `fsm_" + order.name + "` "
-                                 "WHERE instance_key = 'clock-1') ORDER BY sort_key")
+    [first, second] = fetch(
+        raw,
+        f"SELECT created_at, left_at FROM `fsm_{order.name}_transitions` "
+        "WHERE instance_id = (SELECT id FROM `fsm_" + order.name + "` "
+        "WHERE instance_key = 'clock-1') ORDER BY sort_key",
+    )
     assert first["left_at"] >= first["created_at"] and second["left_at"] is None
 
 
@@ -554,12 +635,22 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {MACHINE_OBJECTS_VERSION}
-        routines = {r["routine_name"]: r["security_type"] for r in fetch(
-            raw, "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
-                 "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'")}
-        assert routines == {"fsm_lin_step_v2": "DEFINER", "fsm_lin_apply_step_v1": "INVOKER",
-                            "fsm_lin_steps_v1": "DEFINER"}
+        assert {r["objects_version"] for r in fetch(raw, "SELECT objects_version FROM fsm_machines")} == {
+            MACHINE_OBJECTS_VERSION
+        }
+        routines = {
+            r["routine_name"]: r["security_type"]
+            for r in fetch(
+                raw,
+                "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
+                "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_lin_%step%'",
+            )
+        }
+        assert routines == {
+            "fsm_lin_step_v2": "DEFINER",
+            "fsm_lin_apply_step_v1": "INVOKER",
+            "fsm_lin_steps_v1": "DEFINER",
+        }
         with Store(settings.dsn()) as store:
             for n in range(6):
                 store.create("lin", f"k{n}")
@@ -584,28 +675,52 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
 
     settings = make_database()
     schema.migrate(settings, revision="0007")
-    install_type_as_of(settings, order_machine("order"), "v6",
-                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)")
+    install_type_as_of(
+        settings,
+        order_machine("order"),
+        "v6",
+        "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
+    )
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_object_table LIKE 'fsm\\_order%%' ORDER BY trigger_name")
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_object_table LIKE 'fsm\\_order%%' ORDER BY trigger_name",
+        )
         assert [t["trigger_name"] for t in triggers] == [
-            "fsm_order_ai_v4", "fsm_order_bd_v1", "fsm_order_bi_v1", "fsm_order_bu_v11",
-            "fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]  # and 0010's, 0017's, 0021's, 0022's, 0023's and 0024's swaps
+            "fsm_order_ai_v4",
+            "fsm_order_bd_v1",
+            "fsm_order_bi_v1",
+            "fsm_order_bu_v11",
+            "fsm_order_hbd_v1",
+            "fsm_order_hbi_v3",
+            "fsm_order_hbu_v5",
+        ]  # and 0010's, 0017's, 0021's, 0022's, 0023's and 0024's swaps
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
-        assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == \
-            [{"ok": 1, "bad": 0}]
+        assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == [
+            {"ok": 1, "bad": 0}
+        ]
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
-            assert [(h.event, h.request_id) for h in store.history("order", "o-1")] == \
-                [(None, None), ("pay", "r-1"), ("ship", "r-2")]
+            assert [(h.event, h.request_id) for h in store.history("order", "o-1")] == [
+                (None, None),
+                ("pay", "r-1"),
+                ("ship", "r-2"),
+            ]
             instance_id = store.get("order", "o-1").id
         raw.cursor().execute("SET @fsm_guard = %s", (instance_id,))
-        assert errno_of(raw, "INSERT INTO fsm_order_transitions (instance_id, sort_key, to_state, data_after, "
-                             "metadata, definition_version, source, created_at) "
-                             "VALUES (%s, 9, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))", (instance_id,)) == 31012
+        assert (
+            errno_of(
+                raw,
+                "INSERT INTO fsm_order_transitions (instance_id, sort_key, to_state, data_after, "
+                "metadata, definition_version, source, created_at) "
+                "VALUES (%s, 9, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))",
+                (instance_id,),
+            )
+            == 31012
+        )
     finally:
         raw.close()
 
@@ -620,24 +735,40 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
 
     settings = make_database()
     schema.migrate(settings, revision="0008")
-    install_type_as_of(settings, order_machine("order"), "v7",
-                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    install_type_as_of(
+        settings,
+        order_machine("order"),
+        "v7",
+        "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
+    )
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
         # 0010 and later revisions too
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
-        routines = {r["routine_name"]: r["security_type"] for r in fetch(
-            raw, "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
-                 "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'")}
-        assert routines == {"fsm_order_send_v1": "DEFINER", "fsm_order_send_v2": "DEFINER",
-                            "fsm_order_apply_send_v1": "INVOKER", "fsm_order_send_many_v1": "DEFINER",
-                            "fsm_order_send_many_v2": "DEFINER",  # 0018's
-                            "fsm_order_send_v3": "DEFINER", "fsm_order_send_v4": "DEFINER"}  # 0020's, 0022's
+        routines = {
+            r["routine_name"]: r["security_type"]
+            for r in fetch(
+                raw,
+                "SELECT routine_name AS routine_name, security_type AS security_type FROM information_schema.routines "
+                "WHERE routine_schema = DATABASE() AND routine_name LIKE 'fsm_order_%send%'",
+            )
+        }
+        assert routines == {
+            "fsm_order_send_v1": "DEFINER",
+            "fsm_order_send_v2": "DEFINER",
+            "fsm_order_apply_send_v1": "INVOKER",
+            "fsm_order_send_many_v1": "DEFINER",
+            "fsm_order_send_many_v2": "DEFINER",  # 0018's
+            "fsm_order_send_v3": "DEFINER",
+            "fsm_order_send_v4": "DEFINER",
+        }  # 0020's, 0022's
         with Store(settings.dsn()) as store:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
-            assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == \
-                [("o-1", "shipped"), ("o-2", "paid")]
+            assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == [
+                ("o-1", "shipped"),
+                ("o-2", "paid"),
+            ]
     finally:
         raw.close()
 
@@ -653,38 +784,59 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
 
     settings = make_database()
     schema.migrate(settings, revision="0009")
-    install_type_as_of(settings, order_machine("order"), "v8",
-                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
-                       "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    install_type_as_of(
+        settings,
+        order_machine("order"),
+        "v8",
+        "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
+        "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
+    )
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                              "AND event_manipulation = 'UPDATE' ORDER BY trigger_name")
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND event_manipulation = 'UPDATE' ORDER BY trigger_name",
+        )
         assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v11", "fsm_order_hbu_v5"]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
-            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
-                [(None, None, False), ("pay", "r-1", False), ("ship", "r-2", True)]
+            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == [
+                (None, None, False),
+                ("pay", "r-1", False),
+                ("ship", "r-2", True),
+            ]
             assert store.counts("order") == {"paid": 1, "shipped": 1}
             instance_id = store.get("order", "o-1").id
         # the flip's fast path needs the guard of that very write; a change without one, or
         # with another instance's or time's, is refused as before
-        update = ("UPDATE fsm_order_transitions SET most_recent = NULL, left_at = %s "
-                  "WHERE instance_id = %s AND most_recent = 1")
+        update = (
+            "UPDATE fsm_order_transitions SET most_recent = NULL, left_at = %s "
+            "WHERE instance_id = %s AND most_recent = 1"
+        )
         assert errno_of(raw, update, ("2030-01-01 00:00:00.000000", instance_id)) == 31012
         raw.cursor().execute("SET @fsm_guard = %s", (f"{instance_id + 1}/2030-01-01 00:00:00.000000",))
         assert errno_of(raw, update, ("2030-01-01 00:00:00.000000", instance_id)) == 31012
         raw.cursor().execute("SET @fsm_guard = NULL")
-        assert errno_of(raw, "UPDATE fsm_order_transitions SET event = 'x' WHERE instance_id = %s",
-                        (instance_id,)) == 31012
+        assert (
+            errno_of(raw, "UPDATE fsm_order_transitions SET event = 'x' WHERE instance_id = %s", (instance_id,))
+            == 31012
+        )
         # no guard and left_at left NULL: NULL <=> NULL must not open the fast path (review)
-        assert errno_of(raw, "UPDATE fsm_order_transitions SET most_recent = NULL, to_state = 'new', "
-                             "data_after = '{\"x\": 1}' WHERE instance_id = %s AND most_recent = 1",
-                        (instance_id,)) == 31012
-        assert fetch(raw, "SELECT to_state FROM fsm_order_transitions WHERE instance_id = %s AND most_recent = 1",
-                     (instance_id,)) == [{"to_state": "shipped"}]
+        assert (
+            errno_of(
+                raw,
+                "UPDATE fsm_order_transitions SET most_recent = NULL, to_state = 'new', "
+                "data_after = '{\"x\": 1}' WHERE instance_id = %s AND most_recent = 1",
+                (instance_id,),
+            )
+            == 31012
+        )
+        assert fetch(
+            raw, "SELECT to_state FROM fsm_order_transitions WHERE instance_id = %s AND most_recent = 1", (instance_id,)
+        ) == [{"to_state": "shipped"}]
     finally:
         raw.close()
 
@@ -702,8 +854,10 @@ def test_0011_gives_back_the_grants_on_the_procedures_it_replaces(make_database,
         cur = admin.cursor()
         cur.execute(f"CREATE USER '{user}'@'localhost' IDENTIFIED BY 'Pw-by-hand-1'")
         cur.execute(f"GRANT EXECUTE ON PROCEDURE `{settings.database}`.`fsm_force_unlock_v2` TO '{user}'@'localhost'")
-        cur.execute(f"GRANT EXECUTE, ALTER ROUTINE ON PROCEDURE `{settings.database}`.`fsm_define_v4` "
-                    f"TO '{user}'@'localhost' WITH GRANT OPTION")
+        cur.execute(
+            f"GRANT EXECUTE, ALTER ROUTINE ON PROCEDURE `{settings.database}`.`fsm_define_v4` "
+            f"TO '{user}'@'localhost' WITH GRANT OPTION"
+        )
         cur.execute(f"SHOW GRANTS FOR '{user}'@'localhost'")
         before = sorted(row[0] for row in cur.fetchall())
         schema.migrate(settings)
@@ -749,8 +903,10 @@ def test_an_interrupted_fresh_install_is_finished_and_unmarked(make_database) ->
     conn = db.connect(settings)
     try:
         assert schema.install_fresh(conn)  # stopped before the head was recorded
-        comment = "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() " \
-                  "AND table_name = 'fsm_alembic_version'"
+        comment = (
+            "SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() "
+            "AND table_name = 'fsm_alembic_version'"
+        )
         with conn.cursor() as cur:
             cur.execute(comment)
             assert cur.fetchone()[0] == schema.FRESH_MARK
@@ -759,8 +915,10 @@ def test_an_interrupted_fresh_install_is_finished_and_unmarked(make_database) ->
         with conn.cursor() as cur:
             cur.execute(comment)
             assert cur.fetchone()[0] == ""
-            cur.execute("SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                        "AND routine_name = 'fsm_send_v2'")
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() "
+                "AND routine_name = 'fsm_send_v2'"
+            )
             assert cur.fetchone()[0] == 1
         assert schema.current_revision(conn) == schema.HEAD_REVISION
     finally:
@@ -776,17 +934,27 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
 
     settings = make_database()
     schema.migrate(settings)
-    install_type_as_of(settings, order_machine("order"), "v8",
-                       "CREATE TABLE audit (instance_key VARCHAR(191), state VARCHAR(64))",
-                       "CREATE TRIGGER app_audit AFTER UPDATE ON fsm_order FOR EACH ROW "
-                       "INSERT INTO audit VALUES (NEW.instance_key, NEW.current_state)")
+    install_type_as_of(
+        settings,
+        order_machine("order"),
+        "v8",
+        "CREATE TABLE audit (instance_key VARCHAR(191), state VARCHAR(64))",
+        "CREATE TRIGGER app_audit AFTER UPDATE ON fsm_order FOR EACH ROW "
+        "INSERT INTO audit VALUES (NEW.instance_key, NEW.current_state)",
+    )
     with Store(settings.dsn()) as store:
         store.sync("order")
         store.send("order", "o-1", "pay")
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        triggers = {t["trigger_name"] for t in fetch(raw, "SELECT trigger_name AS trigger_name FROM information_schema.triggers "
-                                                          "WHERE trigger_schema = DATABASE()")}
+        triggers = {
+            t["trigger_name"]
+            for t in fetch(
+                raw,
+                "SELECT trigger_name AS trigger_name FROM information_schema.triggers "
+                "WHERE trigger_schema = DATABASE()",
+            )
+        }
         assert {"app_audit", "fsm_order_bu_v11", "fsm_order_hbu_v5"} <= triggers
         assert not {"fsm_order_bu_v6", "fsm_order_bu_v7", "fsm_order_bu_v8"} & triggers
         assert fetch(raw, "SELECT * FROM audit") == [{"instance_key": "o-1", "state": "paid"}]
@@ -835,9 +1003,13 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
 
     settings = make_database()
     schema.migrate(settings, revision="0016")
-    install_type_as_of(settings, order_machine("order"), "v9",
-                       "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
-                       "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)")
+    install_type_as_of(
+        settings,
+        order_machine("order"),
+        "v9",
+        "CALL fsm_order_send_v2('o-1', 'pay', NULL, NULL, NULL, 'r-1', NULL, NULL)",
+        "CALL fsm_order_send_v2('o-2', 'pay', NULL, NULL, NULL, NULL, NULL, NULL)",
+    )
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
         ids = {r["instance_key"]: r["id"] for r in fetch(raw, "SELECT id, instance_key FROM fsm_order")}
@@ -847,17 +1019,23 @@ def test_0017_swaps_the_history_triggers_that_let_a_null_guard_through(make_data
         raw.rollback()
         raw.autocommit(True)
         schema.migrate(settings)
-        triggers = fetch(raw, "SELECT trigger_name AS name FROM information_schema.triggers "
-                              "WHERE trigger_schema = DATABASE() AND event_object_table = 'fsm_order_transitions' "
-                              "ORDER BY trigger_name")
+        triggers = fetch(
+            raw,
+            "SELECT trigger_name AS name FROM information_schema.triggers "
+            "WHERE trigger_schema = DATABASE() AND event_object_table = 'fsm_order_transitions' "
+            "ORDER BY trigger_name",
+        )
         assert [t["name"] for t in triggers] == ["fsm_order_hbd_v1", "fsm_order_hbi_v3", "fsm_order_hbu_v5"]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         assert errno_of(raw, flip, (ids["o-1"],)) == 31012
         assert refused_updates(raw, "order", ids["o-1"], ids["o-2"]) == []
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
-            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == \
-                [(None, None, False), ("pay", "r-1", False), ("ship", "r-2", True)]
+            assert [(h.event, h.request_id, h.most_recent) for h in store.history("order", "o-1")] == [
+                (None, None, False),
+                ("pay", "r-1", False),
+                ("ship", "r-2", True),
+            ]
             assert store.counts("order") == {"paid": 1, "shipped": 1}
     finally:
         raw.close()
@@ -878,8 +1056,10 @@ def test_0016_finds_its_index_built_by_an_interrupted_run(make_database) -> None
         conn.cursor().execute(read_frozen("changes/fsm_locks_held.sql", revisions="0016"))
         schema.migrate(settings)
         assert schema.current_revision(conn) == HEAD_REVISION
-        assert fetch(conn, "SELECT column_name AS column_name FROM information_schema.statistics WHERE table_schema = DATABASE() "
-                           "AND table_name = 'fsm_locks' AND index_name = 'fsm_locks_held' ORDER BY seq_in_index") \
-            == [{"column_name": "unlocked_at"}, {"column_name": "expires_at"}]
+        assert fetch(
+            conn,
+            "SELECT column_name AS column_name FROM information_schema.statistics WHERE table_schema = DATABASE() "
+            "AND table_name = 'fsm_locks' AND index_name = 'fsm_locks_held' ORDER BY seq_in_index",
+        ) == [{"column_name": "unlocked_at"}, {"column_name": "expires_at"}]
     finally:
         conn.close()

@@ -40,13 +40,22 @@ def shop(make_database) -> Iterator[Settings]:  # type: ignore[no-untyped-def]
     with Store(settings.dsn()) as store:
         store.migrate()
         store.define(order_machine("order"))
-        store.define(Machine("payment", states=["due", "paid"], start=["due"], final=["paid"],
-                             transitions=[("settle", "due", "paid")]))
+        store.define(
+            Machine(
+                "payment",
+                states=["due", "paid"],
+                start=["due"],
+                final=["paid"],
+                transitions=[("settle", "due", "paid")],
+            )
+        )
         store.create("order", "o-1")
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
-        conn.cursor().execute("CALL fsm_define_v5('bare', %s)", (
-            '{"states": ["a", "b"], "start": ["a"], "transitions": [{"event": "go", "from": ["a"], "to": "b"}]}',))
+        conn.cursor().execute(
+            "CALL fsm_define_v5('bare', %s)",
+            ('{"states": ["a", "b"], "start": ["a"], "transitions": [{"event": "go", "from": ["a"], "to": "b"}]}',),
+        )
     finally:
         conn.close()
     yield settings
@@ -59,17 +68,25 @@ def every_call(store: Store) -> dict[str, Callable[[], object]]:
     """Each Store method that names a machine type, called on a type that is not defined."""
     at = datetime(2024, 1, 1, tzinfo=UTC)
     return {
-        "send": lambda: store.send("ordr", "o-1", "pay"), "get": lambda: store.get("ordr", "o-1"),
-        "create": lambda: store.create("ordr", "o-1"), "counts": lambda: store.counts("ordr"),
-        "history": lambda: store.history("ordr", "o-1"), "in_state": lambda: store.in_state("ordr", "new"),
-        "state_at": lambda: store.state_at("ordr", "o-1", at), "pause": lambda: store.pause("ordr", "o-1"),
-        "resume": lambda: store.resume("ordr", "o-1"), "retry": lambda: store.retry("ordr", "o-1"),
-        "enqueue": lambda: store.enqueue("ordr", "o-1"), "failed": lambda: store.failed("ordr"),
-        "errors": lambda: store.errors("ordr", "o-1"), "run_info": lambda: store.run_info("ordr", "o-1"),
+        "send": lambda: store.send("ordr", "o-1", "pay"),
+        "get": lambda: store.get("ordr", "o-1"),
+        "create": lambda: store.create("ordr", "o-1"),
+        "counts": lambda: store.counts("ordr"),
+        "history": lambda: store.history("ordr", "o-1"),
+        "in_state": lambda: store.in_state("ordr", "new"),
+        "state_at": lambda: store.state_at("ordr", "o-1", at),
+        "pause": lambda: store.pause("ordr", "o-1"),
+        "resume": lambda: store.resume("ordr", "o-1"),
+        "retry": lambda: store.retry("ordr", "o-1"),
+        "enqueue": lambda: store.enqueue("ordr", "o-1"),
+        "failed": lambda: store.failed("ordr"),
+        "errors": lambda: store.errors("ordr", "o-1"),
+        "run_info": lambda: store.run_info("ordr", "o-1"),
         "set_locking": lambda: store.set_locking("ordr", "o-1", global_lock=True),
         "lock": lambda: store.lock("ordr", "o-1", heartbeat=False),
         "send_many": lambda: store.send_many("ordr", [("o-1", "pay")]),
-        "definition": lambda: store.definition("ordr"), "sync": lambda: store.sync("ordr"),
+        "definition": lambda: store.definition("ordr"),
+        "sync": lambda: store.sync("ordr"),
         "process.run": lambda: Process(order_machine("ordr")).run(store, "o-1"),
     }
 
@@ -112,12 +129,18 @@ def test_an_app_account_gets_the_same_answer(server: Settings, shop: Settings) -
             app.send("bare", "k", "go")
         assert info.value.errno == 31002 and str(info.value) == (
             "machine type 'bare' is defined but not installed: run `pyfsm sync bare` (or Store.sync) as the owner "
-            "of pyfsm's schema")
+            "of pyfsm's schema"
+        )
 
 
 def test_the_command_line_says_it_in_one_line(shop: Settings) -> None:
-    for args in (("send", "ordr", "o-1", "pay"), ("show", "ordr", "o-1"), ("counts", "ordr"), ("sync", "ordr"),
-                 ("graph", "ordr")):
+    for args in (
+        ("send", "ordr", "o-1", "pay"),
+        ("show", "ordr", "o-1"),
+        ("counts", "ordr"),
+        ("sync", "ordr"),
+        ("graph", "ordr"),
+    ):
         result = pyfsm(*args, "--dsn", shop.dsn())
         assert (result.returncode, result.stdout) == (1, ""), args
         assert result.stderr == f"pyfsm: UnknownMachine (31002): {UNKNOWN}\n", args
@@ -144,40 +167,52 @@ def test_an_instance_of_an_older_version_is_told_its_version(store: Store) -> No
     v1 = order_machine()
     store.define(v1)
     store.create(v1, "old")
-    store.define(Machine(name=v1.name, states=[*v1.states, "held"], start=["new"], final=list(v1.final),
-                         transitions=[*v1.transitions, ("hold", "new", "held")]))
+    store.define(
+        Machine(
+            name=v1.name,
+            states=[*v1.states, "held"],
+            start=["new"],
+            final=list(v1.final),
+            transitions=[*v1.transitions, ("hold", "new", "held")],
+        )
+    )
     with pytest.raises(UnknownEvent) as info:
         store.send(v1, "old", "hold")
-    assert str(info.value) == (f"machine type {v1.name!r} (version 1, which old follows) has no event 'hold'; "
-                               f"its events: {ORDER_EVENTS}")
+    assert str(info.value) == (
+        f"machine type {v1.name!r} (version 1, which old follows) has no event 'hold'; its events: {ORDER_EVENTS}"
+    )
     store.create(v1, "young")
     with pytest.raises(UnknownEvent) as info:
         store.send(v1, "young", "hld")
     assert str(info.value) == f"machine type {v1.name!r} has no event 'hld'; its events: {ORDER_EVENTS}, hold"
     [outcome] = store.send_many(v1, [("old", "hld")])
-    assert str(outcome) == (f"machine type {v1.name!r} (version 1, which old follows) has no event 'hld'; "
-                            f"its events: {ORDER_EVENTS}")
+    assert str(outcome) == (
+        f"machine type {v1.name!r} (version 1, which old follows) has no event 'hld'; its events: {ORDER_EVENTS}"
+    )
 
 
 def test_the_command_line_names_the_events(shop: Settings) -> None:
     result = pyfsm("send", "order", "o-1", "delivr", "--dsn", shop.dsn())
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == (f"pyfsm: UnknownEvent (31028): machine type 'order' has no event 'delivr'; "
-                             f"its events: {ORDER_EVENTS}\n")
+    assert result.stderr == (
+        f"pyfsm: UnknownEvent (31028): machine type 'order' has no event 'delivr'; its events: {ORDER_EVENTS}\n"
+    )
 
 
 def test_install_and_worker_import_from_the_current_directory(make_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """As uvicorn, gunicorn and celery do: ``module:attr`` is found in the current directory
     without PYTHONPATH."""
     name = unique("here")
-    (tmp_path / "shop_here.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "shop_here.py").write_text(
+        textwrap.dedent(f"""
         from pyfsm import Process
 
         process = Process.linear({name!r}, ["pack", "send"])
         process.register("pack", lambda ctx: ctx.next())
         process.register("send", lambda ctx: ctx.next())
         machine = process.machine
-    """))
+    """)
+    )
     dsn = make_database("pyfsm_here").dsn()
     with Store(dsn) as store:
         store.migrate()
@@ -201,14 +236,18 @@ def test_an_unreachable_state_is_one_warning_line(make_database, tmp_path: Path)
     with Store(dsn) as store:
         store.migrate()
     name = unique("lonely")
-    (tmp_path / "lonely.yaml").write_text(f"name: {name}\nstates: [a, b, island]\nstart: [a]\n"
-                                          "transitions:\n  - {event: go, from: a, to: b}\n")
+    (tmp_path / "lonely.yaml").write_text(
+        f"name: {name}\nstates: [a, b, island]\nstart: [a]\ntransitions:\n  - {{event: go, from: a, to: b}}\n"
+    )
     (tmp_path / "lonely_mod.py").write_text(
         f"from pyfsm import Machine\n\nmachine = Machine({name + '_py'!r}, states=['a', 'b', 'island'], start=['a'], "
-        "transitions=[('go', 'a', 'b')])\n")
+        "transitions=[('go', 'a', 'b')])\n"
+    )
     said = "cannot be reached from its start state 'a': no instance will ever enter it"
-    for source, prefix in (("lonely.yaml", f"lonely.yaml: machine '{name}'"), ("lonely_mod:machine",
-                                                                                f"machine '{name}_py'")):
+    for source, prefix in (
+        ("lonely.yaml", f"lonely.yaml: machine '{name}'"),
+        ("lonely_mod:machine", f"machine '{name}_py'"),
+    ):
         result = pyfsm("install", source, "--dsn", dsn, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stderr == f"pyfsm: warning: {prefix}: state 'island' {said}\n"

@@ -68,16 +68,30 @@ def test_event_fields_key_headers_and_marking(fresh, kafka: Broker) -> None:  # 
     assert first.partition == second.partition and first.offset < second.offset
     assert first.key == second.key == f"{machine.name}:k/1:ü".encode()
     assert second.event == {
-        "schema_version": 1, "id": f"{machine.name}:{sent.transition_id}", "source": settings.database,
-        "machine": machine.name, "instance_key": "k/1:ü", "lookup_key": "customer-7", "event": "go",
-        "from_state": "a", "to_state": "b", "sort_key": 2, "transition_id": sent.transition_id,
-        "data": {"total": 42}, "metadata": {"by": "test"},
+        "schema_version": 1,
+        "id": f"{machine.name}:{sent.transition_id}",
+        "source": settings.database,
+        "machine": machine.name,
+        "instance_key": "k/1:ü",
+        "lookup_key": "customer-7",
+        "event": "go",
+        "from_state": "a",
+        "to_state": "b",
+        "sort_key": 2,
+        "transition_id": sent.transition_id,
+        "data": {"total": 42},
+        "metadata": {"by": "test"},
         "occurred_at": history[1].created_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
     }
     assert first.event["id"] == f"{machine.name}:{created.transition_id}"
     assert (first.event["event"], first.event["from_state"], first.event["sort_key"]) == (None, None, 1)
-    assert second.headers == {"event_id": second.event["id"].encode(), "event": b"go",
-                              "machine": machine.name.encode(), "schema_version": b"1", "relay": b"relay-fmt"}
+    assert second.headers == {
+        "event_id": second.event["id"].encode(),
+        "event": b"go",
+        "machine": machine.name.encode(),
+        "schema_version": b"1",
+        "relay": b"relay-fmt",
+    }
     assert first.headers["event"] is None
     occurred = history[1].created_at.replace(tzinfo=UTC)  # stored as naive UTC
     assert second.timestamp_ms == int(occurred.timestamp() * 1000)  # the Kafka timestamp is when it happened
@@ -88,17 +102,34 @@ def test_event_fields_key_headers_and_marking(fresh, kafka: Broker) -> None:  # 
 def test_event_data_null_when_the_row_has_none() -> None:
     from datetime import datetime
 
-    event = build_event({"machine": "m", "transition_id": 5, "instance_key": "k", "lookup_key": None, "event": "go",
-                         "from_state": "a", "to_state": "b", "sort_key": 3, "data": None, "metadata": "{}",
-                         "occurred_at": datetime(2026, 1, 2, 3, 4, 5, 6)}, source="db")
+    event = build_event(
+        {
+            "machine": "m",
+            "transition_id": 5,
+            "instance_key": "k",
+            "lookup_key": None,
+            "event": "go",
+            "from_state": "a",
+            "to_state": "b",
+            "sort_key": 3,
+            "data": None,
+            "metadata": "{}",
+            "occurred_at": datetime(2026, 1, 2, 3, 4, 5, 6),
+        },
+        source="db",
+    )
     assert event["data"] is None and event["occurred_at"] == "2026-01-02T03:04:05.000006Z"
     assert json.loads(json.dumps(event))["data"] is None
 
 
 def test_producer_settings_keep_idempotence_and_acks_all() -> None:
     conf = producer_config({"bootstrap.servers": "b:9092", "linger.ms": 50}, delivery_timeout=5)
-    assert (conf["enable.idempotence"], conf["acks"], conf["linger.ms"], conf["message.timeout.ms"]) == (True, "all", 50,
-                                                                                                           5000)
+    assert (conf["enable.idempotence"], conf["acks"], conf["linger.ms"], conf["message.timeout.ms"]) == (
+        True,
+        "all",
+        50,
+        5000,
+    )
     for bad in ({"acks": "1"}, {"enable.idempotence": False}):
         with pytest.raises(InvalidArgument):
             producer_config({"bootstrap.servers": "b:9092", **bad}, delivery_timeout=5)
@@ -157,7 +188,9 @@ def test_rolled_back_transition_is_never_published_and_no_topic_writes_nothing(f
     events = [m.event for m in kafka.read(topic, count=2)]
     history = store.history(machine, "r1")
     assert [(e["transition_id"], e["event"], e["metadata"]) for e in events] == [
-        (history[0].id, None, {}), (history[1].id, "go", {"try": 2})]
+        (history[0].id, None, {}),
+        (history[1].id, "go", {"try": 2}),
+    ]
     assert all(e["machine"] == machine.name for e in events)
 
 
@@ -181,8 +214,10 @@ def test_broker_down_nothing_marked_then_everything_flows(fresh, caplog) -> None
             for n in range(1, 31):
                 store.create(machine, f"d{n}")
                 store.send(machine, f"d{n}", "go")
-            wait_for(lambda: query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE attempts > 0")[0]["n"] > 0,
-                     "a failed delivery to be recorded")
+            wait_for(
+                lambda: query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE attempts > 0")[0]["n"] > 0,
+                "a failed delivery to be recorded",
+            )
             assert unpublished(settings) == 60, "nothing is marked published while the broker is down"
             broker.start()  # same port, empty memory storage
             wait_for(lambda: unpublished(settings) == 0, "the backlog to flow after the broker came back")
@@ -204,11 +239,15 @@ def test_missing_topic_keeps_events_until_it_exists(fresh, kafka, caplog) -> Non
     store.create(machine, "m1")
     store.send(machine, "m1", "go")
     caplog.set_level(logging.INFO, logger="pyfsm.relay")
-    conf = {"bootstrap.servers": kafka.bootstrap, "allow.auto.create.topics": False,
-            "topic.metadata.propagation.max.ms": 500}
+    conf = {
+        "bootstrap.servers": kafka.bootstrap,
+        "allow.auto.create.topics": False,
+        "topic.metadata.propagation.max.ms": 500,
+    }
     with running(Relay(settings.dsn(), kafka=conf, delivery_timeout=2, max_backoff=0.5)):
-        row = wait_for(lambda: query(settings, "SELECT * FROM fsm_outbox WHERE attempts > 0 LIMIT 1"),
-                       "a failed attempt")[0]
+        row = wait_for(
+            lambda: query(settings, "SELECT * FROM fsm_outbox WHERE attempts > 0 LIMIT 1"), "a failed attempt"
+        )[0]
         assert "UNKNOWN_TOPIC" in row["last_error"] and row["parked_at"] is None
         assert unpublished(settings) == 2
         kafka.create_topic(topic)
@@ -232,7 +271,9 @@ def test_too_large_event_is_parked_its_instance_waits_others_go_on(fresh, kafka,
     store.send(machine, "small", "go")
     relay = Relay(settings.dsn(), kafka=kafka.bootstrap)
     with running(relay):
-        wait_for(lambda: unpublished(settings) == 3 and relay.lag().parked == 3, "everything but big's events from #2 on")
+        wait_for(
+            lambda: unpublished(settings) == 3 and relay.lag().parked == 3, "everything but big's events from #2 on"
+        )
         lag = relay.lag()
         assert (lag.unpublished, lag.parked) == (3, 3)
         parked = relay.parked()
@@ -242,9 +283,14 @@ def test_too_large_event_is_parked_its_instance_waits_others_go_on(fresh, kafka,
         store.send(machine, "big", "back")  # arrives later: held as well
         wait_for(lambda: relay.lag().parked == 4, "the new event of big to be held")
         assert relay.unpark(parked[0]["id"]) == 4  # retry: parked again, the rest held again
-        wait_for(lambda: relay.lag().parked == 4 and query(
-            settings, "SELECT attempts FROM fsm_outbox WHERE id = %s", (parked[0]["id"],))[0]["attempts"] == 2,
-            "the retried event to be parked again")
+        wait_for(
+            lambda: (
+                relay.lag().parked == 4
+                and query(settings, "SELECT attempts FROM fsm_outbox WHERE id = %s", (parked[0]["id"],))[0]["attempts"]
+                == 2
+            ),
+            "the retried event to be parked again",
+        )
         assert relay.unpark(parked[0]["id"], skip=True) == 4  # give it up: the instance goes on
         wait_for(lambda: unpublished(settings) == 0, "big's later events")
         assert relay.stats.parked == 2
@@ -271,8 +317,10 @@ def test_database_connections_killed_the_relay_recovers(fresh, kafka, server, ca
         admin = pymysql.connect(**server.connect_kwargs(database=False))
         try:
             with admin.cursor() as cur:
-                cur.execute("SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
-                            (settings.database,))
+                cur.execute(
+                    "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
+                    (settings.database,),
+                )
                 for (conn_id,) in cur.fetchall():
                     try:
                         cur.execute(f"KILL {int(conn_id)}")
@@ -316,7 +364,9 @@ def test_sigkill_mid_stream_then_restart_loses_nothing(fresh, kafka, tmp_path) -
         proc.wait(10)
     finally:
         stop_process(proc)
-    pending = {r["transition_id"] for r in query(settings, "SELECT transition_id FROM fsm_outbox WHERE published_at IS NULL")}
+    pending = {
+        r["transition_id"] for r in query(settings, "SELECT transition_id FROM fsm_outbox WHERE published_at IS NULL")
+    }
     assert 0 < len(pending) < total, "the kill landed mid-stream"
     proc = relay_process(settings, kafka, "second", log)
     try:
@@ -393,8 +443,7 @@ def test_two_relays_one_publishes_and_sigkill_hands_over(fresh, kafka, tmp_path)
         counts[f"h{n % 20:02d}"] += 1
     assert partition_order(messages) == {key: list(range(1, c + 1)) for key, c in counts.items()}
     assert "leader: relay B" not in logs["A"].read_text()
-    print(f"\nfailover: B led {takeover:.2f} s after A was killed; {total} events, "
-          f"{len(messages) - total} duplicates")
+    print(f"\nfailover: B led {takeover:.2f} s after A was killed; {total} events, {len(messages) - total} duplicates")
     assert takeover < 10
 
 
@@ -412,8 +461,10 @@ def test_retention_deletes_only_old_published_rows(fresh, kafka) -> None:  # typ
         wait_for(lambda: unpublished(settings) == 0, "the events")
     store.create(machine, "waiting")  # unpublished: never deleted
     conn = pymysql.connect(**settings.connect_kwargs())
-    conn.cursor().execute("UPDATE fsm_outbox SET published_at = published_at - INTERVAL 2 HOUR "
-                          "WHERE published_at IS NOT NULL ORDER BY id LIMIT 4")
+    conn.cursor().execute(
+        "UPDATE fsm_outbox SET published_at = published_at - INTERVAL 2 HOUR "
+        "WHERE published_at IS NOT NULL ORDER BY id LIMIT 4"
+    )
     conn.close()
     with Relay(settings.dsn(), retention=3600) as keeper:
         assert keeper.cleanup() == 4
@@ -432,14 +483,24 @@ def test_lag_from_sql_cli_and_python(fresh, kafka) -> None:  # type: ignore[no-u
     time.sleep(0.01)  # a measurable age
     sql = query(settings, "CALL fsm_outbox_lag_v1()")[0]
     assert sql["unpublished"] == 5 and sql["parked"] == 0 and float(sql["oldest_age_seconds"]) > 0
-    cli = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--lag", "--json", "--dsn", settings.dsn()],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    cli = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "relay", "--lag", "--json", "--dsn", settings.dsn()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert cli.returncode == 0, cli.stderr
     shown = json.loads(cli.stdout)
     assert (shown["unpublished"], shown["parked"], shown["oldest_id"]) == (5, 0, sql["oldest_id"])
     assert shown["oldest_occurred_at"].endswith("Z") and shown["oldest_age_seconds"] > 0
-    text = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--lag", "--dsn", settings.dsn()],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    text = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "relay", "--lag", "--dsn", settings.dsn()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert text.stdout.startswith("unpublished 5 (parked 0)")
     from pyfsm.relay.publisher import lag
 
@@ -472,12 +533,19 @@ def test_idle_polls_back_off_and_work_resets_them(fresh, kafka) -> None:  # type
 
 
 def test_cli_relay_help_and_missing_kafka() -> None:
-    shown = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--help"], capture_output=True, text=True,
-                           timeout=60, cwd=ROOT)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "relay", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert shown.returncode == 0 and "example:" in shown.stdout and "--lag" in shown.stdout
     env = {k: v for k, v in os.environ.items() if k != "PYFSM_KAFKA"}
-    failed = subprocess.run([sys.executable, "-m", "pyfsm", "relay", "--dsn", "mysql://root@127.0.0.1:3306/x"],
-                            capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+    failed = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "relay", "--dsn", "mysql://root@127.0.0.1:3306/x"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
     assert failed.returncode == 1 and "PYFSM_KAFKA" in failed.stderr and len(failed.stderr.splitlines()) == 1
 
 
@@ -494,15 +562,31 @@ def test_a_failing_topic_does_not_hold_back_the_others(fresh, kafka) -> None:  #
         store.send(bad, f"b{n}", "go")  # creation + go: 2 events each
     for n in range(5):
         store.create(good, f"g{n}")
-    conf = {"bootstrap.servers": kafka.bootstrap, "allow.auto.create.topics": False,
-            "topic.metadata.propagation.max.ms": 500}
+    conf = {
+        "bootstrap.servers": kafka.bootstrap,
+        "allow.auto.create.topics": False,
+        "topic.metadata.propagation.max.ms": 500,
+    }
     relay = Relay(settings.dsn(), kafka=conf, delivery_timeout=2, max_backoff=30, batch_size=10)
     with running(relay):
-        wait_for(lambda: query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND "
-                                         "published_at IS NULL", (healthy,))[0]["n"] == 0,
-                 "the healthy topic's events", timeout=30)
-        assert query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND published_at IS NULL",
-                     (missing,))[0]["n"] == 30  # kept, waiting for their topic
+        wait_for(
+            lambda: (
+                query(
+                    settings,
+                    "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND published_at IS NULL",
+                    (healthy,),
+                )[0]["n"]
+                == 0
+            ),
+            "the healthy topic's events",
+            timeout=30,
+        )
+        assert (
+            query(
+                settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE topic = %s AND published_at IS NULL", (missing,)
+            )[0]["n"]
+            == 30
+        )  # kept, waiting for their topic
     assert sorted(first_occurrences(kafka.read(healthy, count=5))) == [f"g{n}" for n in range(5)]
 
 
@@ -527,8 +611,11 @@ def test_skipping_a_held_event_is_refused(fresh, kafka) -> None:  # type: ignore
 
 def test_a_relay_started_before_its_database_waits_for_it(make_database, kafka) -> None:  # type: ignore[no-untyped-def]
     settings = make_database()
-    relay = Relay(settings.with_database(settings.database).dsn().replace(f":{settings.port}/", ":1/"),
-                  kafka=kafka.bootstrap, max_backoff=0.2)
+    relay = Relay(
+        settings.with_database(settings.database).dsn().replace(f":{settings.port}/", ":1/"),
+        kafka=kafka.bootstrap,
+        max_backoff=0.2,
+    )
     thread = threading.Thread(target=relay.run, daemon=True)
     thread.start()
     time.sleep(1.0)
@@ -543,8 +630,9 @@ def test_lag_reads_only_the_unpublished_rows(fresh) -> None:  # type: ignore[no-
     settings, _store = fresh
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
-        [plan] = explain(conn, "SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox "
-                               "WHERE published_at IS NULL")
+        [plan] = explain(
+            conn, "SELECT COUNT(*), SUM(parked_at IS NOT NULL), MIN(id) FROM fsm_outbox WHERE published_at IS NULL"
+        )
     finally:
         conn.close()
     assert plan["key"] == "fsm_outbox_pending" and "Using index" in (plan["Extra"] or "")

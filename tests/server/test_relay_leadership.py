@@ -21,6 +21,7 @@ NAME = "pyfsm_relay_test"
 def settings(make_database) -> Settings:  # type: ignore[no-untyped-def]
     made: Settings = make_database("pyfsm_leader")
     from pyfsm import Store
+
     with Store(made.dsn()) as store:
         store.migrate()
     return made
@@ -84,8 +85,18 @@ def test_a_holder_on_this_server_that_lost_its_advisory_lock_is_replaced_at_once
         b.close()
 
 
-@pytest.mark.parametrize("args", [(None, "A", 10), ("x" * 65, "A", 10), (NAME, "", 10), (NAME, "h" * 129, 10),
-                                  (NAME, "A", 0.05), (NAME, "A", 3601), (NAME, "A", None)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (None, "A", 10),
+        ("x" * 65, "A", 10),
+        (NAME, "", 10),
+        (NAME, "h" * 129, 10),
+        (NAME, "A", 0.05),
+        (NAME, "A", 3601),
+        (NAME, "A", None),
+    ],
+)
 def test_bad_arguments_are_refused_and_change_nothing(settings: Settings, args: tuple[Any, ...]) -> None:
     conn = connect(settings)
     try:

@@ -25,16 +25,23 @@ CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_r
 
 
 def trigger_text(raw: Any, machine: str) -> str:
-    rows = fetch(raw, "SELECT action_statement AS body FROM information_schema.triggers "
-                      "WHERE trigger_schema = DATABASE() AND trigger_name = %s", (f"fsm_{machine}_bu_v11",))
+    rows = fetch(
+        raw,
+        "SELECT action_statement AS body FROM information_schema.triggers "
+        "WHERE trigger_schema = DATABASE() AND trigger_name = %s",
+        (f"fsm_{machine}_bu_v11",),
+    )
     assert len(rows) == 1
     body = rows[0]["body"]
     return body.decode() if isinstance(body, bytes) else str(body)
 
 
 def machine_row(raw: Any, machine: str) -> dict[str, Any]:
-    return fetch(raw, "SELECT current_version, rendered_version, rendered_digest FROM fsm_machines WHERE machine = %s",
-                 (machine,))[0]
+    return fetch(
+        raw,
+        "SELECT current_version, rendered_version, rendered_digest FROM fsm_machines WHERE machine = %s",
+        (machine,),
+    )[0]
 
 
 def dba_define(raw: Any, machine: Machine) -> dict[str, Any]:
@@ -70,10 +77,16 @@ def test_a_version_a_dba_defines_is_enforced_before_and_after_sync(store: Store,
     first = order_machine()
     store.define(first)
     store.create(first, "v1-a")
-    second = Machine(name=first.name, states=[*first.states, "returned"], start=["new"],
-                     final=["delivered", "cancelled", "returned"],
-                     transitions=[*[(t.event, list(t.sources), t.target) for t in first.transitions],
-                                  ("send_back", "shipped", "returned")])
+    second = Machine(
+        name=first.name,
+        states=[*first.states, "returned"],
+        start=["new"],
+        final=["delivered", "cancelled", "returned"],
+        transitions=[
+            *[(t.event, list(t.sources), t.target) for t in first.transitions],
+            ("send_back", "shipped", "returned"),
+        ],
+    )
     answer = dba_define(raw, second)
     assert (answer["version"], answer["changed"], answer["tables_ready"]) == (2, 1, 0)
     before = trigger_text(raw, first.name)
@@ -101,46 +114,75 @@ def test_a_version_a_dba_defines_is_enforced_before_and_after_sync(store: Store,
 
 def test_sync_renders_again_only_when_the_text_would_differ(store: Store, order: Machine, raw: Any) -> None:
     first = machine_row(raw, order.name)
-    created = fetch(raw, "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                         "AND trigger_name = %s", (f"fsm_{order.name}_bu_v11",))
+    created = fetch(
+        raw,
+        "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND trigger_name = %s",
+        (f"fsm_{order.name}_bu_v11",),
+    )
     store.sync(order.name)
     assert machine_row(raw, order.name) == first
-    assert fetch(raw, "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-                      "AND trigger_name = %s", (f"fsm_{order.name}_bu_v11",)) == created
+    assert (
+        fetch(
+            raw,
+            "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
+            "AND trigger_name = %s",
+            (f"fsm_{order.name}_bu_v11",),
+        )
+        == created
+    )
 
 
 def test_the_rendering_matches_what_is_installed(store: Store, order: Machine, raw: Any) -> None:
     """The trigger on the table is the template rendered for the rules read now (nothing else
     edits it), byte for byte up to the server's own trimming."""
     expected = render_transition_trigger(read_sql(TEMPLATE), read_rules(raw, order.name))
-    body = expected[expected.index("BEGIN"):]
+    body = expected[expected.index("BEGIN") :]
     assert trigger_text(raw, order.name).strip() == body.strip()
 
 
 def test_send_v4_leaves_no_context_and_answers_from_the_trigger(store: Store, order: Machine, raw: Any) -> None:
     fetch(raw, f"CALL `fsm_{order.name}_create_v1`('c-1', NULL, NULL, NULL, NULL, NULL)")
-    (row,) = fetch(raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'pay', NULL, '{{\"by\": \"dba\"}}', 1, NULL, 'h', NULL)")
-    history = fetch(raw, f"SELECT id, sort_key, handler, metadata FROM `fsm_{order.name}_transitions` "
-                         "WHERE most_recent = 1 AND instance_id = %s", (row["instance_id"],))
+    (row,) = fetch(
+        raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'pay', NULL, '{{\"by\": \"dba\"}}', 1, NULL, 'h', NULL)"
+    )
+    history = fetch(
+        raw,
+        f"SELECT id, sort_key, handler, metadata FROM `fsm_{order.name}_transitions` "
+        "WHERE most_recent = 1 AND instance_id = %s",
+        (row["instance_id"],),
+    )
     assert (row["transition_id"], row["version"]) == (history[0]["id"], history[0]["sort_key"])
-    assert (row["from_state"], row["to_state"], row["status"], row["created"], row["replayed"]) == \
-        ("new", "paid", "running", 0, 0)
+    assert (row["from_state"], row["to_state"], row["status"], row["created"], row["replayed"]) == (
+        "new",
+        "paid",
+        "running",
+        0,
+        0,
+    )
     assert history[0]["handler"] == "h"
     assert fetch(raw, CONTEXT) == [dict.fromkeys("emrhs")]
     # refused with the row found (paused), with none found (version), and a name that is not one
     fetch(raw, f"CALL fsm_pause_v1('{order.name}', 'c-1')")
-    for args, errno in ((("c-1", "ship", None), 31011), (("c-1", "ship", 7), 31007), (("c-1", "Ship", None), 31009),
-                        (("c-404", "ship", None), 31003)):
+    for args, errno in (
+        (("c-1", "ship", None), 31011),
+        (("c-1", "ship", 7), 31007),
+        (("c-1", "Ship", None), 31009),
+        (("c-404", "ship", None), 31003),
+    ):
         assert errno_of(raw, f"CALL `fsm_{order.name}_send_v4`(%s, %s, NULL, NULL, %s, NULL, 'h', NULL)", args) == errno
         assert fetch(raw, CONTEXT) == [dict.fromkeys("emrhs")], args
     # inside the caller's transaction: 31016, and the caller's transaction is left open
     raw.begin()
     try:
-        assert errno_of(raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)") \
+        assert (
+            errno_of(raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'ship', NULL, NULL, NULL, NULL, NULL, NULL)")
             == 31016
+        )
         assert raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS
-        assert errno_of(raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'Ship', NULL, NULL, NULL, NULL, NULL, NULL)") \
-            == 31009  # a bad argument is told first, as send_v3 tells it
+        assert (
+            errno_of(raw, f"CALL `fsm_{order.name}_send_v4`('c-1', 'Ship', NULL, NULL, NULL, NULL, NULL, NULL)")
+            == 31009
+        )  # a bad argument is told first, as send_v3 tells it
     finally:
         raw.rollback()
 

@@ -60,34 +60,47 @@ def test_views_agree_with_history(store: Store, raw) -> None:  # type: ignore[no
     for key in keys:
         instance, history = store.get(name, key), store.history(name, key)
         row = rows[key]
-        assert (row["current_state"], row["status"], row["version"]) == (instance.state, instance.status,
-                                                                           instance.version)
+        assert (row["current_state"], row["status"], row["version"]) == (
+            instance.state,
+            instance.status,
+            instance.version,
+        )
         assert row["in_state_since"] == history[-1].created_at
         assert row["seconds_in_state"] >= 0
-    assert fetch(raw, "SELECT instance_key, current_state FROM fsm_v_instances WHERE machine = %s ORDER BY id",
-                 (name,)) == [{"instance_key": k, "current_state": rows[k]["current_state"]} for k in keys]
+    assert fetch(
+        raw, "SELECT instance_key, current_state FROM fsm_v_instances WHERE machine = %s ORDER BY id", (name,)
+    ) == [{"instance_key": k, "current_state": rows[k]["current_state"]} for k in keys]
 
     # history with the time spent in each state
     for key in keys:
         history = store.history(name, key)
-        view = utc(fetch(raw, f"SELECT * FROM `fsm_v_{name}_transitions` WHERE instance_key = %s "
-                              "ORDER BY sort_key", (key,)))
+        view = utc(
+            fetch(raw, f"SELECT * FROM `fsm_v_{name}_transitions` WHERE instance_key = %s ORDER BY sort_key", (key,))
+        )
         assert [(v["sort_key"], v["event"], v["from_state"], v["to_state"], v["entered_at"]) for v in view] == [
-            (h.sort_key, h.event, h.from_state, h.to_state, h.created_at) for h in history]
+            (h.sort_key, h.event, h.from_state, h.to_state, h.created_at) for h in history
+        ]
         for row, after in zip(view, history[1:], strict=False):
             assert row["left_at"] == after.created_at and not row["is_current"]
             spent = (row["left_at"] - row["entered_at"]) / timedelta(seconds=1)
             assert float(row["seconds_in_state"]) == round(spent, 6) > 0
         assert view[-1]["left_at"] is None and view[-1]["is_current"]
-        assert utc(fetch(raw, "SELECT sort_key, to_state, left_at FROM fsm_v_history WHERE machine = %s "
-                              "AND instance_key = %s ORDER BY sort_key", (name, key))) == [
-            {"sort_key": v["sort_key"], "to_state": v["to_state"], "left_at": v["left_at"]} for v in view]
+        assert utc(
+            fetch(
+                raw,
+                "SELECT sort_key, to_state, left_at FROM fsm_v_history WHERE machine = %s "
+                "AND instance_key = %s ORDER BY sort_key",
+                (name, key),
+            )
+        ) == [{"sort_key": v["sort_key"], "to_state": v["to_state"], "left_at": v["left_at"]} for v in view]
     assert [h.sort_key for h in store.history(name, "c")] == [1, 2, 4, 5]  # the gap is no problem for left_at
 
     # counts per state: every state of the definition, 0 where empty
     states = collections.Counter(store.get(name, k).state for k in keys)
-    counted = {r["state"]: int(r["instances"]) for r in fetch(
-        raw, "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))}
+    counted = {
+        r["state"]: int(r["instances"])
+        for r in fetch(raw, "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))
+    }
     assert counted == {s: states.get(s, 0) for s in machine.states}
     assert store.counts(name) == dict(states)
     assert store.counts(name) == {r["state"]: r["instances"] for r in fetch(raw, f"CALL `fsm_{name}_counts_v1`()")}
@@ -99,17 +112,22 @@ def test_views_agree_with_history(store: Store, raw) -> None:  # type: ignore[no
         for h in store.history(name, key):
             entered[h.to_state].add(key)
             entries[h.to_state] += 1
-    funnel = fetch(raw, "SELECT state, position, instances, entries FROM fsm_v_funnel WHERE machine = %s "
-                        "ORDER BY position", (name,))
+    funnel = fetch(
+        raw,
+        "SELECT state, position, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY position",
+        (name,),
+    )
     assert {f["state"]: (f["instances"], f["entries"]) for f in funnel} == {
-        s: (len(entered[s]), entries[s]) for s in entered}
+        s: (len(entered[s]), entries[s]) for s in entered
+    }
     assert [f["state"] for f in funnel] == [s for s in machine.states if s in entered]  # definition order
 
     # stuck: instances not done, filtered by time in state
     stuck = fetch(raw, "SELECT instance_key FROM fsm_v_stuck WHERE machine = %s ORDER BY id", (name,))
     assert [r["instance_key"] for r in stuck] == ["d"]  # a, b, c, e reached final states
-    assert fetch(raw, "SELECT instance_key FROM fsm_v_stuck WHERE machine = %s AND seconds_in_state > 3600",
-                 (name,)) == []
+    assert (
+        fetch(raw, "SELECT instance_key FROM fsm_v_stuck WHERE machine = %s AND seconds_in_state > 3600", (name,)) == []
+    )
 
 
 def test_state_as_of_a_past_time(store: Store, raw) -> None:  # type: ignore[no-untyped-def]
@@ -121,9 +139,12 @@ def test_state_as_of_a_past_time(store: Store, raw) -> None:  # type: ignore[no-
         got = store.state_at(name, "b", middle)
         assert got is not None and (got.state, got.sort_key) == (before.to_state, before.sort_key)
         assert got.left_at == after.created_at
-        [view] = fetch(raw, f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = 'b' "
-                            "AND entered_at <= %s AND (left_at > %s OR left_at IS NULL)",
-                       (middle.replace(tzinfo=None), middle.replace(tzinfo=None)))
+        [view] = fetch(
+            raw,
+            f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = 'b' "
+            "AND entered_at <= %s AND (left_at > %s OR left_at IS NULL)",
+            (middle.replace(tzinfo=None), middle.replace(tzinfo=None)),
+        )
         assert view["to_state"] == before.to_state  # the documented query on the view agrees
     assert store.state_at(name, "b", history[0].created_at - timedelta(seconds=1)) is None  # not yet created
     now = store.state_at(name, "b", history[-1].created_at + timedelta(days=1))
@@ -142,11 +163,22 @@ def test_failed_view_shows_the_last_error(store: Store, raw) -> None:  # type: i
     process.start(store, "f-1")
     process.start(store, "f-2")
     Worker(store, [process], idle_min=0.01, idle_max=0.05).run(handle_signals=False, until_idle=0.3)
-    failed = fetch(raw, "SELECT instance_key, current_state, attempt, error_type, message FROM fsm_v_failed "
-                        "WHERE machine = %s ORDER BY id", (process.name,))
-    assert failed == [{"instance_key": k, "current_state": "charge", "attempt": 2,
-                       "error_type": "builtins.ConnectionError", "message": f"card processor down for {k}"}
-                      for k in ("f-1", "f-2")]
+    failed = fetch(
+        raw,
+        "SELECT instance_key, current_state, attempt, error_type, message FROM fsm_v_failed "
+        "WHERE machine = %s ORDER BY id",
+        (process.name,),
+    )
+    assert failed == [
+        {
+            "instance_key": k,
+            "current_state": "charge",
+            "attempt": 2,
+            "error_type": "builtins.ConnectionError",
+            "message": f"card processor down for {k}",
+        }
+        for k in ("f-1", "f-2")
+    ]
     assert [r.instance_key for r in store.failed(process.name)] == ["f-1", "f-2"]  # the procedure agrees
     [stats] = [s for s in store.stats() if s.machine == process.name]
     assert (stats.instances, stats.failed, stats.completed) == (2, 2, 0)
@@ -167,13 +199,29 @@ def test_failed_view_shows_the_reason_a_handler_gave_ctx_fail(store: Store, raw)
     process.start(store, "p-1")  # runs at once: reserve, then charge fails it
     store.create(process.name, "s-1")
     raw.cursor().execute(f"UPDATE `fsm_{process.name}` SET status = 'failed' WHERE instance_key = 's-1'")  # a DBA
-    failed = fetch(raw, "SELECT instance_key, current_state, handler, attempt, error_type, message, failed_at "
-                        "FROM fsm_v_failed WHERE machine = %s ORDER BY id", (process.name,))
+    failed = fetch(
+        raw,
+        "SELECT instance_key, current_state, handler, attempt, error_type, message, failed_at "
+        "FROM fsm_v_failed WHERE machine = %s ORDER BY id",
+        (process.name,),
+    )
     assert [{k: v for k, v in r.items() if k != "failed_at"} for r in failed] == [
-        {"instance_key": "p-1", "current_state": "charge", "handler": "charge", "attempt": 1,
-         "error_type": "pyfsm.HandlerFailed", "message": "on purpose"},
-        {"instance_key": "s-1", "current_state": "reserve", "handler": None, "attempt": None, "error_type": None,
-         "message": None},
+        {
+            "instance_key": "p-1",
+            "current_state": "charge",
+            "handler": "charge",
+            "attempt": 1,
+            "error_type": "pyfsm.HandlerFailed",
+            "message": "on purpose",
+        },
+        {
+            "instance_key": "s-1",
+            "current_state": "reserve",
+            "handler": None,
+            "attempt": None,
+            "error_type": None,
+            "message": None,
+        },
     ]
     assert failed[0]["failed_at"] is not None and failed[1]["failed_at"] is None
     [listed] = [f for f in store.failed(process.name) if f.instance_key == "p-1"]  # the procedure agrees
@@ -211,13 +259,19 @@ def test_counts_stay_exact_under_concurrent_processes(store: Store, dsn: str, ra
         assert p.exitcode == 0
     applied = [out.get(timeout=5) for _ in procs]
     assert sum(applied) > 100  # the processes really moved instances
-    truth = {r["current_state"]: r["n"] for r in fetch(
-        raw, f"SELECT current_state, COUNT(*) AS n FROM `fsm_{name}` GROUP BY current_state")}
+    truth = {
+        r["current_state"]: r["n"]
+        for r in fetch(raw, f"SELECT current_state, COUNT(*) AS n FROM `fsm_{name}` GROUP BY current_state")
+    }
     assert store.counts(name) == truth
     shards = fetch(raw, "SELECT state, shard, instances FROM fsm_state_counts WHERE machine = %s", (name,))
     assert all(s["instances"] >= 0 for s in shards)
-    per_shard = {(r["current_state"], r["shard"]): r["n"] for r in fetch(
-        raw, f"SELECT current_state, MOD(id, 16) AS shard, COUNT(*) AS n FROM `fsm_{name}` GROUP BY 1, 2")}
+    per_shard = {
+        (r["current_state"], r["shard"]): r["n"]
+        for r in fetch(
+            raw, f"SELECT current_state, MOD(id, 16) AS shard, COUNT(*) AS n FROM `fsm_{name}` GROUP BY 1, 2"
+        )
+    }
     assert {(s["state"], s["shard"]): s["instances"] for s in shards if s["instances"]} == per_shard
 
 
@@ -245,16 +299,21 @@ def test_machines_installed_at_0003_get_counts_and_left_at(make_database) -> Non
     schema.migrate(settings)
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
-        truth = {r["current_state"]: r["n"] for r in fetch(
-            raw, "SELECT current_state, COUNT(*) AS n FROM fsm_order GROUP BY current_state")}
+        truth = {
+            r["current_state"]: r["n"]
+            for r in fetch(raw, "SELECT current_state, COUNT(*) AS n FROM fsm_order GROUP BY current_state")
+        }
         with Store(settings.dsn()) as store:
             assert store.counts("order") == truth and sum(truth.values()) == 30
             store.send("order", "o-1", "ship")  # counted by the new triggers from here on
             truth["paid"] -= 1
             truth["shipped"] = truth.get("shipped", 0) + 1
             assert store.counts("order") == {s: n for s, n in truth.items() if n}
-        rows = fetch(raw, "SELECT instance_id, sort_key, created_at, left_at, most_recent FROM fsm_order_transitions "
-                          "ORDER BY instance_id, sort_key")
+        rows = fetch(
+            raw,
+            "SELECT instance_id, sort_key, created_at, left_at, most_recent FROM fsm_order_transitions "
+            "ORDER BY instance_id, sort_key",
+        )
         by_instance: dict[int, list[dict[str, Any]]] = collections.defaultdict(list)
         for r in rows:
             by_instance[r["instance_id"]].append(r)
@@ -290,7 +349,8 @@ def test_types_installed_at_once_all_appear_in_the_views(make_database) -> None:
     raw = pymysql.connect(**settings.connect_kwargs())
     try:
         for view in ("fsm_v_instances", "fsm_v_history", "fsm_v_funnel"):
-            assert [r["machine"] for r in fetch(raw, f"SELECT DISTINCT machine FROM {view} ORDER BY machine")] \
-                == names, view
+            assert [
+                r["machine"] for r in fetch(raw, f"SELECT DISTINCT machine FROM {view} ORDER BY machine")
+            ] == names, view
     finally:
         raw.close()

@@ -50,7 +50,10 @@ def test_every_documented_view_exists_and_every_query_runs(make_database) -> Non
     [stuck] = [r for b, r in by_text.items() if "FROM fsm_v_stuck" in b]
     assert stuck == ()  # nothing has waited an hour
     [history] = [r for b, r in by_text.items() if "FROM fsm_v_order_transitions\n WHERE instance_key" in b]
-    assert [row[:4] for row in history] == [(1, None, None, "new"), (2, "pay", "new", "paid"),
-                                            (3, "ship", "paid", "shipped")]
+    assert [row[:4] for row in history] == [
+        (1, None, None, "new"),
+        (2, "pay", "new", "paid"),
+        (3, "ship", "paid", "shipped"),
+    ]
     counts = {row[0]: row[1] for row in results[3]}
     assert counts["shipped"] == 1 and counts["cancelled"] == 1 and counts["new"] == 1 and counts["paid"] == 0

@@ -22,8 +22,9 @@ from pyfsm.schema.resources import (
     read_sql,
 )
 
-DEFINITION = json.dumps({"states": ["a", "b"], "start": ["a"],
-                         "transitions": [{"event": "go", "from": ["a"], "to": "b"}]})
+DEFINITION = json.dumps(
+    {"states": ["a", "b"], "start": ["a"], "transitions": [{"event": "go", "from": ["a"], "to": "b"}]}
+)
 SQL_RESERVED = RESERVED_MACHINE_NAMES | RESERVED_FOR_NEW_TYPES
 
 
@@ -47,28 +48,48 @@ def test_no_type_can_spell_one_of_pyfsms_objects(raw: Any, order: Any) -> None:
     triggers...) that is also the name of a global object of pyfsm's of the same kind (tables
     and views share one namespace, procedures, functions and triggers each have their own)
     gives a reserved m."""
-    everything = [(r["kind"], r["name"]) for r in fetch(
-        raw, "SELECT 'table' AS kind, table_name AS name FROM information_schema.tables "
-             "WHERE table_schema = DATABASE() "
-             "UNION SELECT LOWER(routine_type), routine_name FROM information_schema.routines "
-             "WHERE routine_schema = DATABASE() "
-             "UNION SELECT 'trigger', trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()")]
+    everything = [
+        (r["kind"], r["name"])
+        for r in fetch(
+            raw,
+            "SELECT 'table' AS kind, table_name AS name FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() "
+            "UNION SELECT LOWER(routine_type), routine_name FROM information_schema.routines "
+            "WHERE routine_schema = DATABASE() "
+            "UNION SELECT 'trigger', trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()",
+        )
+    ]
     machines = [r["machine"] for r in fetch(raw, "SELECT machine FROM fsm_machines")]  # other tests' types too
     own = re.compile(rf"fsm_(v_)?{order.name}(_.*)?")
-    patterns = {(kind, re.sub(rf"^fsm_(v_)?{order.name}", lambda m: f"fsm_{m.group(1) or ''}<m>", name))
-                for kind, name in everything if own.fullmatch(name)}
-    assert {("table", "fsm_<m>"), ("table", "fsm_v_<m>"), ("table", "fsm_<m>_transitions"),
-            ("procedure", "fsm_<m>_history_v1"), ("trigger", "fsm_<m>_bu_v11")} <= patterns, patterns
-    global_ = [(kind, name) for kind, name in everything
-               if not any(re.fullmatch(rf"fsm_(v_)?{re.escape(m)}(_.*)?", name) for m in machines)]
+    patterns = {
+        (kind, re.sub(rf"^fsm_(v_)?{order.name}", lambda m: f"fsm_{m.group(1) or ''}<m>", name))
+        for kind, name in everything
+        if own.fullmatch(name)
+    }
+    assert {
+        ("table", "fsm_<m>"),
+        ("table", "fsm_v_<m>"),
+        ("table", "fsm_<m>_transitions"),
+        ("procedure", "fsm_<m>_history_v1"),
+        ("trigger", "fsm_<m>_bu_v11"),
+    } <= patterns, patterns
+    global_ = [
+        (kind, name)
+        for kind, name in everything
+        if not any(re.fullmatch(rf"fsm_(v_)?{re.escape(m)}(_.*)?", name) for m in machines)
+    ]
     assert ("procedure", "fsm_account_history_v1") in global_ and ("table", "fsm_locks") in global_
     spelled = set()
     for kind, pattern in patterns:
         head, tail = pattern.split("<m>")
         for other_kind, name in global_:
-            if other_kind == kind and name.startswith(head) and name.endswith(tail) \
-                    and len(name) > len(head) + len(tail):
-                m = name[len(head):len(name) - len(tail)]
+            if (
+                other_kind == kind
+                and name.startswith(head)
+                and name.endswith(tail)
+                and len(name) > len(head) + len(tail)
+            ):
+                m = name[len(head) : len(name) - len(tail)]
                 if MACHINE_NAME.fullmatch(m):
                     spelled.add(m)
                     assert python_reserves(m), (m, pattern, name)
@@ -84,8 +105,24 @@ def test_fsm_define_v6_refuses_each_reserved_name_and_stores_nothing(raw: Any, n
     assert fetch(raw, "SELECT machine FROM fsm_machines WHERE machine = %s", (name,)) == []
 
 
-@pytest.mark.parametrize("name", ["orders", "lock", "locks2", "relay_leader", "my_runs", "transitions", "accounts2",
-                                  "v", "vx_orders", "order_transitions_log", "Locks", "V_orders", None])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "orders",
+        "lock",
+        "locks2",
+        "relay_leader",
+        "my_runs",
+        "transitions",
+        "accounts2",
+        "v",
+        "vx_orders",
+        "order_transitions_log",
+        "Locks",
+        "V_orders",
+        None,
+    ],
+)
 def test_the_database_and_python_agree_on_other_names(raw: Any, name: str | None) -> None:
     (row,) = fetch(raw, "SELECT fsm_reserved_name_v2(%s) AS r", (name,))
     valid_but_reserved = name is not None and python_reserves(name) and re.fullmatch(r"[a-z][a-z0-9_]*", name)

@@ -36,9 +36,14 @@ def test_the_tables_name_every_public_procedure_once(raw: Any, order: Machine) -
     assert deprecated == {d.name: (f"`{d.replaced_by}`", d.deprecated_in, d.removed_in) for d in schema.DEPRECATED}
 
     # what a fresh install has: the public procedures are SQL SECURITY DEFINER, the helpers INVOKER
-    public = {r["routine_name"] for r in fetch(
-        raw, "SELECT routine_name AS routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-             "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER'")}
+    public = {
+        r["routine_name"]
+        for r in fetch(
+            raw,
+            "SELECT routine_name AS routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
+            "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER'",
+        )
+    }
     machines = [r["machine"] for r in fetch(raw, "SELECT machine FROM fsm_machines")]  # other tests' types too
     mine = {n for n in public if n.startswith(f"fsm_{order.name}_")}
     generic = {n for n in public if not any(n.startswith(f"fsm_{m}_") for m in machines)}
@@ -49,5 +54,6 @@ def test_the_tables_name_every_public_procedure_once(raw: Any, order: Machine) -
 def test_the_deprecated_sections_say_so() -> None:
     for entry in schema.DEPRECATED:
         section = DOC.split(f"\n### `{entry.name}`\n", 1)[1].split("\n### ", 1)[0]
-        assert section.lstrip().startswith(f"*Deprecated since {entry.deprecated_in}, removed in {entry.removed_in}: "
-                                           f"call `{entry.replaced_by}`*"), entry.name
+        assert section.lstrip().startswith(
+            f"*Deprecated since {entry.deprecated_in}, removed in {entry.removed_in}: call `{entry.replaced_by}`*"
+        ), entry.name

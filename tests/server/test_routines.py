@@ -21,12 +21,20 @@ def procedures(raw: pymysql.connections.Connection) -> dict[str, list[str]]:
     """Every procedure of the database with its IN/OUT parameters in order (two reads of
     information_schema in all: one per routine took seconds on MariaDB, which parses each
     routine's body to answer)."""
-    found: dict[str, list[str]] = {str(r["name"]): [] for r in fetch(
-        raw, "SELECT routine_name AS name FROM information_schema.routines "
-             "WHERE routine_schema = DATABASE() AND routine_type = 'PROCEDURE'")}
-    for r in fetch(raw, "SELECT specific_name AS routine, parameter_name AS name FROM information_schema.parameters "
-                        "WHERE specific_schema = DATABASE() AND routine_type = 'PROCEDURE' AND ordinal_position > 0 "
-                        "ORDER BY specific_name, ordinal_position"):
+    found: dict[str, list[str]] = {
+        str(r["name"]): []
+        for r in fetch(
+            raw,
+            "SELECT routine_name AS name FROM information_schema.routines "
+            "WHERE routine_schema = DATABASE() AND routine_type = 'PROCEDURE'",
+        )
+    }
+    for r in fetch(
+        raw,
+        "SELECT specific_name AS routine, parameter_name AS name FROM information_schema.parameters "
+        "WHERE specific_schema = DATABASE() AND routine_type = 'PROCEDURE' AND ordinal_position > 0 "
+        "ORDER BY specific_name, ordinal_position",
+    ):
         found.setdefault(str(r["routine"]), []).append(str(r["name"]))
     return found
 

@@ -41,21 +41,35 @@ def test_each_item_is_applied_or_refused_alone(store: Store, order: Machine, raw
     store.create(order, "m-2")
     store.send(order, "m-2", "pay")
     before = history_rows(raw, order)
-    out = store.send_many(order, [
-        ("m-2", "ship"),                                     # applied
-        ("m-1", "ship"),                                     # refused: new -> ship
-        {"key": "m-3", "event": "pay", "metadata": {"by": "bulk"}, "data": {"n": 3}},  # created, then paid
-        {"key": "m-1", "event": "pay", "expected_version": 1, "handler": "bulk"},
-        {"key": "m-1", "event": "pay"},                      # refused: already paid by the item before
-        {"key": "m-4", "event": "ship"},                     # refused: no start state allows ship
-        {"key": "m-2", "event": "deliver", "expected_version": 99},  # refused: version
-    ])
+    out = store.send_many(
+        order,
+        [
+            ("m-2", "ship"),  # applied
+            ("m-1", "ship"),  # refused: new -> ship
+            {"key": "m-3", "event": "pay", "metadata": {"by": "bulk"}, "data": {"n": 3}},  # created, then paid
+            {"key": "m-1", "event": "pay", "expected_version": 1, "handler": "bulk"},
+            {"key": "m-1", "event": "pay"},  # refused: already paid by the item before
+            {"key": "m-4", "event": "ship"},  # refused: no start state allows ship
+            {"key": "m-2", "event": "deliver", "expected_version": 99},  # refused: version
+        ],
+    )
     kinds = [type(o) for o in out]
-    assert kinds == [TransitionResult, TransitionNotAllowed, TransitionResult, TransitionResult,
-                     TransitionNotAllowed, UnknownInstance, Conflict]
+    assert kinds == [
+        TransitionResult,
+        TransitionNotAllowed,
+        TransitionResult,
+        TransitionResult,
+        TransitionNotAllowed,
+        UnknownInstance,
+        Conflict,
+    ]
     shipped, created, paid = out[0], out[2], out[3]
-    assert isinstance(shipped, TransitionResult) and (shipped.key, shipped.from_state, shipped.to_state,
-                                                      shipped.version) == ("m-2", "paid", "shipped", 3)
+    assert isinstance(shipped, TransitionResult) and (
+        shipped.key,
+        shipped.from_state,
+        shipped.to_state,
+        shipped.version,
+    ) == ("m-2", "paid", "shipped", 3)
     assert isinstance(created, TransitionResult) and created.created and created.to_state == "paid"
     assert isinstance(paid, TransitionResult) and (paid.key, paid.version) == ("m-1", 2)
     assert out[1].key == "m-1" and out[1].errno == 31005  # type: ignore[union-attr]
@@ -92,8 +106,9 @@ def test_chunks_by_count_and_by_size(store: Store, order: Machine, raw: Any) -> 
     try:
         out = store.send_many(order, [(f"c-{n}", "pay") for n in range(10)], chunk_size=4)
         big = "x" * 400_000  # three items of 400 kB: no two fit in one 1 MiB call
-        out += store.send_many(order, [{"key": f"b-{n}", "event": "pay", "data": {"s": big}} for n in range(3)],
-                               chunk_size=100)
+        out += store.send_many(
+            order, [{"key": f"b-{n}", "event": "pay", "data": {"s": big}} for n in range(3)], chunk_size=100
+        )
     finally:
         del store.gateway.primary.call
     assert calls == [4, 4, 2, 2, 1]
@@ -101,18 +116,22 @@ def test_chunks_by_count_and_by_size(store: Store, order: Machine, raw: Any) -> 
     assert store.get(order, "b-2").data == {"s": big}
 
 
-@pytest.mark.parametrize("items, error", [
-    ("k-1 pay", InvalidArgument),
-    ([("k-1",)], InvalidArgument),
-    ([{"key": "k-1"}], InvalidArgument),
-    ([{"key": "k-1", "event": "pay", "color": "red"}], InvalidArgument),
-    ([("k-1", "pay"), ("k 2 ", "pay")], InvalidArgument),
-    ([("k-1", "pay"), {"key": "k-2", "event": "pay", "data": [1]}], InvalidData),
-    ([("k-1", "pay"), {"key": "k-2", "event": "pay", "expected_version": -1}], InvalidArgument),
-    ([("k-1", "Not An Event")], InvalidArgument),
-])
-def test_bad_items_are_refused_before_anything_is_sent(store: Store, order: Machine, raw: Any,
-                                                       items: Any, error: type) -> None:
+@pytest.mark.parametrize(
+    "items, error",
+    [
+        ("k-1 pay", InvalidArgument),
+        ([("k-1",)], InvalidArgument),
+        ([{"key": "k-1"}], InvalidArgument),
+        ([{"key": "k-1", "event": "pay", "color": "red"}], InvalidArgument),
+        ([("k-1", "pay"), ("k 2 ", "pay")], InvalidArgument),
+        ([("k-1", "pay"), {"key": "k-2", "event": "pay", "data": [1]}], InvalidData),
+        ([("k-1", "pay"), {"key": "k-2", "event": "pay", "expected_version": -1}], InvalidArgument),
+        ([("k-1", "Not An Event")], InvalidArgument),
+    ],
+)
+def test_bad_items_are_refused_before_anything_is_sent(
+    store: Store, order: Machine, raw: Any, items: Any, error: type
+) -> None:
     before = history_rows(raw, order)
     with pytest.raises(error):
         store.send_many(order, items)
@@ -124,15 +143,27 @@ def test_bad_items_are_refused_before_anything_is_sent(store: Store, order: Mach
 
 def test_the_procedure_reports_a_row_per_item_for_a_dba(store: Store, order: Machine, raw: Any) -> None:
     store.create(order, "d-1")
-    items = [{"key": "d-1", "event": "pay"}, 7, {"key": "d-2"}, {"key": "d-1", "event": "ship", "request_id": 5},
-             {"key": "d-3", "event": "pay", "expected_version": "one"}, {"key": "d-1", "event": "ship"}]
+    items = [
+        {"key": "d-1", "event": "pay"},
+        7,
+        {"key": "d-2"},
+        {"key": "d-1", "event": "ship", "request_id": 5},
+        {"key": "d-3", "event": "pay", "expected_version": "one"},
+        {"key": "d-1", "event": "ship"},
+    ]
     rows = fetch(raw, f"CALL `fsm_{order.name}_send_many_v2`(%s)", (json.dumps(items),))
     assert [(r["item"], r["instance_key"], r["to_state"], r["errno"]) for r in rows] == [
-        (1, "d-1", "paid", None), (2, None, None, 31009), (3, "d-2", None, 31009), (4, "d-1", None, 31009),
-        (5, "d-3", None, 31009), (6, "d-1", "shipped", None)]
+        (1, "d-1", "paid", None),
+        (2, None, None, 31009),
+        (3, "d-2", None, 31009),
+        (4, "d-1", None, 31009),
+        (5, "d-3", None, 31009),
+        (6, "d-1", "shipped", None),
+    ]
     assert [h.event for h in store.history(order, "d-1")] == [None, "pay", "ship"]
-    assert fetch(raw, f"SELECT COUNT(*) AS n FROM `fsm_{order.name}` WHERE instance_key IN ('d-2', 'd-3')") == \
-        [{"n": 0}]
+    assert fetch(raw, f"SELECT COUNT(*) AS n FROM `fsm_{order.name}` WHERE instance_key IN ('d-2', 'd-3')") == [
+        {"n": 0}
+    ]
     left = fetch(raw, "SELECT @fsm_event AS e, @fsm_request_id AS r, @fsm_source AS s, @fsm_guard AS g")
     assert left == [dict.fromkeys("ersg")]
 
@@ -193,12 +224,12 @@ def test_bulk_and_single_sends_racing_on_the_same_instances_keep_every_invariant
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pyfsm", *args], input=stdin, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pyfsm", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
 
 
-def test_cli_sends_lines_from_a_file_or_stdin_in_chunks(store: Store, order: Machine, dsn: str,
-                                                        tmp_path: Path) -> None:
+def test_cli_sends_lines_from_a_file_or_stdin_in_chunks(store: Store, order: Machine, dsn: str, tmp_path: Path) -> None:
     lines = [f"f-{n}" for n in range(7)]
     path = tmp_path / "keys.txt"
     path.write_text("\n".join(lines) + "\n\n")
@@ -206,14 +237,24 @@ def test_cli_sends_lines_from_a_file_or_stdin_in_chunks(store: Store, order: Mac
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "7 items: 7 applied (0 replayed), 0 refused"
     assert store.counts(order) == {"paid": 7}
-    mixed = "f-0\tship\nf-1\tship\nf-1\tship\n" + json.dumps({"key": "f-2", "event": "cancel",
-                                                               "metadata": {"by": "cli"}}) + "\n"
+    mixed = (
+        "f-0\tship\nf-1\tship\nf-1\tship\n"
+        + json.dumps({"key": "f-2", "event": "cancel", "metadata": {"by": "cli"}})
+        + "\n"
+    )
     done = run_cli("send-many", order.name, "-", "--json", "--progress", "--dsn", dsn, stdin=mixed)
     assert done.returncode == 1  # one item was refused
     report = json.loads(done.stdout)
     assert (report["applied"], report["refused"]) == (3, 1)
-    assert report["refusals"] == [{"key": "f-1", "event": "ship", "error": "TransitionNotAllowed", "errno": 31005,
-                                   "message": report["refusals"][0]["message"]}]
+    assert report["refusals"] == [
+        {
+            "key": "f-1",
+            "event": "ship",
+            "error": "TransitionNotAllowed",
+            "errno": 31005,
+            "message": report["refusals"][0]["message"],
+        }
+    ]
     assert "send-many" in done.stderr  # the bar, drawn on stderr when asked
     assert store.history(order, "f-2")[-1].metadata == {"by": "cli"}
     done = run_cli("send-many", order.name, "--dsn", dsn, stdin="f-5\n")
@@ -230,8 +271,9 @@ def fetch_state(dsn: str, machine: Machine, key: str) -> str:
         conn.close()
 
 
-def test_cli_says_how_far_it_got_when_the_input_goes_bad(store: Store, order: Machine, dsn: str,
-                                                         tmp_path: Path) -> None:
+def test_cli_says_how_far_it_got_when_the_input_goes_bad(
+    store: Store, order: Machine, dsn: str, tmp_path: Path
+) -> None:
     path = tmp_path / "keys.tsv"
     path.write_bytes(b"g-1\tpay\ng-2\tpay\ng-3\n" + b"g-4\tpay\n")  # line 3 names no event
     done = run_cli("send-many", order.name, str(path), "--chunk", "2", "--dsn", dsn)

@@ -50,9 +50,12 @@ def _guard_is_inert(cur: Any, machine: str, guard: str) -> bool:
     """Whether a guard left on the connection lets a write into history through (it must not)."""
     instance_id = int(str(guard).split("/", 1)[0])  # "<id>/<time>"; an older trigger left the id alone
     try:
-        cur.execute(f"INSERT INTO `fsm_{machine}_transitions` (instance_id, sort_key, most_recent, to_state, "
-                    "data_after, metadata, definition_version, source, created_at) "
-                    "VALUES (%s, 999999, NULL, 'new', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))", (instance_id,))
+        cur.execute(
+            f"INSERT INTO `fsm_{machine}_transitions` (instance_id, sort_key, most_recent, to_state, "
+            "data_after, metadata, definition_version, source, created_at) "
+            "VALUES (%s, 999999, NULL, 'new', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))",
+            (instance_id,),
+        )
     except pymysql.err.MySQLError as exc:
         return exc.args[0] == 31012
     return False
@@ -73,8 +76,10 @@ def sql_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: Any
                 key, request_id = _round_key(rnd, started)
                 event = rnd.choice(EVENTS)
                 try:
-                    cur.execute(f"CALL `fsm_{machine}_send_v4`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL)",
-                                (key, event, f'{{"w": {worker}, "n": {n}}}', request_id))
+                    cur.execute(
+                        f"CALL `fsm_{machine}_send_v4`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL)",
+                        (key, event, f'{{"w": {worker}, "n": {n}}}', request_id),
+                    )
                     while cur.nextset():
                         pass
                     report["outcomes"]["ok"] += 1
@@ -110,8 +115,9 @@ def store_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: A
         while time.monotonic() - started < SECONDS:
             key, request_id = _round_key(rnd, started)
             try:
-                store.send(machine, key, rnd.choice(EVENTS), request_id=request_id, metadata={"w": worker},
-                           handler="storm")
+                store.send(
+                    machine, key, rnd.choice(EVENTS), request_id=request_id, metadata={"w": worker}, handler="storm"
+                )
                 report["outcomes"]["ok"] += 1
             except RequestIdReused as exc:
                 report["outcomes"][exc.errno] += 1
@@ -158,10 +164,16 @@ def test_store_send_storm_never_reuses_a_stale_request_id(store: Store, dsn: str
     reused = {rid for r in reports for rid in r["reused"]}
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
-        recorded = {r["request_id"] for r in fetch(conn, f"SELECT request_id FROM `fsm_{machine.name}_transitions` "
-                                                          "WHERE request_id IS NOT NULL")}
-        stamped_on_creations = fetch(conn, f"SELECT request_id FROM `fsm_{machine.name}_transitions` "
-                                           "WHERE event IS NULL AND request_id IS NOT NULL")
+        recorded = {
+            r["request_id"]
+            for r in fetch(
+                conn, f"SELECT request_id FROM `fsm_{machine.name}_transitions` WHERE request_id IS NOT NULL"
+            )
+        }
+        stamped_on_creations = fetch(
+            conn,
+            f"SELECT request_id FROM `fsm_{machine.name}_transitions` WHERE event IS NULL AND request_id IS NOT NULL",
+        )
     finally:
         conn.close()
     assert outcomes["ok"] and outcomes[31010], outcomes
@@ -177,18 +189,22 @@ def context_of(raw: Any) -> dict[str, Any]:
     return fetch(raw, f"SELECT {CONTEXT}")[0]
 
 
-def test_the_transition_trigger_takes_a_procedures_context_before_it_writes(store: Store, order: Any,
-                                                                             raw: Any) -> None:
+def test_the_transition_trigger_takes_a_procedures_context_before_it_writes(store: Store, order: Any, raw: Any) -> None:
     """A context marked as a procedure's is gone once the trigger has read it, whatever
     happens after; a DBA's own context stays for every row of the statement, as documented."""
     store.create(order, "ctx-1")
     store.create(order, "ctx-2")
-    raw.cursor().execute("SET @fsm_event = 'pay', @fsm_request_id = 'ctx-r1', @fsm_metadata = '{\"by\": \"p\"}', "
-                         "@fsm_handler = 'h', @fsm_source = 'procedure'")
+    raw.cursor().execute(
+        "SET @fsm_event = 'pay', @fsm_request_id = 'ctx-r1', @fsm_metadata = '{\"by\": \"p\"}', "
+        "@fsm_handler = 'h', @fsm_source = 'procedure'"
+    )
     raw.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key = 'ctx-1'")
     assert set(context_of(raw).values()) == {None}
-    [row] = fetch(raw, f"SELECT event, request_id, metadata, handler, source FROM `fsm_{order.name}_transitions` "
-                       "WHERE request_id = 'ctx-r1'")
+    [row] = fetch(
+        raw,
+        f"SELECT event, request_id, metadata, handler, source FROM `fsm_{order.name}_transitions` "
+        "WHERE request_id = 'ctx-r1'",
+    )
     assert (row["event"], row["handler"], row["source"]) == ("pay", "h", "procedure")
     raw.cursor().execute("SET @fsm_event = 'pay'")  # a DBA's: read for each row, theirs to clear
     raw.cursor().execute(f"UPDATE `fsm_{order.name}` SET data = data WHERE instance_key IN ('ctx-2')")
@@ -202,11 +218,15 @@ def test_a_guard_left_behind_lets_no_history_write_through(store: Store, order: 
     instance id alone), as a deadlock could leave it, let the next hand-made row in."""
     store.create(order, "guard-1")
     instance_id = store.get(order, "guard-1").id
-    insert = (f"INSERT INTO `fsm_{order.name}_transitions` (instance_id, sort_key, most_recent, to_state, "
-              "data_after, metadata, definition_version, source, created_at) "
-              "VALUES (%s, 50, NULL, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))")
-    flip = f"UPDATE `fsm_{order.name}_transitions` SET most_recent = NULL, left_at = UTC_TIMESTAMP(6) " \
-           "WHERE instance_id = %s AND most_recent = 1"
+    insert = (
+        f"INSERT INTO `fsm_{order.name}_transitions` (instance_id, sort_key, most_recent, to_state, "
+        "data_after, metadata, definition_version, source, created_at) "
+        "VALUES (%s, 50, NULL, 'paid', '{}', '{}', 1, 'hand', UTC_TIMESTAMP(6))"
+    )
+    flip = (
+        f"UPDATE `fsm_{order.name}_transitions` SET most_recent = NULL, left_at = UTC_TIMESTAMP(6) "
+        "WHERE instance_id = %s AND most_recent = 1"
+    )
     # the v1 form as a number and as text (a number compared with '5/...' compares as 5)
     for guard in (instance_id, str(instance_id), f"{instance_id}/2026-01-01 00:00:00.000000"):
         raw.cursor().execute("SET @fsm_guard = %s", (guard,))
@@ -223,11 +243,13 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
     unknown procedure, which is easy to cause) the connection is closed, so a context it may
     hold is gone; after a refusal (31005) the same connection is used again."""
     with Store(dsn, pool_size=1) as one:
+
         def session() -> tuple[int, Any]:
             def read(conn: Any) -> tuple[int, Any]:
                 with conn.cursor() as cur:
                     cur.execute("SELECT CONNECTION_ID(), @probe")
                     return cur.fetchone()  # type: ignore[no-any-return]
+
             return one.gateway.primary.read(read)
 
         one.create(order, "pool-1")
@@ -249,8 +271,10 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
 
         def raw_update(conn: Any) -> None:  # the next raw statement on the pool: not a transition
             with conn.cursor() as cur:
-                cur.execute(f"UPDATE `fsm_{order.name}` SET data = JSON_SET(data, '$.n', 1) "
-                            "WHERE instance_key = 'pool-1'")
+                cur.execute(
+                    f"UPDATE `fsm_{order.name}` SET data = JSON_SET(data, '$.n', 1) WHERE instance_key = 'pool-1'"
+                )
+
         one.gateway.primary.read(raw_update)
         got = one.get(order, "pool-1")
         assert (got.state, got.data) == ("new", {"n": 1})
@@ -275,6 +299,7 @@ def test_a_lease_keeps_its_connection_and_locks_after_a_server_error_but_not_the
         assert unknown.value.errno == 1305
         assert _raw(lease._conn) is conn and conn.open
         assert fetch(conn, "SELECT @fsm_event AS e, @fsm_source AS s, @probe AS p") == [
-            {"e": None, "s": None, "p": "kept"}]
+            {"e": None, "s": None, "p": "kept"}
+        ]
         assert lease.send("pay").to_state == "paid"  # it still holds the lock
         assert store.locks(lookup_key=store.get(machine, "l-1").lookup_key)[0].owner == lease.owner

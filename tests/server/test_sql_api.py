@@ -56,8 +56,15 @@ def procedure(sql: str) -> str | None:
 
 
 def plain(settings: db.Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(host=settings.host, port=settings.port, user=settings.user, password=settings.password,
-                           database=settings.database, charset="utf8mb4", autocommit=True)
+    return pymysql.connect(
+        host=settings.host,
+        port=settings.port,
+        user=settings.user,
+        password=settings.password,
+        database=settings.database,
+        charset="utf8mb4",
+        autocommit=True,
+    )
 
 
 def execute(conn: Any, sql: str, args: Any = None) -> list[tuple[list[str], list[dict[str, Any]]]]:
@@ -86,8 +93,14 @@ def errno_of(conn: Any, sql: str, args: Any = None) -> int:
 
 
 def fingerprint(conn: Any) -> list[dict[str, Any]]:
-    names = [r["t"] for r in q(conn, "SELECT table_name AS t FROM information_schema.tables "
-                                     "WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY 1")]
+    names = [
+        r["t"]
+        for r in q(
+            conn,
+            "SELECT table_name AS t FROM information_schema.tables "
+            "WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY 1",
+        )
+    ]
     return q(conn, "CHECKSUM TABLE " + ", ".join(f"`{n}`" for n in names))
 
 
@@ -109,8 +122,11 @@ def test_doc_examples_run_in_order_as_one_script(make_database) -> None:  # type
             if machine:
                 install(settings, machine)
                 continue
-            statements = [s for s in (re.sub(r"^\s*--.*$", "", part, flags=re.M).strip()
-                                      for part in STATEMENT.findall(block)) if s]
+            statements = [
+                s
+                for s in (re.sub(r"^\s*--.*$", "", part, flags=re.M).strip() for part in STATEMENT.findall(block))
+                if s
+            ]
             expected = re.match(r"-- error: (\d+)\n", block)
             if expected:
                 assert len(statements) == 1, block
@@ -149,19 +165,28 @@ def dba(make_database) -> Any:  # type: ignore[no-untyped-def]
 
 def test_every_public_procedure_is_documented_and_nothing_else(dba: Any) -> None:
     docs = sections()
-    routines = q(dba, "SELECT routine_name AS name, routine_type AS kind, security_type AS security "
-                      "FROM information_schema.routines WHERE routine_schema = DATABASE()")
-    public = {r["name"].replace("fsm_ticket_", "fsm_<machine>_") for r in routines
-              if r["security"] == "DEFINER" and r["kind"] == "PROCEDURE"}
+    routines = q(
+        dba,
+        "SELECT routine_name AS name, routine_type AS kind, security_type AS security "
+        "FROM information_schema.routines WHERE routine_schema = DATABASE()",
+    )
+    public = {
+        r["name"].replace("fsm_ticket_", "fsm_<machine>_")
+        for r in routines
+        if r["security"] == "DEFINER" and r["kind"] == "PROCEDURE"
+    }
     assert public == set(docs)
     internal = DOC.split("\n## Internal\n")[1]
     for r in routines:
         if r["security"] == "INVOKER":
             name = r["name"].replace("fsm_ticket_", "fsm_<machine>_")
             assert f"`{name}`" in internal and name not in docs, name
-    parameters = q(dba, "SELECT specific_name AS name, parameter_name AS p, data_type AS t FROM "
-                        "information_schema.parameters WHERE specific_schema = DATABASE() AND parameter_name IS NOT NULL "
-                        "ORDER BY specific_name, ordinal_position")
+    parameters = q(
+        dba,
+        "SELECT specific_name AS name, parameter_name AS p, data_type AS t FROM "
+        "information_schema.parameters WHERE specific_schema = DATABASE() AND parameter_name IS NOT NULL "
+        "ORDER BY specific_name, ordinal_position",
+    )
     for name, body in docs.items():
         real = [(r["p"], r["t"]) for r in parameters if r["name"].replace("fsm_ticket_", "fsm_<machine>_") == name]
         written = [(r[0], r[1].split("(")[0].split(" ")[0].lower()) for r in tables(body).get("parameter", [])]
@@ -175,27 +200,42 @@ def test_every_public_procedure_is_documented_and_nothing_else(dba: Any) -> None
 
 
 def test_writes_and_reads_agree_with_the_tables(dba: Any) -> None:
-    created = q(dba, "CALL fsm_create_v1('ticket', 'h-1', NULL, '{\"n\": 1}', '{\"by\": \"t\"}', 'h1-new', 'cust-h')")[0]
+    created = q(dba, "CALL fsm_create_v1('ticket', 'h-1', NULL, '{\"n\": 1}', '{\"by\": \"t\"}', 'h1-new', 'cust-h')")[
+        0
+    ]
     typed = q(dba, "CALL fsm_ticket_create_v1('h-2', 'open', NULL, NULL, NULL, NULL)")[0]
     sent = q(dba, "CALL fsm_send_v1('ticket', 'h-1', 'assign', '{\"n\": 2}', NULL, 1, 'h1-assign', 'tester', NULL)")[0]
     typed_send = q(dba, "CALL fsm_ticket_send_v1('h-1', 'resolve', NULL, '{\"why\": 1}', 2, NULL, NULL, NULL)")[0]
     results = [created, sent, typed_send]
-    table = q(dba, "SELECT h.* FROM fsm_ticket_transitions h JOIN fsm_ticket i ON i.id = h.instance_id "
-                   "WHERE i.instance_key = 'h-1' ORDER BY h.sort_key")
+    table = q(
+        dba,
+        "SELECT h.* FROM fsm_ticket_transitions h JOIN fsm_ticket i ON i.id = h.instance_id "
+        "WHERE i.instance_key = 'h-1' ORDER BY h.sort_key",
+    )
     assert [(r["id"], r["event"], r["from_state"], r["to_state"], r["sort_key"]) for r in table] == [
-        (r["transition_id"], r["event"], r["from_state"], r["to_state"], r["sort_key"]) for r in results]
-    assert (table[1]["request_id"], table[1]["handler"], json.loads(table[1]["data_after"])) == ("h1-assign", "tester",
-                                                                                                {"n": 2})
+        (r["transition_id"], r["event"], r["from_state"], r["to_state"], r["sort_key"]) for r in results
+    ]
+    assert (table[1]["request_id"], table[1]["handler"], json.loads(table[1]["data_after"])) == (
+        "h1-assign",
+        "tester",
+        {"n": 2},
+    )
     assert json.loads(table[2]["metadata"]) == {"why": 1} and (typed["to_state"], typed["created"]) == ("open", 1)
     without_left_at = [{k: v for k, v in r.items() if k != "left_at"} for r in table]
-    assert q(dba, "CALL fsm_history_v1('ticket', 'h-1')") == q(dba, "CALL fsm_ticket_history_v1('h-1')") == without_left_at
+    assert (
+        q(dba, "CALL fsm_history_v1('ticket', 'h-1')") == q(dba, "CALL fsm_ticket_history_v1('h-1')") == without_left_at
+    )
     instance = q(dba, "SELECT * FROM fsm_ticket WHERE instance_key = 'h-1'")
     assert q(dba, "CALL fsm_get_v1('ticket', 'h-1')") == q(dba, "CALL fsm_ticket_get_v1('h-1')") == instance
     assert (instance[0]["current_state"], instance[0]["version"]) == ("resolved", typed_send["version"])
-    outbox = q(dba, "SELECT transition_id FROM fsm_outbox WHERE machine = 'ticket' AND instance_key = 'h-1' ORDER BY id")
+    outbox = q(
+        dba, "SELECT transition_id FROM fsm_outbox WHERE machine = 'ticket' AND instance_key = 'h-1' ORDER BY id"
+    )
     assert [r["transition_id"] for r in outbox] == [r["id"] for r in table]
-    by_state = {r["state"]: r["n"] for r in q(dba, "SELECT current_state AS state, COUNT(*) AS n FROM fsm_ticket "
-                                                   "GROUP BY current_state")}
+    by_state = {
+        r["state"]: r["n"]
+        for r in q(dba, "SELECT current_state AS state, COUNT(*) AS n FROM fsm_ticket GROUP BY current_state")
+    }
     for sql in ("CALL fsm_counts_v2('ticket')", "CALL fsm_counts_v1('ticket')", "CALL fsm_ticket_counts_v1()"):
         assert {r["state"]: int(r["instances"]) for r in q(dba, sql)} == by_state, sql
     first = q(dba, "CALL fsm_in_state_v1('ticket', 'open', 0, 1)")
@@ -208,13 +248,19 @@ def test_state_at_a_moment_between_two_transitions_is_the_earlier_state(dba: Any
     for event in ("assign", "resolve"):
         time.sleep(0.003)
         q(dba, "CALL fsm_send_v1('ticket', 's-1', %s, NULL, NULL, NULL, NULL, NULL, NULL)", (event,))
-    rows = q(dba, "SELECT h.to_state, h.sort_key, h.created_at FROM fsm_ticket_transitions h JOIN fsm_ticket i "
-                  "ON i.id = h.instance_id WHERE i.instance_key = 's-1' ORDER BY h.sort_key")
+    rows = q(
+        dba,
+        "SELECT h.to_state, h.sort_key, h.created_at FROM fsm_ticket_transitions h JOIN fsm_ticket i "
+        "ON i.id = h.instance_id WHERE i.instance_key = 's-1' ORDER BY h.sort_key",
+    )
     for before, after in pairwise(rows):
         middle = before["created_at"] + (after["created_at"] - before["created_at"]) / 2
         [got] = q(dba, "CALL fsm_state_at_v1('ticket', 's-1', %s)", (middle,))
-        assert (got["state"], got["sort_key"], got["left_at"]) == (before["to_state"], before["sort_key"],
-                                                                   after["created_at"])
+        assert (got["state"], got["sort_key"], got["left_at"]) == (
+            before["to_state"],
+            before["sort_key"],
+            after["created_at"],
+        )
     assert q(dba, "CALL fsm_state_at_v1('ticket', 's-1', %s)", (rows[0]["created_at"] - timedelta(seconds=1),)) == []
     [now] = q(dba, "CALL fsm_state_at_v1('ticket', 's-1', NULL)")
     assert (now["state"], now["entered_at"], now["left_at"]) == ("resolved", rows[-1]["created_at"], None)
@@ -223,12 +269,20 @@ def test_state_at_a_moment_between_two_transitions_is_the_earlier_state(dba: Any
 def test_locks_agree_with_fsm_locks_and_force_unlock_writes_the_log(dba: Any) -> None:
     q(dba, "CALL fsm_create_v1('ticket', 'l-1', NULL, NULL, NULL, NULL, 'cust-l')")
     setting = q(dba, "CALL fsm_set_locking_v1('ticket', 'l-1', 1, 1)")
-    assert setting == q(dba, "SELECT instance_key, uses_global_lock, uses_local_lock, version FROM fsm_ticket "
-                             "WHERE instance_key = 'l-1'") and setting[0]["version"] == 2
+    assert (
+        setting
+        == q(
+            dba,
+            "SELECT instance_key, uses_global_lock, uses_local_lock, version FROM fsm_ticket "
+            "WHERE instance_key = 'l-1'",
+        )
+        and setting[0]["version"] == 2
+    )
     lock = q(dba, "CALL fsm_lock_v2('ticket', 'l-1', 't:owner', 30)")[0]
     held = "SELECT scope, owner, expires_at, unlocked_at FROM fsm_locks WHERE lookup_key = 'cust-l' ORDER BY scope"
-    assert q(dba, held) == [{"scope": s, "owner": "t:owner", "expires_at": lock["expires_at"], "unlocked_at": None}
-                            for s in ("*", "ticket")] and (lock["global_lock"], lock["local_lock"]) == (1, 1)
+    assert q(dba, held) == [
+        {"scope": s, "owner": "t:owner", "expires_at": lock["expires_at"], "unlocked_at": None} for s in ("*", "ticket")
+    ] and (lock["global_lock"], lock["local_lock"]) == (1, 1)
     view = q(dba, "SELECT * FROM fsm_held_locks_v1 WHERE lookup_key = 'cust-l' ORDER BY since, id")
     assert len(view) == 2 and q(dba, "CALL fsm_locks_v1('cust-l')") == view
     assert q(dba, "CALL fsm_lock_holders_v1('ticket', 'l-1')") == view
@@ -240,12 +294,18 @@ def test_locks_agree_with_fsm_locks_and_force_unlock_writes_the_log(dba: Any) ->
     assert q(dba, "SELECT unlocked_at FROM fsm_ticket WHERE instance_key = 'l-1'")[0]["unlocked_at"] in released
     q(dba, "CALL fsm_lock_v2('ticket', 'l-1', 't:stuck', 300)")
     forced = q(dba, "CALL fsm_force_unlock_v1(NULL, 'cust-l', 'test: holder lost')")
-    log = q(dba, "SELECT scope, lookup_key, machine, instance_key, owner, expires_at, reason, released_by "
-                 "FROM fsm_lock_log WHERE lookup_key = 'cust-l' ORDER BY id")
+    log = q(
+        dba,
+        "SELECT scope, lookup_key, machine, instance_key, owner, expires_at, reason, released_by "
+        "FROM fsm_lock_log WHERE lookup_key = 'cust-l' ORDER BY id",
+    )
     assert [{k: r[k] for k in forced[0] if k != "advisory_connection"} for r in forced] == [
-        {k: r[k] for k in forced[0] if k != "advisory_connection"} for r in log]
+        {k: r[k] for k in forced[0] if k != "advisory_connection"} for r in log
+    ]
     assert [(r["scope"], r["owner"], r["reason"]) for r in log] == [
-        ("*", "t:stuck", "test: holder lost"), ("ticket", "t:stuck", "test: holder lost")]
+        ("*", "t:stuck", "test: holder lost"),
+        ("ticket", "t:stuck", "test: holder lost"),
+    ]
     assert {r["released_by"] for r in log} == {q(dba, "SELECT USER() AS u")[0]["u"]}
     assert q(dba, "CALL fsm_locks_v1('cust-l')") == [] and None not in {r["unlocked_at"] for r in q(dba, held)}
     assert errno_of(dba, "CALL fsm_renew_lock_v1('t:stuck', 60)") == 31019
@@ -256,13 +316,19 @@ def test_engine_controls_agree_with_fsm_runs_and_fsm_errors(dba: Any) -> None:
     q(dba, "CALL fsm_create_v1('ticket', 'e-1', NULL, NULL, NULL, NULL, NULL)")
 
     def run() -> list[dict[str, Any]]:
-        return q(dba, "SELECT r.instance_id, r.due_at, r.claimed_by, r.attempt, r.pause_requested, r.run_immediately "
-                      "FROM fsm_runs r JOIN fsm_ticket i ON i.id = r.instance_id WHERE r.machine = 'ticket' "
-                      "AND i.instance_key = 'e-1'")
+        return q(
+            dba,
+            "SELECT r.instance_id, r.due_at, r.claimed_by, r.attempt, r.pause_requested, r.run_immediately "
+            "FROM fsm_runs r JOIN fsm_ticket i ON i.id = r.instance_id WHERE r.machine = 'ticket' "
+            "AND i.instance_key = 'e-1'",
+        )
 
     def instance() -> dict[str, Any]:
-        return q(dba, "SELECT current_state AS state, status, version, resume_from_step FROM fsm_ticket "
-                      "WHERE instance_key = 'e-1'")[0]
+        return q(
+            dba,
+            "SELECT current_state AS state, status, version, resume_from_step FROM fsm_ticket "
+            "WHERE instance_key = 'e-1'",
+        )[0]
 
     queued = q(dba, "CALL fsm_enqueue_v2('ticket', 'e-1', NULL, 0)")[0]
     assert queued == {"instance_key": "e-1", **{k: run()[0][k] for k in ("due_at", "claimed_by", "run_immediately")}}
@@ -272,28 +338,45 @@ def test_engine_controls_agree_with_fsm_runs_and_fsm_errors(dba: Any) -> None:
     assert (claimed["version"], run()[0]["claimed_by"]) == (1, "t:worker")
     assert q(dba, "CALL fsm_renew_claims_v1('t:worker', 'ticket', %s, 120)", (str(claimed["id"]),)) == [{"renewed": 1}]
     assert run()[0]["due_at"] > due
-    failed = q(dba, "CALL fsm_step_failed_v1('ticket', 'e-1', 't:worker', 1, 'triage', 1, 'ValueError', 'boom', "
-                    "'trace', NULL, NULL)")[0]
+    failed = q(
+        dba,
+        "CALL fsm_step_failed_v1('ticket', 'e-1', 't:worker', 1, 'triage', 1, 'ValueError', 'boom', "
+        "'trace', NULL, NULL)",
+    )[0]
     assert run() == [] and {k: failed[k] for k in ("state", "status", "version")} == {
-        k: instance()[k] for k in ("state", "status", "version")} == {"state": "open", "status": "failed", "version": 2}
-    errors = q(dba, "SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
-                    "created_at FROM fsm_errors WHERE machine = 'ticket' AND instance_key = 'e-1' ORDER BY id")
+        k: instance()[k] for k in ("state", "status", "version")
+    } == {"state": "open", "status": "failed", "version": 2}
+    errors = q(
+        dba,
+        "SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
+        "created_at FROM fsm_errors WHERE machine = 'ticket' AND instance_key = 'e-1' ORDER BY id",
+    )
     assert q(dba, "CALL fsm_errors_v1('ticket', 'e-1')") == errors and errors[0]["outcome"] == "failed"
     listed = q(dba, "CALL fsm_failed_v1('ticket', 0, 10000)")
     assert [r["instance_key"] for r in listed] == [
-        r["instance_key"] for r in q(dba, "SELECT instance_key FROM fsm_ticket WHERE status = 'failed' ORDER BY id")]
+        r["instance_key"] for r in q(dba, "SELECT instance_key FROM fsm_ticket WHERE status = 'failed' ORDER BY id")
+    ]
     mine = next(r for r in listed if r["instance_key"] == "e-1")
     assert (mine["handler"], mine["error_type"], mine["failed_at"]) == ("triage", "ValueError", errors[0]["created_at"])
-    assert q(dba, "CALL fsm_retry_v1('ticket', 'e-1')") == [{"instance_key": "e-1", "state": "open", "status": "running"}]
+    assert q(dba, "CALL fsm_retry_v1('ticket', 'e-1')") == [
+        {"instance_key": "e-1", "state": "open", "status": "running"}
+    ]
     assert (run()[0]["attempt"], run()[0]["claimed_by"], instance()["status"]) == (0, None, "running")
     [claimed] = q(dba, "CALL fsm_claim_v1('ticket', 't:worker', 1, 60, 'e-1')")
     steps = '[{"event": "assign", "handler": "triage", "data": {"agent": "x"}}]'
-    stepped = q(dba, "CALL fsm_step_v1('ticket', 'e-1', 't:worker', %s, %s, 'waiting', 0, 60, NULL, NULL)",
-                (claimed["version"], steps))[0]
-    assert {k: stepped[k] for k in ("state", "status", "version")} == {k: instance()[k] for k in ("state", "status",
-                                                                                                  "version")}
-    last = q(dba, "SELECT h.event, h.handler, h.data_after FROM fsm_ticket_transitions h JOIN fsm_ticket i "
-                  "ON i.id = h.instance_id WHERE i.instance_key = 'e-1' AND h.most_recent = 1")[0]
+    stepped = q(
+        dba,
+        "CALL fsm_step_v1('ticket', 'e-1', 't:worker', %s, %s, 'waiting', 0, 60, NULL, NULL)",
+        (claimed["version"], steps),
+    )[0]
+    assert {k: stepped[k] for k in ("state", "status", "version")} == {
+        k: instance()[k] for k in ("state", "status", "version")
+    }
+    last = q(
+        dba,
+        "SELECT h.event, h.handler, h.data_after FROM fsm_ticket_transitions h JOIN fsm_ticket i "
+        "ON i.id = h.instance_id WHERE i.instance_key = 'e-1' AND h.most_recent = 1",
+    )[0]
     assert (last["event"], last["handler"], json.loads(last["data_after"])) == ("assign", "triage", {"agent": "x"})
     assert (instance()["status"], run()[0]["claimed_by"], run()[0]["due_at"]) == ("waiting", None, None)
     paused = q(dba, "CALL fsm_pause_v1('ticket', 'e-1')")[0]
@@ -306,13 +389,21 @@ def test_engine_controls_agree_with_fsm_runs_and_fsm_errors(dba: Any) -> None:
 def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
     first = '{"states": ["in", "out"], "start": ["in"], "transitions": [{"event": "go", "from": ["in"], "to": "out"}]}'
     second = first.replace('"transitions"', '"final": ["out"], "transitions"')
-    results = [q(dba, sql, (body,))[0] for sql, body in (("CALL fsm_define_v1('desk', %s)", first),
-                                                        ("CALL fsm_define_v2('desk', %s)", second),
-                                                        ("CALL fsm_define_v3('desk', %s)", second))]
+    results = [
+        q(dba, sql, (body,))[0]
+        for sql, body in (
+            ("CALL fsm_define_v1('desk', %s)", first),
+            ("CALL fsm_define_v2('desk', %s)", second),
+            ("CALL fsm_define_v3('desk', %s)", second),
+        )
+    ]
     assert [(r["version"], r["changed"], r["tables_ready"]) for r in results] == [(1, 1, 0), (2, 1, 0), (2, 0, 0)]
-    stored = q(dba, "SELECT d.machine, d.version, d.version = m.current_version AS is_current, d.body, d.topic, "
-                    "d.save_after_step, d.uses_global_lock, d.uses_local_lock, d.created_at FROM fsm_definitions d "
-                    "JOIN fsm_machines m ON m.machine = d.machine WHERE d.machine = 'desk' ORDER BY d.version")
+    stored = q(
+        dba,
+        "SELECT d.machine, d.version, d.version = m.current_version AS is_current, d.body, d.topic, "
+        "d.save_after_step, d.uses_global_lock, d.uses_local_lock, d.created_at FROM fsm_definitions d "
+        "JOIN fsm_machines m ON m.machine = d.machine WHERE d.machine = 'desk' ORDER BY d.version",
+    )
     assert q(dba, "CALL fsm_definition_v1('desk', 1)") == stored[:1]
     assert q(dba, "CALL fsm_definition_v1('desk', NULL)") == stored[1:] and json.loads(stored[1]["body"])["final"]
     assert q(dba, "CALL fsm_schema_version_v1()") == q(dba, "SELECT version_num AS revision FROM fsm_alembic_version")
@@ -323,27 +414,38 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
     status = {r["status"]: r["n"] for r in q(dba, "SELECT status, COUNT(*) AS n FROM fsm_ticket GROUP BY status")}
     assert stats["instances"] == sum(status.values()) and stats["completed"] == status.get("completed", 0)
     assert all(stats[s] == status.get(s, 0) for s in ("running", "waiting", "paused", "failed"))
-    runs = q(dba, "SELECT SUM(due_at <= UTC_TIMESTAMP(6)) AS due, SUM(claimed_by IS NOT NULL AND due_at > "
-                  "UTC_TIMESTAMP(6)) AS claimed FROM fsm_runs WHERE machine = 'ticket'")[0]
+    runs = q(
+        dba,
+        "SELECT SUM(due_at <= UTC_TIMESTAMP(6)) AS due, SUM(claimed_by IS NOT NULL AND due_at > "
+        "UTC_TIMESTAMP(6)) AS claimed FROM fsm_runs WHERE machine = 'ticket'",
+    )[0]
     assert (stats["due"], stats["claimed"]) == (int(runs["due"] or 0), int(runs["claimed"] or 0))
-    assert stats["unpublished"] == q(dba, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = 'ticket' "
-                                          "AND published_at IS NULL")[0]["n"]
+    assert (
+        stats["unpublished"]
+        == q(dba, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = 'ticket' AND published_at IS NULL")[0]["n"]
+    )
 
 
 BAD_INPUT = (
     # a guard whose path is not one: refused whole (the hostile corpus: tests/server/test_guards.py)
-    ("CALL fsm_define_v8('ticket', '{\"states\": [\"a\"], \"start\": [\"a\"], \"transitions\": [{\"event\": \"e\", "
-     "\"from\": [\"a\"], \"to\": \"a\", \"guard\": {\"path\": \"$.x; --\", \"op\": \"exists\"}}]}')", 31001),
+    (
+        'CALL fsm_define_v8(\'ticket\', \'{"states": ["a"], "start": ["a"], "transitions": [{"event": "e", '
+        '"from": ["a"], "to": "a", "guard": {"path": "$.x; --", "op": "exists"}}]}\')',
+        31001,
+    ),
     ("CALL fsm_define_v7('Bad Name', '{}')", 31009),
     ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_fire_v1('b-1 ', 'assign')", 31009),  # a key ending in a space: never b-1's instance
     ("CALL fsm_send_v4('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
-    ("CALL fsm_define_v6('ticket', '{\"states\": [\"open\", \"closed\"], \"start\": [\"open\"], \"transitions\": "
-     "[{\"event\": \"close\", \"from\": [\"open\"], \"to\": \"closed\"}], "
-     "\"timeouts\": {\"open\": {\"after\": 0, \"event\": \"close\"}}}')", 31001),  # a timeout of 0 seconds
-    ("CALL fsm_define_v5('ticket', '{\"states\": [\"open\"], \"start\": [null], \"transitions\": []}')", 31001),
-    ("CALL fsm_define_v4('operator_log', '{\"states\": [\"open\"], \"start\": [\"x\"], \"transitions\": []}')", 31001),
-    ("CALL fsm_define_v3('ticket', '{\"states\": [\"open\"], \"start\": [\"nope\"], \"transitions\": []}')", 31001),
+    (
+        'CALL fsm_define_v6(\'ticket\', \'{"states": ["open", "closed"], "start": ["open"], "transitions": '
+        '[{"event": "close", "from": ["open"], "to": "closed"}], '
+        '"timeouts": {"open": {"after": 0, "event": "close"}}}\')',
+        31001,
+    ),  # a timeout of 0 seconds
+    ('CALL fsm_define_v5(\'ticket\', \'{"states": ["open"], "start": [null], "transitions": []}\')', 31001),
+    ('CALL fsm_define_v4(\'operator_log\', \'{"states": ["open"], "start": ["x"], "transitions": []}\')', 31001),
+    ('CALL fsm_define_v3(\'ticket\', \'{"states": ["open"], "start": ["nope"], "transitions": []}\')', 31001),
     ("CALL fsm_define_v2('Bad Name', '{}')", 31009),
     ("CALL fsm_define_v1('ticket', '[1]')", 31001),
     ("CALL fsm_definition_v1('ticket', 99)", 31002),
@@ -353,8 +455,8 @@ BAD_INPUT = (
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_send_v3('b-1', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # misspelt
-    ("CALL fsm_ticket_send_many_v2('{\"key\": \"b-1\", \"event\": \"assign\"}')", 31009),
-    ("CALL fsm_ticket_send_many_v1('{\"key\": \"b-1\", \"event\": \"assign\"}')", 31009),
+    ('CALL fsm_ticket_send_many_v2(\'{"key": "b-1", "event": "assign"}\')', 31009),
+    ('CALL fsm_ticket_send_many_v1(\'{"key": "b-1", "event": "assign"}\')', 31009),
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_send_v3('ticket', 'b-404', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # no instance either
     ("CALL fsm_ticket_get_v1('b-1 ')", 31009),
@@ -387,10 +489,16 @@ BAD_INPUT = (
     ("CALL fsm_renew_claims_v1('b:worker', 'ticket', '1;DROP', 60)", 31009),
     ("CALL fsm_release_claims_v1('b worker', 'ticket', NULL)", 31009),
     ("CALL fsm_step_failed_v1('ticket', 'b-1', 'b:worker', 1, 'h', 1, 'E', NULL, NULL, NULL, 'resolve')", 31005),
-    ("CALL fsm_step_v1('ticket', 'b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"event\": \"assign\"}]', "
-     "'running', 0, 60, NULL, NULL)", 31005),
-    ("CALL fsm_ticket_step_v2('b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"handler\": \"no event\"}]', "
-     "'running', 0, 60, NULL, NULL)", 31009),
+    (
+        "CALL fsm_step_v1('ticket', 'b-1', 'b:worker', 1, '[{\"event\": \"assign\"}, {\"event\": \"assign\"}]', "
+        "'running', 0, 60, NULL, NULL)",
+        31005,
+    ),
+    (
+        'CALL fsm_ticket_step_v2(\'b-1\', \'b:worker\', 1, \'[{"event": "assign"}, {"handler": "no event"}]\', '
+        "'running', 0, 60, NULL, NULL)",
+        31009,
+    ),
     ("CALL fsm_ticket_steps_v1('b:worker', 60, '{\"key\": \"b-1\"}')", 31009),
     ("CALL fsm_failed_v1('ticket', NULL, 10)", 31009),
     ("CALL fsm_errors_v1('ticket', 'b-1 ')", 31009),
@@ -416,9 +524,12 @@ BAD_INPUT = (
     ("CALL fsm_arm_timeouts_v1('no_such')", 31002),
     ("CALL fsm_instances_per_version_v1('no_such')", 31002),
     ("CALL fsm_upgrade_plan_v1('ticket', 99, NULL, NULL)", 31030),  # no such version
-    ("CALL fsm_ticket_upgrade_plan_v1(NULL, NULL, '{\"states\": \"open\"}')", 31030),  # states not an array
+    ('CALL fsm_ticket_upgrade_plan_v1(NULL, NULL, \'{"states": "open"}\')', 31030),  # states not an array
     ("CALL fsm_upgrade_instances_v1('ticket', NULL, NULL, NULL, 0, 0)", 31009),  # p_limit 0
-    ("CALL fsm_ticket_upgrade_v1(NULL, '{\"open\": \"nope\"}', NULL, 0, 10)", 31030),  # ticket has no older version to map from
+    (
+        'CALL fsm_ticket_upgrade_v1(NULL, \'{"open": "nope"}\', NULL, 0, 10)',
+        31030,
+    ),  # ticket has no older version to map from
 )
 
 
@@ -436,7 +547,10 @@ def test_bad_input_to_each_procedure_is_refused_and_changes_nothing(dba: Any) ->
             assert errno_of(dba, sql) == errno, sql
             assert errno in documented_errors(procedure(sql) or "", docs) | {WRONG_ARGUMENT_COUNT}, sql
             assert fingerprint(dba) == before, f"{sql} changed the database"
-        assert q(dba, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_handler AS h, "
-                      "@fsm_source AS s, @fsm_guard AS g, @fsm_upgrade AS u") == [dict.fromkeys("emrhsgu")]
+        assert q(
+            dba,
+            "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_handler AS h, "
+            "@fsm_source AS s, @fsm_guard AS g, @fsm_upgrade AS u",
+        ) == [dict.fromkeys("emrhsgu")]
     finally:
         q(dba, "CALL fsm_unlock_v1('b:holder')")

@@ -31,8 +31,12 @@ def errno_of(raw: Any, sql: str, args: tuple[Any, ...] | None = None) -> int:
 
 
 def history(raw: Any, machine: str, key: str) -> list[dict[str, Any]]:
-    return run(raw, f"SELECT h.* FROM `fsm_{machine}_transitions` h JOIN `fsm_{machine}` i ON i.id = h.instance_id "
-                    "WHERE i.instance_key = %s ORDER BY h.sort_key", (key,))
+    return run(
+        raw,
+        f"SELECT h.* FROM `fsm_{machine}_transitions` h JOIN `fsm_{machine}` i ON i.id = h.instance_id "
+        "WHERE i.instance_key = %s ORDER BY h.sort_key",
+        (key,),
+    )
 
 
 def test_raw_update_allowed_is_recorded_like_a_call(store: Store, order: Machine, raw: Any) -> None:
@@ -42,19 +46,27 @@ def test_raw_update_allowed_is_recorded_like_a_call(store: Store, order: Machine
     assert (inst.state, inst.version) == ("paid", 2)
     rows = history(raw, order.name, "u1")
     assert [(r["event"], r["from_state"], r["to_state"], r["most_recent"], r["source"]) for r in rows] == [
-        (None, None, "new", None, "procedure"), ("pay", "new", "paid", 1, "update")]
+        (None, None, "new", None, "procedure"),
+        ("pay", "new", "paid", 1, "update"),
+    ]
 
 
 def test_raw_update_not_allowed_is_rejected(store: Store, order: Machine, raw: Any) -> None:
     store.create(order, "u2")
-    assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'delivered' WHERE instance_key = 'u2'") == 31005
+    assert (
+        errno_of(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'delivered' WHERE instance_key = 'u2'") == 31005
+    )
     assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET current_state = 'nonsense' WHERE instance_key = 'u2'") == 31005
     assert store.get(order, "u2").state == "new" and len(history(raw, order.name, "u2")) == 1
 
 
 def test_raw_update_with_ambiguous_event_needs_fsm_event(store: Store, raw: Any) -> None:
-    machine = Machine(name=unique("ambig"), states=["a", "b"], start=["a"],
-                      transitions=[("go", "a", "b"), ("jump", "a", "b"), ("back", "b", "a")])
+    machine = Machine(
+        name=unique("ambig"),
+        states=["a", "b"],
+        start=["a"],
+        transitions=[("go", "a", "b"), ("jump", "a", "b"), ("back", "b", "a")],
+    )
     store.define(machine)
     store.create(machine, "k")
     sql = f"UPDATE `fsm_{machine.name}` SET current_state = 'b' WHERE instance_key = 'k'"
@@ -90,14 +102,20 @@ def test_raw_insert_starts_in_a_start_state(store: Store, order: Machine, raw: A
     run(raw, f"INSERT INTO `fsm_{order.name}` (instance_key, lookup_key) VALUES ('ins1', 'acct')")
     inst = store.get(order, "ins1")
     assert (inst.state, inst.version, inst.data, inst.definition_version) == ("new", 1, {}, 1)
-    assert errno_of(raw, f"INSERT INTO `fsm_{order.name}` (instance_key, current_state) VALUES ('ins2', 'paid')") == 31005
+    assert (
+        errno_of(raw, f"INSERT INTO `fsm_{order.name}` (instance_key, current_state) VALUES ('ins2', 'paid')") == 31005
+    )
 
 
 def test_history_cannot_be_updated_or_deleted(store: Store, order: Machine, raw: Any) -> None:
     store.send(order, "h1", "pay")
     table = f"fsm_{order.name}_transitions"
-    for sql in (f"UPDATE `{table}` SET event = 'cancel'", f"UPDATE `{table}` SET most_recent = NULL",
-                f"UPDATE `{table}` SET created_at = created_at - INTERVAL 1 DAY", f"DELETE FROM `{table}`"):
+    for sql in (
+        f"UPDATE `{table}` SET event = 'cancel'",
+        f"UPDATE `{table}` SET most_recent = NULL",
+        f"UPDATE `{table}` SET created_at = created_at - INTERVAL 1 DAY",
+        f"DELETE FROM `{table}`",
+    ):
         assert errno_of(raw, sql) == 31012, sql
     assert len(history(raw, order.name, "h1")) == 2
 
@@ -115,8 +133,12 @@ def test_no_column_of_a_history_row_changes_without_pyfsm(store: Store, order: M
     mine = store.get(order, "g1")
     assert refused_updates(raw, order.name, mine.id, other.instance_id) == []
     assert store.send(order, "g1", "deliver").sort_key == 4
-    assert [(h["sort_key"], h["most_recent"]) for h in history(raw, order.name, "g1")] == \
-        [(1, None), (2, None), (3, None), (4, 1)]
+    assert [(h["sort_key"], h["most_recent"]) for h in history(raw, order.name, "g1")] == [
+        (1, None),
+        (2, None),
+        (3, None),
+        (4, 1),
+    ]
 
 
 def test_history_rows_with_nulls_cannot_be_forged(store: Store, order: Machine, raw: Any) -> None:
@@ -128,15 +150,22 @@ def test_history_rows_with_nulls_cannot_be_forged(store: Store, order: Machine, 
     run(raw, "SET SESSION sql_mode = ''")
     for instance_id, created_at in ((inst.instance_id, "NULL"), ("NULL", "NOW()"), ("NULL", "NULL")):
         rows = ", ".join(f"({instance_id}, {9 + n}, 'x', '{{}}', '{{}}', 1, 'x', {created_at})" for n in range(2))
-        assert errno_of(raw, f"INSERT INTO `{table}` (instance_id, sort_key, to_state, data_after, metadata, "
-                             f"definition_version, source, created_at) VALUES {rows}") == 31012, (instance_id, created_at)
+        assert (
+            errno_of(
+                raw,
+                f"INSERT INTO `{table}` (instance_id, sort_key, to_state, data_after, metadata, "
+                f"definition_version, source, created_at) VALUES {rows}",
+            )
+            == 31012
+        ), (instance_id, created_at)
     assert len(run(raw, f"SELECT id FROM `{table}` WHERE sort_key >= 9")) == 0
     assert store.send(order, "n1", "ship").sort_key == 3
 
 
 def test_topic_writes_outbox_rows_and_no_topic_writes_none(store: Store, raw: Any) -> None:
-    with_topic = Machine(name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")],
-                         topic="pyfsm.events")
+    with_topic = Machine(
+        name=unique("evt"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")], topic="pyfsm.events"
+    )
     without = Machine(name=unique("quiet"), states=["a", "b"], start=["a"], transitions=[("go", "a", "b")])
     store.define(with_topic)
     store.define(without)
@@ -144,7 +173,9 @@ def test_topic_writes_outbox_rows_and_no_topic_writes_none(store: Store, raw: An
     store.send(without, "q1", "go")
     rows = run(raw, "SELECT * FROM fsm_outbox WHERE machine IN (%s, %s) ORDER BY id", (with_topic.name, without.name))
     assert [(r["machine"], r["event"], r["to_state"], r["topic"]) for r in rows] == [
-        (with_topic.name, None, "a", "pyfsm.events"), (with_topic.name, "go", "b", "pyfsm.events")]
+        (with_topic.name, None, "a", "pyfsm.events"),
+        (with_topic.name, "go", "b", "pyfsm.events"),
+    ]
     assert rows[1]["transition_id"] == sent.transition_id and json.loads(rows[1]["metadata"]) == {"m": 1}
 
 
@@ -160,15 +191,24 @@ def test_failed_transition_writes_no_outbox_row(store: Store, raw: Any) -> None:
 
 def test_dba_procedures_give_the_same_checks(store: Store, raw: Any) -> None:
     name = unique("door")
-    definition = json.dumps({"states": ["open", "closed"], "start": ["open"],
-                             "transitions": [{"event": "close", "from": ["open"], "to": "closed"},
-                                             {"event": "open", "from": ["closed"], "to": "open"}]})
+    definition = json.dumps(
+        {
+            "states": ["open", "closed"],
+            "start": ["open"],
+            "transitions": [
+                {"event": "close", "from": ["open"], "to": "closed"},
+                {"event": "open", "from": ["closed"], "to": "open"},
+            ],
+        }
+    )
     first = run(raw, "CALL fsm_define_v1(%s, %s)", (name, definition))[0]
     assert (first["version"], first["changed"], first["tables_ready"]) == (1, 1, 0)
     assert run(raw, "CALL fsm_define_v1(%s, %s)", (name, definition))[0]["changed"] == 0
     assert errno_of(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, NULL, NULL, NULL, NULL, NULL)", (name,)) == 31002
     store.sync(name)
-    sent = run(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, '{\"by\": \"dba\"}', NULL, 'dba-1', NULL, NULL)", (name,))
+    sent = run(
+        raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, '{\"by\": \"dba\"}', NULL, 'dba-1', NULL, NULL)", (name,)
+    )
     assert (sent[0]["to_state"], sent[0]["created"]) == ("closed", 1)
     assert errno_of(raw, "CALL fsm_send_v1(%s, 'd1', 'close', NULL, NULL, NULL, NULL, NULL, NULL)", (name,)) == 31005
     assert run(raw, "CALL fsm_get_v1(%s, 'd1')", (name,))[0]["current_state"] == "closed"
@@ -181,7 +221,8 @@ def test_dba_procedures_give_the_same_checks(store: Store, raw: Any) -> None:
     assert errno_of(raw, "CALL fsm_get_v1(%s, 'nope')", (name,)) == 31003
     # every user variable the procedures use is cleared again
     assert run(raw, "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_request_id AS r, @fsm_guard AS f") == [
-        {"e": None, "m": None, "r": None, "f": None}]
+        {"e": None, "m": None, "r": None, "f": None}
+    ]
 
 
 def test_dba_define_rejects_bad_definitions(raw: Any) -> None:
@@ -191,10 +232,10 @@ def test_dba_define_rejects_bad_definitions(raw: Any) -> None:
         "unknown start": '{"states": ["a"], "start": ["b"], "transitions": []}',
         "unknown target": '{"states": ["a"], "start": ["a"], "transitions": [{"event": "e", "from": ["a"], "to": "z"}]}',
         "duplicate edge": '{"states": ["a", "b"], "start": ["a"], "transitions": ['
-                          '{"event": "e", "from": ["a"], "to": "b"}, {"event": "e", "from": ["a"], "to": "a"}]}',
+        '{"event": "e", "from": ["a"], "to": "b"}, {"event": "e", "from": ["a"], "to": "a"}]}',
         "bad state name": '{"states": ["A`; DROP TABLE x; --"], "start": ["a"], "transitions": []}',
         "final with exit": '{"states": ["a", "b"], "start": ["a"], "final": ["b"], '
-                           '"transitions": [{"event": "e", "from": ["b"], "to": "a"}]}',
+        '"transitions": [{"event": "e", "from": ["b"], "to": "a"}]}',
         "long name": '{"states": ["' + "a" * 300 + '"], "start": ["a"], "transitions": []}',
         "bad topic": '{"states": ["a"], "start": ["a"], "transitions": [], "topic": "no spaces"}',
     }
@@ -202,7 +243,7 @@ def test_dba_define_rejects_bad_definitions(raw: Any) -> None:
     for label, definition in bad.items():
         assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", (name, definition)) == 31001, label
     assert run(raw, "SELECT COUNT(*) AS n FROM fsm_machines WHERE machine = %s", (name,))[0]["n"] == 0
-    assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", ("x`; DROP TABLE fsm_rules; --", '{}')) == 31009
+    assert errno_of(raw, "CALL fsm_define_v1(%s, %s)", ("x`; DROP TABLE fsm_rules; --", "{}")) == 31009
     assert errno_of(raw, "CALL fsm_define_v1('machines', '{}')") == 31009
     assert run(raw, "SHOW TABLES LIKE 'fsm_rules'")
 
@@ -219,10 +260,16 @@ def test_raw_update_writes_outbox_like_a_call(store: Store, raw: Any) -> None:
     store.define(machine)
     run(raw, f"INSERT INTO `fsm_{machine.name}` (instance_key) VALUES ('raw1')")
     run(raw, f"UPDATE `fsm_{machine.name}` SET current_state = 'b' WHERE instance_key = 'raw1'")
-    rows = run(raw, "SELECT event, from_state, to_state, sort_key, instance_key, transition_id FROM fsm_outbox "
-                    "WHERE machine = %s ORDER BY id", (machine.name,))
+    rows = run(
+        raw,
+        "SELECT event, from_state, to_state, sort_key, instance_key, transition_id FROM fsm_outbox "
+        "WHERE machine = %s ORDER BY id",
+        (machine.name,),
+    )
     assert [(r["event"], r["from_state"], r["to_state"], r["sort_key"]) for r in rows] == [
-        (None, None, "a", 1), ("go", "a", "b", 2)]
+        (None, None, "a", 1),
+        ("go", "a", "b", 2),
+    ]
     last = history(raw, machine.name, "raw1")[-1]
     assert rows[-1]["transition_id"] == last["id"] and last["source"] == "update"
 
@@ -239,8 +286,10 @@ def test_history_cannot_be_forged(store: Store, order: Machine, raw: Any) -> Non
     store.create(order, "forge")
     inst = store.get(order, "forge")
     table = f"fsm_{order.name}_transitions"
-    forged = (f"INSERT INTO `{table}` (instance_id, sort_key, event, from_state, to_state, data_after, metadata, "
-              "definition_version, source, created_at) VALUES (%s, %s, 'pay', 'new', 'paid', '{}', '{}', 1, 'x', NOW())")
+    forged = (
+        f"INSERT INTO `{table}` (instance_id, sort_key, event, from_state, to_state, data_after, metadata, "
+        "definition_version, source, created_at) VALUES (%s, %s, 'pay', 'new', 'paid', '{}', '{}', 1, 'x', NOW())"
+    )
     assert errno_of(raw, forged, (inst.id, inst.version + 1)) == 31012
     assert errno_of(raw, f"REPLACE INTO `{table}` SELECT * FROM `{table}` WHERE instance_id = %s", (inst.id,)) == 31012
     assert store.send(order, "forge", "pay").sort_key == 2  # the instance is not blocked
@@ -291,7 +340,9 @@ def test_errors_stay_readable_in_a_latin1_database(make_database) -> None:  # ty
     conn.close()
     with Store(settings.dsn()) as store:
         store.migrate()
-        store.define(Machine(name="door", states=["open", "shut"], start=["open"], transitions=[("shut", "open", "shut")]))
+        store.define(
+            Machine(name="door", states=["open", "shut"], start=["open"], transitions=[("shut", "open", "shut")])
+        )
         with pytest.raises(UnknownInstance, match="ключ"):
             store.get("door", "ключ 🙂")
         store.send("door", "ключ", "shut")
@@ -301,7 +352,8 @@ def test_errors_stay_readable_in_a_latin1_database(make_database) -> None:  # ty
 
 @pytest.mark.parametrize("waiter", ["send", "raw"])
 def test_a_transition_that_waited_for_the_row_is_stamped_after_the_one_it_waited_for(  # type: ignore[no-untyped-def]
-        store, order, dsn, waiter: str) -> None:
+    store, order, dsn, waiter: str
+) -> None:
     """A statement's UTC_TIMESTAMP() is when it began, before its wait for the row lock: the
     transition that waited must still not be stamped before the one that held the row, for a
     Store.send (one UPDATE) and a raw UPDATE alike, so history's times follow sort_key."""
@@ -337,9 +389,13 @@ def test_a_transition_that_waited_for_the_row_is_stamped_after_the_one_it_waited
         holder.commit()
         thread.join(timeout=30)
         assert not thread.is_alive()
-        rows = fetch(holder, f"SELECT event, created_at, left_at FROM `fsm_{order.name}_transitions` "
-                             f"WHERE instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = %s) "
-                             "ORDER BY sort_key", (key,))
+        rows = fetch(
+            holder,
+            f"SELECT event, created_at, left_at FROM `fsm_{order.name}_transitions` "
+            f"WHERE instance_id = (SELECT id FROM `fsm_{order.name}` WHERE instance_key = %s) "
+            "ORDER BY sort_key",
+            (key,),
+        )
     finally:
         holder.close()
         other.close()

@@ -56,8 +56,13 @@ def test_not_allowed_changes_nothing_and_names_the_state(store: Store, order: Ma
 
 
 def test_send_to_missing_key_creates_from_a_start_state(store: Store) -> None:
-    machine = Machine(name=unique("multi"), states=["web", "phone", "done"], start=["web", "phone"],
-                      final=["done"], transitions=[("call", "phone", "done"), ("click", "web", "done")])
+    machine = Machine(
+        name=unique("multi"),
+        states=["web", "phone", "done"],
+        start=["web", "phone"],
+        final=["done"],
+        transitions=[("call", "phone", "done"), ("click", "web", "done")],
+    )
     store.define(machine)
     result = store.send(machine, "m1", "call", lookup_key="acct")
     assert result.created and (result.from_state, result.to_state) == ("phone", "done")
@@ -136,8 +141,13 @@ def test_new_definition_version_leaves_old_instances_alone(store: Store) -> None
     v1 = order_machine()
     store.define(v1)
     store.create(v1, "old")
-    v2 = Machine(name=v1.name, states=[*v1.states, "held"], start=["new"], final=list(v1.final),
-                 transitions=[*v1.transitions, ("hold", "new", "held")])
+    v2 = Machine(
+        name=v1.name,
+        states=[*v1.states, "held"],
+        start=["new"],
+        final=list(v1.final),
+        transitions=[*v1.transitions, ("hold", "new", "held")],
+    )
     defined = store.define(v2)
     assert defined.changed and defined.version == 2
     assert not store.define(v2).changed
@@ -170,8 +180,11 @@ def _schema_of(server, name: str) -> tuple[str, str] | None:  # type: ignore[no-
     conn = admin(server)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
-                        "WHERE schema_name = %s", (name,))
+            cur.execute(
+                "SELECT default_character_set_name, default_collation_name FROM information_schema.schemata "
+                "WHERE schema_name = %s",
+                (name,),
+            )
             row = cur.fetchone()
             return None if row is None else (row[0], row[1])
     finally:
@@ -191,7 +204,8 @@ def test_migrate_creates_a_missing_database_and_says_so(make_database, server, c
             fresh.migrate()
         assert [r.getMessage() for r in caplog.records if r.name == "pyfsm.db"] == [
             f"pyfsm: created database `{settings.database}` (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin) on "
-            f"{settings.host}:{settings.port}"]
+            f"{settings.host}:{settings.port}"
+        ]
         assert _schema_of(server, settings.database) == ("utf8mb4", "utf8mb4_bin")
         machine = order_machine()
         fresh.define(machine)
@@ -215,8 +229,7 @@ def test_migrate_without_the_right_to_create_the_database(make_database, server,
     from pyfsm.db import parse_dsn
 
     settings = missing_database(make_database, server)
-    create = (f"CREATE DATABASE IF NOT EXISTS `{settings.database}` CHARACTER SET utf8mb4 "
-              "COLLATE utf8mb4_bin")
+    create = f"CREATE DATABASE IF NOT EXISTS `{settings.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
     with granted_accounts(server, parse_dsn(dsn), ["app"], "pyfsm_nodb") as accounts:
         app = replace(accounts["app"], database=settings.database)
         with Store(app.dsn()) as store, pytest.raises(AccessDenied) as none:

@@ -38,16 +38,35 @@ def test_timeouts_have_defaults_dsn_options_and_store_arguments() -> None:
         assert store.settings.read_timeout == 2.5
 
 
-@pytest.mark.parametrize("option", ["read_timeout=0", "read_timeout=-1", "read_timeout=nan", "read_timeout=inf",
-                                    "write_timeout=abc", "write_timeout=1e9", "connect_timeout=0",
-                                    "connect_timeout=nan"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "read_timeout=0",
+        "read_timeout=-1",
+        "read_timeout=nan",
+        "read_timeout=inf",
+        "write_timeout=abc",
+        "write_timeout=1e9",
+        "connect_timeout=0",
+        "connect_timeout=nan",
+    ],
+)
 def test_bad_timeouts_in_a_dsn_are_refused(option: str) -> None:
     with pytest.raises(InvalidArgument, match=option.split("=")[0]):
         parse_dsn(f"mysql://u@h/d?{option}")
 
 
-@pytest.mark.parametrize("kwargs", [{"read_timeout": 0}, {"read_timeout": float("nan")}, {"write_timeout": True},
-                                    {"write_timeout": "5"}, {"pool_size": 0}, {"pool_size": 2.0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"read_timeout": 0},
+        {"read_timeout": float("nan")},
+        {"write_timeout": True},
+        {"write_timeout": "5"},
+        {"pool_size": 0},
+        {"pool_size": 2.0},
+    ],
+)
 def test_bad_store_arguments_are_refused_before_anything_connects(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):
         Store("mysql://u@127.0.0.1:1/d", **kwargs)
@@ -98,15 +117,18 @@ def test_a_server_that_never_greets_fails_after_one_read_timeout(silent: tuple[i
 
 
 def connection_id(store: Store) -> int:
-    return int(store.gateway.primary.call("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"])
+    return int(
+        store.gateway.primary.call("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"]
+    )
 
 
 @pytest.mark.parametrize("writes", [False, True])
-def test_a_call_longer_than_the_read_timeout_fails_once_and_its_connection_is_replaced(
-        dsn: str, writes: bool) -> None:
+def test_a_call_longer_than_the_read_timeout_fails_once_and_its_connection_is_replaced(dsn: str, writes: bool) -> None:
     with Store(dsn, pool_size=1, read_timeout=0.3) as store:
         before = connection_id(store)
-        assert store.gateway.primary.call("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []  # within the bound
+        assert (
+            store.gateway.primary.call("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []
+        )  # within the bound
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable) as info:
             # retry_connection=True: a lost connection would be retried, a timeout is not
@@ -170,7 +192,8 @@ def test_a_lease_runs_out_on_its_own_clock_and_stays_lost(store: Store, locked: 
 
 
 def test_a_killed_lease_connection_is_replaced_by_the_heartbeat(
-        store: Store, locked: str, raw: pymysql.connections.Connection) -> None:
+    store: Store, locked: str, raw: pymysql.connections.Connection
+) -> None:
     key = unique("o")
     store.create(locked, key, lookup_key=unique("acct"))
     with store.lock(locked, key, lease_seconds=0.6) as lease:
@@ -188,7 +211,8 @@ def test_a_killed_lease_connection_is_replaced_by_the_heartbeat(
 
 
 def test_a_lease_without_heartbeat_reconnects_on_its_next_use(
-        store: Store, locked: str, raw: pymysql.connections.Connection) -> None:
+    store: Store, locked: str, raw: pymysql.connections.Connection
+) -> None:
     key = unique("o")
     store.create(locked, key, lookup_key=unique("acct"))
     lease = store.lock(locked, key, lease_seconds=30, heartbeat=False)
@@ -203,8 +227,9 @@ def test_a_lease_without_heartbeat_reconnects_on_its_next_use(
         with pytest.raises(DatabaseUnavailable):
             lease.renew()
         lease.renew()  # a new connection again
-        assert [h.connection_id for h in store.locks(lookup_key=store.get(locked, key).lookup_key)] == \
-            [lease._conn.thread_id()]
+        assert [h.connection_id for h in store.locks(lookup_key=store.get(locked, key).lookup_key)] == [
+            lease._conn.thread_id()
+        ]
     finally:
         assert lease.release() is True
     assert store.locks(lookup_key=store.get(locked, key).lookup_key) == []

@@ -58,10 +58,15 @@ def ticket(name: str | None = None, timeouts: dict[str, Any] | None = None) -> M
         states=["new", "paid", "shipped", "cancelled"],
         start=["new"],
         final=["shipped", "cancelled"],
-        transitions=[("pay", "new", "paid"), ("ship", "paid", "shipped"), ("cancel", ["new", "paid"], "cancelled"),
-                     ("remind", "new", "new")],
+        transitions=[
+            ("pay", "new", "paid"),
+            ("ship", "paid", "shipped"),
+            ("cancel", ["new", "paid"], "cancelled"),
+            ("remind", "new", "new"),
+        ],
         timeouts={"new": {"after": "1h", "event": "cancel"}, "paid": {"after": "2d", "event": "cancel"}}
-        if timeouts is None else timeouts,
+        if timeouts is None
+        else timeouts,
     )
 
 
@@ -82,13 +87,19 @@ def fire_all(store: Store) -> list[Any]:
 def due_now(conn: Any, timer_ids: list[int]) -> None:
     """Make timers due at once (the test stands in for the clock)."""
     with conn.cursor() as cur:
-        cur.execute("UPDATE fsm_timers SET due_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
-                    "fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id IN (" + ",".join(map(str, timer_ids)) + ")")
+        cur.execute(
+            "UPDATE fsm_timers SET due_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, "
+            "fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id IN (" + ",".join(map(str, timer_ids)) + ")"
+        )
 
 
 def triggers_of(conn: Any, machine: str) -> dict[str, str]:
-    rows = fetch(conn, "SELECT trigger_name AS n, action_statement AS s FROM information_schema.triggers "
-                       "WHERE trigger_schema = DATABASE() AND event_object_table = %s", (f"fsm_{machine}",))
+    rows = fetch(
+        conn,
+        "SELECT trigger_name AS n, action_statement AS s FROM information_schema.triggers "
+        "WHERE trigger_schema = DATABASE() AND event_object_table = %s",
+        (f"fsm_{machine}",),
+    )
     return {r["n"]: r["s"] for r in rows}
 
 
@@ -126,13 +137,25 @@ def test_the_database_checks_timeouts_as_python_does(tstore: Store, dba: Any) ->
         body = json.dumps({**base, "timeouts": timeouts})
         assert errno_of(dba, "CALL fsm_define_v6(%s, %s)", (name, body)) == 31001, problem
         with pytest.raises(InvalidDefinition):
-            Machine(name=name, states=base["states"], start=base["start"], final=base["final"],
-                    transitions=[(t["event"], t["from"], t["to"]) for t in base["transitions"]], timeouts=timeouts)
+            Machine(
+                name=name,
+                states=base["states"],
+                start=base["start"],
+                final=base["final"],
+                transitions=[(t["event"], t["from"], t["to"]) for t in base["transitions"]],
+                timeouts=timeouts,
+            )
     assert fetch(dba, "SELECT * FROM fsm_machines WHERE machine = %s", (name,)) == []
-    ok = json.dumps({**base, "timeouts": {"new": {"after": "30m", "event": "cancel"}, "paid": {"after": 7, "event": "ship"}}})
-    assert fetch(dba, "CALL fsm_define_v6(%s, %s)", (name, ok))[0]["tables_ready"] == 0  # no tables, no timer triggers yet
-    states = {r["state"]: (r["timeout_seconds"], r["timeout_event"]) for r in fetch(
-        dba, "SELECT state, timeout_seconds, timeout_event FROM fsm_states WHERE machine = %s", (name,))}
+    ok = json.dumps(
+        {**base, "timeouts": {"new": {"after": "30m", "event": "cancel"}, "paid": {"after": 7, "event": "ship"}}}
+    )
+    assert (
+        fetch(dba, "CALL fsm_define_v6(%s, %s)", (name, ok))[0]["tables_ready"] == 0
+    )  # no tables, no timer triggers yet
+    states = {
+        r["state"]: (r["timeout_seconds"], r["timeout_event"])
+        for r in fetch(dba, "SELECT state, timeout_seconds, timeout_event FROM fsm_states WHERE machine = %s", (name,))
+    }
     assert states == {"new": (1800, "cancel"), "paid": (7, "ship"), "shipped": (None, None), "cancelled": (None, None)}
 
 
@@ -206,7 +229,11 @@ def test_a_due_timeout_fires_once_and_says_so_in_history(tstore: Store, dba: Any
     assert last.metadata["timer"]["id"] == t["id"] and last.metadata["timer"]["kind"] == "timeout"
     assert last.metadata["timer"]["state"] == "new"
     (logged,) = fetch(dba, "SELECT * FROM fsm_v_timer_log WHERE timer_id = %s", (t["id"],))
-    assert (logged["outcome"], logged["transition_id"], logged["done_by"]) == ("fired", out.transition_id, "test-timers")
+    assert (logged["outcome"], logged["transition_id"], logged["done_by"]) == (
+        "fired",
+        out.transition_id,
+        "test-timers",
+    )
     assert armed(dba, m.name, "k1") == [] and [o for o in fire_all(tstore) if o.machine == m.name] == []
 
 
@@ -284,11 +311,14 @@ def test_send_at_refuses_bad_input_and_arms_nothing(tstore: Store, dba: Any) -> 
     tstore.define(m)
     tstore.create(m.name, "k1")
     bad: list[tuple[dict[str, Any], type[Exception]]] = [
-        ({}, InvalidArgument), ({"at": datetime(2030, 1, 1), "after": 1}, InvalidArgument),
-        ({"after": -1}, InvalidArgument), ({"after": float("nan")}, InvalidArgument),
-        ({"after": 10**10}, InvalidArgument), ({"at": "2030-01-01"}, InvalidArgument),
+        ({}, InvalidArgument),
+        ({"at": datetime(2030, 1, 1), "after": 1}, InvalidArgument),
+        ({"after": -1}, InvalidArgument),
+        ({"after": float("nan")}, InvalidArgument),
+        ({"after": 10**10}, InvalidArgument),
+        ({"at": "2030-01-01"}, InvalidArgument),
         ({"after": 1, "metadata": {"x": float("inf")}}, InvalidData),
-        ({"after": 1, "request_id": "x " }, InvalidArgument),
+        ({"after": 1, "request_id": "x "}, InvalidArgument),
     ]
     for kwargs, error in bad:
         with pytest.raises(error):
@@ -372,9 +402,14 @@ def test_a_dba_fires_lists_and_cancels_in_sql(tstore: Store, dba: Any) -> None:
     assert [r["timer_id"] for r in fetch(dba, "CALL fsm_timers_v1(%s, NULL, 1, 0, 10)", (m.name,))] == [t["id"]]
     rows = [r for r in fetch(dba, "CALL fsm_fire_timers_v1('dba', 1000, 30)") if r["machine"] == m.name]
     assert [(r["timer_id"], r["outcome"]) for r in rows] == [(t["id"], "fired")]
-    for sql in ("CALL fsm_fire_timers_v1('bad owner', 10, 30)", "CALL fsm_fire_timers_v1('dba', 0, 30)",
-                "CALL fsm_fire_timers_v1('dba', 10, 0)", "CALL fsm_timers_v1(NULL, 'k1', 0, 0, 10)",
-                "CALL fsm_timers_v1(NULL, NULL, 2, 0, 10)", "CALL fsm_cancel_timer_v1(NULL, NULL)"):
+    for sql in (
+        "CALL fsm_fire_timers_v1('bad owner', 10, 30)",
+        "CALL fsm_fire_timers_v1('dba', 0, 30)",
+        "CALL fsm_fire_timers_v1('dba', 10, 0)",
+        "CALL fsm_timers_v1(NULL, 'k1', 0, 0, 10)",
+        "CALL fsm_timers_v1(NULL, NULL, 2, 0, 10)",
+        "CALL fsm_cancel_timer_v1(NULL, NULL)",
+    ):
         assert errno_of(dba, sql) == 31009, sql
     assert errno_of(dba, "CALL fsm_cancel_timer_v1(%s, NULL)", (t["id"],)) == 31029
 
@@ -384,7 +419,6 @@ def test_firing_inside_an_open_transaction_is_refused(dba: Any, tstore: Store) -
         cur.execute("START TRANSACTION")
         assert errno_of(dba, "CALL fsm_fire_timers_v1('dba', 10, 30)") == 31016
         cur.execute("ROLLBACK")
-
 
 
 def test_send_many_arms_and_disarms_item_by_item(tstore: Store, dba: Any) -> None:
@@ -415,11 +449,19 @@ async def test_the_async_store_schedules_lists_fires_and_cancels(settings: Setti
 def test_a_timeout_wakes_an_instance_the_engine_left_waiting(tstore: Store, dba: Any) -> None:
     from pyfsm import Process, Worker
 
-    m = Machine(name=unique("hold"), states=["request", "awaiting", "expired", "approved", "closed"],
-                start=["request"], final=["approved", "closed"],
-                transitions=[("submit", "request", "awaiting"), ("approve", "awaiting", "approved"),
-                             ("expire", "awaiting", "expired"), ("close", "expired", "closed")],
-                timeouts={"awaiting": ("2d", "expire")})
+    m = Machine(
+        name=unique("hold"),
+        states=["request", "awaiting", "expired", "approved", "closed"],
+        start=["request"],
+        final=["approved", "closed"],
+        transitions=[
+            ("submit", "request", "awaiting"),
+            ("approve", "awaiting", "approved"),
+            ("expire", "awaiting", "expired"),
+            ("close", "expired", "closed"),
+        ],
+        timeouts={"awaiting": ("2d", "expire")},
+    )
     tstore.define(m)
     process = Process(m)
     process.register("request", lambda ctx: ctx.fire("submit"))
@@ -444,8 +486,9 @@ def test_a_timeout_wakes_an_instance_the_engine_left_waiting(tstore: Store, dba:
     assert [h.event for h in tstore.history(m.name, "h1")] == [None, "submit", "expire", "close"]
 
 
-def test_an_instance_locked_too_long_holds_its_timer_and_the_batch_goes_on(tstore: Store, dba: Any,
-                                                                          settings: Settings) -> None:
+def test_an_instance_locked_too_long_holds_its_timer_and_the_batch_goes_on(
+    tstore: Store, dba: Any, settings: Settings
+) -> None:
     m = ticket()
     tstore.define(m)
     for key in ("k1", "k2"):
@@ -459,8 +502,10 @@ def test_an_instance_locked_too_long_holds_its_timer_and_the_batch_goes_on(tstor
         with dba.cursor() as cur:
             cur.execute("SET SESSION innodb_lock_wait_timeout = 1")
         rows = [r for r in fetch(dba, "CALL fsm_fire_timers_v1('dba', 100, 30)") if r["machine"] == m.name]
-        assert {(r["instance_key"], r["outcome"], r["errno"]) for r in rows} == {("k1", "held", 1205),
-                                                                                  ("k2", "fired", None)}
+        assert {(r["instance_key"], r["outcome"], r["errno"]) for r in rows} == {
+            ("k1", "held", 1205),
+            ("k2", "fired", None),
+        }
     finally:
         blocker.rollback()
         blocker.close()

@@ -32,24 +32,47 @@ V1_STATES = ["new", "paid", "shipped", "delivered", "cancelled"]
 
 
 def v1(name: str, **options: Any) -> Machine:
-    return Machine(name=name, states=V1_STATES, start=["new"], final=["delivered", "cancelled"],
-                   transitions=[("pay", "new", "paid"), ("ship", "paid", "shipped"),
-                                ("deliver", "shipped", "delivered"), ("cancel", ["new", "paid"], "cancelled")],
-                   **options)
+    return Machine(
+        name=name,
+        states=V1_STATES,
+        start=["new"],
+        final=["delivered", "cancelled"],
+        transitions=[
+            ("pay", "new", "paid"),
+            ("ship", "paid", "shipped"),
+            ("deliver", "shipped", "delivered"),
+            ("cancel", ["new", "paid"], "cancelled"),
+        ],
+        **options,
+    )
 
 
 def v2(name: str, **options: Any) -> Machine:
     """shipped renamed sent; delivered gains refund (no longer final); refunded added."""
-    return Machine(name=name, states=["new", "paid", "sent", "delivered", "refunded", "cancelled"], start=["new"],
-                   final=["refunded", "cancelled"],
-                   transitions=[("pay", "new", "paid"), ("ship", "paid", "sent"), ("deliver", "sent", "delivered"),
-                                ("refund", "delivered", "refunded"), ("cancel", ["new", "paid"], "cancelled")],
-                   **options)
+    return Machine(
+        name=name,
+        states=["new", "paid", "sent", "delivered", "refunded", "cancelled"],
+        start=["new"],
+        final=["refunded", "cancelled"],
+        transitions=[
+            ("pay", "new", "paid"),
+            ("ship", "paid", "sent"),
+            ("deliver", "sent", "delivered"),
+            ("refund", "delivered", "refunded"),
+            ("cancel", ["new", "paid"], "cancelled"),
+        ],
+        **options,
+    )
 
 
 MAP = {"shipped": "sent"}
-PATHS = {"new": [], "paid": ["pay"], "shipped": ["pay", "ship"], "delivered": ["pay", "ship", "deliver"],
-         "cancelled": ["cancel"]}
+PATHS = {
+    "new": [],
+    "paid": ["pay"],
+    "shipped": ["pay", "ship"],
+    "delivered": ["pay", "ship", "deliver"],
+    "cancelled": ["cancel"],
+}
 
 
 @pytest.fixture
@@ -78,24 +101,34 @@ def populate(store: Store, machine: Machine, per_state: dict[str, int]) -> list[
 
 
 def raw_groups(settings: Settings, name: str) -> dict[tuple[int, str], int]:
-    return {(int(r["definition_version"]), r["current_state"]): int(r["n"]) for r in query(
-        settings, f"SELECT definition_version, current_state, COUNT(*) AS n FROM `fsm_{name}` "
-                  "GROUP BY definition_version, current_state")}
+    return {
+        (int(r["definition_version"]), r["current_state"]): int(r["n"])
+        for r in query(
+            settings,
+            f"SELECT definition_version, current_state, COUNT(*) AS n FROM `fsm_{name}` "
+            "GROUP BY definition_version, current_state",
+        )
+    }
 
 
 def snapshot(settings: Settings, name: str) -> tuple[Any, ...]:
     """Everything an upgrade may write, to prove that something wrote nothing."""
-    return (query(settings, f"SELECT id, current_state, definition_version, version, status FROM `fsm_{name}` "
-                            "ORDER BY id"),
-            query(settings, f"SELECT COUNT(*) AS n, MAX(id) AS last FROM `fsm_{name}_transitions`"),
-            query(settings, "SELECT state, shard, instances FROM fsm_state_counts WHERE machine = %s "
-                            "ORDER BY state, shard", (name,)),
-            query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox"),
-            query(settings, "SELECT id, due_at FROM fsm_timers ORDER BY id"))
+    return (
+        query(settings, f"SELECT id, current_state, definition_version, version, status FROM `fsm_{name}` ORDER BY id"),
+        query(settings, f"SELECT COUNT(*) AS n, MAX(id) AS last FROM `fsm_{name}_transitions`"),
+        query(
+            settings,
+            "SELECT state, shard, instances FROM fsm_state_counts WHERE machine = %s ORDER BY state, shard",
+            (name,),
+        ),
+        query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox"),
+        query(settings, "SELECT id, due_at FROM fsm_timers ORDER BY id"),
+    )
 
 
-def check_history(settings: Settings, name: str, before: Machine, after: Machine,
-                  *, all_moved: bool = False) -> dict[str, list[dict[str, Any]]]:
+def check_history(
+    settings: Settings, name: str, before: Machine, after: Machine, *, all_moved: bool = False
+) -> dict[str, list[dict[str, Any]]]:
     """tests/helpers/histories.py's invariants of an upgraded type, with this module's map."""
     return check_upgraded_chains(settings, name, before, after, MAP, all_moved=all_moved)
 
@@ -112,8 +145,12 @@ def test_dry_run_counts_equal_the_raw_tables_and_write_nothing(store: Store, set
     assert plan.dry_run and plan.to_version == 2 and plan.batches == 0
     assert {(g.from_version, g.from_state): g.instances for g in plan.groups} == raw_groups(settings, name)
     assert {g.from_state: (g.to_state, g.outcome) for g in plan.groups} == {
-        "new": ("new", "move"), "paid": ("paid", "move"), "shipped": (None, "unmapped"),
-        "delivered": ("delivered", "move"), "cancelled": ("cancelled", "move")}
+        "new": ("new", "move"),
+        "paid": ("paid", "move"),
+        "shipped": (None, "unmapped"),
+        "delivered": ("delivered", "move"),
+        "cancelled": ("cancelled", "move"),
+    }
     assert (plan.moved, plan.waiting, plan.unmapped) == (7, 0, 2)
     mapped = store.upgrade_instances(name, states={"shipped": "sent"}, dry_run=True)
     assert {g.from_state: g.to_state for g in mapped.groups}["shipped"] == "sent" and mapped.unmapped == 0
@@ -126,8 +163,9 @@ def test_dry_run_counts_equal_the_raw_tables_and_write_nothing(store: Store, set
             rows = cur.fetchall()
     finally:
         conn.close()
-    assert [(r["from_state"], r["to_state"], r["outcome"], r["instances"]) for r in rows] == \
-        [(g.from_state, g.to_state, g.outcome, g.instances) for g in mapped.groups]
+    assert [(r["from_state"], r["to_state"], r["outcome"], r["instances"]) for r in rows] == [
+        (g.from_state, g.to_state, g.outcome, g.instances) for g in mapped.groups
+    ]
 
 
 def test_an_upgrade_without_a_map_moves_what_can_move_and_says_what_cannot(store: Store, settings: Settings) -> None:
@@ -153,17 +191,32 @@ def test_upgrade_records_history_counters_status_and_outbox(store: Store, settin
     report = store.upgrade_instances(name, states={"shipped": "sent"}, batch=3)
     assert report.moved == sum(per_state.values()) and report.batches >= 3
     assert {(g.from_state, g.to_state): g.instances for g in report.groups} == {
-        ("new", "new"): 2, ("paid", "paid"): 1, ("shipped", "sent"): 2, ("delivered", "delivered"): 2,
-        ("cancelled", "cancelled"): 1}
-    assert raw_groups(settings, name) == {(2, "new"): 2, (2, "paid"): 1, (2, "sent"): 2, (2, "delivered"): 2,
-                                          (2, "cancelled"): 1}
+        ("new", "new"): 2,
+        ("paid", "paid"): 1,
+        ("shipped", "sent"): 2,
+        ("delivered", "delivered"): 2,
+        ("cancelled", "cancelled"): 1,
+    }
+    assert raw_groups(settings, name) == {
+        (2, "new"): 2,
+        (2, "paid"): 1,
+        (2, "sent"): 2,
+        (2, "delivered"): 2,
+        (2, "cancelled"): 1,
+    }
     check_history(settings, name, v1(name), v2(name), all_moved=True)
     # one outbox row per move, no event, the move in its metadata
-    moves = query(settings, "SELECT instance_key, event, from_state, to_state, metadata FROM fsm_outbox "
-                            "WHERE machine = %s AND event IS NULL AND from_state IS NOT NULL ORDER BY id", (name,))
+    moves = query(
+        settings,
+        "SELECT instance_key, event, from_state, to_state, metadata FROM fsm_outbox "
+        "WHERE machine = %s AND event IS NULL AND from_state IS NOT NULL ORDER BY id",
+        (name,),
+    )
     assert len(moves) == report.moved
-    assert query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (name,))[0]["n"] == \
-        outbox_before + report.moved
+    assert (
+        query(settings, "SELECT COUNT(*) AS n FROM fsm_outbox WHERE machine = %s", (name,))[0]["n"]
+        == outbox_before + report.moved
+    )
     assert all(json.loads(m["metadata"])["upgrade"]["to_version"] == 2 for m in moves)
     # status follows the new version: delivered is no longer final, so it runs again and may be refunded
     delivered = store.get(name, "delivered-0")
@@ -180,14 +233,22 @@ def test_upgrade_records_history_counters_status_and_outbox(store: Store, settin
     assert [(c.version, c.instances, c.is_current) for c in store.version_counts(name)] == [(1, 0, False), (2, 8, True)]
 
 
-def test_a_state_mapped_onto_a_final_state_completes_the_instance_and_ends_its_run(store: Store,
-                                                                                    settings: Settings) -> None:
+def test_a_state_mapped_onto_a_final_state_completes_the_instance_and_ends_its_run(
+    store: Store, settings: Settings
+) -> None:
     name = unique("up")
     populate(store, v1(name), {"shipped": 1, "paid": 1})
     store.enqueue(name, "shipped-0")
     assert query(settings, "SELECT COUNT(*) AS n FROM fsm_runs WHERE machine = %s", (name,))[0]["n"] == 1
-    store.define(Machine(name=name, states=["new", "paid", "done"], start=["new"], final=["done"],
-                         transitions=[("pay", "new", "paid"), ("finish", "paid", "done")]))
+    store.define(
+        Machine(
+            name=name,
+            states=["new", "paid", "done"],
+            start=["new"],
+            final=["done"],
+            transitions=[("pay", "new", "paid"), ("finish", "paid", "done")],
+        )
+    )
     report = store.upgrade_instances(name, states={"shipped": "done"})
     assert report.moved == 2
     got = store.get(name, "shipped-0")
@@ -215,10 +276,20 @@ def test_timeouts_follow_the_target_version(store: Store, settings: Settings) ->
     move. Dropped: disarmed. Added: armed from the move."""
     name = unique("up")
     states = ["new", "paid", "held", "done", "cancelled"]
-    rules = [("pay", "new", "paid"), ("hold", "paid", "held"), ("finish", ["paid", "held"], "done"),
-             ("cancel", ["new", "paid", "held"], "cancelled")]
-    first = Machine(name=name, states=states, start=["new"], final=["done", "cancelled"], transitions=rules,
-                    timeouts={"new": ("30m", "cancel"), "paid": ("1h", "cancel"), "held": ("2h", "cancel")})
+    rules = [
+        ("pay", "new", "paid"),
+        ("hold", "paid", "held"),
+        ("finish", ["paid", "held"], "done"),
+        ("cancel", ["new", "paid", "held"], "cancelled"),
+    ]
+    first = Machine(
+        name=name,
+        states=states,
+        start=["new"],
+        final=["done", "cancelled"],
+        transitions=rules,
+        timeouts={"new": ("30m", "cancel"), "paid": ("1h", "cancel"), "held": ("2h", "cancel")},
+    )
     store.define(first)
     for key, path in (("n", []), ("p", ["pay"]), ("h", ["pay", "hold"])):
         store.create(name, key)
@@ -227,20 +298,41 @@ def test_timeouts_follow_the_target_version(store: Store, settings: Settings) ->
     armed = {t.instance_key: t for t in store.timers(name)}
     assert set(armed) == {"n", "p", "h"}
     time.sleep(0.05)  # the move's time differs from the arming's
-    store.define(Machine(name=name, states=states, start=["new"], final=["done", "cancelled"], transitions=rules,
-                         timeouts={"new": ("30m", "cancel"), "paid": ("2h", "cancel")}))  # paid changed, held dropped
+    store.define(
+        Machine(
+            name=name,
+            states=states,
+            start=["new"],
+            final=["done", "cancelled"],
+            transitions=rules,
+            timeouts={"new": ("30m", "cancel"), "paid": ("2h", "cancel")},
+        )
+    )  # paid changed, held dropped
     assert store.upgrade_instances(name).moved == 3
     after = {t.instance_key: t for t in store.timers(name)}
     assert set(after) == {"n", "p"}
     assert (after["n"].due_at, after["n"].armed_at) == (armed["n"].due_at, armed["n"].armed_at)
-    moved_at = {r["instance_key"]: r["created_at"] for r in query(
-        settings, f"SELECT i.instance_key, t.created_at FROM `fsm_{name}_transitions` t JOIN `fsm_{name}` i "
-                  "ON i.id = t.instance_id WHERE t.source = 'upgrade'")}
+    moved_at = {
+        r["instance_key"]: r["created_at"]
+        for r in query(
+            settings,
+            f"SELECT i.instance_key, t.created_at FROM `fsm_{name}_transitions` t JOIN `fsm_{name}` i "
+            "ON i.id = t.instance_id WHERE t.source = 'upgrade'",
+        )
+    }
     assert after["p"].armed_at.replace(tzinfo=None) == moved_at["p"]
     assert after["p"].due_at - after["p"].armed_at == timedelta(hours=2)
     # a timeout the new version adds is armed from the move
-    store.define(Machine(name=name, states=states, start=["new"], final=["done", "cancelled"], transitions=rules,
-                         timeouts={"new": ("30m", "cancel"), "paid": ("2h", "cancel"), "held": ("5m", "finish")}))
+    store.define(
+        Machine(
+            name=name,
+            states=states,
+            start=["new"],
+            final=["done", "cancelled"],
+            transitions=rules,
+            timeouts={"new": ("30m", "cancel"), "paid": ("2h", "cancel"), "held": ("5m", "finish")},
+        )
+    )
     assert store.upgrade_instances(name).moved == 3
     held = {t.instance_key: t for t in store.timers(name)}["h"]
     assert (held.event, held.due_at - held.armed_at) == ("finish", timedelta(minutes=5))
@@ -252,12 +344,18 @@ def test_a_target_with_timeouts_needs_the_timer_triggers_first(store: Store, set
     conn = pymysql.connect(**settings.connect_kwargs())
     try:  # a DBA stores a version with a timeout; the timer triggers come only from a client
         with conn.cursor() as cur:
-            body = {"states": V1_STATES, "start": ["new"], "final": ["delivered", "cancelled"],
-                    "transitions": [{"event": "pay", "from": ["new"], "to": "paid"},
-                                    {"event": "ship", "from": ["paid"], "to": "shipped"},
-                                    {"event": "deliver", "from": ["shipped"], "to": "delivered"},
-                                    {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"}],
-                    "timeouts": {"new": {"after": 60, "event": "cancel"}}}
+            body = {
+                "states": V1_STATES,
+                "start": ["new"],
+                "final": ["delivered", "cancelled"],
+                "transitions": [
+                    {"event": "pay", "from": ["new"], "to": "paid"},
+                    {"event": "ship", "from": ["paid"], "to": "shipped"},
+                    {"event": "deliver", "from": ["shipped"], "to": "delivered"},
+                    {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"},
+                ],
+                "timeouts": {"new": {"after": 60, "event": "cancel"}},
+            }
             cur.execute("CALL fsm_define_v6(%s, %s)", (name, json.dumps(body)))
     finally:
         conn.close()
@@ -295,8 +393,12 @@ def test_raw_writers_still_cannot_change_the_definition_version(store: Store, se
         assert errno_of(conn, f"UPDATE {table} SET definition_version = 2 WHERE id = %s", (ids["shipped-0"],)) == 31030
         with conn.cursor() as cur:
             cur.execute("SET @fsm_upgrade = %s", (f"{ids['new-0']}/2",))
-        assert errno_of(conn, f"UPDATE {table} SET definition_version = 2, data = '{{\"x\": 1}}' WHERE id = %s",
-                        (ids["new-0"],)) == 31013
+        assert (
+            errno_of(
+                conn, f"UPDATE {table} SET definition_version = 2, data = '{{\"x\": 1}}' WHERE id = %s", (ids["new-0"],)
+            )
+            == 31013
+        )
         with conn.cursor() as cur:  # a failed statement leaves no guard behind
             cur.execute("SELECT @fsm_upgrade")
             assert cur.fetchone()[0] is None
@@ -306,10 +408,10 @@ def test_raw_writers_still_cannot_change_the_definition_version(store: Store, se
 
 
 HOSTILE_MAPS: list[Any] = [
-    {"nosuch": "new"},                        # not a state of an older version
-    {"shipped": "nosuch"},                    # not a state of the target
-    {"shipped": "paid", "paid": "new"},       # a chain
-    {"paid": "new", "new": "paid"},           # a cycle
+    {"nosuch": "new"},  # not a state of an older version
+    {"shipped": "nosuch"},  # not a state of the target
+    {"shipped": "paid", "paid": "new"},  # a chain
+    {"paid": "new", "new": "paid"},  # a cycle
     {"shipped": 1},
     {"shipped": None},
     {"Shipped": "sent"},
@@ -381,8 +483,9 @@ def test_a_dba_moves_everything_in_keyset_batches(store: Store, settings: Settin
     try:
         with conn.cursor() as cur:
             while True:
-                cur.execute("CALL fsm_upgrade_instances_v1(%s, NULL, %s, NULL, %s, 3)", (name, '{"shipped": "sent"}',
-                                                                                         after))
+                cur.execute(
+                    "CALL fsm_upgrade_instances_v1(%s, NULL, %s, NULL, %s, 3)", (name, '{"shipped": "sent"}', after)
+                )
                 rows = cur.fetchall()
                 while cur.nextset():
                     pass
@@ -431,8 +534,12 @@ def test_claimed_and_locked_instances_wait_for_the_next_run(store: Store, settin
         conn.close()
     assert store.upgrade_instances(name).moved == 2
     assert raw_groups(settings, name) == {(2, "new"): 3}
-    runs = query(settings, f"SELECT i.instance_key, r.claimed_by FROM fsm_runs r JOIN `fsm_{name}` i "
-                           "ON i.id = r.instance_id WHERE r.machine = %s ORDER BY 1", (name,))
+    runs = query(
+        settings,
+        f"SELECT i.instance_key, r.claimed_by FROM fsm_runs r JOIN `fsm_{name}` i "
+        "ON i.id = r.instance_id WHERE r.machine = %s ORDER BY 1",
+        (name,),
+    )
     assert runs == [{"instance_key": "claimed", "claimed_by": None}, {"instance_key": "free", "claimed_by": None}]
     info = store.run_info(name, "free")
     assert info is not None and info.claimed_by is None and info.attempt == 0
@@ -442,6 +549,7 @@ def sender(dsn: str, name: str, keys: list[str], worker: int, barrier: Any, out:
     """Sends pay/ship/deliver/cancel/refund at random until told to stop; counts what it did."""
     import random
     import traceback
+
     report: dict[str, Any] = {"worker": worker, "sent": 0, "refused": 0, "error": None}
     rng = random.Random(worker)
     try:
@@ -463,6 +571,7 @@ def sender(dsn: str, name: str, keys: list[str], worker: int, barrier: Any, out:
 
 def upgrader(dsn: str, name: str, keys: list[str], worker: int, barrier: Any, out: Any) -> None:
     import traceback
+
     report: dict[str, Any] = {"worker": worker, "moved": 0, "runs": 0, "error": None}
     try:
         with Store(dsn, pool_size=1) as store:
@@ -494,8 +603,9 @@ def test_senders_racing_an_upgrade_lose_nothing_and_nothing_is_half_moved(store:
     assert {v for v, _state in raw_groups(settings, name)} == {2}
     history = check_history(settings, name, v1(name), v2(name), all_moved=True)
     transitions = sum(1 for h in history.values() for r in h if r["source"] != "upgrade" and r["sort_key"] > 1)
-    assert transitions == sum(r["sent"] for r in reports if r["worker"] != 0) + \
-        sum(len(PATHS[k.split("-")[0]]) for k in keys), "a send was lost or doubled"
+    assert transitions == sum(r["sent"] for r in reports if r["worker"] != 0) + sum(
+        len(PATHS[k.split("-")[0]]) for k in keys
+    ), "a send was lost or doubled"
 
 
 def slow_upgrade(dsn: str, name: str, out: Any) -> None:
@@ -505,7 +615,8 @@ def slow_upgrade(dsn: str, name: str, out: Any) -> None:
 
 
 def test_sigkill_mid_upgrade_leaves_every_instance_wholly_old_or_new_and_a_rerun_finishes(
-        store: Store, settings: Settings) -> None:
+    store: Store, settings: Settings
+) -> None:
     name = unique("up")
     total = 1500
     store.define(v1(name))
@@ -513,8 +624,10 @@ def test_sigkill_mid_upgrade_leaves_every_instance_wholly_old_or_new_and_a_rerun
     try:
         with conn.cursor() as cur:  # many instances quickly: a raw multi-row INSERT, as a DBA may
             for start in range(0, total, 500):
-                cur.execute(f"INSERT INTO `fsm_{name}` (instance_key) VALUES "
-                            + ", ".join(f"('k{i}')" for i in range(start, min(total, start + 500))))
+                cur.execute(
+                    f"INSERT INTO `fsm_{name}` (instance_key) VALUES "
+                    + ", ".join(f"('k{i}')" for i in range(start, min(total, start + 500)))
+                )
     finally:
         conn.close()
     for i in range(0, total, 3):
@@ -550,22 +663,37 @@ def test_reports_count_time_in_state_and_funnel_entries_across_a_move(store: Sto
     name = unique("up")
     populate(store, v1(name), {"new": 1, "shipped": 1})
     store.define(v2(name))
-    since = {r["instance_key"]: r["in_state_since"] for r in query(
-        settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")}
-    funnel = query(settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state",
-                   (name,))
+    since = {
+        r["instance_key"]: r["in_state_since"]
+        for r in query(settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")
+    }
+    funnel = query(
+        settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state", (name,)
+    )
     time.sleep(0.05)
     assert store.upgrade_instances(name, states={"shipped": "sent"}).moved == 2
-    assert {r["instance_key"]: r["in_state_since"] for r in query(
-        settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")} == since
-    assert {r["instance_key"]: r["in_state_since"] for r in query(
-        settings, "SELECT instance_key, in_state_since FROM fsm_v_stuck WHERE machine = %s", (name,))} == since
-    assert query(settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state",
-                 (name,)) == funnel
-    moves = query(settings, "SELECT instance_key, from_state, to_state, event FROM fsm_v_history "
-                            "WHERE machine = %s AND source = 'upgrade' ORDER BY instance_key", (name,))
-    assert moves == [{"instance_key": "new-0", "from_state": "new", "to_state": "new", "event": None},
-                     {"instance_key": "shipped-0", "from_state": "shipped", "to_state": "sent", "event": None}]
+    assert {
+        r["instance_key"]: r["in_state_since"]
+        for r in query(settings, f"SELECT instance_key, in_state_since FROM `fsm_v_{name}`")
+    } == since
+    assert {
+        r["instance_key"]: r["in_state_since"]
+        for r in query(settings, "SELECT instance_key, in_state_since FROM fsm_v_stuck WHERE machine = %s", (name,))
+    } == since
+    assert (
+        query(settings, "SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = %s ORDER BY state", (name,))
+        == funnel
+    )
+    moves = query(
+        settings,
+        "SELECT instance_key, from_state, to_state, event FROM fsm_v_history "
+        "WHERE machine = %s AND source = 'upgrade' ORDER BY instance_key",
+        (name,),
+    )
+    assert moves == [
+        {"instance_key": "new-0", "from_state": "new", "to_state": "new", "event": None},
+        {"instance_key": "shipped-0", "from_state": "shipped", "to_state": "sent", "event": None},
+    ]
     # the next real transition counts from then on
     store.send(name, "new-0", "pay")
     row = query(settings, f"SELECT in_state_since FROM `fsm_v_{name}` WHERE instance_key = 'new-0'")[0]
@@ -586,12 +714,14 @@ def test_a_batch_a_deadlock_ends_is_counted_and_carried_on(store: Store, setting
     try:
         with conn.cursor() as cur:
             cur.execute("CREATE TABLE test_boom (n BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB")
-            cur.execute(f"CREATE TRIGGER test_boom_ai AFTER INSERT ON `fsm_{name}_transitions` FOR EACH ROW "
-                        f"BEGIN IF NEW.source = 'upgrade' AND NEW.instance_id = {victim} THEN "
-                        "INSERT INTO test_boom () VALUES (); "
-                        "IF LAST_INSERT_ID() = 1 THEN "
-                        "SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'test: a deadlock', MYSQL_ERRNO = 1213; "
-                        "END IF; END IF; END")
+            cur.execute(
+                f"CREATE TRIGGER test_boom_ai AFTER INSERT ON `fsm_{name}_transitions` FOR EACH ROW "
+                f"BEGIN IF NEW.source = 'upgrade' AND NEW.instance_id = {victim} THEN "
+                "INSERT INTO test_boom () VALUES (); "
+                "IF LAST_INSERT_ID() = 1 THEN "
+                "SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'test: a deadlock', MYSQL_ERRNO = 1213; "
+                "END IF; END IF; END"
+            )
         report = store.upgrade_instances(name, batch=4)
         assert (report.moved, report.batches) == (10, 3), report  # 4, then (1 before the deadlock) 4, then 1
         with conn.cursor() as cur:

@@ -74,7 +74,11 @@ def test_every_page_renders_for_a_reporting_account(site) -> None:  # type: igno
         assert instance.status_code == 200 and ">paid<" in instance.text and "(created)" in instance.text
         assert re.search(r'class="add"><span class="mono">paid</span>', instance.text)  # the pay's data diff
         failed = c.get("/failed")
-        assert failed.status_code == 200 and "builtins.ConnectionError" in failed.text and "card processor down" in failed.text
+        assert (
+            failed.status_code == 200
+            and "builtins.ConnectionError" in failed.text
+            and "card processor down" in failed.text
+        )
         flow = c.get("/m/flow/i/f-1")
         assert "Traceback" in flow.text and "card processor down" in flow.text
         for path in ("/stuck", "/queue", "/locks", "/outbox"):
@@ -125,17 +129,20 @@ def test_filters_without_an_index_read_a_bounded_window(site) -> None:  # type: 
     assert SCAN_WINDOW >= 1000  # a window is bounded, not tiny
 
 
-@pytest.mark.parametrize("url, status, message", [
-    ("/m/order?status=bogus", 400, "status must be one of"),
-    ("/m/order?state=Bad-State", 400, "state must match"),
-    ("/m/order?updated_after=yesterday", 400, "must be a time like"),
-    ("/m/order?before=-5", 400, "positive integer"),
-    ("/m/Order", 400, "machine name"),
-    ("/m/nosuchtype", 404, "no machine type 'nosuchtype'; installed: flow, order"),
-    ("/m/nosuchtype/i/k-1", 404, "no machine type 'nosuchtype'; installed: flow, order"),
-    ("/m/order/i/no-such-key", 404, "UnknownInstance"),
-    ("/confirm?action=send&machine=order&key=o-001", 403, "actions are off"),
-])
+@pytest.mark.parametrize(
+    "url, status, message",
+    [
+        ("/m/order?status=bogus", 400, "status must be one of"),
+        ("/m/order?state=Bad-State", 400, "state must match"),
+        ("/m/order?updated_after=yesterday", 400, "must be a time like"),
+        ("/m/order?before=-5", 400, "positive integer"),
+        ("/m/Order", 400, "machine name"),
+        ("/m/nosuchtype", 404, "no machine type 'nosuchtype'; installed: flow, order"),
+        ("/m/nosuchtype/i/k-1", 404, "no machine type 'nosuchtype'; installed: flow, order"),
+        ("/m/order/i/no-such-key", 404, "UnknownInstance"),
+        ("/confirm?action=send&machine=order&key=o-001", 403, "actions are off"),
+    ],
+)
 def test_bad_input_gets_a_clear_error_page(site, url: str, status: int, message: str) -> None:  # type: ignore[no-untyped-def]
     with client(site) as c:
         page = c.get(url)
@@ -144,8 +151,9 @@ def test_bad_input_gets_a_clear_error_page(site, url: str, status: int, message:
 
 def act(c: TestClient, **form: str) -> Any:
     c.get("/")  # the browser's CSRF cookie
-    return c.post("/action", data={"csrf": c.cookies.get("pyfsm_csrf") or "", "operator": "alice", **form},
-                  follow_redirects=True)
+    return c.post(
+        "/action", data={"csrf": c.cookies.get("pyfsm_csrf") or "", "operator": "alice", **form}, follow_redirects=True
+    )
 
 
 def log_rows(site: dict[str, Any], since: int) -> list[dict[str, Any]]:
@@ -160,7 +168,11 @@ def test_actions_run_as_the_app_account_and_are_recorded(site) -> None:  # type:
     start = last_log_id(site)
     with client(site, allow_actions=True, actions_dsn=site["app"]) as c:
         confirm = c.get("/confirm?action=send&machine=order&key=o-005")
-        assert confirm.status_code == 200 and "<option>ship</option>" in confirm.text and "<option>pay</option>" not in confirm.text
+        assert (
+            confirm.status_code == 200
+            and "<option>ship</option>" in confirm.text
+            and "<option>pay</option>" not in confirm.text
+        )
         done = act(c, action="send", machine="order", key="o-005", event="ship", metadata='{"ticket": "OPS-1"}')
         assert done.status_code == 200 and "shipped" in done.text and "done" in done.text
         act(c, action="send", machine="order", key="o-005", event="pay")  # not allowed from shipped: refused
@@ -181,16 +193,31 @@ def test_actions_run_as_the_app_account_and_are_recorded(site) -> None:  # type:
             with store.lock("order", "o-010", heartbeat=False) as lease:
                 held = c.get("/locks")
                 assert "acct-3" in held.text and "Force unlock" in held.text
-                act(c, action="force_unlock", lookup_key="acct-3", scope="*", machine="order", key="o-010",
-                    reason="stuck holder", back="/locks")
+                act(
+                    c,
+                    action="force_unlock",
+                    lookup_key="acct-3",
+                    scope="*",
+                    machine="order",
+                    key="o-010",
+                    reason="stuck holder",
+                    back="/locks",
+                )
                 assert rows(site, "SELECT unlocked_at FROM fsm_locks WHERE lookup_key = 'acct-3'")[0]["unlocked_at"]
-                assert rows(site, "SELECT reason FROM fsm_lock_log ORDER BY id DESC LIMIT 1")[0]["reason"] == \
-                    "pyfsm web, alice: stuck holder"
+                assert (
+                    rows(site, "SELECT reason FROM fsm_lock_log ORDER BY id DESC LIMIT 1")[0]["reason"]
+                    == "pyfsm web, alice: stuck holder"
+                )
                 del lease
     log = log_rows(site, start)
     assert [(r["action"], r["outcome"], r["errno"]) for r in log] == [
-        ("send", "done", None), ("send", "refused", 31005), ("retry", "done", None), ("pause", "done", None),
-        ("resume", "done", None), ("force_unlock", "done", None)]
+        ("send", "done", None),
+        ("send", "refused", 31005),
+        ("retry", "done", None),
+        ("pause", "done", None),
+        ("resume", "done", None),
+        ("force_unlock", "done", None),
+    ]
     assert {r["operator"] for r in log} == {"alice"} and all(r["account"].startswith("pyfsm_wapp") for r in log)
     assert all(r["finished_at"] is not None for r in log)
 
@@ -202,12 +229,15 @@ def test_parked_events_are_requeued_or_skipped(site) -> None:  # type: ignore[no
     conn = pymysql.connect(**site["root"].connect_kwargs())
     try:
         with conn.cursor() as cur:
-            cur.execute("UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), last_error = 'too large' "
-                        "WHERE machine = 'order' AND instance_key = 'k-1' AND published_at IS NULL")
+            cur.execute(
+                "UPDATE fsm_outbox SET parked_at = UTC_TIMESTAMP(6), last_error = 'too large' "
+                "WHERE machine = 'order' AND instance_key = 'k-1' AND published_at IS NULL"
+            )
     finally:
         conn.close()
-    first, second = (int(r["id"]) for r in rows(
-        site, "SELECT id FROM fsm_outbox WHERE instance_key = 'k-1' ORDER BY id"))
+    first, second = (
+        int(r["id"]) for r in rows(site, "SELECT id FROM fsm_outbox WHERE instance_key = 'k-1' ORDER BY id")
+    )
     with client(site, allow_actions=True, actions_dsn=site["app"]) as c:
         outbox = c.get("/outbox")
         assert f'id="outbox-{first}"' in outbox.text and "too large" in outbox.text
@@ -235,14 +265,20 @@ def test_unpark_procedure_errors_have_their_own_numbers(site) -> None:  # type: 
     assert issubclass(ParkedBehind, InvalidArgument) and ParkedBehind.errno == 31027
 
 
-@pytest.mark.parametrize("form, message", [
-    ({"action": "send", "machine": "order", "key": "o-007", "event": "ship", "data": "[1, 2]"}, "must be a JSON object"),
-    ({"action": "send", "machine": "order", "key": "o-007", "event": "ship", "data": "{bad"}, "not valid JSON"),
-    ({"action": "send", "machine": "order", "key": "o-007"}, "choose the event"),
-    ({"action": "force_unlock", "lookup_key": "acct-1", "reason": "  "}, "give a reason"),
-    ({"action": "explode", "machine": "order", "key": "o-007"}, "action must be one of"),
-    ({"action": "pause", "machine": "order", "key": "o-007", "operator": " "}, "operator: give your name"),
-])
+@pytest.mark.parametrize(
+    "form, message",
+    [
+        (
+            {"action": "send", "machine": "order", "key": "o-007", "event": "ship", "data": "[1, 2]"},
+            "must be a JSON object",
+        ),
+        ({"action": "send", "machine": "order", "key": "o-007", "event": "ship", "data": "{bad"}, "not valid JSON"),
+        ({"action": "send", "machine": "order", "key": "o-007"}, "choose the event"),
+        ({"action": "force_unlock", "lookup_key": "acct-1", "reason": "  "}, "give a reason"),
+        ({"action": "explode", "machine": "order", "key": "o-007"}, "action must be one of"),
+        ({"action": "pause", "machine": "order", "key": "o-007", "operator": " "}, "operator: give your name"),
+    ],
+)
 def test_bad_action_input_changes_nothing(site, form: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]
     start = last_log_id(site)
     with client(site, allow_actions=True, actions_dsn=site["app"]) as c:
@@ -256,12 +292,22 @@ def test_posts_need_the_csrf_token_and_actions_on(site) -> None:  # type: ignore
     start = last_log_id(site)
     with client(site, allow_actions=True, actions_dsn=site["app"]) as c:
         c.get("/")
-        forged = c.post("/action", data={"csrf": "forged", "operator": "mallory", "action": "pause",
-                                         "machine": "order", "key": "o-009"})
+        forged = c.post(
+            "/action",
+            data={"csrf": "forged", "operator": "mallory", "action": "pause", "machine": "order", "key": "o-009"},
+        )
         assert forged.status_code == 403 and "CSRF" in forged.text
-        other_site = c.post("/action", headers={"origin": "https://evil.example"},
-                            data={"csrf": c.cookies.get("pyfsm_csrf"), "operator": "mallory", "action": "pause",
-                                  "machine": "order", "key": "o-009"})
+        other_site = c.post(
+            "/action",
+            headers={"origin": "https://evil.example"},
+            data={
+                "csrf": c.cookies.get("pyfsm_csrf"),
+                "operator": "mallory",
+                "action": "pause",
+                "machine": "order",
+                "key": "o-009",
+            },
+        )
         assert other_site.status_code == 403
     with client(site) as c:  # read-only
         c.get("/")
@@ -279,13 +325,17 @@ def test_a_token_guards_every_page(site) -> None:  # type: ignore[no-untyped-def
         c.get("/login")
         wrong = c.post("/login?next=/m/order", data={"csrf": c.cookies.get("pyfsm_csrf"), "token": "nope"})
         assert wrong.status_code == 401
-        right = c.post("/login?next=/m/order", data={"csrf": c.cookies.get("pyfsm_csrf"), "token": token},
-                       follow_redirects=False)
+        right = c.post(
+            "/login?next=/m/order", data={"csrf": c.cookies.get("pyfsm_csrf"), "token": token}, follow_redirects=False
+        )
         assert right.headers["location"] == "/m/order" and token not in right.headers["set-cookie"]
         assert c.get("/m/order").status_code == 200
         # a redirect never leaves the console
-        away = c.post("/login?next=//evil.example/", data={"csrf": c.cookies.get("pyfsm_csrf"), "token": token},
-                      follow_redirects=False)
+        away = c.post(
+            "/login?next=//evil.example/",
+            data={"csrf": c.cookies.get("pyfsm_csrf"), "token": token},
+            follow_redirects=False,
+        )
         assert away.headers["location"] == "/"
 
 
@@ -296,8 +346,12 @@ def test_a_port_in_use_is_one_line_and_exit_1_before_anything_says_serving(site)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "pyfsm", "web", "--dsn", site["reporting"], "--port", str(port)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "pyfsm", "web", "--dsn", site["reporting"], "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith(f"pyfsm: InvalidArgument (31009): cannot serve the console on 127.0.0.1:{port}: ")
     assert len(result.stderr.splitlines()) == 1 and "http://" not in result.stderr, result.stderr

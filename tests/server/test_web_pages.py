@@ -47,8 +47,12 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
     settings = make_database("pyfsm_webpages")
     process = fulfilment()
     with pytest.warns(UnreachableStateWarning, match="'bricked' cannot be reached from its start state 'shut'"):
-        door = Machine(name="door", states=["shut", "open", "bricked"], start=["shut"],
-                       transitions=[("open", "shut", "open"), ("close", "open", "shut")])
+        door = Machine(
+            name="door",
+            states=["shut", "open", "bricked"],
+            start=["shut"],
+            transitions=[("open", "shut", "open"), ("close", "open", "shut")],
+        )
     with Store(settings.dsn()) as store:
         store.migrate()
         store.define(process.machine)
@@ -73,8 +77,9 @@ def card(page: str, machine: str) -> str:
 
 def badges(fragment: str) -> list[str]:
     """The status badges in ``fragment``, each with the count after it if any."""
-    return [f"{s} {n}".strip() for s, n in re.findall(r'class="badge s-[a-z]+"[^>]*>([a-z]+)</span>\s*([\d,]*)',
-                                                       fragment)]
+    return [
+        f"{s} {n}".strip() for s, n in re.findall(r'class="badge s-[a-z]+"[^>]*>([a-z]+)</span>\s*([\d,]*)', fragment)
+    ]
 
 
 def test_the_index_lists_states_in_definition_order(site) -> None:  # type: ignore[no-untyped-def]
@@ -125,19 +130,20 @@ def test_a_failed_instance_shows_its_error_first_and_how_to_retry(site) -> None:
         page = c.get(url).text
     failure = page.index('id="failure"')
     assert failure < page.index('id="run"') < page.index("<h2>History") < page.index('id="errors"')
-    notice = html.unescape(page[failure:page.index('id="run"')])
+    notice = html.unescape(page[failure : page.index('id="run"')])
     assert "Failed in charge" in notice and "builtins.RuntimeError" in notice
     assert "card declined by the bank (code 51)" in notice and "handler charge" in notice
-    retry = html.unescape(page[page.index('id="retry"'):page.index("<h2>Timers")])
+    retry = html.unescape(page[page.index('id="retry"') : page.index("<h2>Timers")])
     assert "pyfsm retry fulfilment 'it'\"'\"'s declined'" in retry  # shlex's quoting of it's declined
     assert "CALL fsm_retry_v1('fulfilment', 'it''s declined');" in retry
     assert "/confirm?action=retry" not in page
     with client(site) as c:  # a key a command line would take for an option comes after --
         assert "pyfsm retry fulfilment -- -k\nCALL fsm_retry_v1('fulfilment', '-k');" in html.unescape(
-            c.get("/m/fulfilment/i/-k").text)
+            c.get("/m/fulfilment/i/-k").text
+        )
     with client(site, allow_actions=True, actions_dsn=site["app"]) as c:  # actions on: the console's retry
         page = c.get(url).text
-    retry = page[page.index('id="retry"'):page.index("<h2>Timers")]
+    retry = page[page.index('id="retry"') : page.index("<h2>Timers")]
     assert 'href="/confirm?action=retry&amp;machine=fulfilment&amp;key=it%27s%20declined"' in retry
     assert "pyfsm retry" not in retry and "fsm_retry_v1" not in retry
     # what runs, and what is done, says so instead
@@ -150,12 +156,16 @@ def test_an_unreachable_state_is_marked(site) -> None:  # type: ignore[no-untype
     with client(site) as c:
         door = c.get("/m/door").text
         flow = c.get("/m/fulfilment").text
-    marked = [s for s in ("shut", "open", "bricked")
-              if "unreachable" in door.split(f'<tr id="state-{s}">')[1].split("</tr>")[0]]
+    marked = [
+        s
+        for s in ("shut", "open", "bricked")
+        if "unreachable" in door.split(f'<tr id="state-{s}">')[1].split("</tr>")[0]
+    ]
     assert marked == ["bricked"]
     notice = re.sub(r"<[^>]+>", "", door.split('id="unreachable">')[1].split("</p>")[0])
-    assert notice.startswith("State bricked cannot be reached from its start state shut: no instance will ever "
-                             "enter it")
+    assert notice.startswith(
+        "State bricked cannot be reached from its start state shut: no instance will ever enter it"
+    )
     assert "unreachable" not in flow
 
 
@@ -164,5 +174,5 @@ def test_metadata_is_shown_only_where_there_is_some(site) -> None:  # type: igno
         page = c.get("/m/door/i/d-1").text
     rows = page.split('<tr class="transition"')[1:]
     assert len(rows) == 2  # open (with metadata), then the creation (none)
-    assert "<pre class=\"metadata\">" in rows[0] and "OPS-7" in rows[0]
+    assert '<pre class="metadata">' in rows[0] and "OPS-7" in rows[0]
     assert "metadata" not in rows[1] and "{}" not in rows[1]

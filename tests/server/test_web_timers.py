@@ -23,12 +23,22 @@ from pyfsm import Store
 from pyfsm.db import Settings
 from pyfsm.web.reads import PAGE
 
-SHOP = {"states": ["new", "paid", "cancelled"], "start": ["new"], "final": ["cancelled"],
-        "transitions": [{"event": "pay", "from": ["new"], "to": "paid"},
-                        {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"}],
-        "timeouts": {"new": {"after": 3600, "event": "cancel"}}}
-DESK = {"states": ["open", "closed"], "start": ["open"], "final": ["closed"],
-        "transitions": [{"event": "close", "from": ["open"], "to": "closed"}]}
+SHOP = {
+    "states": ["new", "paid", "cancelled"],
+    "start": ["new"],
+    "final": ["cancelled"],
+    "transitions": [
+        {"event": "pay", "from": ["new"], "to": "paid"},
+        {"event": "cancel", "from": ["new", "paid"], "to": "cancelled"},
+    ],
+    "timeouts": {"new": {"after": 3600, "event": "cancel"}},
+}
+DESK = {
+    "states": ["open", "closed"],
+    "start": ["open"],
+    "final": ["closed"],
+    "transitions": [{"event": "close", "from": ["open"], "to": "closed"}],
+}
 SHOPS = 60  # more state timeouts than a page shows
 
 
@@ -61,8 +71,11 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
         store.send_at("shop", "x-1", "pay", after=0)
         store.send("shop", "x-1", "cancel")
         outcomes = {(o.machine, o.instance_key): (o.outcome, o.errno) for o in store.fire_timers()}
-        assert outcomes == {("desk", "d-1"): ("held", 31011), ("desk", "d-2"): ("fired", None),
-                            ("shop", "x-1"): ("dropped", 31005)}
+        assert outcomes == {
+            ("desk", "d-1"): ("held", 31011),
+            ("desk", "d-2"): ("fired", None),
+            ("shop", "x-1"): ("dropped", 31005),
+        }
         [timeout] = store.timers("shop", "s-59")
         store.cancel_timer(timeout.timer_id, "customer called")
         store.send_at("shop", "s-01", "pay", at=datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=120))
@@ -86,8 +99,9 @@ def row_of(html: str, element_id: str) -> str:
 
 
 def timer_of(site: dict[str, Any], machine: str, key: str, kind: str) -> int:
-    [found] = rows(site, "SELECT id FROM fsm_timers WHERE machine = %s AND instance_key = %s AND kind = %s",
-                   (machine, key, kind))
+    [found] = rows(
+        site, "SELECT id FROM fsm_timers WHERE machine = %s AND instance_key = %s AND kind = %s", (machine, key, kind)
+    )
     return int(found["id"])
 
 
@@ -175,12 +189,15 @@ def test_an_instance_page_lists_its_timers(site) -> None:  # type: ignore[no-unt
     assert shown(closed) == [] and "none armed" in closed
 
 
-@pytest.mark.parametrize("url, status, message", [
-    ("/timers?machine=Bad-Name", 400, "machine name"),
-    ("/timers?after_id=x&after_due=2026-01-01T00:00", 400, "after_id must be a positive integer"),
-    ("/timers?after_id=3&after_due=soon", 400, "after_due must be a time like"),
-    ("/confirm?action=cancel_timer&timer_id=1", 403, "actions are off"),
-])
+@pytest.mark.parametrize(
+    "url, status, message",
+    [
+        ("/timers?machine=Bad-Name", 400, "machine name"),
+        ("/timers?after_id=x&after_due=2026-01-01T00:00", 400, "after_id must be a positive integer"),
+        ("/timers?after_id=3&after_due=soon", 400, "after_due must be a time like"),
+        ("/confirm?action=cancel_timer&timer_id=1", 403, "actions are off"),
+    ],
+)
 def test_bad_input_gets_a_clear_error_page(site, url: str, status: int, message: str) -> None:  # type: ignore[no-untyped-def]
     with client(site) as c:
         page = c.get(url)
@@ -189,8 +206,9 @@ def test_bad_input_gets_a_clear_error_page(site, url: str, status: int, message:
 
 def act(c: TestClient, **form: str) -> Any:
     c.get("/timers")  # the browser's CSRF cookie
-    return c.post("/action", data={"csrf": c.cookies.get("pyfsm_csrf") or "", "operator": "alice", **form},
-                  follow_redirects=True)
+    return c.post(
+        "/action", data={"csrf": c.cookies.get("pyfsm_csrf") or "", "operator": "alice", **form}, follow_redirects=True
+    )
 
 
 def test_cancel_cancels_the_timer_and_is_recorded(site) -> None:  # type: ignore[no-untyped-def]
@@ -205,11 +223,16 @@ def test_cancel_cancels_the_timer_and_is_recorded(site) -> None:  # type: ignore
         done = act(c, action="cancel_timer", timer_id=str(timer), reason="duplicate order", back="/timers")
         assert done.status_code == 200, done.text[-600:]  # 500: fsm_operator_action_v1 refuses cancel_timer
         assert str(done.url).startswith("http://testserver/timers?action=")
-        assert re.search(r"\(cancel_timer by alice\): <strong>done</strong>: cancelled timer \d+ \(timeout cancel "
-                         r"of shop s-02", done.text)
+        assert re.search(
+            r"\(cancel_timer by alice\): <strong>done</strong>: cancelled timer \d+ \(timeout cancel "
+            r"of shop s-02",
+            done.text,
+        )
         assert timer not in shown(done.text)
         again = act(c, action="cancel_timer", timer_id=str(timer), back="/m/shop/i/s-02")
-        assert "<strong>refused</strong> (error 31029)" in again.text and "no longer armed: it was cancelled" in again.text
+        assert (
+            "<strong>refused</strong> (error 31029)" in again.text and "no longer armed: it was cancelled" in again.text
+        )
         instance = c.get("/m/shop/i/s-02").text
         assert "none armed" in instance and "cancel_timer" in instance  # its operator actions
     assert rows(site, "SELECT id FROM fsm_timers WHERE id = %s", (timer,)) == []
@@ -217,7 +240,9 @@ def test_cancel_cancels_the_timer_and_is_recorded(site) -> None:  # type: ignore
     assert logged == {"outcome": "cancelled", "reason": "pyfsm web, alice: duplicate order", "instance_key": "s-02"}
     log = rows(site, "SELECT * FROM fsm_operator_log WHERE id > %s ORDER BY id", (start,))
     assert [(r["action"], r["machine"], r["instance_key"], r["outcome"], r["errno"]) for r in log] == [
-        ("cancel_timer", "shop", "s-02", "done", None), ("cancel_timer", None, None, "refused", 31029)]
+        ("cancel_timer", "shop", "s-02", "done", None),
+        ("cancel_timer", None, None, "refused", 31029),
+    ]
     assert json.loads(log[0]["detail"]) == {"timer_id": timer, "reason": "duplicate order"}
     assert log[0]["account"].startswith("pyfsm_twapp") and log[0]["finished_at"] is not None
 
@@ -233,11 +258,14 @@ def test_cancel_from_an_instance_page_returns_there(site) -> None:  # type: igno
     assert logged["reason"] == "pyfsm web, alice"  # no reason given: the operator still is
 
 
-@pytest.mark.parametrize("form, message", [
-    ({"action": "cancel_timer"}, "timer_id is required"),
-    ({"action": "cancel_timer", "timer_id": "x"}, "timer_id must be a positive integer"),
-    ({"action": "cancel_timer", "timer_id": "0"}, "timer_id must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "form, message",
+    [
+        ({"action": "cancel_timer"}, "timer_id is required"),
+        ({"action": "cancel_timer", "timer_id": "x"}, "timer_id must be a positive integer"),
+        ({"action": "cancel_timer", "timer_id": "0"}, "timer_id must be a positive integer"),
+    ],
+)
 def test_bad_cancel_input_changes_nothing(site, form: dict[str, str], message: str) -> None:  # type: ignore[no-untyped-def]
     start = int(rows(site, "SELECT COALESCE(MAX(id), 0) AS n FROM fsm_operator_log")[0]["n"])
     before = armed(site)

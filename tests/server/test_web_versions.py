@@ -17,12 +17,21 @@ from helpers.web_site import client, rows
 from pyfsm import Machine, Store
 from pyfsm.db import Settings
 
-V1 = Machine(name="parcel", states=["new", "paid", "shipped"], start=["new"],
-             transitions=[("pay", "new", "paid"), ("ship", "paid", "shipped")], topic="parcels")
+V1 = Machine(
+    name="parcel",
+    states=["new", "paid", "shipped"],
+    start=["new"],
+    transitions=[("pay", "new", "paid"), ("ship", "paid", "shipped")],
+    topic="parcels",
+)
 #: shipped renamed sent, an event added
-V2 = Machine(name="parcel", states=["new", "paid", "sent"], start=["new"],
-             transitions=[("pay", "new", "paid"), ("ship", "paid", "sent"), ("unpay", "paid", "new")],
-             topic="parcels")
+V2 = Machine(
+    name="parcel",
+    states=["new", "paid", "sent"],
+    start=["new"],
+    transitions=[("pay", "new", "paid"), ("ship", "paid", "sent"), ("unpay", "paid", "new")],
+    topic="parcels",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +52,27 @@ def site(server: Settings, make_database) -> Iterator[dict[str, Any]]:  # type: 
         report = store.upgrade_instances("parcel", only={"states": ["paid"]}, batch=1)
         assert report.moved == 2  # p-1 and p-2
         store.create("parcel", "p-9")
-        store.define(Machine(name="door", states=["shut", "open"], start=["shut"],
-                             transitions=[("open", "shut", "open"), ("close", "open", "shut")]))
+        store.define(
+            Machine(
+                name="door",
+                states=["shut", "open"],
+                start=["shut"],
+                transitions=[("open", "shut", "open"), ("close", "open", "shut")],
+            )
+        )
         store.create("door", "d-1")
-        store.define(Machine(name="crate", states=["open", "shut"], start=["open"],
-                             transitions=[("close", "open", "shut")]))
+        store.define(
+            Machine(name="crate", states=["open", "shut"], start=["open"], transitions=[("close", "open", "shut")])
+        )
         store.create("crate", "c-1")
-        store.define(Machine(name="crate", states=["open", "shut", "sealed"], start=["open"],
-                             transitions=[("close", "open", "shut"), ("seal", "shut", "sealed")]))
+        store.define(
+            Machine(
+                name="crate",
+                states=["open", "shut", "sealed"],
+                start=["open"],
+                transitions=[("close", "open", "shut"), ("seal", "shut", "sealed")],
+            )
+        )
         store.create("crate", "c-2")
     with granted_accounts(server, settings, ("reporting",), "pyfsm_wv") as made:
         yield {"root": settings, "reporting": made["reporting"].dsn()}
@@ -61,8 +83,10 @@ def text(html: str) -> str:
 
 
 def test_a_types_page_counts_the_instances_of_each_version(site) -> None:  # type: ignore[no-untyped-def]
-    raw = {int(r["definition_version"]): int(r["n"]) for r in rows(
-        site, "SELECT definition_version, COUNT(*) AS n FROM fsm_parcel GROUP BY definition_version")}
+    raw = {
+        int(r["definition_version"]): int(r["n"])
+        for r in rows(site, "SELECT definition_version, COUNT(*) AS n FROM fsm_parcel GROUP BY definition_version")
+    }
     assert raw == {1: 3, 2: 3}
     with client(site) as c:
         page = c.get("/m/parcel")
@@ -94,7 +118,7 @@ def test_an_instance_page_says_which_version_it_follows(site) -> None:  # type: 
         assert "upgrade" in cells[6]  # its source
         assert "(created)" in text(re.search(r'<tr class="transition" id="t-1">.*?</tr>', moved.text, re.S).group(0))  # type: ignore[union-attr]
         # the events the relay has not published yet: the creation, the payment, the move
-        outbox = text(moved.text.split('<h2>Unpublished events</h2>')[1].split("<h2>")[0])
+        outbox = text(moved.text.split("<h2>Unpublished events</h2>")[1].split("<h2>")[0])
         assert "(created)" in outbox and "pay" in outbox and "(upgrade)" in outbox
         assert "(upgrade)" in text(c.get("/outbox").text)
         old = c.get("/m/parcel/i/p-3")

@@ -73,8 +73,11 @@ SNIPPET = textwrap.dedent(
 
 def _clean_env() -> dict[str, str]:
     """The environment minus anything that would let the checkout or the test venv leak in."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_REQUIRE_VIRTUALENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_REQUIRE_VIRTUALENV")
+    }
     env["PYTHONNOUSERSITE"] = "1"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_NO_INPUT"] = "1"
@@ -91,7 +94,12 @@ def _text(output: str | bytes | None) -> str:
 def _run(args: list[str | Path], *, cwd: Path, timeout: float, what: str) -> subprocess.CompletedProcess[str]:
     try:
         proc = subprocess.run(
-            [str(a) for a in args], cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout,
+            [str(a) for a in args],
+            cwd=cwd,
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
         out, err = (_text(exc.stdout), _text(exc.stderr))
@@ -119,13 +127,19 @@ def _has_cli_main(source: str) -> bool:
 
 def test_wheel_installs_and_runs_in_a_fresh_venv(make_database, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if importlib.util.find_spec("hatchling") is None:
-        pytest.skip("hatchling is not installed in this environment, so the wheel cannot be built without "
-                    "network build isolation; install it (pip install -e '.[dev]') to run this test")
+        pytest.skip(
+            "hatchling is not installed in this environment, so the wheel cannot be built without "
+            "network build isolation; install it (pip install -e '.[dev]') to run this test"
+        )
 
     # 1. Build the wheel from the checkout with the test venv's own hatchling.
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "--no-build-isolation", "-w", dist],
-         cwd=tmp_path, timeout=BUILD_TIMEOUT, what="building the wheel")
+    _run(
+        [sys.executable, "-m", "pip", "wheel", REPO, "--no-deps", "--no-build-isolation", "-w", dist],
+        cwd=tmp_path,
+        timeout=BUILD_TIMEOUT,
+        what="building the wheel",
+    )
     wheels = sorted(dist.glob("pyfsm_mysql-*.whl"))
     assert len(wheels) == 1, f"expected one pyfsm wheel in {dist}, found {[w.name for w in dist.iterdir()]}"
     wheel = wheels[0]
@@ -142,8 +156,12 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(make_database, tmp_path: Path) 
     _run([sys.executable, "-m", "venv", venv], cwd=tmp_path, timeout=VENV_TIMEOUT, what="creating the venv")
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / ("python.exe" if os.name == "nt" else "python")
-    _run([python, "-m", "pip", "install", wheel], cwd=tmp_path, timeout=INSTALL_TIMEOUT,
-         what="installing the wheel into the fresh venv")
+    _run(
+        [python, "-m", "pip", "install", wheel],
+        cwd=tmp_path,
+        timeout=INSTALL_TIMEOUT,
+        what="installing the wheel into the fresh venv",
+    )
 
     # 4. From outside the repository, so that the checkout is not importable: migrate an
     #    empty database, with the console script when the wheel ships one.
@@ -155,8 +173,12 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(make_database, tmp_path: Path) 
         assert script.exists(), f"the wheel ships pyfsm/cli.py but installed no {script.name} console script"
         _run([script, "migrate", "--dsn", dsn], cwd=workdir, timeout=RUN_TIMEOUT, what="`pyfsm migrate --dsn ...`")
     else:
-        _run([python, "-c", "import sys, pyfsm; pyfsm.Store(sys.argv[1]).migrate()", dsn],
-             cwd=workdir, timeout=RUN_TIMEOUT, what="Store(dsn).migrate() (no pyfsm/cli.py with main yet)")
+        _run(
+            [python, "-c", "import sys, pyfsm; pyfsm.Store(sys.argv[1]).migrate()", dsn],
+            cwd=workdir,
+            timeout=RUN_TIMEOUT,
+            what="Store(dsn).migrate() (no pyfsm/cli.py with main yet)",
+        )
 
     # 5. Define a machine and send events with the installed package.
     snippet = workdir / "door.py"

@@ -35,7 +35,8 @@ def wait_for(check: Any, what: str, timeout: float = TIMEOUT) -> None:
 
 
 def test_a_worker_killed_mid_handler_and_another_finishes_after_the_claim_expires(
-        store: Store, dsn: str, side: Any) -> None:
+    store: Store, dsn: str, side: Any
+) -> None:
     name = unique("killed")
     settings = {"claim_seconds": 2.0}
     process = build("slow", name, **settings)
@@ -58,8 +59,12 @@ def test_a_worker_killed_mid_handler_and_another_finishes_after_the_claim_expire
     instance = store.get(name, "k-1")
     assert (instance.state, instance.status) == ("done", "completed")
     history = store.history(name, "k-1")
-    assert [(h.event, h.handler) for h in history] == [(None, None), ("next", "counted"), ("next", "slow_charge"),
-                                                       ("next", "counted")]  # every transition once
+    assert [(h.event, h.handler) for h in history] == [
+        (None, None),
+        ("next", "counted"),
+        ("next", "slow_charge"),
+        ("next", "counted"),
+    ]  # every transition once
     runs = Counter(w for _k, w, _p in effects(side, name))
     assert runs == {"reserve": 1, "charge-start": 2, "charge-end": 1, "ship": 1}  # the handler ran twice
     assert {p for _k, w, p in effects(side, name) if w == "charge-end"} == {report["pid"]}
@@ -95,9 +100,10 @@ def test_four_workers_drain_2000_instances_each_completed_exactly_once(store: St
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())  # autocommit, like pyfsm
     try:
         for i in range(0, len(keys), 500):  # raw INSERTs start instances like create() does
-            chunk = keys[i:i + 500]
-            conn.cursor().execute(f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ", ".join(["(%s)"] * len(chunk)),
-                                  chunk)
+            chunk = keys[i : i + 500]
+            conn.cursor().execute(
+                f"INSERT INTO `fsm_{name}` (instance_key) VALUES " + ", ".join(["(%s)"] * len(chunk)), chunk
+            )
     finally:
         conn.close()
     for key in keys:
@@ -121,8 +127,10 @@ def test_four_workers_drain_2000_instances_each_completed_exactly_once(store: St
     admin = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
         with admin.cursor() as cur:
-            cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT instance_id), MIN(n), MAX(n) FROM (SELECT instance_id, "
-                        f"COUNT(*) AS n FROM `fsm_{name}_transitions` GROUP BY instance_id) t")
+            cur.execute(
+                f"SELECT COUNT(*), COUNT(DISTINCT instance_id), MIN(n), MAX(n) FROM (SELECT instance_id, "
+                f"COUNT(*) AS n FROM `fsm_{name}_transitions` GROUP BY instance_id) t"
+            )
             assert cur.fetchone() == (2000, 2000, 3, 3)  # created + one + two, once each
             cur.execute("SELECT COUNT(*) FROM fsm_runs WHERE machine = %s", (name,))
             assert cur.fetchone() == (0,)
@@ -142,8 +150,9 @@ def test_slow_handlers_longer_than_the_claim_run_once_with_two_workers(store: St
         store.create(name, key)
         store.enqueue(name, key)
     out, start = SPAWN.Queue(), SPAWN.Event()
-    workers = [spawn_worker(dsn, "slow", name, settings, {"PYFSM_SLOW_SECONDS": "1.0"}, 1.5, start, out)
-               for _ in range(2)]
+    workers = [
+        spawn_worker(dsn, "slow", name, settings, {"PYFSM_SLOW_SECONDS": "1.0"}, 1.5, start, out) for _ in range(2)
+    ]
     start.set()
     reports = [out.get(timeout=TIMEOUT) for _ in workers]
     for w in workers:

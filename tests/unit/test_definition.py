@@ -11,7 +11,10 @@ from pyfsm import InvalidDefinition, Machine, UnreachableStateWarning
 
 def make(**overrides: object) -> Machine:
     spec: dict[str, object] = {
-        "name": "order", "states": ["new", "paid", "done"], "start": ["new"], "final": ["done"],
+        "name": "order",
+        "states": ["new", "paid", "done"],
+        "start": ["new"],
+        "final": ["done"],
         "transitions": [("pay", "new", "paid"), ("finish", ["new", "paid"], "done")],
     }
     spec.update(overrides)
@@ -25,25 +28,28 @@ def test_valid_machine_answers_queries() -> None:
     assert m.to_dict()["transitions"][1] == {"event": "finish", "from": ["new", "paid"], "to": "done"}
 
 
-@pytest.mark.parametrize(("overrides", "field"), [
-    ({"name": "Order"}, "name"),
-    ({"name": "x`; DROP TABLE t; --"}, "name"),
-    ({"name": "machines"}, "name"),
-    ({"states": []}, "states"),
-    ({"states": ["new", "new", "paid", "done"]}, "states"),
-    ({"states": ["new", "Paid", "done"]}, "states"),
-    ({"start": []}, "start"),
-    ({"start": ["nowhere"]}, "start"),
-    ({"final": ["nowhere"]}, "final"),
-    ({"transitions": [("pay", "new", "nowhere")]}, "transitions"),
-    ({"transitions": [("pay", "nowhere", "paid")]}, "transitions"),
-    ({"transitions": [("pay", "new", "paid"), ("pay", "new", "done")]}, "transitions"),
-    ({"transitions": [("pay", "new", "paid"), ("back", "done", "new")]}, "transitions"),
-    ({"transitions": [("Bad Event", "new", "paid")]}, "transitions"),
-    ({"transitions": [("pay", [], "paid")]}, "transitions"),
-    ({"topic": "has space"}, "topic"),
-    ({"save_after_step": "yes"}, "save_after_step"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"name": "Order"}, "name"),
+        ({"name": "x`; DROP TABLE t; --"}, "name"),
+        ({"name": "machines"}, "name"),
+        ({"states": []}, "states"),
+        ({"states": ["new", "new", "paid", "done"]}, "states"),
+        ({"states": ["new", "Paid", "done"]}, "states"),
+        ({"start": []}, "start"),
+        ({"start": ["nowhere"]}, "start"),
+        ({"final": ["nowhere"]}, "final"),
+        ({"transitions": [("pay", "new", "nowhere")]}, "transitions"),
+        ({"transitions": [("pay", "nowhere", "paid")]}, "transitions"),
+        ({"transitions": [("pay", "new", "paid"), ("pay", "new", "done")]}, "transitions"),
+        ({"transitions": [("pay", "new", "paid"), ("back", "done", "new")]}, "transitions"),
+        ({"transitions": [("Bad Event", "new", "paid")]}, "transitions"),
+        ({"transitions": [("pay", [], "paid")]}, "transitions"),
+        ({"topic": "has space"}, "topic"),
+        ({"save_after_step": "yes"}, "save_after_step"),
+    ],
+)
 def test_invalid_definitions_name_the_field(overrides: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidDefinition) as info:
         make(**overrides)
@@ -56,8 +62,9 @@ def test_unreachable_state_warns() -> None:
         make(states=["new", "paid", "done", "island"])
     [warning] = caught.list
     # one self-contained line, reported at the caller's line (here), not pyfsm's own file
-    assert str(warning.message) == ("machine 'order': state 'island' cannot be reached from its start state 'new': "
-                                    "no instance will ever enter it")
+    assert str(warning.message) == (
+        "machine 'order': state 'island' cannot be reached from its start state 'new': no instance will ever enter it"
+    )
     assert warning.filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -26,8 +26,9 @@ def _never(*_args: object) -> bool:
     raise AssertionError("this probe must not run when a DSN is given")
 
 
-def _walk(monkeypatch: pytest.MonkeyPatch, *, given: str | None, at_default: bool, own: bool,
-          docker: bool) -> tuple[str | None, list[str]]:
+def _walk(
+    monkeypatch: pytest.MonkeyPatch, *, given: str | None, at_default: bool, own: bool, docker: bool
+) -> tuple[str | None, list[str]]:
     calls: list[str] = []
     if given is None:
         monkeypatch.delenv("PYFSM_TEST_DSN", raising=False)
@@ -39,9 +40,14 @@ def _walk(monkeypatch: pytest.MonkeyPatch, *, given: str | None, at_default: boo
         return "mysql://root@127.0.0.1:3307/test"
 
     try:
-        with dev_server.server_dsn("PYFSM_TEST_DSN", "pyfsm_demo", probe=lambda h, p: at_default,
-                                   own_can_run=lambda: own, start_own=start_own,
-                                   docker=lambda: docker) as dsn:
+        with dev_server.server_dsn(
+            "PYFSM_TEST_DSN",
+            "pyfsm_demo",
+            probe=lambda h, p: at_default,
+            own_can_run=lambda: own,
+            start_own=start_own,
+            docker=lambda: docker,
+        ) as dsn:
             return dsn, calls
     except dev_server.NoServer as exc:
         return str(exc), ["NoServer"]
@@ -49,26 +55,33 @@ def _walk(monkeypatch: pytest.MonkeyPatch, *, given: str | None, at_default: boo
 
 def test_a_given_dsn_is_used_as_it_is_and_nothing_is_probed_or_started(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYFSM_TEST_DSN", "mysql://app:secret@db:3306/shop")
-    with dev_server.server_dsn("PYFSM_TEST_DSN", "test", probe=_never, own_can_run=_never,
-                               start_own=_never, docker=_never) as dsn:
+    with dev_server.server_dsn(
+        "PYFSM_TEST_DSN", "test", probe=_never, own_can_run=_never, start_own=_never, docker=_never
+    ) as dsn:
         assert dsn == "mysql://app:secret@db:3306/shop"
 
 
 def test_the_default_address_comes_before_starting_anything(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _walk(monkeypatch, given=None, at_default=True, own=True, docker=True) == (
-        "mysql://root@127.0.0.1:3306/pyfsm_demo", [])
+        "mysql://root@127.0.0.1:3306/pyfsm_demo",
+        [],
+    )
 
 
-def test_nothing_at_the_default_address_starts_the_projects_mysql(monkeypatch: pytest.MonkeyPatch,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_at_the_default_address_starts_the_projects_mysql(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _walk(monkeypatch, given=None, at_default=False, own=True, docker=True) == (
-        "mysql://root@127.0.0.1:3307/pyfsm_demo", ["start_own"])
+        "mysql://root@127.0.0.1:3307/pyfsm_demo",
+        ["start_own"],
+    )
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 1 and "using the project's own MySQL, mysql://root@127.0.0.1:3307/pyfsm_demo" in said[0]
 
 
 def test_with_neither_a_server_nor_the_script_nor_docker_one_line_says_what_to_set(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     message, calls = _walk(monkeypatch, given=None, at_default=False, own=False, docker=False)
     assert calls == ["NoServer"]
     assert message is not None and "\n" not in message
@@ -77,15 +90,36 @@ def test_with_neither_a_server_nor_the_script_nor_docker_one_line_says_what_to_s
 
 def test_the_command_line_runs_the_command_with_the_dsn_and_passes_its_exit_status(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "PYFSM_X_DSN": "mysql://u@h:1/d"}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--env", "PYFSM_X_DSN", "--database", "db", "--",
-                           sys.executable, "-c", "import os, sys; print(os.environ['PYFSM_X_DSN']); sys.exit(3)"],
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--env",
+            "PYFSM_X_DSN",
+            "--database",
+            "db",
+            "--",
+            sys.executable,
+            "-c",
+            "import os, sys; print(os.environ['PYFSM_X_DSN']); sys.exit(3)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (3, "mysql://u@h:1/d", "")
 
 
 def test_the_command_line_without_a_command_is_refused() -> None:
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--env", "X", "--database", "d"],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--env", "X", "--database", "d"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and "no command to run" in proc.stderr
 
 
@@ -132,6 +166,8 @@ def test_a_closed_port_is_not_a_server(listener: tuple[socket.socket, int]) -> N
 
 
 def test_the_database_part_is_replaced() -> None:
-    assert dev_server.with_database("mysql://root@127.0.0.1:3307/test", "pyfsm_demo") == \
-        "mysql://root@127.0.0.1:3307/pyfsm_demo"
+    assert (
+        dev_server.with_database("mysql://root@127.0.0.1:3307/test", "pyfsm_demo")
+        == "mysql://root@127.0.0.1:3307/pyfsm_demo"
+    )
     assert dev_server.with_database("mysql://root:pw@h:3306/test/", "x") == "mysql://root:pw@h:3306/x"

@@ -103,8 +103,11 @@ class ParsedDot:
                 if source.startswith("start_"):
                     self.start_arrows.append((source, target))
                     continue
-                key = (source.removeprefix("state_"), attrs["label"].split("\n")[0].split(" ")[0],
-                       target.removeprefix("state_"))
+                key = (
+                    source.removeprefix("state_"),
+                    attrs["label"].split("\n")[0].split(" ")[0],
+                    target.removeprefix("state_"),
+                )
                 assert key not in self.edges, f"edge drawn twice: {line}"
                 self.edges[key] = attrs
             elif m := DOT_NODE.fullmatch(line):
@@ -124,8 +127,12 @@ class ParsedDot:
 
 def test_edges_lists_each_source_of_a_transition(order: Machine) -> None:
     assert edges(order) == [
-        ("new", "pay", "paid"), ("paid", "unpay", "new"), ("paid", "ship", "shipped"),
-        ("shipped", "deliver", "delivered"), ("new", "cancel", "cancelled"), ("paid", "cancel", "cancelled"),
+        ("new", "pay", "paid"),
+        ("paid", "unpay", "new"),
+        ("paid", "ship", "shipped"),
+        ("shipped", "deliver", "delivered"),
+        ("new", "cancel", "cancelled"),
+        ("paid", "cancel", "cancelled"),
         ("shipped", "refund", "refunded"),
     ]
 
@@ -154,8 +161,12 @@ def test_dot_draws_every_state_and_edge(order: Machine) -> None:
 
 
 def test_several_start_states_and_no_final_state() -> None:
-    machine = Machine(name="light", states=["off", "on", "blinking"], start=["off", "blinking"],
-                      transitions=[("toggle", ["off", "blinking"], "on"), ("toggle", "on", "off")])
+    machine = Machine(
+        name="light",
+        states=["off", "on", "blinking"],
+        start=["off", "blinking"],
+        transitions=[("toggle", ["off", "blinking"], "on"), ("toggle", "on", "off")],
+    )
     assert ParsedMermaid(mermaid(machine)).start == ["off", "blinking"]
     assert ParsedMermaid(mermaid(machine)).final == []
     assert ParsedDot(dot(machine)).start_arrows == [("start_off", "state_off"), ("start_blinking", "state_blinking")]
@@ -168,8 +179,14 @@ def test_counts_appear_where_given(order: Machine) -> None:
     state_counts = {"paid": 1234, "new": 0, "delivered": 7}
     edge_counts = {("new", "cancel", "cancelled"): 5, ("new", "pay", "paid"): 1_000_000}
     parsed = ParsedMermaid(mermaid(order, state_counts=state_counts, edge_counts=edge_counts))
-    assert parsed.labels == {"new": "new (0)", "paid": "paid (1,234)", "shipped": "shipped",
-                             "delivered": "delivered (7)", "cancelled": "cancelled", "refunded": "refunded"}
+    assert parsed.labels == {
+        "new": "new (0)",
+        "paid": "paid (1,234)",
+        "shipped": "shipped",
+        "delivered": "delivered (7)",
+        "cancelled": "cancelled",
+        "refunded": "refunded",
+    }
     assert {edge: label for edge, label in parsed.edges.items() if label != edge[1]} == {
         ("new", "pay", "paid"): "pay (1,000,000)",
         ("new", "cancel", "cancelled"): "cancel (5)",  # the other source of cancel has no count
@@ -213,11 +230,18 @@ def test_dot_path_colours_exactly_its_states_and_edges(order: Machine) -> None:
 
 
 def test_path_marks_every_event_between_two_consecutive_states() -> None:
-    machine = Machine(name="pay", states=["due", "settled"], start=["due"], final=["settled"],
-                      transitions=[("pay_card", "due", "settled"), ("pay_cash", "due", "settled")])
+    machine = Machine(
+        name="pay",
+        states=["due", "settled"],
+        start=["due"],
+        final=["settled"],
+        transitions=[("pay_card", "due", "settled"), ("pay_cash", "due", "settled")],
+    )
     parsed = ParsedMermaid(mermaid(machine, path=["due", "settled"]))
-    assert parsed.edges == {("due", "pay_card", "settled"): "pay_card ★ step 1",
-                            ("due", "pay_cash", "settled"): "pay_cash ★ step 1"}
+    assert parsed.edges == {
+        ("due", "pay_card", "settled"): "pay_card ★ step 1",
+        ("due", "pay_cash", "settled"): "pay_cash ★ step 1",
+    }
 
 
 def test_path_with_a_gap_marks_states_but_no_edge(order: Machine) -> None:
@@ -248,8 +272,13 @@ def test_same_input_gives_the_same_text(order: Machine) -> None:
 def test_keyword_like_names_are_safe() -> None:
     # note, class and default break Mermaid when used as bare ids; node, edge, graph and digraph are DOT keywords.
     names = ["state", "note", "end", "class", "default", "node", "edge", "graph", "digraph"]
-    machine = Machine(name="keywords", states=names, start=["state"], final=["digraph"],
-                      transitions=[(f"to_{b}", a, b) for a, b in pairwise(names)])
+    machine = Machine(
+        name="keywords",
+        states=names,
+        start=["state"],
+        final=["digraph"],
+        transitions=[(f"to_{b}", a, b) for a, b in pairwise(names)],
+    )
     parsed = ParsedMermaid(mermaid(machine))
     assert parsed.state_order == names and list(parsed.edges) == edges(machine)
     assert all(f"as s_{name}" in line for name, line in zip(names, mermaid(machine).splitlines()[2:], strict=False))
@@ -264,15 +293,18 @@ def test_dot_strings_are_quoted_and_escaped(text: str) -> None:
     assert unquote(quoted) == text
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"state_counts": {"shiped": 1}}, "state_counts names 'shiped', not a state of machine 'order'"),
-    ({"state_counts": {"paid": -1}}, "state_counts['paid'] must be a whole number of at least 0, got -1"),
-    ({"state_counts": {"paid": 1.5}}, "must be a whole number of at least 0, got 1.5"),
-    ({"state_counts": {"paid": True}}, "must be a whole number of at least 0, got True"),
-    ({"edge_counts": {("paid", "pay", "new"): 1}}, "edge_counts names ('paid', 'pay', 'new'), not a"),
-    ({"path": ["new", "lost"]}, "path names 'lost', not a state of machine 'order'"),
-    ({"path": "new"}, "path must be a list of states, not one string"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"state_counts": {"shiped": 1}}, "state_counts names 'shiped', not a state of machine 'order'"),
+        ({"state_counts": {"paid": -1}}, "state_counts['paid'] must be a whole number of at least 0, got -1"),
+        ({"state_counts": {"paid": 1.5}}, "must be a whole number of at least 0, got 1.5"),
+        ({"state_counts": {"paid": True}}, "must be a whole number of at least 0, got True"),
+        ({"edge_counts": {("paid", "pay", "new"): 1}}, "edge_counts names ('paid', 'pay', 'new'), not a"),
+        ({"path": ["new", "lost"]}, "path names 'lost', not a state of machine 'order'"),
+        ({"path": "new"}, "path must be a list of states, not one string"),
+    ],
+)
 def test_bad_annotations_are_refused(order: Machine, options: dict[str, object], message: str) -> None:
     for draw in (mermaid, dot):
         with pytest.raises(InvalidArgument) as caught:
@@ -327,13 +359,15 @@ def test_render_svg_and_png_by_suffix(order: Machine, tmp_path: Path, fake_dot: 
     assert (tmp_path / "order.out").read_bytes() == (tmp_path / "order.svg").read_bytes()
 
 
-@pytest.mark.parametrize(("name", "fmt", "message"), [
-    ("order.pdf", None, "diagram images are svg or png files, got file name "),
-    ("order", None, "diagram images are svg or png files, got file name "),
-    ("order.svg", "-Tps -o/tmp/x", "diagram images are svg or png files, got format '-Tps -o/tmp/x'"),
-])
-def test_render_refuses_other_formats(tmp_path: Path, fake_dot: Path, name: str, fmt: str | None,
-                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "fmt", "message"),
+    [
+        ("order.pdf", None, "diagram images are svg or png files, got file name "),
+        ("order", None, "diagram images are svg or png files, got file name "),
+        ("order.svg", "-Tps -o/tmp/x", "diagram images are svg or png files, got format '-Tps -o/tmp/x'"),
+    ],
+)
+def test_render_refuses_other_formats(tmp_path: Path, fake_dot: Path, name: str, fmt: str | None, message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         render_file("digraph {}", tmp_path / name, fmt=fmt, dot_binary=str(fake_dot))
     assert calls(fake_dot) == []  # refused before running anything
@@ -342,8 +376,9 @@ def test_render_refuses_other_formats(tmp_path: Path, fake_dot: Path, name: str,
 def test_render_reports_dot_failing(tmp_path: Path, fake_dot: Path) -> None:
     with pytest.raises(GraphvizUnavailable) as caught:
         render_file("graph {", tmp_path / "broken.svg", dot_binary=str(fake_dot))
-    assert str(caught.value) == (f"{str(fake_dot)!r} failed with exit status 1: "
-                                 "Error: <stdin>: syntax error in line 1 near 'graph'")
+    assert str(caught.value) == (
+        f"{str(fake_dot)!r} failed with exit status 1: Error: <stdin>: syntax error in line 1 near 'graph'"
+    )
     assert not (tmp_path / "broken.svg").exists()  # nothing half-written
 
 
@@ -376,11 +411,19 @@ def test_render_with_real_graphviz(order: Machine, tmp_path: Path) -> None:
 def test_a_state_timeout_is_drawn_on_its_edge() -> None:
     from pyfsm.reporting.diagram import dot
 
-    timed = Machine(name="o", states=["new", "paid", "gone"], start=["new"], final=["gone"],
-                    transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
-                    timeouts={"new": ("30m", "cancel")})
+    timed = Machine(
+        name="o",
+        states=["new", "paid", "gone"],
+        start=["new"],
+        final=["gone"],
+        transitions=[("pay", "new", "paid"), ("cancel", ["new", "paid"], "gone")],
+        timeouts={"new": ("30m", "cancel")},
+    )
     text = mermaid(timed)
     assert "s_new --> s_gone: cancel after 30m" in text and "s_paid --> s_gone: cancel\n" in text
     assert "cancel after 30m" in dot(timed)
-    assert "after" not in mermaid(Machine(name="o", states=["new", "gone"], start=["new"], final=["gone"],
-                                          transitions=[("cancel", "new", "gone")]))
+    assert "after" not in mermaid(
+        Machine(
+            name="o", states=["new", "gone"], start=["new"], final=["gone"], transitions=[("cancel", "new", "gone")]
+        )
+    )

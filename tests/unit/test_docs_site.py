@@ -15,9 +15,24 @@ README = (ROOT / "README.md").read_text()
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's banner about its successor, not about the docs
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-                             str(ROOT / "mkdocs.yml"), "--site-dir", str(tmp_path / "site")],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(ROOT / "mkdocs.yml"),
+            "--site-dir",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
     # the home page includes the README's intro rather than a copy of it

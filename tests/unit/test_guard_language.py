@@ -17,10 +17,17 @@ from pyfsm.schema.guard_sql import condition_sql, hex_bytes
 
 def test_the_python_form_is_the_json_form() -> None:
     cond = all_of(data("total") >= 100, any_of(data("$.country").is_in(["FR", "DE"]), not_(data("vip").missing())))
-    assert to_json(cond) == {"all": [
-        {"path": "$.total", "op": ">=", "value": 100},
-        {"any": [{"path": "$.country", "op": "in", "value": ["FR", "DE"]},
-                 {"not": {"path": "$.vip", "op": "missing"}}]}]}
+    assert to_json(cond) == {
+        "all": [
+            {"path": "$.total", "op": ">=", "value": 100},
+            {
+                "any": [
+                    {"path": "$.country", "op": "in", "value": ["FR", "DE"]},
+                    {"not": {"path": "$.vip", "op": "missing"}},
+                ]
+            },
+        ]
+    }
     assert parse(to_json(cond)) == parse(cond) == cond
     assert (data("a") == 1) & (data("b") == 2) == all_of(data("a") == 1, data("b") == 2)
     assert ~(data("a") == 1) | data("b").is_null() == any_of(not_(data("a") == 1), data("b").is_null())
@@ -29,19 +36,25 @@ def test_the_python_form_is_the_json_form() -> None:
     assert len(Guard(data("s").is_in(["x" * 30] * 3)).label) == 64  # cut short, with "..."
 
 
-@pytest.mark.parametrize(("guard", "problem"), [
-    ({"path": "$.a'; DROP TABLE t; --", "op": "exists"}, "path"),
-    ({"path": "$", "op": "exists"}, "path"),
-    ({"path": "$.a", "op": "~="}, "unknown op"),
-    ({"path": "$.a", "op": "==", "value": [1]}, "literal"),
-    ({"path": "$.a", "op": "<", "value": False}, "compares numbers or strings"),
-    ({"path": "$.a", "op": "==", "value": float("nan")}, "2**53"),
-    ({"path": "$.a", "op": "in", "value": []}, "1 to 64"),
-    ({"all": []}, "non-empty"),
-    ({"not": {"not": {"not": {"not": {"not": {"not": {"not": {"not": {"path": "$.a", "op": "exists"}}}}}}}}}, "8 deep"),
-    ({"any": [{"path": "$.a", "op": "exists"}] * 64}, "64 conditions"),
-    ("$.a exists", "an object"),
-])
+@pytest.mark.parametrize(
+    ("guard", "problem"),
+    [
+        ({"path": "$.a'; DROP TABLE t; --", "op": "exists"}, "path"),
+        ({"path": "$", "op": "exists"}, "path"),
+        ({"path": "$.a", "op": "~="}, "unknown op"),
+        ({"path": "$.a", "op": "==", "value": [1]}, "literal"),
+        ({"path": "$.a", "op": "<", "value": False}, "compares numbers or strings"),
+        ({"path": "$.a", "op": "==", "value": float("nan")}, "2**53"),
+        ({"path": "$.a", "op": "in", "value": []}, "1 to 64"),
+        ({"all": []}, "non-empty"),
+        (
+            {"not": {"not": {"not": {"not": {"not": {"not": {"not": {"not": {"path": "$.a", "op": "exists"}}}}}}}}},
+            "8 deep",
+        ),
+        ({"any": [{"path": "$.a", "op": "exists"}] * 64}, "64 conditions"),
+        ("$.a exists", "an object"),
+    ],
+)
 def test_every_problem_is_refused_with_what_it_is(guard: object, problem: str) -> None:
     with pytest.raises(InvalidDefinition, match=re.escape(problem)) as refused:
         parse(guard)
@@ -57,31 +70,51 @@ def test_rendered_sql_carries_no_text_of_the_guard() -> None:
     assert quoted == {"$.name", "STRING", "INTEGER", "UNSIGNED INTEGER", "DOUBLE", "DECIMAL", "NULL", "BOOLEAN", "true"}
     with pytest.raises(ValueError):  # a Test built by hand, around the checks, never reaches SQL
         from pyfsm.guards import Test
+
         condition_sql(Test("$.a' OR 1=1 --", "exists"))
 
 
 def test_machines_branch_in_order_with_the_default_last() -> None:
-    m = Machine(name="claim", states=["new", "review", "paid", "held"], start=["new"], final=["paid"],
-                transitions=[transition("settle", "new", "review", guard=data("amount") >= 1000),
-                             transition("settle", "new", "paid", guard=data("iban").exists(), guard_name="iban"),
-                             ("settle", "new", "held"), ("approve", "review", "paid"), ("pay", "held", "paid")])
+    m = Machine(
+        name="claim",
+        states=["new", "review", "paid", "held"],
+        start=["new"],
+        final=["paid"],
+        transitions=[
+            transition("settle", "new", "review", guard=data("amount") >= 1000),
+            transition("settle", "new", "paid", guard=data("iban").exists(), guard_name="iban"),
+            ("settle", "new", "held"),
+            ("approve", "review", "paid"),
+            ("pay", "held", "paid"),
+        ],
+    )
     assert [m.target("new", "settle", d) for d in ({"amount": 1000}, {"iban": "x"}, {})] == ["review", "paid", "held"]
     assert m.target("new", "settle") is None and m.allows("new", "settle") and m.has_guards
     assert [t.target for t in m.rules("new", "settle")] == ["review", "paid", "held"]
     with pytest.raises(InvalidDefinition, match="the default comes last") as refused:
-        Machine(name="m", states=["a", "b"], start=["a"],
-                transitions=[("go", "a", "b"), transition("go", "a", "a", guard=data("x") == 1)])
+        Machine(
+            name="m",
+            states=["a", "b"],
+            start=["a"],
+            transitions=[("go", "a", "b"), transition("go", "a", "a", guard=data("x") == 1)],
+        )
     assert refused.value.fields["field"] == "transitions"
     with pytest.raises(InvalidDefinition, match="guard_name without a guard"):
         transition("go", "a", "b", guard_name="x")
 
 
 def test_definition_files_round_trip_guards_and_point_at_the_problem() -> None:
-    m = Machine(name="order", states=["paid", "shipped", "held"], start=["paid"], final=["shipped"],
-                transitions=[transition("ship", "paid", "shipped", guard=data("address").exists(),
-                                        guard_name="address set"),
-                             transition("ship", "paid", "held", guard=(data("total") >= 1000) | (data("x") != "y")),
-                             ("release", "held", "paid")])
+    m = Machine(
+        name="order",
+        states=["paid", "shipped", "held"],
+        start=["paid"],
+        final=["shipped"],
+        transitions=[
+            transition("ship", "paid", "shipped", guard=data("address").exists(), guard_name="address set"),
+            transition("ship", "paid", "held", guard=(data("total") >= 1000) | (data("x") != "y")),
+            ("release", "held", "paid"),
+        ],
+    )
     for fmt in ("json", "yaml"):
         assert parse_machines(dump_machines([m], fmt), fmt=fmt) == [m]
     body = json.loads(m.to_json())
@@ -94,9 +127,13 @@ def test_definition_files_round_trip_guards_and_point_at_the_problem() -> None:
 
 
 def test_diagrams_draw_the_guard_on_its_edge() -> None:
-    m = Machine(name="order", states=["paid", "shipped"], start=["paid"], final=["shipped"],
-                transitions=[transition("ship", "paid", "shipped", guard=data("address").exists(),
-                                        guard_name="address set")])
+    m = Machine(
+        name="order",
+        states=["paid", "shipped"],
+        start=["paid"],
+        final=["shipped"],
+        transitions=[transition("ship", "paid", "shipped", guard=data("address").exists(), guard_name="address set")],
+    )
     assert '"state_paid" -> "state_shipped" [label="ship [address set]"];' in dot(m)
     assert "s_paid --> s_shipped: ship #91;address set#93;" in mermaid(m)
 
@@ -117,8 +154,13 @@ def test_the_sql_checks_the_limits_python_checks() -> None:
     from pyfsm.schema.resources import read_sql
 
     check = read_sql("internal/fsm_check_guard_v1.sql")
-    for text in (f"v_k > {limits.GUARD_NODES}", f"v_depth > {limits.GUARD_DEPTH}",
-                 f"NOT BETWEEN 1 AND {limits.GUARD_LIST_ITEMS}", f"> {limits.GUARD_STRING_CHARS} THEN",
-                 f"> {limits.GUARD_PATH_SEGMENTS} THEN", f"> {limits.GUARD_NUMBER_LIMIT}e0"):
+    for text in (
+        f"v_k > {limits.GUARD_NODES}",
+        f"v_depth > {limits.GUARD_DEPTH}",
+        f"NOT BETWEEN 1 AND {limits.GUARD_LIST_ITEMS}",
+        f"> {limits.GUARD_STRING_CHARS} THEN",
+        f"> {limits.GUARD_PATH_SEGMENTS} THEN",
+        f"> {limits.GUARD_NUMBER_LIMIT}e0",
+    ):
         assert text in check, text
     assert f"NOT BETWEEN 1 AND {limits.GUARD_NAME_CHARS} OR" in read_sql("procedures/fsm_define_v8.sql")

@@ -12,8 +12,9 @@ SCRIPT = ROOT / "scripts" / "import_cycles.py"
 
 def check(*packages: Path) -> subprocess.CompletedProcess[str]:
     # -I -S: no site-packages, no environment; the checker needs the standard library only
-    return subprocess.run([sys.executable, "-I", "-S", str(SCRIPT), *map(str, packages)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(SCRIPT), *map(str, packages)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_pyfsm_has_no_import_circle() -> None:
@@ -33,18 +34,21 @@ def write(package: Path, files: dict[str, str]) -> None:
 
 def test_it_finds_each_circle_and_fails(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
-    write(package, {
-        "__init__.py": "from .a import A\n",
-        "a.py": "from . import b\nA = 1\n",
-        "b.py": "def late():\n    from .c import C\n    return C\n",  # an import in a function counts
-        "c.py": "from pkg.a import A\nC = A\n",
-        "sub/__init__.py": "from .x import X\n",
-        "sub/x.py": "import json\nimport pkg.sub\nX = 1\n",  # the package's __init__ imports x: a circle of two
-        # only under TYPE_CHECKING: no circle
-        "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\nelse:\n    E = None\n",
-        "e.py": "from .d import E as D\nE = D\n",
-        "f.py": "from .a import A\nfrom .sub import X\nimport pkg.d\n",  # imports from circles, in none
-    })
+    write(
+        package,
+        {
+            "__init__.py": "from .a import A\n",
+            "a.py": "from . import b\nA = 1\n",
+            "b.py": "def late():\n    from .c import C\n    return C\n",  # an import in a function counts
+            "c.py": "from pkg.a import A\nC = A\n",
+            "sub/__init__.py": "from .x import X\n",
+            "sub/x.py": "import json\nimport pkg.sub\nX = 1\n",  # the package's __init__ imports x: a circle of two
+            # only under TYPE_CHECKING: no circle
+            "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\nelse:\n    E = None\n",
+            "e.py": "from .d import E as D\nE = D\n",
+            "f.py": "from .a import A\nfrom .sub import X\nimport pkg.d\n",  # imports from circles, in none
+        },
+    )
     result = check(package)
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.splitlines() == [

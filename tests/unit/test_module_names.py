@@ -31,9 +31,13 @@ def recorded_error_types() -> set[str]:
     ``pyfsm.StepAbandoned``): classes of pyfsm that name themselves so, never raised to a caller,
     so not importable from pyfsm. The docs name them as a failed instance's error shows them."""
     importlib.import_module("pyfsm")
-    return {f"pyfsm.{value.__qualname__}" for name, module in list(sys.modules.items())
-            if name.startswith("pyfsm.") for value in vars(module).values()
-            if isinstance(value, type) and value.__module__ == "pyfsm"}
+    return {
+        f"pyfsm.{value.__qualname__}"
+        for name, module in list(sys.modules.items())
+        if name.startswith("pyfsm.")
+        for value in vars(module).values()
+        if isinstance(value, type) and value.__module__ == "pyfsm"
+    }
 
 
 #: Dotted names that are not Python paths.
@@ -81,11 +85,14 @@ def resolve(name: str) -> Any:
             obj = importlib.import_module(prefix)
         elif hasattr(obj, part):
             obj = getattr(obj, part)
-        elif isinstance(obj, type) and at == len(parts) and any(
-                part in getattr(klass, "__annotations__", {}) for klass in obj.__mro__):
+        elif (
+            isinstance(obj, type)
+            and at == len(parts)
+            and any(part in getattr(klass, "__annotations__", {}) for klass in obj.__mro__)
+        ):
             return None  # a field without a default: declared, but no class attribute
         else:
-            raise AttributeError(f"{prefix}: {'.'.join(parts[:at - 1])} has no attribute or submodule {part!r}")
+            raise AttributeError(f"{prefix}: {'.'.join(parts[: at - 1])} has no attribute or submodule {part!r}")
     return obj
 
 

@@ -31,7 +31,7 @@ def absolute(module: str, init: bool, level: int, target: str | None) -> str:
     if level == 0:
         return target or ""
     base = module.split(".")
-    base = base[:len(base) - (level - 1 if init else level)]
+    base = base[: len(base) - (level - 1 if init else level)]
     return ".".join(base + ([target] if target else []))
 
 
@@ -98,7 +98,8 @@ def test_the_check_finds_each_form(tmp_path: Path) -> None:
         "from pkg.sub.own import _hidden as again\n"
         "def late():\n"
         "    from .. import sub\n"
-        "    return own._hidden, alias._hidden, pkg.sub.own._hidden, sub.own._hidden, own.Public, own.__doc__\n")
+        "    return own._hidden, alias._hidden, pkg.sub.own._hidden, sub.own._hidden, own.Public, own.__doc__\n"
+    )
     assert violations(package) == [
         "pkg/sub/user.py:4: from pkg.sub.own import _hidden",
         "pkg/sub/user.py:5: from pkg.sub.own import _hidden",

@@ -11,15 +11,32 @@ import pytest
 
 #: (module, attribute) pairs written in README.md, docs/ and the CHANGELOG's list of kept paths.
 DOCUMENTED = [
-    ("pyfsm", "Store"), ("pyfsm", "Relay"), ("pyfsm", "Lag"), ("pyfsm", "retry"), ("pyfsm", "Process"),
-    ("pyfsm", "Worker"), ("pyfsm", "LockHeld"), ("pyfsm", "RunResult"),
-    ("pyfsm.aio", "AsyncStore"), ("pyfsm.errors", "FsmError"),
-    ("pyfsm.metrics", "MetricsServer"), ("pyfsm.metrics", "WorkerMetrics"), ("pyfsm.metrics", "database_registry"),
-    ("pyfsm.metrics", "exposition"), ("pyfsm.web", "create_app"), ("pyfsm.web", "ConsoleConfig"),
-    ("pyfsm.relay", "lag"), ("pyfsm.relay", "Relay"), ("pyfsm.schema", "DEPRECATED"),
-    ("pyfsm.resources", "RESERVED_MACHINE_NAMES"), ("pyfsm.resources", "RESERVED_FOR_NEW_TYPES"),
-    ("pyfsm.definition_file", "load_machines"), ("pyfsm.demo", "ORDER"),
-    ("pyfsm.models", "TypeStats"), ("pyfsm.limits", "KEY_CHARS"), ("pyfsm.schema.routines", "SEND"),
+    ("pyfsm", "Store"),
+    ("pyfsm", "Relay"),
+    ("pyfsm", "Lag"),
+    ("pyfsm", "retry"),
+    ("pyfsm", "Process"),
+    ("pyfsm", "Worker"),
+    ("pyfsm", "LockHeld"),
+    ("pyfsm", "RunResult"),
+    ("pyfsm.aio", "AsyncStore"),
+    ("pyfsm.errors", "FsmError"),
+    ("pyfsm.metrics", "MetricsServer"),
+    ("pyfsm.metrics", "WorkerMetrics"),
+    ("pyfsm.metrics", "database_registry"),
+    ("pyfsm.metrics", "exposition"),
+    ("pyfsm.web", "create_app"),
+    ("pyfsm.web", "ConsoleConfig"),
+    ("pyfsm.relay", "lag"),
+    ("pyfsm.relay", "Relay"),
+    ("pyfsm.schema", "DEPRECATED"),
+    ("pyfsm.resources", "RESERVED_MACHINE_NAMES"),
+    ("pyfsm.resources", "RESERVED_FOR_NEW_TYPES"),
+    ("pyfsm.definition_file", "load_machines"),
+    ("pyfsm.demo", "ORDER"),
+    ("pyfsm.models", "TypeStats"),
+    ("pyfsm.limits", "KEY_CHARS"),
+    ("pyfsm.schema.routines", "SEND"),
 ]
 
 
@@ -29,13 +46,20 @@ def test_a_documented_path_imports(module: str, name: str) -> None:
 
 
 def test_import_pyfsm_loads_no_optional_dependency() -> None:
-    code = ("import sys, pyfsm; pyfsm.Store; "
-            "print(sorted(m for m in ('confluent_kafka', 'prometheus_client', 'starlette', 'jinja2') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, pyfsm; pyfsm.Store; "
+        "print(sorted(m for m in ('confluent_kafka', 'prometheus_client', 'starlette', 'jinja2') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout
-    lazy = subprocess.run([sys.executable, "-c", "import sys, pyfsm; pyfsm.Relay; print('confluent_kafka' in sys.modules)"],
-                          capture_output=True, text=True, timeout=60, check=True)
+    lazy = subprocess.run(
+        [sys.executable, "-c", "import sys, pyfsm; pyfsm.Relay; print('confluent_kafka' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert lazy.stdout.strip() == "True"  # loaded on first use
 
 

@@ -53,5 +53,5 @@ def test_the_readmes_commands_choose_their_server_and_ci_runs_them() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.M), "CI runs the README's test command as written"
     # the no-server pass: a network namespace, the README's two commands inside it
-    namespace = ci[ci.index("unshare -n"):]
+    namespace = ci[ci.index("unshare -n") :]
     assert "make demo" in namespace and "make test" in namespace

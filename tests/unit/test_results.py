@@ -10,8 +10,20 @@ import pytest
 
 from pyfsm.models import PauseResult, StatePeriod, StoredDefinition, TypeStats
 
-STATS_ROW = {"machine": "order", "current_version": 2, "instances": 5, "running": 1, "waiting": 1, "paused": 0,
-             "failed": 1, "completed": 2, "due": 1, "claimed": 0, "unpublished": 3, "oldest_unpublished_at": None}
+STATS_ROW = {
+    "machine": "order",
+    "current_version": 2,
+    "instances": 5,
+    "running": 1,
+    "waiting": 1,
+    "paused": 0,
+    "failed": 1,
+    "completed": 2,
+    "due": 1,
+    "claimed": 0,
+    "unpublished": 3,
+    "oldest_unpublished_at": None,
+}
 
 
 def test_a_result_is_typed_frozen_and_built_from_its_row() -> None:
@@ -35,9 +47,11 @@ def test_indexing_still_works_with_a_deprecation_warning() -> None:
 
 def test_times_and_bodies_are_converted_as_before() -> None:
     entered = datetime(2026, 11, 25, 12, 0)
-    period = StatePeriod.from_row({"state": "paid", "sort_key": 2, "event": "pay", "entered_at": entered,
-                                   "left_at": None})
+    period = StatePeriod.from_row(
+        {"state": "paid", "sort_key": 2, "event": "pay", "entered_at": entered, "left_at": None}
+    )
     assert period.entered_at == entered.replace(tzinfo=UTC) and period.left_at is None
-    stored = StoredDefinition.from_row({"machine": "order", "version": 3, "is_current": 1,
-                                        "body": '{"states": ["new"]}'})
+    stored = StoredDefinition.from_row(
+        {"machine": "order", "version": 3, "is_current": 1, "body": '{"states": ["new"]}'}
+    )
     assert stored == StoredDefinition("order", 3, True, {"states": ["new"]})

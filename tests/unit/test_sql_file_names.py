@@ -20,8 +20,11 @@ from pyfsm.schema.views import DEPENDENT_VIEWS, UNION_VIEWS
 #: How a per-type template's file name writes the type (the docs write fsm_<type>_...).
 TYPE_IN_FILE_NAMES = "type"
 #: The CREATE line: its kind of object and the object's name, the first backticked name on it.
-CREATE = re.compile(r"^CREATE (?:OR REPLACE )?(?:ALGORITHM = \w+ )?(?:SQL SECURITY \w+ )?"
-                    r"(TABLE|FUNCTION|PROCEDURE|TRIGGER|VIEW) (?:IF NOT EXISTS )?`([^`]+)`", re.M)
+CREATE = re.compile(
+    r"^CREATE (?:OR REPLACE )?(?:ALGORITHM = \w+ )?(?:SQL SECURITY \w+ )?"
+    r"(TABLE|FUNCTION|PROCEDURE|TRIGGER|VIEW) (?:IF NOT EXISTS )?`([^`]+)`",
+    re.M,
+)
 #: The kind of object each folder holds.
 KINDS = {
     "tables": "TABLE",
@@ -66,7 +69,9 @@ def test_every_file_is_named_after_the_object_it_creates(relative: str) -> None:
     kind, name = created(relative)
     assert folder in KINDS, f"{relative}: sql/{folder} is no folder of the layout (sql/README.md)"
     assert kind == KINDS[folder], f"{relative} creates a {kind}, sql/{folder} holds {KINDS[folder]}s"
-    assert file_name == file_name_for(relative, name), f"{relative} creates {name}: name it {file_name_for(relative, name)}"
+    assert file_name == file_name_for(relative, name), (
+        f"{relative} creates {name}: name it {file_name_for(relative, name)}"
+    )
     if folder == "machine/triggers":  # stale_triggers' reading of the name agrees
         assert object_name(relative, TYPE_IN_FILE_NAMES) + ".sql" == file_name
 

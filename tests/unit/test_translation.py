@@ -62,8 +62,10 @@ def test_a_timeout_is_told_from_a_cut_connection_and_says_what_it_means() -> Non
     assert translation.timed_out(timed) and not translation.timed_out(cut)
     err = translation.timeout_error(translation.translate(timed), sent=True, writes=True, seconds=30)
     assert err.fields["timed_out"] is True  # type: ignore[attr-defined]
-    assert str(err) == ("no reply within 30 s (read_timeout): the connection is stalled or the server hangs; the call "
-                        "may or may not have been applied (its outcome is unknown, as for a lost reply)")
+    assert str(err) == (
+        "no reply within 30 s (read_timeout): the connection is stalled or the server hangs; the call "
+        "may or may not have been applied (its outcome is unknown, as for a lost reply)"
+    )
     unsent = translation.timeout_error(errors.DatabaseUnavailable("x", errno=2013), sent=False, writes=True, seconds=5)
     assert "nothing was sent" in str(unsent)
 
