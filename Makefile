@@ -15,7 +15,10 @@ BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
 # use, started on 127.0.0.1:3307, left running), else MySQL 8.4 in Docker; else one line on what to set.
 WITH_TEST_SERVER := $(PY) scripts/dev_server.py --env PYFSM_TEST_DSN --database test --
 WITH_DEMO_SERVER := $(PY) scripts/dev_server.py --env PYFSM_DSN --database pyfsm_demo --
-LINT := $(VENV)/bin/ruff check pyfsm migrations tests bench scripts && $(VENV)/bin/mypy pyfsm && $(PY) scripts/import_cycles.py pyfsm
+# the code lint checks; .pre-commit-config.yaml runs `make lint` before each commit
+LINT_PATHS := pyfsm migrations tests bench scripts
+LINT := $(VENV)/bin/ruff check $(LINT_PATHS) && $(VENV)/bin/ruff format --check $(LINT_PATHS) \
+	&& $(VENV)/bin/mypy && $(PY) scripts/import_cycles.py pyfsm
 # `make test PYTEST_ARGS='tests/server/test_store.py -x'`: a selection through the same command
 PYTEST_ARGS ?=
 
@@ -77,5 +80,5 @@ instructions: venv ## count the server's instructions per transition with callgr
 docs: venv ## build the documentation site into site/ (mkdocs, Material theme; --strict: a broken link or a page missing from the nav fails)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-lint: venv ## ruff, mypy and the import-circle check only
+lint: venv ## ruff check, ruff format --check, mypy --strict and the import-circle check only (what pre-commit runs)
 	$(LINT)

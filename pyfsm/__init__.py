@@ -1,8 +1,8 @@
 """pyfsm: persistent finite state machines whose rules MySQL itself enforces."""
 
 from .definition import Machine, Timeout, Transition, UnreachableStateWarning, transition
+from .engine.context import RunResult
 from .engine.process import Context, Outcome, Process
-from .engine.runner import RunResult
 from .engine.worker import Worker, WorkerStats
 from .errors import (
     AccessDenied,

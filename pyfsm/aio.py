@@ -42,7 +42,7 @@ def _in_thread(
     """The Store method as a coroutine method of AsyncStore that runs it in the pool."""
 
     @functools.wraps(method)
-    async def call(self: AsyncStore, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await self._run(functools.partial(method, self.store, *args, **kwargs))
 
     return call

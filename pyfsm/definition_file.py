@@ -157,7 +157,8 @@ def dump_machines(machines: Iterable[Machine], fmt: str) -> str:
 
     safe_dumper: Any = yaml.SafeDumper
 
-    class Dumper(safe_dumper):
+    # PyYAML is optional and loaded here, so its SafeDumper is Any to mypy (no stubs are required)
+    class Dumper(safe_dumper):  # type: ignore[misc]
         """Lists of names and transitions on one line each, the rest in block style."""
 
     def flat(value: Any) -> bool:

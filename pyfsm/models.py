@@ -65,9 +65,9 @@ class Instance:
             uses_global_lock=bool(row["uses_global_lock"]),
             uses_local_lock=bool(row["uses_local_lock"]),
             resume_from_step=row["resume_from_step"],
-            created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
-            updated_at=_utc(row["updated_at"]),
-            unlocked_at=_utc(row["unlocked_at"]),  # type: ignore[arg-type]
+            created_at=_utc_time(row["created_at"]),
+            updated_at=_utc_time(row["updated_at"]),
+            unlocked_at=_utc(row["unlocked_at"]),
             last_retry_at=_utc(row["last_retry_at"]),
         )
 

@@ -22,6 +22,7 @@ from ..definition import UNIT_SECONDS as DEFINITION_UNITS
 from ..errors import FsmError, InvalidArgument
 from ..limits import MAX_DELAY_SECONDS
 from ..locks import check_owner
+from ..models import Timer, TimerOutcome
 from ..store import Store
 from .common import Add, emit, json_object, seconds, table
 
@@ -63,7 +64,7 @@ def _time(value: datetime) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S.%f}"
 
 
-def _last_error(timer: timers.Timer) -> str | None:
+def _last_error(timer: Timer) -> str | None:
     """Why a due timer waits (31011: its instance is paused), or None."""
     if timer.last_errno is None:
         return timer.last_error
@@ -132,7 +133,7 @@ class _Batches:
         self.store, self.owner, self.limit, self.claim_seconds = store, owner, limit, claim_seconds
         self.error: FsmError | None = None
 
-    def __call__(self) -> list[timers.TimerOutcome]:
+    def __call__(self) -> list[TimerOutcome]:
         try:
             outcomes = self.store.fire_timers(owner=self.owner, limit=self.limit, claim_seconds=self.claim_seconds)
         except FsmError as exc:

@@ -97,7 +97,7 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
         raise err from cause(err, exc)
 
 
-def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[Any, bool]:
+def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.connections.Connection, bool]:
     """A connection to the server ``kwargs`` name, its session set up; and whether it is a
     cluster member's (checked for being the writer: :func:`pyfsm.db.cluster.refuse_unless_writer`).
 
@@ -127,7 +127,9 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[Any, bool]:
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def open_connection(settings: Settings, *, database: bool = True, timeouts: bool = True) -> Any:
+def open_connection(
+    settings: Settings, *, database: bool = True, timeouts: bool = True
+) -> pymysql.connections.Connection:
     """A new connection to the first of ``settings.host_order()`` that accepts it and answers
     the session setup (SESSION_SETUP, then READY_PROBE); that server is remembered.
 

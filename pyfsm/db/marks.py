@@ -97,7 +97,8 @@ def mark_server(exc: BaseException, conn: Any) -> None:
 
 def read_server(exc: BaseException | None) -> str | None:
     """The server noted by :func:`mark_server` on ``exc`` or on what it was made of; or None."""
-    return _found(exc, "pyfsm_server")
+    found = _found(exc, "pyfsm_server")
+    return found if isinstance(found, str) else None
 
 
 def mark_timeout_bound(exc: BaseException, seconds: float | None) -> None:

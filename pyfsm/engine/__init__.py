@@ -5,8 +5,8 @@ run them, batched steps, and the workers' metrics.
 loops over claims, ``batch`` commits a round of steps together, ``metrics`` counts runs.
 """
 
+from .context import RunResult
 from .process import Context, Outcome, Process
-from .runner import RunResult
 from .worker import Worker, WorkerStats
 
 __all__ = ["Context", "Outcome", "Process", "RunResult", "Worker", "WorkerStats"]

@@ -249,4 +249,4 @@ def _exception_types(value: object) -> tuple[type[BaseException], ...]:
     types = tuple(value) if isinstance(value, list | tuple) else (value,)
     if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
         raise InvalidArgument(f"non_retryable must be exception types, got {value!r:.80}")
-    return types  # type: ignore[return-value]
+    return types

@@ -33,8 +33,9 @@ from ..locks import check_owner, new_owner
 from ..schema import routines
 from ..timers import MAX_BATCH, TimerLoop
 from .batch import run_claimed_batch
+from .context import RunResult
 from .process import Process
-from .runner import ClaimKeeper, RunResult, claim, release_claims, run_claimed
+from .runner import ClaimKeeper, claim, release_claims, run_claimed
 
 if TYPE_CHECKING:
     from ..store import Store

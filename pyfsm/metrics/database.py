@@ -331,7 +331,9 @@ class DatabaseCollector(Collector):
                 by_status.add_metric([str(row[0]), status], _number(value))
             per.setdefault(str(row[0]), {}).update(due=_number(row[8]), claimed=_number(row[9]))
 
-        def per_type(name: str, kind: type, text: str, what: str) -> Metric:
+        def per_type(
+            name: str, kind: type[GaugeMetricFamily] | type[CounterMetricFamily], text: str, what: str
+        ) -> Metric:
             family = kind(name, text, labels=["machine"])
             for m in machines:
                 family.add_metric([m], per.get(m, {}).get(what, 0.0))

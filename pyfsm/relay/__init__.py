@@ -5,6 +5,7 @@ one-relay-per-topic lease, ``events`` the message format. Importing this package
 confluent_kafka; ``import pyfsm`` alone does not.
 """
 
-from .publisher import Lag, Relay, RelayStats, lag
+from .events import Lag
+from .publisher import Relay, RelayStats, lag
 
 __all__ = ["Lag", "Relay", "RelayStats", "lag"]

@@ -430,8 +430,8 @@ def migrate(settings: db.Settings, revision: str = "head") -> bool:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT GET_LOCK('pyfsm_migrate', 60)")
-            (got,) = cur.fetchone()
-            if got != 1:
+            row = cur.fetchone()
+            if row is None or row[0] != 1:
                 raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
         try:
             if revision in ("head", HEAD_REVISION) and current_revision(conn) is None and install_fresh(conn):
