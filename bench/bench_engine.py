@@ -57,7 +57,7 @@ def linear(name: str, steps: int, **settings: Any) -> Process:
 
 
 def questions(store: Store) -> int:
-    return store.gateway.read(lambda conn: bt.session_questions(conn.cursor()))
+    return store.gateway.on_primary(lambda conn: bt.session_questions(conn.cursor()))
 
 
 def measure_send(settings: Settings, count: int) -> dict[str, float]:
@@ -100,7 +100,7 @@ def worker_main(settings: Settings, name: str, batch: int, go: Any, out: Any) ->
             first = time.perf_counter()
             idle_since = time.monotonic()
             while time.monotonic() - idle_since < 0.5:
-                since = store.gateway.read(lambda c: _server_now(c))
+                since = store.gateway.on_primary(lambda c: _server_now(c))
                 rows = claim(store, process, owner, limit=batch)
                 claims += 1
                 if not rows:
@@ -133,7 +133,7 @@ def _due_unclaimed(store: Store, name: str, since: Any) -> int:
             )
             return int(cur.fetchone()[0])
 
-    return store.gateway.read(count)
+    return store.gateway.on_primary(count)
 
 
 def measure_workers(settings: Settings, workers: int, instances: int, batch: int) -> dict[str, float]:

@@ -529,7 +529,7 @@ def pyfsm_client(
             return store.send(machine, key, event).to_state
         args = (key, event, None, None, None, None, None, None)
         return str(
-            store.gateway.one(
+            store.gateway.call_one(
                 Routine(procedure, tuple(f"p{n}" for n in range(len(args)))),
                 args,
                 writes=True,

@@ -98,7 +98,7 @@ def send_many(gateway: Gateway, machine: str, items: list[dict[str, Any]], chunk
     for count, text in chunks(items, chunk_size):
         batch = items[len(outcomes) : len(outcomes) + count]
         try:
-            rows = gateway.rows(
+            rows = gateway.call(
                 routines.SEND_MANY,
                 (text,),
                 writes=True,

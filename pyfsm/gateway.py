@@ -61,7 +61,7 @@ class Gateway:
         if self._schema_ok:
             return
         with self._lock:
-            self.primary.read(lambda conn: schema.check(conn, dsn_hint=dsn_hint(self.settings)))
+            self.primary.on_connection(lambda conn: schema.check(conn, dsn_hint=dsn_hint(self.settings)))
             self._schema_ok = True
 
     def checked_primary(self) -> db.Database:
@@ -69,14 +69,14 @@ class Gateway:
         self.ensure_schema()
         return self.primary
 
-    def stale(self) -> db.Database:
+    def replica_or_primary(self) -> db.Database:
         """Where reads that may lag the primary go: the replica, once it is known to have this
         pyfsm's schema (SchemaVersionMismatch otherwise), or the primary when there is none."""
         if self._replica is None:
             return self.checked_primary()
         if not self._replica_schema_ok:
             with self._lock:  # the replica must have caught up with the primary's migration
-                found = self._replica.read(schema.current_revision)
+                found = self._replica.on_connection(schema.current_revision)
                 if found != schema.HEAD_REVISION:
                     replica = self._replica.settings
                     raise SchemaVersionMismatch(
@@ -88,13 +88,14 @@ class Gateway:
                 self._replica_schema_ok = True
         return self._replica
 
-    def read(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(connection)`` on a pooled primary connection (a read: a lost connection is retried)."""
-        return self.primary.read(fn)
+    def on_primary(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` on a pooled primary connection, unchecked (a lost connection is retried:
+        ``fn`` must be safe to repeat)."""
+        return self.primary.on_connection(fn)
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def rows(
+    def call(
         self,
         routine: Routine,
         args: tuple[Any, ...],
@@ -120,14 +121,14 @@ class Gateway:
         if machine is not None:
             context["machine"] = machine
         try:
-            target = self.stale() if stale else (self.checked_primary() if checked else self.primary)
-            return target.call(routine.call_sql(machine), args, retry_connection=retry, writes=writes, on=on, **context)
+            target = self.replica_or_primary() if stale else (self.checked_primary() if checked else self.primary)
+            return target.run(routine.call_sql(machine), args, retry_connection=retry, writes=writes, on=on, **context)
         except (UnknownMachine, AccessDenied) as exc:
             raise self.explained(exc, routine) from exc.__cause__
 
-    def one(self, routine: Routine, args: tuple[Any, ...], **options: Any) -> Row:
-        """The first row of ``CALL routine(args)`` (see :meth:`rows`)."""
-        return self.rows(routine, args, **options)[0]
+    def call_one(self, routine: Routine, args: tuple[Any, ...], **options: Any) -> Row:
+        """The first row of ``CALL routine(args)`` (see :meth:`call`)."""
+        return self.call(routine, args, **options)[0]
 
     # -- clearer errors, read only when a call has failed -----------------------------------------
 
@@ -173,14 +174,14 @@ class Gateway:
                 return cur.fetchall()
 
         try:
-            found = self.primary.read(read)
+            found = self.primary.on_connection(read)
         except AccessDenied:
             try:
-                self.primary.call(routines.DEFINITION.call_sql(), (name, None), retry_connection=True, writes=False)
+                self.primary.run(routines.DEFINITION.call_sql(), (name, None), retry_connection=True, writes=False)
                 defined = True
             except UnknownMachine:
                 defined = False
-            stats = self.primary.call(routines.STATS.call_sql(), (), retry_connection=True, writes=False)
+            stats = self.primary.run(routines.STATS.call_sql(), (), retry_connection=True, writes=False)
             return defined, [str(r["machine"]) for r in stats]
         return any(machine == name for machine, _installed in found), [str(m) for m, installed in found if installed]
 

@@ -209,7 +209,7 @@ class Lease:
             if not self._conn.open:
                 with self._renewing:
                     self._keeping(self._reconnect)
-            return self._gateway.rows(routine, args, retry_connection=False, writes=writes, on=self._conn, **context)
+            return self._gateway.call(routine, args, retry_connection=False, writes=writes, on=self._conn, **context)
 
     # -- keeping it -----------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class Lease:
         bound = self._bound()
         sent = time.monotonic()
         with db.bounded(conn, bound):
-            rows = self._gateway.rows(
+            rows = self._gateway.call(
                 routines.RENEW_LOCK,
                 (self.owner, self.lease_seconds),
                 retry_connection=False,
@@ -305,7 +305,7 @@ class Lease:
                 sent = time.monotonic()
                 with db.bounded(conn, bound):
                     try:
-                        rows = self._gateway.rows(
+                        rows = self._gateway.call(
                             routines.LOCK,
                             (self.machine, self.key, self.owner, self.lease_seconds),
                             retry_connection=False,
@@ -359,7 +359,7 @@ class Lease:
         for attempt in range(3 if conn.open else 0):  # a dead connection: straight to another one
             try:
                 with self._use, db.bounded(conn, self._step_bound()):  # a stalled connection: give up soon
-                    rows = self._gateway.rows(
+                    rows = self._gateway.call(
                         routines.UNLOCK, (self.owner,), retry_connection=False, writes=True, on=conn, checked=False
                     )
                 released, ok = int(rows[0]["released"]), True
@@ -374,7 +374,7 @@ class Lease:
             # from any other connection (the owner check makes that safe).
             self._closer()
             try:
-                rows = self._gateway.rows(
+                rows = self._gateway.call(
                     routines.UNLOCK, (self.owner,), retry_connection=True, writes=True, checked=False
                 )
                 released = int(rows[0]["released"])
@@ -426,7 +426,7 @@ def acquire(
         for attempt in range(attempts):
             try:
                 taken_at = time.monotonic()  # the lease counts from before the call: the server's is later
-                rows = gateway.rows(
+                rows = gateway.call(
                     routines.LOCK,
                     (machine, key, owner, lease_seconds),
                     retry_connection=False,

@@ -162,7 +162,9 @@ class Store:
         """
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
-        row = self._call(routines.DEFINE, (machine.name, machine.to_json()), machine=machine.name)
+        row = self.gateway.call_one(
+            routines.DEFINE, (machine.name, machine.to_json()), machine=machine.name, retry_connection=False
+        )
         if not row["tables_ready"] or self._objects_outdated(machine.name):
             self.sync(machine.name)
         return DefineResult(machine.name, int(row["version"]), bool(row["changed"]))
@@ -179,7 +181,7 @@ class Store:
                 return cur.fetchone()
 
         try:
-            found = self.gateway.read(read)
+            found = self.gateway.on_primary(read)
         except AccessDenied:
             return False
         return found is not None and found[0] != schema.MACHINE_OBJECTS_VERSION
@@ -219,7 +221,7 @@ class Store:
         name = machine_name(machine)
         if version is not None:
             check_int("version", version, minimum=1, maximum=2**31 - 1)
-        row = self._call(routines.DEFINITION, (name, version), read=True, machine=name)
+        row = self.gateway.call_one(routines.DEFINITION, (name, version), retry_connection=True, machine=name)
         return StoredDefinition.from_row(row)
 
     # -- writes ---------------------------------------------------------------------------
@@ -245,7 +247,7 @@ class Store:
             check_text("request_id", request_id, REQUEST_ID_CHARS),
             check_text("lookup_key", lookup_key, KEY_CHARS),
         )
-        row = self._call(
+        row = self.gateway.call_one(
             routines.CREATE,
             args,
             writes=True,
@@ -306,7 +308,7 @@ class Store:
             if lease is not None:
                 row = lease.call(routine, call_args, writes=True, machine=name, key=key, event=event)[0]
             else:
-                row = self._call(
+                row = self.gateway.call_one(
                     routine,
                     call_args,
                     writes=True,
@@ -420,7 +422,7 @@ class Store:
     def locks(self, *, lookup_key: str | None = None) -> list[HeldLock]:
         """Every lock held now (fsm_held_locks_v1), oldest first; optionally of one lookup key."""
         check_text("lookup_key", lookup_key, KEY_CHARS)
-        return [HeldLock.from_row(r) for r in self._rows(routines.LOCKS, (lookup_key,))]
+        return [HeldLock.from_row(r) for r in self.gateway.call(routines.LOCKS, (lookup_key,))]
 
     def force_unlock(self, lookup_key: str, *, reason: str, scope: str | None = None) -> list[HeldLock]:
         """Release the held locks of ``lookup_key`` whatever their owner (``scope``: "*" for the
@@ -431,7 +433,7 @@ class Store:
             check_machine_name(scope)
         check_text("reason", reason, REASON_CHARS, required=True)
         # a write: a lost reply is not repeated (the repeat would report nothing released)
-        rows = self._rows(routines.FORCE_UNLOCK, (scope, lookup_key, reason), writes=True)
+        rows = self.gateway.call(routines.FORCE_UNLOCK, (scope, lookup_key, reason), writes=True)
         return [
             HeldLock.from_row(
                 {
@@ -452,7 +454,7 @@ class Store:
         for what, value in (("global_lock", global_lock), ("local_lock", local_lock)):
             if value is not None and not isinstance(value, bool):
                 raise InvalidArgument(f"{what} must be True, False or None, got {value!r:.80}")
-        self._call(
+        self.gateway.call_one(
             routines.SET_LOCKING,
             (name, check_key("key", key), global_lock, local_lock),
             writes=True,
@@ -467,19 +469,19 @@ class Store:
         """Pause an instance: at once if nobody runs it now, else at the next step boundary
         (``pending`` is True until then). A paused instance accepts no event but resume."""
         name = machine_name(machine)
-        row = self._call(routines.PAUSE, (name, check_key("key", key)), writes=True, machine=name, key=key)
+        row = self.gateway.call_one(routines.PAUSE, (name, check_key("key", key)), writes=True, machine=name, key=key)
         return PauseResult(row["state"], row["status"], bool(row["pending"]))
 
     def resume(self, machine: str | Machine, key: str) -> StatusChange:
         """Resume a paused instance where it paused (InvalidStatus if it is not paused)."""
         name = machine_name(machine)
-        row = self._call(routines.RESUME, (name, check_key("key", key)), writes=True, machine=name, key=key)
+        row = self.gateway.call_one(routines.RESUME, (name, check_key("key", key)), writes=True, machine=name, key=key)
         return StatusChange(row["state"], row["status"])
 
     def retry(self, machine: str | Machine, key: str) -> StatusChange:
         """Run a failed instance again from the step that failed, with fresh attempts."""
         name = machine_name(machine)
-        row = self._call(routines.RETRY, (name, check_key("key", key)), writes=True, machine=name, key=key)
+        row = self.gateway.call_one(routines.RETRY, (name, check_key("key", key)), writes=True, machine=name, key=key)
         return StatusChange(row["state"], row["status"])
 
     def enqueue(
@@ -503,7 +505,7 @@ class Store:
             raise InvalidArgument(
                 f"delay_seconds must be a number from 0 to {MAX_DELAY_SECONDS}, got {delay_seconds!r:.80}"
             )
-        row = self._call(
+        row = self.gateway.call_one(
             routines.ENQUEUE,
             (name, check_key("key", key), delay_seconds, run_immediately),
             writes=True,
@@ -517,19 +519,22 @@ class Store:
         name = machine_name(machine)
         check_int("after_id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        return [FailedInstance.from_row(r) for r in self._rows(routines.FAILED, (name, after_id, limit), machine=name)]
+        return [
+            FailedInstance.from_row(r)
+            for r in self.gateway.call(routines.FAILED, (name, after_id, limit), machine=name)
+        ]
 
     def errors(self, machine: str | Machine, key: str) -> list[AttemptError]:
         """Every failed attempt recorded for an instance (fsm_errors), oldest first."""
         name = machine_name(machine)
-        rows = self._rows(routines.ERRORS, (name, check_key("key", key)), machine=name, key=key)
+        rows = self.gateway.call(routines.ERRORS, (name, check_key("key", key)), machine=name, key=key)
         return [AttemptError.from_row(r) for r in rows]
 
     def run_info(self, machine: str | Machine, key: str) -> RunInfo | None:
         """The instance's row in the engine's queue (due_at = its next run time, claimed_by,
         attempt, pause_requested, run_immediately), or None if the engine does not run it."""
         name = machine_name(machine)
-        rows = self._rows(routines.RUN_INFO, (name, check_key("key", key)), machine=name, key=key)
+        rows = self.gateway.call(routines.RUN_INFO, (name, check_key("key", key)), machine=name, key=key)
         return RunInfo.from_row(rows[0]) if rows else None
 
     # -- timers (docs/timers.md) ------------------------------------------------------------
@@ -581,7 +586,9 @@ class Store:
     def get(self, machine: str | Machine, key: str) -> Instance:
         """One instance by key (UnknownInstance if there is none)."""
         name = machine_name(machine)
-        row = self._call(routines.GET, (check_key("key", key),), read=True, machine=name, key=key)
+        row = self.gateway.call_one(
+            routines.GET, (check_key("key", key),), retry_connection=True, machine=name, key=key
+        )
         return Instance.from_row(row)
 
     def allowed_events(self, machine: str | Machine, key: str) -> list[AllowedEvent]:
@@ -590,13 +597,13 @@ class Store:
         refuse it (docs/guards.md). One read (fsm_<type>_allowed_events_v1), no lock: the
         transition trigger decides under the row lock, with the data the send leaves."""
         name = machine_name(machine)
-        rows = self._rows(routines.ALLOWED_EVENTS, (check_key("key", key),), machine=name, key=key)
+        rows = self.gateway.call(routines.ALLOWED_EVENTS, (check_key("key", key),), machine=name, key=key)
         return allowed_events(rows)
 
     def history(self, machine: str | Machine, key: str) -> list[HistoryEntry]:
         """An instance's history, oldest first (its creation is the first entry)."""
         name = machine_name(machine)
-        rows = self._stale_rows(routines.HISTORY, (check_key("key", key),), machine=name, key=key)
+        rows = self.gateway.call(routines.HISTORY, (check_key("key", key),), machine=name, key=key, stale=True)
         return [HistoryEntry.from_row(r) for r in rows]
 
     def in_state(self, machine: str | Machine, state: str, *, after_id: int = 0, limit: int = 100) -> list[Instance]:
@@ -604,8 +611,8 @@ class Store:
         name = machine_name(machine)
         check_int("after_id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        rows = self._stale_rows(
-            routines.IN_STATE, (check_name("state", state), after_id, limit), machine=name, state=state
+        rows = self.gateway.call(
+            routines.IN_STATE, (check_name("state", state), after_id, limit), machine=name, state=state, stale=True
         )
         return [Instance.from_row(r) for r in rows]
 
@@ -625,7 +632,9 @@ class Store:
             check_machine_name(after_machine)
             check_int("after: id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        rows = self._stale_rows(routines.INSTANCES_IN_STATE, (state, after_machine, after_id, limit), state=state)
+        rows = self.gateway.call(
+            routines.INSTANCES_IN_STATE, (state, after_machine, after_id, limit), state=state, stale=True
+        )
         return [Instance.from_row(r) for r in rows]
 
     def account_history(
@@ -652,15 +661,20 @@ class Store:
             check_machine_name(after_machine)
             check_int("after: id", after_id, minimum=0)
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS)
-        rows = self._stale_rows(
-            routines.ACCOUNT_HISTORY, (lookup_key, int(newest_first), after_at, after_machine, after_id, limit)
+        rows = self.gateway.call(
+            routines.ACCOUNT_HISTORY,
+            (lookup_key, int(newest_first), after_at, after_machine, after_id, limit),
+            stale=True,
         )
         return [AccountHistoryEntry.from_row(r) for r in rows]
 
     def counts(self, machine: str | Machine) -> dict[str, int]:
         """How many instances are in each state (states with none are left out)."""
         name = machine_name(machine)
-        return {r["state"]: int(r["instances"]) for r in self._stale_rows(routines.COUNTS, (name,), machine=name)}
+        return {
+            r["state"]: int(r["instances"])
+            for r in self.gateway.call(routines.COUNTS, (name,), machine=name, stale=True)
+        }
 
     def state_at(self, machine: str | Machine, key: str, at: datetime) -> StatePeriod | None:
         """The state instance ``key`` was in at ``at`` (naive datetimes are UTC): a
@@ -669,7 +683,9 @@ class Store:
         ``left_at`` None: still there), or None if the instance did not exist yet then."""
         name = machine_name(machine)
         at = naive_utc("at", at)
-        rows = self._stale_rows(routines.STATE_AT, (name, check_key("key", key), at), machine=name, key=key)
+        rows = self.gateway.call(
+            routines.STATE_AT, (name, check_key("key", key), at), machine=name, key=key, stale=True
+        )
         if not rows:
             return None
         return StatePeriod.from_row(rows[0])
@@ -678,7 +694,7 @@ class Store:
         """One :class:`~pyfsm.models.TypeStats` per installed machine type: instances, running,
         waiting, paused, failed, completed, due and claimed runs, unpublished outbox events
         (fsm_stats_v2)."""
-        return [TypeStats.from_row(r) for r in self._stale_rows(routines.STATS, ())]
+        return [TypeStats.from_row(r) for r in self.gateway.call(routines.STATS, (), stale=True)]
 
     # -- changing machines ----------------------------------------------------------------
 
@@ -714,29 +730,6 @@ class Store:
         return versions.version_counts(self.gateway, machine)
 
     # -- plumbing -------------------------------------------------------------------------
-
-    def _rows(
-        self, routine: Routine, args: tuple[Any, ...], *, writes: bool = False, **context: Any
-    ) -> list[dict[str, Any]]:
-        """Every row of a CALL on the primary; a read retries a lost connection, a write does not."""
-        return self.gateway.rows(routine, args, writes=writes, **context)
-
-    def _stale_rows(self, routine: Routine, args: tuple[Any, ...], **context: Any) -> list[dict[str, Any]]:
-        """Every row of a read that may lag the primary: on the replica when there is one."""
-        return self.gateway.rows(routine, args, stale=True, **context)
-
-    def _call(
-        self,
-        routine: Routine,
-        args: tuple[Any, ...],
-        *,
-        read: bool = False,
-        writes: bool = False,
-        retry_connection: bool = False,
-        **context: Any,
-    ) -> dict[str, Any]:
-        """The first row of a CALL on the primary (``read`` or ``retry_connection``: a lost connection is retried)."""
-        return self.gateway.one(routine, args, writes=writes, retry_connection=read or retry_connection, **context)
 
     def _instance_or_none(self, machine: str, key: str) -> Instance | None:
         try:

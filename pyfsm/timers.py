@@ -94,7 +94,7 @@ def send_at(
             key=key,
             event=event,
         )
-    row = gateway.one(
+    row = gateway.call_one(
         routines.SEND_AT, args, machine=name, writes=True, retry_connection=request_id is not None, key=key, event=event
     )
     return ScheduledTimer.from_row(row)
@@ -102,7 +102,7 @@ def send_at(
 
 def cancel(gateway: Gateway, timer_id: int, reason: str | None = None) -> CancelledTimer:
     args = (check_int("timer_id", timer_id, minimum=1), check_text("reason", reason, REASON_CHARS))
-    return CancelledTimer.from_row(gateway.one(routines.CANCEL_TIMER, args, writes=True))
+    return CancelledTimer.from_row(gateway.call_one(routines.CANCEL_TIMER, args, writes=True))
 
 
 def armed(
@@ -124,14 +124,14 @@ def armed(
         check_int("after_id", after_id, minimum=0),
         check_int("limit", limit, minimum=1, maximum=PAGE_ROWS),
     )
-    return [Timer.from_row(r) for r in gateway.rows(routines.TIMERS, args, machine=name, retry_connection=True)]
+    return [Timer.from_row(r) for r in gateway.call(routines.TIMERS, args, machine=name, retry_connection=True)]
 
 
 def fire(gateway: Gateway, owner: str, *, limit: int = 100, claim_seconds: float = 30.0) -> list[TimerOutcome]:
     owner = check_owner(owner)
     check_int("limit", limit, minimum=1, maximum=MAX_BATCH)
     check_claim_seconds("claim_seconds", claim_seconds)
-    rows = gateway.rows(routines.FIRE_TIMERS, (owner, limit, claim_seconds), writes=True, retry_connection=True)
+    rows = gateway.call(routines.FIRE_TIMERS, (owner, limit, claim_seconds), writes=True, retry_connection=True)
     return [TimerOutcome.from_row(r) for r in rows]
 
 

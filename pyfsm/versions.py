@@ -165,7 +165,7 @@ def plan(
     cannot move. Writes nothing."""
     name = machine_name(machine)
     args = _arguments(to_version, states, only)
-    rows = gateway.rows(routines.UPGRADE_PLAN, args, machine=name)
+    rows = gateway.call(routines.UPGRADE_PLAN, args, machine=name)
     target = int(rows[0]["to_version"]) if rows else _target(gateway, name, to_version)
     return UpgradeReport(name, target, True, [_group(r) for r in rows])
 
@@ -173,7 +173,7 @@ def plan(
 def _target(gateway: Gateway, name: str, to_version: int | None) -> int:
     if to_version is not None:
         return to_version
-    rows = gateway.rows(routines.VERSION_COUNTS, (name,), machine=name)
+    rows = gateway.call(routines.VERSION_COUNTS, (name,), machine=name)
     return next(int(r["version"]) for r in rows if r["is_current"])
 
 
@@ -271,4 +271,4 @@ def _progress(conn: Any) -> tuple[int | None, list[UpgradeGroup]]:
 def version_counts(gateway: Gateway, machine: str | Machine) -> list[VersionCount]:
     """How many instances each definition version of ``machine`` holds, oldest first."""
     name = machine_name(machine)
-    return [VersionCount.from_row(r) for r in gateway.rows(routines.VERSION_COUNTS, (name,), machine=name, stale=True)]
+    return [VersionCount.from_row(r) for r in gateway.call(routines.VERSION_COUNTS, (name,), machine=name, stale=True)]

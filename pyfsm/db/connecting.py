@@ -4,7 +4,7 @@
   server default is REPEATABLE READ, whose gap locks deadlock unrelated instances). READ
   COMMITTED still takes InnoDB's duplicate-check locks on the history table's unique indexes,
   so two instances with neighbouring ids can rarely deadlock; the server then rolls the whole
-  transaction back and :meth:`pyfsm.db.pool.Database.call` makes the call again.
+  transaction back and :meth:`pyfsm.db.pool.Database.run` makes the call again.
 * A DSN may name several servers (``mysql://u:p@h1:3306,h2:3306/db``). A new connection
   (the pool's, or :func:`connect`'s) goes to the first of them that accepts it and answers
   the session setup, starting from the one that answered last (see
@@ -13,7 +13,7 @@
   use, so such a node is passed over like one that is down; so is a member of a cluster
   that is not its writer (:mod:`pyfsm.db.cluster`). Calls are never moved: a call whose
   connection died is retried (on a new connection, so on whichever server answers) only
-  under the rules of :meth:`pyfsm.db.pool.Database.call`.
+  under the rules of :meth:`pyfsm.db.pool.Database.run`.
 * An outage's message names the servers it is about (:func:`name_servers`).
 * :func:`create_database` creates the DSN's database when the server has none of that name.
 """

@@ -15,13 +15,13 @@ Pool settings that matter for correctness:
   the protocol out of step, and after a deadlock inside a trigger the server may end the
   CALL without running the procedure's handler, leaving its ``@fsm_*`` transition context
   set on the session.
-* What is retried, and when, is :meth:`Database.call`'s to say: a call that timed out
-  never is; a deadlock, and a connection that failed before anything was sent, always are.
+* What is retried, and when, is :mod:`pyfsm.db.retrying`'s to say (:meth:`Database.run` and
+  :meth:`Database.on_connection` ask it after each failure): a call that timed out never is;
+  a deadlock, and a connection that failed before anything was sent, always are.
 """
 
 from __future__ import annotations
 
-import random
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,9 +32,9 @@ import pymysql
 from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
-from ..errors import DatabaseUnavailable, Deadlock, InvalidArgument, TransactionOpen
+from ..errors import DatabaseUnavailable, InvalidArgument, TransactionOpen
 from .cluster import is_writer
-from .connecting import name_servers, open_connection, pause
+from .connecting import name_servers, open_connection
 from .driver import bounded, force_close, get_timeouts, raw_connection
 from .marks import (
     mark_server,
@@ -45,9 +45,9 @@ from .marks import (
     read_used,
     read_writer_checked,
 )
+from .retrying import Retries
 from .settings import CONNECT_TIMEOUT, Settings
 from .translation import (
-    DEADLOCK,
     cause,
     encoding_error,
     is_server_error,
@@ -55,7 +55,6 @@ from .translation import (
     lost_reply,
     timed_out,
     timeout_error,
-    transient,
     translate,
 )
 
@@ -72,12 +71,6 @@ IDLE_PING_SECONDS = 10.0
 #: through a second server, or (Group Replication) be refused by it (see
 #: :func:`pyfsm.db.cluster.refuse_unless_writer`).
 WRITER_RECHECK_SECONDS = 5.0
-#: Pauses between attempts after a connection failure: about a second in all.
-CONNECTION_RETRY_DELAYS = (0.05, 0.15, 0.4, 0.6)
-#: Pauses (each times a random fraction) before the second and third attempt of a call the
-#: server ended with a deadlock: it has rolled this transaction back already, so the new one
-#: waits only for the other's locks; random, so that the two do not meet in step again.
-DEADLOCK_RETRY_DELAYS = (0.002, 0.008)
 #: The session variables pyfsm's procedures set around a transition (the transition
 #: context) and the history guard the triggers set; @fsm_lock_owner is a lock holder's own.
 CONTEXT_VARIABLES = (
@@ -177,7 +170,7 @@ class Database:
         finally:
             conn.close()
 
-    def call(
+    def run(
         self,
         sql: str,
         args: Sequence[Any],
@@ -209,41 +202,35 @@ class Database:
         2006 on a write, retryable as a lost reply is) whose message says that a write's
         outcome is unknown, and ``fields["timed_out"]`` is True.
         """
-        connection_delays = list(CONNECTION_RETRY_DELAYS)
-        deadlock_delays = list(DEADLOCK_RETRY_DELAYS)
+        retries = Retries()
         while True:
             try:
                 if on is not None:
-                    return _execute(on, sql, args, writes=writes, dedicated=True)
-                return self._call_once(sql, args, writes=writes)
+                    return _run_statement(on, sql, args, writes=writes, dedicated=True)
+                return self._run_pooled(sql, args, writes=writes)
             except NotSent as failed:  # no connection: nothing reached the server, any call may retry
                 err = failed.error
                 if timed_out(err):
                     raise self.with_server(
                         timeout_error(err, sent=False, writes=writes, seconds=self.settings.read_timeout)
                     ) from failed
-                if transient(err) and connection_delays:
-                    pause(connection_delays.pop(0))
-                    continue
-                raise self.with_server(err) from cause(err, failed)
+                retry = retries.next(err, sent=False, repeatable=retry_connection, deadlocks=False)
+                if retry is None:
+                    raise self.with_server(err) from cause(err, failed)
             except pymysql.err.MySQLError as exc:
                 err = translate(exc, **context)
                 if timed_out(exc):
                     seconds = read_timeout_bound(exc)
                     raise self.with_server(timeout_error(err, sent=True, writes=writes, seconds=seconds)) from exc
-                # errno 0: PyMySQL found the socket closed before sending, so the call never ran
-                safe = on is None and (retry_connection or getattr(err, "errno", None) == 0)
-                if transient(err) and safe and connection_delays:
-                    pause(connection_delays.pop(0))
-                    continue
-                if isinstance(err, Deadlock) and err.errno == DEADLOCK and deadlock_delays:
-                    time.sleep(deadlock_delays.pop(0) * random.uniform(0, 1))
-                    continue
-                raise self.with_server(err) from cause(err, exc)
+                retry = retries.next(err, sent=True, repeatable=retry_connection, dedicated=on is not None)
+                if retry is None:
+                    raise self.with_server(err) from cause(err, exc)
+            time.sleep(retry.seconds())
 
-    def read(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn`` on a raw pooled connection, retrying a transient connection failure."""
-        delays = list(CONNECTION_RETRY_DELAYS)
+    def on_connection(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn`` on a raw pooled connection, retrying a transient connection failure (``fn``
+        must be safe to repeat; a deadlock is its own to handle)."""
+        retries = Retries()
         while True:
             try:
                 with self.connection() as pooled:
@@ -255,16 +242,18 @@ class Database:
                 if timed_out(exc):
                     seconds = read_timeout_bound(exc, self.settings.read_timeout)
                     raise self.with_server(timeout_error(err, sent=True, writes=False, seconds=seconds)) from exc
-                if not (transient(err) and delays):
+                retry = retries.next(err, sent=True, repeatable=True, deadlocks=False)
+                if retry is None:
                     raise self.with_server(err) from cause(err, exc)
             except DatabaseUnavailable as err:
                 if timed_out(err):
                     raise self.with_server(
                         timeout_error(err, sent=False, writes=False, seconds=self.settings.read_timeout)
                     ) from None
-                if not (transient(err) and delays):
+                retry = retries.next(err, sent=False, repeatable=True, deadlocks=False)
+                if retry is None:
                     raise self.with_server(err) from None
-            pause(delays.pop(0))
+            time.sleep(retry.seconds())
 
     def with_server(self, err: BaseException) -> BaseException:
         """An outage says which server is out, and what the driver saw (see :func:`name_servers`)."""
@@ -272,18 +261,18 @@ class Database:
             name_servers(err, self.settings)
         return err
 
-    def _call_once(self, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
+    def _run_pooled(self, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
         try:
             pooled = self._pool.connection()
         except pymysql.err.MySQLError as exc:  # no connection could be had: nothing was sent
             raise NotSent(translate(exc)) from exc
         try:
-            return _execute(pooled, sql, args, writes=writes)
+            return _run_statement(pooled, sql, args, writes=writes)
         finally:
             pooled.close()
 
 
-def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedicated: bool = False) -> list[Row]:
+def _run_statement(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedicated: bool = False) -> list[Row]:
     """Run one statement and drain its results; after a failure see :func:`keeps_connection`.
 
     ``dedicated``: a lock holder's connection, which cannot be replaced without losing its
@@ -295,7 +284,7 @@ def _execute(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, dedica
     cur = pooled.cursor()
     try:
         cur.execute(sql, args)
-        rows = _rows(cur)
+        rows = _result_rows(cur)
         while cur.nextset():
             pass
         return rows
@@ -348,7 +337,7 @@ class NotSent(Exception):
         self.error = error
 
 
-def _rows(cur: Any) -> list[Row]:
+def _result_rows(cur: Any) -> list[Row]:
     if cur.description is None:
         return []
     names = [d[0] for d in cur.description]

@@ -7,7 +7,7 @@ What every connection gets from its Settings (:meth:`Settings.connect_kwargs`):
 * Every socket read and write is bounded (PyMySQL's ``read_timeout`` / ``write_timeout``,
   see :class:`Settings`), so a stalled connection, or a server that accepts a connection
   but never sends its greeting, fails with DatabaseUnavailable instead of waiting forever.
-  A call that timed out is not repeated by :meth:`pyfsm.db.pool.Database.call`: it already
+  A call that timed out is not repeated by :meth:`pyfsm.db.pool.Database.run`: it already
   waited its bound. PyMySQL closes the connection on a timeout, so the pool replaces it.
 * A DSN may name several servers (``mysql://u:p@h1:3306,h2:3306/db``, parsed by
   :mod:`pyfsm.db.hosts`); :meth:`Settings.host_order` says in which order a new connection

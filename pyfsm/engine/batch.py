@@ -146,7 +146,7 @@ def _commit_group(
     metrics = group[0][0].metrics
 
     def call() -> list[dict[str, Any]]:
-        return store.gateway.rows(
+        return store.gateway.call(
             routines.STEPS,
             (owner, process.claim_seconds, "[" + ",".join(item for _r, _q, item in group) + "]"),
             retry_connection=False,

@@ -107,7 +107,7 @@ class ClaimedRun:
         context = {"machine": self.process.name, "key": self.key}
         if self.lease is not None:
             return self.lease.call(routine, args, writes=True, **context)[0]
-        return self.store.gateway.one(routine, args, retry_connection=False, writes=True, **context)
+        return self.store.gateway.call_one(routine, args, retry_connection=False, writes=True, **context)
 
     def commit(self, status: str, *, go_on: bool = False, requeue_seconds: float | None = None) -> bool:
         """Commit the pending steps and what happens next; True if the run goes on."""
@@ -476,7 +476,7 @@ class ClaimKeeper:
                 due = [(m, secs, ",".join(map(str, sorted(ids)))) for m, (secs, ids) in self._claims.items() if ids]
             for machine, seconds, ids in due:
                 try:
-                    self.store.gateway.rows(
+                    self.store.gateway.call(
                         routines.RENEW_CLAIMS, (self.owner, machine, ids, seconds), retry_connection=True, writes=True
                     )
                 except Exception as exc:
@@ -487,7 +487,7 @@ def claim(
     store: Store, process: ProcessLike, owner: str, *, limit: int = 1, key: str | None = None
 ) -> list[dict[str, Any]]:
     # a type not defined: the gateway's error says which ones are
-    return store.gateway.rows(
+    return store.gateway.call(
         routines.CLAIM,
         (process.name, owner, limit, process.claim_seconds, key),
         retry_connection=False,
@@ -504,7 +504,7 @@ def release_claims(store: Store, process: ProcessLike, owner: str, keep: Iterabl
     given back at once, its run is due again with its attempt unchanged, instead of running
     out and counting an attempt as if a worker had died running it. Safe to repeat.
     """
-    rows = store.gateway.rows(
+    rows = store.gateway.call(
         routines.RELEASE_CLAIMS,
         (owner, process.name, ",".join(str(i) for i in sorted(keep))),
         retry_connection=True,

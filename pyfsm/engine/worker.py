@@ -327,7 +327,7 @@ class Worker:
         """Claimed but not started: due again now, for any worker."""
         for row in rows:
             try:
-                self.store.gateway.one(
+                self.store.gateway.call_one(
                     routines.STEP,
                     (
                         row["instance_key"],

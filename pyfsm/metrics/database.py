@@ -251,8 +251,10 @@ class DatabaseCollector(Collector):
         # on a replica every number lags, and those counted against the clock (stuck runs, the
         # oldest due, locks held) read old lease ends as expired: only when asked for
         # (SchemaVersionMismatch names the fix when the schema is not this pyfsm's)
-        database = self.store.gateway.stale() if self.read_replica else self.store.gateway.checked_primary()
-        return database.read(self._read_on)
+        database = (
+            self.store.gateway.replica_or_primary() if self.read_replica else self.store.gateway.checked_primary()
+        )
+        return database.on_connection(self._read_on)
 
     def _read_on(self, conn: Any) -> list[Metric]:
         with conn.cursor() as cur:

@@ -201,7 +201,7 @@ class Leadership:
             raise
 
     def _lead(self, conn: Any) -> dict[str, Any]:
-        rows = self._db.call(
+        rows = self._db.run(
             routines.RELAY_LEAD.call_sql(),
             (self.name, self.holder, self.lease),
             retry_connection=False,
@@ -220,7 +220,7 @@ class Leadership:
             return
         if not broken:
             try:
-                self._db.call(
+                self._db.run(
                     routines.RELAY_RESIGN.call_sql(),
                     (self.name, self.holder),
                     retry_connection=False,

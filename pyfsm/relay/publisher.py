@@ -253,7 +253,7 @@ class Relay:
         if time.monotonic() >= self._next_cleanup:  # one chunk per batch: publishing never waits long
             more = self._delete_published(chunks=1) == DELETE_CHUNK
             self._next_cleanup = time.monotonic() + (0 if more else self.cleanup_interval)
-        rows = self._db.read(self._fetch)
+        rows = self._db.on_connection(self._fetch)
         if not rows:
             return 0
         # "blocked" comes from the same statement (one snapshot) as the rows: an unpark that
@@ -355,7 +355,7 @@ class Relay:
                 conn.rollback()
                 raise
 
-        count = self._db.read(hold)
+        count = self._db.on_connection(hold)
         self.stats.held += count
 
     def _produce(self, rows: Sequence[Row]) -> dict[int, Any]:
@@ -479,7 +479,7 @@ class Relay:
                         )
 
         if published or parked or failed:
-            self._db.read(write)  # idempotent statements: safe to repeat on a new connection
+            self._db.on_connection(write)  # idempotent statements: safe to repeat on a new connection
         self.stats.batches += 1
         self.stats.published += len(published)
         for row, error in parked:
@@ -550,7 +550,7 @@ class Relay:
 
     def _check_schema(self) -> None:
         if not self._schema_ok:
-            self._db.read(schema.check)
+            self._db.on_connection(schema.check)
             self._schema_ok = True
 
     def cleanup(self) -> int:
@@ -574,7 +574,7 @@ class Relay:
                         break
             return total
 
-        deleted = self._db.read(delete)
+        deleted = self._db.on_connection(delete)
         self.stats.deleted += deleted
         if deleted:
             log.debug("deleted %d published outbox rows older than %s s", deleted, self.retention)
@@ -583,7 +583,7 @@ class Relay:
     def lag(self) -> Lag:
         """Count and age of the unpublished events (``CALL fsm_outbox_lag_v1()``)."""
         self._check_schema()
-        rows = self._db.call(routines.OUTBOX_LAG.call_sql(), (), retry_connection=True, writes=False)
+        rows = self._db.run(routines.OUTBOX_LAG.call_sql(), (), retry_connection=True, writes=False)
         return Lag.from_row(rows[0])
 
     def parked(self) -> list[dict[str, Any]]:
@@ -599,7 +599,7 @@ class Relay:
                 )
                 return _dict_rows(cur)
 
-        return [{**r, "event_id": event_id(r["machine"], r["transition_id"])} for r in self._db.read(read)]
+        return [{**r, "event_id": event_id(r["machine"], r["transition_id"])} for r in self._db.on_connection(read)]
 
     def unpark(self, outbox_id: int, *, skip: bool = False) -> int:
         """Release the parked event ``outbox_id`` and every event of its instance parked behind it.
@@ -615,7 +615,7 @@ class Relay:
         self._check_schema()
         # fsm_unpark_v1 (one transaction under the parked rows' locks); a write: a lost reply
         # is not repeated (the repeat would find nothing parked)
-        rows = self._db.call(routines.UNPARK.call_sql(), (outbox_id, int(skip)), retry_connection=False, writes=True)
+        rows = self._db.run(routines.UNPARK.call_sql(), (outbox_id, int(skip)), retry_connection=False, writes=True)
         released = int(rows[0]["released"])
         log.info(
             "unparked event with outbox id %s%s: %d rows released", outbox_id, " (skipped)" if skip else "", released

@@ -77,7 +77,7 @@ class Actions:
         return Outcome(action_id, True, message)
 
     def _call(self, routine: Routine, args: tuple[Any, ...]) -> dict[str, Any]:
-        return self.store.gateway.one(routine, args, writes=True)
+        return self.store.gateway.call_one(routine, args, writes=True)
 
     def _perform(
         self, action_id: int, operator: str, action: str, machine: str | None, key: str | None, detail: dict[str, Any]

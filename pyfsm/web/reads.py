@@ -132,11 +132,11 @@ class Reads:
                 cur.execute(sql, tuple(args))
                 return list(cur.fetchall())
 
-        return self.db.read(run)
+        return self.db.on_connection(run)
 
     def call(self, routine: Routine) -> list[Row]:
-        """The rows of a reading procedure without arguments (its result sets drained by Database.call)."""
-        return self.db.call(routine.call_sql(), (), retry_connection=True, writes=False)
+        """The rows of a reading procedure without arguments (its result sets drained by Database.run)."""
+        return self.db.run(routine.call_sql(), (), retry_connection=True, writes=False)
 
     # -- machine types ----------------------------------------------------------------------
 
@@ -206,10 +206,10 @@ class Reads:
         def read(conn: Any) -> Machine:
             return reporting.current_machine(conn, name, version)
 
-        return self.db.read(read)
+        return self.db.on_connection(read)
 
     def state_counts(self, name: str) -> dict[str, int]:
-        return self.db.read(lambda conn: reporting.state_counts(conn, name))
+        return self.db.on_connection(lambda conn: reporting.state_counts(conn, name))
 
     def stats(self, name: str) -> Row | None:
         return next((r for r in self.stats_rows() if r["machine"] == name), None)
@@ -237,7 +237,7 @@ class Reads:
             if cached is not None and time.monotonic() - cached[0] < self.version_counts_max_age:
                 return cached[1]
         try:
-            rows = self.db.call(routines.VERSION_COUNTS.call_sql(), (name,), retry_connection=True, writes=False)
+            rows = self.db.run(routines.VERSION_COUNTS.call_sql(), (name,), retry_connection=True, writes=False)
         except AccessDenied:
             return []
         counts = [

@@ -281,7 +281,9 @@ def test_a_claimed_instance_is_not_run_twice_and_sql_controls(store: Store, raw)
     assert (done["state"], done["status"], done["continue"]) == ("charge", "paused", 0)  # the pending pause won
     with pytest.raises(Exception) as stale:  # the claim was given back: a late commit is refused
         step_v1 = Routine("fsm_step_v1", tuple(f"p{n}" for n in range(10)))  # deprecated: not in the registry
-        store.gateway.one(step_v1, (process.name, "k-1", "dba:1", 2, "[]", "running", 1, 60, None, None), writes=True)
+        store.gateway.call_one(
+            step_v1, (process.name, "k-1", "dba:1", 2, "[]", "running", 1, 60, None, None), writes=True
+        )
     assert stale.value.errno == 31021  # type: ignore[attr-defined]
     with pytest.raises(pymysql.err.OperationalError) as bad:
         fetch(raw, "CALL fsm_claim_v1(%s, 'dba:1', 0, 60, NULL)", (process.name,))
@@ -310,9 +312,9 @@ def test_claims_skip_rows_another_claimer_holds_instead_of_coming_back_empty(sto
             )
             held = cur.fetchall()
         assert len(held) == 5
-        claimed = store.gateway.rows(routines.CLAIM, (process.name, "w:2", 5, 60, None))
+        claimed = store.gateway.call(routines.CLAIM, (process.name, "w:2", 5, 60, None))
         assert [r["instance_key"] for r in claimed] == [f"s-{n}" for n in range(5, 10)]
-        rest = store.gateway.rows(routines.CLAIM, (process.name, "w:3", 5, 60, None))
+        rest = store.gateway.call(routines.CLAIM, (process.name, "w:3", 5, 60, None))
         assert [r["instance_key"] for r in rest] == ["s-10", "s-11"]
     finally:
         holder.rollback()
@@ -342,9 +344,9 @@ def test_save_after_step_off_commits_consecutive_steps_together(dsn: str) -> Non
                     return int(cur.fetchone()[1])
 
             one.create(name, "k")
-            before = one.gateway.primary.read(committed)
+            before = one.gateway.primary.on_connection(committed)
             result = process.run(one, "k")
-            commits[save] = one.gateway.primary.read(committed) - before
+            commits[save] = one.gateway.primary.on_connection(committed) - before
             assert (result.state, result.steps) == ("done", 3)
             history = one.history(name, "k")
             assert [(h.handler, h.from_state, h.to_state) for h in history[1:]] == [

@@ -57,7 +57,7 @@ def test_out_of_range_arguments_are_invalid_arguments(store, order) -> None:  # 
             continue
         raise AssertionError(f"delay_seconds={bad!r} was accepted")
     with pytest.raises(pyfsm.InvalidArgument):  # the procedure's own answer, mapped by number
-        store.gateway.rows(routines.DEFINITION, (order.name, -1))
+        store.gateway.call(routines.DEFINITION, (order.name, -1))
 
 
 def test_refusals_of_the_dsn_have_their_own_classes() -> None:

@@ -176,11 +176,11 @@ def test_reading_stored_bad_text_fails_cleanly_and_the_pool_keeps_working(
                 elif read == "in_state":
                     one.in_state(seeded, "new")
                 else:
-                    one.gateway.primary.read(
+                    one.gateway.primary.on_connection(
                         lambda conn: fetch(conn, f"SELECT * FROM `fsm_{seeded.name}` WHERE lookup_key LIKE 'acct-%'")
                     )
             assert one.get(seeded, "u-ok").state == "new"  # the next, unrelated read works
-            ids.add(one.gateway.primary.read(lambda conn: fetch(conn, "SELECT CONNECTION_ID() AS c"))[0]["c"])
+            ids.add(one.gateway.primary.on_connection(lambda conn: fetch(conn, "SELECT CONNECTION_ID() AS c"))[0]["c"])
         assert len(ids) == 3  # each failure closed its connection
         assert one.send(seeded, "u-ok", "pay").to_state == "paid"
 

@@ -96,13 +96,13 @@ def test_request_ids_make_items_safe_to_repeat(store: Store, order: Machine) -> 
 
 def test_chunks_by_count_and_by_size(store: Store, order: Machine, raw: Any) -> None:
     calls = []
-    real = store.gateway.primary.call
+    real = store.gateway.primary.run
 
     def counting(sql: str, args: Any, **kwargs: Any) -> Any:
         calls.append(len(json.loads(args[0])))
         return real(sql, args, **kwargs)
 
-    store.gateway.primary.call = counting  # type: ignore[method-assign]
+    store.gateway.primary.run = counting  # type: ignore[method-assign]
     try:
         out = store.send_many(order, [(f"c-{n}", "pay") for n in range(10)], chunk_size=4)
         big = "x" * 400_000  # three items of 400 kB: no two fit in one 1 MiB call
@@ -110,7 +110,7 @@ def test_chunks_by_count_and_by_size(store: Store, order: Machine, raw: Any) -> 
             order, [{"key": f"b-{n}", "event": "pay", "data": {"s": big}} for n in range(3)], chunk_size=100
         )
     finally:
-        del store.gateway.primary.call
+        del store.gateway.primary.run
     assert calls == [4, 4, 2, 2, 1]
     assert all(isinstance(o, TransitionResult) for o in out)
     assert store.get(order, "b-2").data == {"s": big}

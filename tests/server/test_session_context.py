@@ -250,7 +250,7 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
                     cur.execute("SELECT CONNECTION_ID(), @probe")
                     return cur.fetchone()  # type: ignore[no-any-return]
 
-            return one.gateway.primary.read(read)
+            return one.gateway.primary.on_connection(read)
 
         one.create(order, "pool-1")
         first, _ = session()
@@ -264,7 +264,7 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
         with one.gateway.primary.connection() as pooled:  # what a skipped handler left: a transition context
             pooled.cursor().execute("SET @fsm_event = 'pay', @fsm_source = 'procedure'")
         with pytest.raises(FsmError) as unknown:
-            one.gateway.primary.call("CALL `fsm_no_such_procedure_v1`()", (), retry_connection=False, writes=True)
+            one.gateway.primary.run("CALL `fsm_no_such_procedure_v1`()", (), retry_connection=False, writes=True)
         assert unknown.value.errno == 1305
         second, left = session()
         assert second != first and left is None
@@ -275,7 +275,7 @@ def test_the_pool_never_hands_out_a_connection_after_a_failure_other_than_a_refu
                     f"UPDATE `fsm_{order.name}` SET data = JSON_SET(data, '$.n', 1) WHERE instance_key = 'pool-1'"
                 )
 
-        one.gateway.primary.read(raw_update)
+        one.gateway.primary.on_connection(raw_update)
         got = one.get(order, "pool-1")
         assert (got.state, got.data) == ("new", {"n": 1})
         assert one.send(order, "pool-1", "pay").to_state == "paid"

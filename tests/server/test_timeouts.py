@@ -118,7 +118,7 @@ def test_a_server_that_never_greets_fails_after_one_read_timeout(silent: tuple[i
 
 def connection_id(store: Store) -> int:
     return int(
-        store.gateway.primary.call("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"]
+        store.gateway.primary.run("SELECT CONNECTION_ID() AS id", (), retry_connection=True, writes=False)[0]["id"]
     )
 
 
@@ -127,12 +127,12 @@ def test_a_call_longer_than_the_read_timeout_fails_once_and_its_connection_is_re
     with Store(dsn, pool_size=1, read_timeout=0.3) as store:
         before = connection_id(store)
         assert (
-            store.gateway.primary.call("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []
+            store.gateway.primary.run("DO SLEEP(0.1)", (), retry_connection=True, writes=writes) == []
         )  # within the bound
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable) as info:
             # retry_connection=True: a lost connection would be retried, a timeout is not
-            store.gateway.primary.call("DO SLEEP(2)", (), retry_connection=True, writes=writes)
+            store.gateway.primary.run("DO SLEEP(2)", (), retry_connection=True, writes=writes)
         assert time.monotonic() - started < 1.0
         err = info.value
         assert err.errno == 2013 and err.retryable and err.fields["timed_out"], repr(err)
