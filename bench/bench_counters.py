@@ -23,7 +23,7 @@ from pyfsm.schema import install as schema
 
 
 def _current(family: str) -> str:
-    """The current file of a trigger family, e.g. machine/triggers/fsm_type_bu_v7.sql for trigger_bu."""
+    """The current file of a trigger family, e.g. machine/triggers/fsm_{type}_bu_v7.sql for trigger_bu."""
     return schema.current_template(family)
 
 

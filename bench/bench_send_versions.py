@@ -1,4 +1,4 @@
-"""What fsm_<type>_send_v3 costs beside fsm_<type>_send_v2, which it replaces (revision 0020).
+"""What fsm_{type}_send_v3 costs beside fsm_{type}_send_v2, which it replaces (revision 0020).
 
 v3 answers an event the type does not have with 31028 instead of 31005/31003; it looks the
 event up only in its error handler, after a refusal. So: a transition should cost the same

@@ -7,12 +7,12 @@ dropped at the end), one server, one driver (PyMySQL). Three parts:
 1. **Per-transition cost.** Two types of the same definition (a -go-> b -back-> a), one with
    a timeout of an hour on both states (so every transition makes its type's AFTER UPDATE
    timer trigger delete one timer and arm another), one without (no timer trigger at all).
-   ``Store.send()`` and a direct ``CALL fsm_<type>_send_v2`` over a plain PyMySQL connection
+   ``Store.send()`` and a direct ``CALL fsm_{type}_send_v2`` over a plain PyMySQL connection
    (bench_transitions' measure: client processes, 8 instances each, a warm-up, server CPU
    from /proc), at 1 and 4 client processes, the two types alternating (their order flipped
    every round), ``--rounds`` rounds, the ceiling measured at the start of each round.
 2. **Drain.** ``--timers`` instances of a type whose start state has a 1 s timeout, created
-   with raw multi-row INSERTs into ``fsm_<type>`` (the AFTER INSERT timer trigger arms each),
+   with raw multi-row INSERTs into ``fsm_{type}`` (the AFTER INSERT timer trigger arms each),
    all due before the drain starts; then K firing processes (K = 1, 4), each running
    ``TimerLoop(Store.fire_timers(limit=--limit)).run(until_idle=True)``, drain them. Timers
    fired per second (first call to last return), the ceiling with K clients just before,

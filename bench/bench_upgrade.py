@@ -6,7 +6,7 @@ Runs in a fresh database ``pyfsm_bench_<random>`` (bench_transitions.migrated_da
 dropped at the end), one server, one driver (PyMySQL):
 
 1. ``--instances`` (N) instances of a two-state type (a -go-> b -back-> a, version 1) are
-   created with raw multi-row INSERTs into ``fsm_<type>`` (the triggers fill in the rest and
+   created with raw multi-row INSERTs into ``fsm_{type}`` (the triggers fill in the rest and
    write each creation's history row): timed and printed, not the result. Version 2 is
    defined (a final state ``z`` and a transition ``end`` from a and b added: no map needed)
    and the dry run is timed.
@@ -550,7 +550,7 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> str:
             "samples: a batch's own statements, such as its result, once per batch, are caught in about "
             "0.01%), a trigger's statements inside the UPDATE that fired them):",
             "",
-            "| statement (inside fsm_<type>_upgrade_v1 and its triggers) | sampled | mean us | of an instance's time |",
+            "| statement (inside fsm_{type}_upgrade_v1 and its triggers) | sampled | mean us | of an instance's time |",
             "|---|---:|---:|---:|",
         ]
         for text, n, mean_us in prof["statements"]:

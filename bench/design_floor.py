@@ -50,7 +50,7 @@ def floor_trigger(trigger: str) -> str:
 
 
 def floor_procedure(machine: str) -> str:
-    """``fsm_<machine>_send_floor(key, event)``: the context (as fire_v1 sets it), the one UPDATE, the
+    """``fsm_{type}_send_floor(key, event)``: the context (as fire_v1 sets it), the one UPDATE, the
     commit, the answer."""
     return f"""CREATE PROCEDURE `fsm_{machine}_send_floor`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)

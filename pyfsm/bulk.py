@@ -1,4 +1,4 @@
-"""Many transitions per call: Store.send_many over ``fsm_<type>_send_many_v2``.
+"""Many transitions per call: Store.send_many over ``fsm_{type}_send_many_v2``.
 
 Items are checked in Python first (the same checks as :meth:`Store.send`), so malformed
 input raises before anything is sent. They then go to the server in chunks: one CALL, one

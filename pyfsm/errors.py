@@ -261,7 +261,7 @@ class SyncNeeded(FsmError):
     """The type's database objects are behind its definitions: the target version of an
     upgrade has state timeouts and the type has no timer triggers yet, or a transition of a
     version with guards its transition trigger was not rendered with (a DBA stored the
-    definition with fsm_define_v8). Run ``pyfsm sync <type>`` (or Store.define) as the owner
+    definition with fsm_define_v8). Run ``pyfsm sync <machine>`` (or Store.define) as the owner
     of pyfsm's schema, then upgrade or send again."""
 
     errno = 31031

@@ -17,8 +17,10 @@ Layers: store.py → gateway.py → db/ (pool, connecting, error translation) an
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+
+import pymysql
 
 from . import db
 from .errors import AccessDenied, FsmError, SchemaVersionMismatch, UnknownMachine
@@ -28,9 +30,6 @@ from .schema.routines import Routine
 
 T = TypeVar("T")
 Row = dict[str, Any]
-
-#: The defined machine types and whether their objects are installed, for UnknownMachine's message.
-TYPES_SQL = "SELECT machine, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"
 
 
 class Gateway:
@@ -126,6 +125,30 @@ class Gateway:
         except (UnknownMachine, AccessDenied) as exc:
             raise self.explained(exc, routine) from exc.__cause__
 
+    def query(
+        self,
+        name: str,
+        args: Sequence[Any] = (),
+        *,
+        type: str | None = None,
+        stale: bool = False,
+        checked: bool = False,
+        **slots: int | str | Sequence[str],
+    ) -> list[Row]:
+        """Every row, as dicts, of the runtime query ``name`` of ``sql/queries/``
+        (:mod:`pyfsm.db.queries`: ``type`` and ``slots`` fill its slots) on a pooled
+        connection; a lost connection is retried, so only for reads. ``stale``: the read may
+        go to the replica. ``checked``: check the schema first."""
+        statement = db.queries.statement(name, slots, type=type)
+
+        def run(conn: Any) -> list[Row]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute(statement, tuple(args))
+                return list(cur.fetchall())
+
+        target = self.replica_or_primary() if stale else (self.checked_primary() if checked else self.primary)
+        return target.on_connection(run)
+
     def call_one(self, routine: Routine, args: tuple[Any, ...], **options: Any) -> Row:
         """The first row of ``CALL routine(args)`` (see :meth:`call`)."""
         return self.call(routine, args, **options)[0]
@@ -168,13 +191,8 @@ class Gateway:
         reporting accounts read fsm_v_definitions; an app account (EXECUTE only) asks
         fsm_definition_v1, and fsm_stats_v2 for the installed types."""
 
-        def read(conn: Any) -> Any:
-            with conn.cursor() as cur:
-                cur.execute(TYPES_SQL)
-                return cur.fetchall()
-
         try:
-            found = self.primary.on_connection(read)
+            found = self.query("types_defined")
         except AccessDenied:
             try:
                 self.primary.run(routines.DEFINITION.call_sql(), (name, None), retry_connection=True, writes=False)
@@ -183,7 +201,8 @@ class Gateway:
                 defined = False
             stats = self.primary.run(routines.STATS.call_sql(), (), retry_connection=True, writes=False)
             return defined, [str(r["machine"]) for r in stats]
-        return any(machine == name for machine, _installed in found), [str(m) for m, installed in found if installed]
+        installed = [str(r["machine"]) for r in found if r["installed"]]
+        return any(r["machine"] == name for r in found), installed
 
 
 def _check_arity(routine: Routine, args: tuple[Any, ...]) -> None:

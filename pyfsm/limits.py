@@ -11,7 +11,7 @@ KEY_CHARS = 191
 #: Machine type, state and event names: VARCHAR(64), MySQL's identifier length (a type's
 #: name becomes part of its tables' and procedures' names).
 NAME_CHARS = 64
-#: Machine type names: VARCHAR(48), so that ``fsm_<type>_send_many_v2`` and the type's other
+#: Machine type names: VARCHAR(48), so that ``fsm_{type}_send_many_v2`` and the type's other
 #: objects stay within MySQL's 64-character identifiers.
 MACHINE_NAME_CHARS = 48
 #: Request ids (idempotency keys): VARCHAR(64), room for a UUID or a hash in hex.

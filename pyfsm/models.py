@@ -109,7 +109,7 @@ def evaluate_events(rules: Iterable[tuple[str, str, Guard | None]], doc: Mapping
 
 
 def allowed_events(rows: list[dict[str, Any]]) -> list[AllowedEvent]:
-    """The rows of fsm_<type>_allowed_events_v1 (rules in the order they are tried, the
+    """The rows of fsm_{type}_allowed_events_v1 (rules in the order they are tried, the
     instance's data on each) as AllowedEvents."""
     rules = [
         (r["event"], r["to_state"], None if r["guard"] is None else guard(_json(r["guard"]), r["guard_name"]))
@@ -153,7 +153,7 @@ class TransitionResult:
 
     @classmethod
     def from_send_row(cls, row: dict[str, Any], key: str, event: str) -> TransitionResult:
-        """From the row of ``fsm_<type>_send_v4`` or ``_fire_v1`` (send_v3, v2): without the key and event."""
+        """From the row of ``fsm_{type}_send_v4`` or ``_fire_v1`` (send_v3, v2): without the key and event."""
         version = int(row["version"])
         return cls(
             transition_id=row["transition_id"],

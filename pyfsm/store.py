@@ -67,7 +67,6 @@ from .models import (
 from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
-from .schema.routines import Routine
 from .versions import UpgradeReport, VersionCount
 
 
@@ -175,16 +174,11 @@ class Store:
         up to date. An account that may not read fsm_machines (`pyfsm grant`'s app role) cannot
         install them either; it learns of them when a call names the missing procedure."""
 
-        def read(conn: Any) -> Any:
-            with conn.cursor() as cur:
-                cur.execute("SELECT objects_version FROM fsm_machines WHERE machine = %s", (name,))
-                return cur.fetchone()
-
         try:
-            found = self.gateway.on_primary(read)
+            found = self.gateway.query("type_objects_version", (name,))
         except AccessDenied:
             return False
-        return found is not None and found[0] != schema.MACHINE_OBJECTS_VERSION
+        return bool(found) and found[0]["objects_version"] != schema.MACHINE_OBJECTS_VERSION
 
     def sync(self, machine: str) -> None:
         """Create the per-type tables, triggers and procedures of a stored definition.
@@ -594,7 +588,7 @@ class Store:
     def allowed_events(self, machine: str | Machine, key: str) -> list[AllowedEvent]:
         """The events of the instance's current state (by name), each with whether its guards
         let it through with the instance's data as it is now, where it leads, and which guards
-        refuse it (docs/guards.md). One read (fsm_<type>_allowed_events_v1), no lock: the
+        refuse it (docs/guards.md). One read (fsm_{type}_allowed_events_v1), no lock: the
         transition trigger decides under the row lock, with the data the send leaves."""
         name = machine_name(machine)
         rows = self.gateway.call(routines.ALLOWED_EVENTS, (check_key("key", key),), machine=name, key=key)

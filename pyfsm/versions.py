@@ -3,9 +3,9 @@
 
 A type's instances keep the definition version they were created under until they are
 upgraded. The database does the moving, one instance per transaction, in batches
-(``fsm_<type>_upgrade_v1``: keyset over id, so a run killed at any moment is finished by
+(``fsm_{type}_upgrade_v1``: keyset over id, so a run killed at any moment is finished by
 running it again); this module checks the arguments' shapes, runs the dry run
-(``fsm_<type>_upgrade_plan_v1``) or the batches, and adds up what each batch reports. What
+(``fsm_{type}_upgrade_plan_v1``) or the batches, and adds up what each batch reports. What
 the arguments may say (which states exist, a map without chains) is checked by the
 database, for every caller alike (31030).
 """
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from .checks import check_int, machine_name
+from .db import queries
 from .db.driver import raw_connection
 from .db.pool import discard
 from .db.translation import translate
@@ -240,7 +241,7 @@ def run(
 
 
 def _batch(conn: Any, sql: str, args: tuple[Any, ...], name: str) -> list[dict[str, Any]]:
-    """One CALL of fsm_<type>_upgrade_v1 on the run's own connection. Not through the pool's
+    """One CALL of fsm_{type}_upgrade_v1 on the run's own connection. Not through the pool's
     call(), which would call a deadlocked batch again at once: its progress must be read first."""
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -257,7 +258,7 @@ def _progress(conn: Any) -> tuple[int | None, list[UpgradeGroup]]:
     """What a batch that failed part way had done: its last id and counts (session variables)."""
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT @fsm_u_last, @fsm_u_groups")
+            cur.execute(queries.sql("upgrade_batch_progress"))
             last, groups = cur.fetchone()
     except Exception:  # the connection went with the failure: the caller raises the deadlock
         return None, []

@@ -13,7 +13,7 @@ from .. import db
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..errors import InvalidArgument, UnknownMachine
-from ..gateway import TYPES_SQL, unknown_type
+from ..gateway import unknown_type
 from ..reporting import diagram
 from ..reporting import reads as reporting
 from .common import Add, add_read_dsn, emit, read_dsn
@@ -75,12 +75,12 @@ def _current_machine(conn: Any, name: str) -> Machine:
         return reporting.current_machine(conn, name)
     except UnknownMachine as exc:
         try:
-            with conn.cursor() as cur:
-                cur.execute(TYPES_SQL)
+            with conn.cursor(pymysql.cursors.DictCursor) as cur:
+                cur.execute(db.queries.sql("types_defined"))
                 rows = cur.fetchall()
         except pymysql.err.MySQLError:
             raise exc from None
-        raise unknown_type(name, [str(m) for m, installed in rows if installed]) from None
+        raise unknown_type(name, [str(r["machine"]) for r in rows if r["installed"]]) from None
 
 
 def register(add: Add) -> None:

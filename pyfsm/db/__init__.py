@@ -23,6 +23,7 @@ their module: set ``pyfsm.db.pool.IDLE_PING_SECONDS``, not a copy here.
 
 from __future__ import annotations
 
+from . import queries
 from .cluster import refuse_unless_writer
 from .connecting import (
     DATABASE_CHARSET,
@@ -61,6 +62,7 @@ __all__ = [
     "mark_used",
     "open_connection",
     "parse_dsn",
+    "queries",
     "refuse_unless_writer",
     "set_timeouts",
     "translate",

@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 
 from ..errors import NotWriterNode
+from . import queries
 from .marks import mark_cluster, read_cluster
 
 #: Run on a new connection to a server whose greeting does not say MariaDB (MySQL and its
@@ -22,18 +23,12 @@ from .marks import mark_cluster, read_cluster
 #: (group_replication_group_name, set only where the plugin is loaded), and super_read_only;
 #: any account may run it. MariaDB is asked ``SHOW VARIABLES LIKE 'wsrep_on'`` alone (a
 #: cheaper scan there; MariaDB has no Group Replication).
-MYSQL_CLUSTER_VARIABLES = (
-    "SHOW VARIABLES WHERE Variable_name IN ('wsrep_on', 'super_read_only', 'group_replication_group_name')"
-)
+MYSQL_CLUSTER_VARIABLES = queries.sql("cluster_mysql_variables")
 #: Whether a Group Replication member is its group's writable primary: super_read_only (ON on
 #: secondaries, on a new primary until it applied its backlog, on a member that left the
 #: group), whether its own row says ONLINE and PRIMARY, and how many of the members it sees
 #: are ONLINE (a primary cut off from the majority of its group cannot commit).
-GROUP_PRIMARY_SQL = (
-    "SELECT @@GLOBAL.super_read_only, "
-    "COALESCE(MAX(MEMBER_ID = @@GLOBAL.server_uuid AND MEMBER_STATE = 'ONLINE' AND MEMBER_ROLE = 'PRIMARY'), 0), "
-    "COALESCE(SUM(MEMBER_STATE = 'ONLINE'), 0), COUNT(*) FROM performance_schema.replication_group_members"
-)
+GROUP_PRIMARY_SQL = queries.sql("cluster_group_primary")
 #: SELECT denied on a table: an account that may not read performance_schema.
 _TABLE_ACCESS_DENIED = 1142
 
@@ -65,7 +60,7 @@ def refuse_unless_writer(cur: Any) -> bool:
     """
     conn = cur.connection
     if "mariadb" in str(getattr(conn, "server_version", "") or "").lower():
-        cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        cur.execute(queries.sql("cluster_mariadb_wsrep"))
     else:
         cur.execute(MYSQL_CLUSTER_VARIABLES)
     variables = {str(name).lower(): str(value or "") for name, value in cur.fetchall()}
@@ -102,10 +97,10 @@ def is_writer(cur: Any) -> bool:
         except pymysql.err.MySQLError as exc:
             if not exc.args or exc.args[0] != _TABLE_ACCESS_DENIED:
                 raise
-            cur.execute("SELECT @@GLOBAL.super_read_only")  # the account may not read performance_schema
+            cur.execute(queries.sql("cluster_super_read_only"))  # the account may not read performance_schema
             return not int(cur.fetchone()[0] or 0)
         read_only, primary, online, members = (int(v or 0) for v in cur.fetchone())
         return not read_only and primary == 1 and 2 * online > members
-    cur.execute("SHOW STATUS LIKE 'wsrep_local_index'")
+    cur.execute(queries.sql("cluster_wsrep_local_index"))
     row = cur.fetchone()
     return row is not None and str(row[1]) == "0"

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import time
 from contextlib import suppress
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import pymysql
 
 from ..errors import AccessDenied, DatabaseUnavailable, InvalidArgument, UnknownDatabase
+from . import queries
 from .cluster import refuse_unless_writer
 from .hosts import where
 from .marks import mark_named, mark_tried, mark_used, mark_writer_checked, read_named, read_server, read_tried
@@ -42,15 +42,12 @@ log = logging.getLogger("pyfsm.db")
 
 #: Run first on every new connection: UTC, so that times read and written mean one thing
 #: whatever the server's zone; READ COMMITTED, whatever the server's default (the module says why).
-SESSION_SETUP = (
-    "SET time_zone = '+00:00'",
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-)
+SESSION_SETUP = (queries.sql("session_time_zone"), queries.sql("session_read_committed"))
 #: Run after SESSION_SETUP on every new connection: a Galera node that is not ready for use
 #: (joining, or cut off from the primary component) still answers SET and table-less SELECTs
 #: but refuses any other statement with 1047, and a server shutting down refuses it with
 #: 1053; either way the next server of the DSN is tried. Elsewhere it does nothing.
-READY_PROBE = "DO 0"
+READY_PROBE = queries.sql("session_ready_probe")
 #: MySQL 8's default sql_mode; MariaDB accepts it too. Routines keep the mode they were
 #: created under, so DDL sessions use this strict one.
 STRICT_SQL_MODE = (
@@ -67,7 +64,7 @@ SETUP_DEADLOCK_PAUSE = 0.01
 #: routines (text compared byte for byte), and so of any parameter that names none.
 DATABASE_CHARSET = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 #: The database names pyfsm creates: nothing that could end the quoted identifier.
-DATABASE_NAME = re.compile(r"[A-Za-z0-9_$-]{1,64}")
+DATABASE_NAME = queries.DATABASE_NAME
 #: The driver's numbers for a new connection that reached no server: 2003, can't connect
 #: (refused, unreachable, timed out; PyMySQL's for a host name that does not resolve too),
 #: and 2005, unknown host (the C client's). Their message says what to try (:func:`name_servers`).
@@ -216,7 +213,7 @@ def create_database_sql(name: str) -> str:
             f"pyfsm creates a database only under a name of 1 to 64 letters, digits, _, $ and -, "
             f"got {name!r:.80}: create it yourself (CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)"
         )
-    return f"CREATE DATABASE IF NOT EXISTS `{name}` {DATABASE_CHARSET}"
+    return queries.sql("create_database", database=name)
 
 
 def create_database(settings: Settings) -> bool:
@@ -242,7 +239,7 @@ def create_database(settings: Settings) -> bool:
                     f"create it ({err}). As an account that may, run: {statement}; then migrate again",
                     errno=err.errno,
                 ) from None
-            cur.execute("SHOW WARNINGS")  # 1007: it exists (another process created it meanwhile)
+            cur.execute(queries.sql("show_warnings"))  # 1007: it exists (another process created it meanwhile)
             created = not any(row[1] == 1007 for row in cur.fetchall())
     finally:
         conn.close()

@@ -33,6 +33,7 @@ from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
 from ..errors import DatabaseUnavailable, InvalidArgument, TransactionOpen
+from . import queries
 from .cluster import is_writer
 from .connecting import name_servers, open_connection
 from .driver import bounded, force_close, get_timeouts, raw_connection
@@ -83,7 +84,7 @@ CONTEXT_VARIABLES = (
     "@fsm_guard",
     "@fsm_upgrade",
 )
-CLEAR_CONTEXT_SQL = "SET " + ", ".join(f"{name} = NULL" for name in CONTEXT_VARIABLES)
+CLEAR_CONTEXT_SQL = queries.sql("session_clear_context")
 
 
 def is_alive(conn: Any) -> bool:

@@ -2,7 +2,7 @@
 
 A worker that claims a batch of runs (``Worker(batch=n)``, ``pyfsm worker --batch n``) runs
 them in rounds: each round runs the next handler of every instance of the batch, then
-commits all of those steps with one call of ``fsm_<type>_steps_v1``, one transaction. Most of
+commits all of those steps with one call of ``fsm_{type}_steps_v1``, one transaction. Most of
 what a step costs the server is the call and the commit, so a round of ten steps costs little
 more than one step does.
 

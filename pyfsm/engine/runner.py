@@ -1,13 +1,13 @@
 """Running a Process: handlers around the database's transitions.
 
 One claimed instance at a time: take its locks if its type uses them, run the handler of
-its state, commit the step with ``fsm_<type>_step_v2`` (one round trip: the transition through
+its state, commit the step with ``fsm_{type}_step_v2`` (one round trip: the transition through
 the trigger, then the status and the queue), and go on while the outcome says so. A worker
 runs its batch side by side instead (pyfsm.engine.batch), with the same steps and guarantees.
 
 What is guaranteed, and what is not:
 
-* A step's transition is applied at most once. ``fsm_<type>_step_v2`` checks that the caller
+* A step's transition is applied at most once. ``fsm_{type}_step_v2`` checks that the caller
   still holds the claim and that the instance is at the version the step started from;
   a step re-run after a crash, or by a second worker whose claim replaced an expired one,
   fails that check and writes nothing.

@@ -24,10 +24,11 @@ from ..schema.resources import check_machine_name
 BODY_KEYS = ("states", "start", "final", "transitions", "topic", "options", "timeouts")
 
 
-def _rows(conn: Any, sql: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
+def _rows(conn: Any, query: str, args: tuple[Any, ...], machine: str | None = None) -> list[dict[str, Any]]:
+    """The rows of the named query ``query`` (sql/queries/reporting.sql), ``machine`` its type."""
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute(sql, args)
+            cur.execute(db.queries.sql(query, type=machine), args)
             return list(cur.fetchall())
     except pymysql.err.MySQLError as exc:
         if exc.args and exc.args[0] == 1146:  # no such view: no pyfsm here, or a schema older than 0004
@@ -42,9 +43,9 @@ def current_machine(conn: Any, machine: str, version: int | None = None) -> Mach
     """The machine type's current definition (or its definition ``version``), read from fsm_v_definitions."""
     name = check_machine_name(machine)
     rows = (
-        _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND is_current", (name,))
+        _rows(conn, "reporting_current_body", (name,))
         if version is None
-        else _rows(conn, "SELECT body FROM fsm_v_definitions WHERE machine = %s AND version = %s", (name, int(version)))
+        else _rows(conn, "reporting_version_body", (name, int(version)))
     )
     if not rows:
         raise UnknownMachine(f"unknown machine {name}", machine=name)
@@ -57,45 +58,23 @@ def current_machine(conn: Any, machine: str, version: int | None = None) -> Mach
 def state_counts(conn: Any, machine: str) -> dict[str, int]:
     """Instances per state (fsm_v_state_counts), states with none included."""
     name = check_machine_name(machine)
-    return {
-        r["state"]: int(r["instances"])
-        for r in _rows(conn, "SELECT state, instances FROM fsm_v_state_counts WHERE machine = %s", (name,))
-    }
+    return {r["state"]: int(r["instances"]) for r in _rows(conn, "reporting_state_counts", (name,))}
 
 
 def edge_counts(conn: Any, machine: str) -> dict[tuple[str, str, str], int]:
     """How often each (from_state, event, to_state) was taken, from the whole history (a scan)."""
     name = check_machine_name(machine)
-    rows = _rows(
-        conn,
-        f"SELECT from_state, event, to_state, COUNT(*) AS n FROM `fsm_v_{name}_transitions` "
-        "WHERE event IS NOT NULL GROUP BY from_state, event, to_state",
-        (),
-    )
+    rows = _rows(conn, "reporting_edge_counts", (), name)
     return {(r["from_state"], r["event"], r["to_state"]): int(r["n"]) for r in rows}
 
 
 def path(conn: Any, machine: str, key: str) -> list[str]:
     """The states one instance went through, in order (its creation's state first)."""
     name = check_machine_name(machine)
-    rows = _rows(
-        conn, f"SELECT to_state FROM `fsm_v_{name}_transitions` WHERE instance_key = %s ORDER BY sort_key", (key,)
-    )
+    rows = _rows(conn, "reporting_path", (key,), name)
     if not rows:
         raise UnknownInstance(f"no {name} {key}", machine=name, key=key)
     return [r["to_state"] for r in rows]
-
-
-#: Each type's current definition and whether its objects are installed (`pyfsm types`).
-TYPES_SQL = "SELECT machine, version, body, installed FROM fsm_v_definitions WHERE is_current ORDER BY machine"
-#: Instances per type, from the state counters.
-INSTANCES_SQL = "SELECT machine, CAST(SUM(instances) AS SIGNED) AS instances FROM fsm_v_state_counts GROUP BY machine"
-#: Which set of objects each type has, its timer triggers, and whether its transition trigger
-#: was rendered for its current version: read where the account may (the owner).
-OBJECTS_SQL = (
-    "SELECT machine, objects_version, fsm_timer_triggers_ready_v1(machine) AS timer_triggers, "
-    "fsm_rendered_ready_v1(machine) AS rendered FROM fsm_machines"
-)
 
 
 def machine_types(conn: Any) -> list[dict[str, Any]]:
@@ -105,13 +84,13 @@ def machine_types(conn: Any) -> list[dict[str, Any]]:
     account may read fsm_machines, as the schema owner may, they are also this pyfsm's set,
     a type with timeouts has its timer triggers, and its transition trigger was rendered for
     its current definition version: what `pyfsm sync` would otherwise do)."""
-    instances = {r["machine"]: int(r["instances"] or 0) for r in _rows(conn, INSTANCES_SQL, ())}
+    instances = {r["machine"]: int(r["instances"] or 0) for r in _rows(conn, "reporting_instances_per_type", ())}
     try:
-        objects = {r["machine"]: r for r in _rows(conn, OBJECTS_SQL, ())}
+        objects = {r["machine"]: r for r in _rows(conn, "reporting_type_objects", ())}
     except AccessDenied:  # a reporting account reads the views only: whether the objects are installed
         objects = {}
     found = []
-    for row in _rows(conn, TYPES_SQL, ()):
+    for row in _rows(conn, "reporting_types", ()):
         body = row["body"]
         body = json.loads(body) if isinstance(body, (str, bytes)) else body
         ready = bool(row["installed"])

@@ -46,7 +46,7 @@ class Deprecated:
     its callers work the same everywhere while they move: a fresh install creates it from the
     file frozen in migrations/sql (``frozen``: a path in the tree of ``revisions``, or a
     per-type template name), never from sql/, and `pyfsm check` lists it. The first migration of ``removed_in`` drops
-    it and the entry goes. ``name`` names per-type procedures with ``<machine>``.
+    it and the entry goes. ``name`` names per-type procedures with ``{type}``.
     """
 
     name: str
@@ -67,11 +67,11 @@ DEPRECATED = (
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
-    Deprecated("fsm_step_v1", "fsm_<machine>_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
-    Deprecated("fsm_<machine>_send_v1", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_step_v1", "fsm_{type}_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
+    Deprecated("fsm_{type}_send_v1", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
-    Deprecated("fsm_<machine>_send_many_v1", "fsm_<machine>_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
+    Deprecated("fsm_{type}_send_many_v1", "fsm_{type}_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
     Deprecated("fsm_define_v5", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated(
@@ -84,19 +84,19 @@ DEPRECATED = (
     ),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
     Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
-    Deprecated("fsm_<machine>_send_v2", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v2"),
+    Deprecated("fsm_{type}_send_v2", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v2"),
     Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
     Deprecated("fsm_define_v6", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
     Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
-    Deprecated("fsm_<machine>_send_v3", "fsm_<machine>_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
+    Deprecated("fsm_{type}_send_v3", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
     Deprecated("fsm_define_v7", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v7.sql", "0022"),
     Deprecated(
         "fsm_fire_timers_v1", "fsm_fire_timers_v2", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
     ),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
-DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "<machine>" not in d.name)
-DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "<machine>" in d.name)
+DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "{type}" not in d.name)
+DEPRECATED_TEMPLATES = tuple(d.frozen for d in DEPRECATED if "{type}" in d.name)
 
 
 #: The global objects of the current schema (files in sql/), in creation order: what a
@@ -205,58 +205,58 @@ CURRENT_OBJECTS = (
 
 #: The per-type objects of the current schema (files in sql/machine), in creation order. Each
 #: file is named after the object it creates with the type written ``type``
-#: (``fsm_type_send_v4.sql`` creates fsm_<type>_send_v4; sql/README.md).
+#: (``fsm_{type}_send_v4.sql`` creates fsm_{type}_send_v4; sql/README.md).
 MACHINE_OBJECTS = (
-    "machine/tables/fsm_type.sql",
-    "machine/tables/fsm_type_transitions.sql",
-    "machine/triggers/fsm_type_bi_v1.sql",
-    "machine/triggers/fsm_type_ai_v4.sql",
-    "machine/triggers/fsm_type_bu_v11.sql",
-    "machine/triggers/fsm_type_bd_v1.sql",
-    "machine/triggers/fsm_type_hbi_v3.sql",
-    "machine/triggers/fsm_type_hbu_v5.sql",
-    "machine/triggers/fsm_type_hbd_v1.sql",
-    "machine/procedures/fsm_type_create_v1.sql",
-    "machine/procedures/fsm_type_get_v1.sql",
-    "machine/procedures/fsm_type_allowed_events_v1.sql",
-    "machine/procedures/fsm_type_history_v1.sql",
-    "machine/procedures/fsm_type_in_state_v1.sql",
-    "machine/procedures/fsm_type_counts_v1.sql",
-    "machine/procedures/fsm_type_send_v4.sql",
-    "machine/procedures/fsm_type_fire_v1.sql",
-    "machine/internal/fsm_type_apply_send_v1.sql",
-    "machine/procedures/fsm_type_send_many_v2.sql",
-    "machine/procedures/fsm_type_step_v2.sql",
-    "machine/internal/fsm_type_apply_step_v1.sql",
-    "machine/procedures/fsm_type_steps_v1.sql",
-    "machine/procedures/fsm_type_upgrade_v1.sql",
-    "machine/procedures/fsm_type_upgrade_plan_v1.sql",
-    "machine/views/fsm_v_type.sql",
-    "machine/views/fsm_v_type_transitions.sql",
+    "machine/tables/fsm_{type}.sql",
+    "machine/tables/fsm_{type}_transitions.sql",
+    "machine/triggers/fsm_{type}_bi_v1.sql",
+    "machine/triggers/fsm_{type}_ai_v4.sql",
+    "machine/triggers/fsm_{type}_bu_v11.sql",
+    "machine/triggers/fsm_{type}_bd_v1.sql",
+    "machine/triggers/fsm_{type}_hbi_v3.sql",
+    "machine/triggers/fsm_{type}_hbu_v5.sql",
+    "machine/triggers/fsm_{type}_hbd_v1.sql",
+    "machine/procedures/fsm_{type}_create_v1.sql",
+    "machine/procedures/fsm_{type}_get_v1.sql",
+    "machine/procedures/fsm_{type}_allowed_events_v1.sql",
+    "machine/procedures/fsm_{type}_history_v1.sql",
+    "machine/procedures/fsm_{type}_in_state_v1.sql",
+    "machine/procedures/fsm_{type}_counts_v1.sql",
+    "machine/procedures/fsm_{type}_send_v4.sql",
+    "machine/procedures/fsm_{type}_fire_v1.sql",
+    "machine/internal/fsm_{type}_apply_send_v1.sql",
+    "machine/procedures/fsm_{type}_send_many_v2.sql",
+    "machine/procedures/fsm_{type}_step_v2.sql",
+    "machine/internal/fsm_{type}_apply_step_v1.sql",
+    "machine/procedures/fsm_{type}_steps_v1.sql",
+    "machine/procedures/fsm_{type}_upgrade_v1.sql",
+    "machine/procedures/fsm_{type}_upgrade_plan_v1.sql",
+    "machine/views/fsm_v_{type}.sql",
+    "machine/views/fsm_v_{type}_transitions.sql",
 )
-#: The timer triggers (sql/machine/triggers/fsm_type_*_timer_v1.sql): installed only for a type
+#: The timer triggers (sql/machine/triggers/fsm_{type}_*_timer_v1.sql): installed only for a type
 #: whose definition gives a state a timeout (any version), so a type without timeouts pays
 #: nothing per transition. Not part of the object set version (installed beside it).
 MACHINE_TIMER_OBJECTS = (
-    "machine/triggers/fsm_type_ai_timer_v1.sql",
-    "machine/triggers/fsm_type_au_timer_v1.sql",
+    "machine/triggers/fsm_{type}_ai_timer_v1.sql",
+    "machine/triggers/fsm_{type}_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
 MACHINE_OBJECTS_VERSION = "v16"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
-#: Version N of family ``trigger_bu`` creates fsm_<type>_bu_vN and is frozen in migrations/sql
+#: Version N of family ``trigger_bu`` creates fsm_{type}_bu_vN and is frozen in migrations/sql
 #: as ``templates/trigger_bu_vN.sql``; the current version's file is
-#: ``machine/triggers/fsm_type_bu_vN.sql``. A new version is a new file (named by its version)
+#: ``machine/triggers/fsm_{type}_bu_vN.sql``. A new version is a new file (named by its version)
 #: and this entry follows it (tests/unit/test_sql_file_names.py checks each entry's family).
 CURRENT_TRIGGERS = {
-    "trigger_bi": "machine/triggers/fsm_type_bi_v1.sql",
-    "trigger_ai": "machine/triggers/fsm_type_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_type_bu_v11.sql",
-    "trigger_bd": "machine/triggers/fsm_type_bd_v1.sql",
-    "trigger_hbi": "machine/triggers/fsm_type_hbi_v3.sql",
-    "trigger_hbu": "machine/triggers/fsm_type_hbu_v5.sql",
-    "trigger_hbd": "machine/triggers/fsm_type_hbd_v1.sql",
+    "trigger_bi": "machine/triggers/fsm_{type}_bi_v1.sql",
+    "trigger_ai": "machine/triggers/fsm_{type}_ai_v4.sql",
+    "trigger_bu": "machine/triggers/fsm_{type}_bu_v11.sql",
+    "trigger_bd": "machine/triggers/fsm_{type}_bd_v1.sql",
+    "trigger_hbi": "machine/triggers/fsm_{type}_hbi_v3.sql",
+    "trigger_hbu": "machine/triggers/fsm_{type}_hbu_v5.sql",
+    "trigger_hbd": "machine/triggers/fsm_{type}_hbd_v1.sql",
 }
 
 
@@ -330,14 +330,14 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_type_bu_v11.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v11.sql")."""
     return CURRENT_TRIGGERS[family]
 
 
 def stale_triggers(conn: Any, machine: str) -> list[tuple[str, str]]:
     """(old template, current file) for each trigger of an older set on ``machine``'s tables.
 
-    Every trigger pyfsm ever created is named fsm_<type>_<family>_v<N>, and its template
+    Every trigger pyfsm ever created is named fsm_{type}_<family>_v<N>, and its template
     trigger_<family>_v<N> is frozen in migrations/sql (it is put back if the swap fails).
     Triggers of other names on those tables are not pyfsm's and are left alone.
     """
@@ -387,15 +387,15 @@ def deprecated_present(conn: Any) -> list[tuple[str, str, Deprecated]]:
         routines = [row[0] for row in cur.fetchall()]
     found = []
     for entry in DEPRECATED:
-        if "<machine>" not in entry.name:
+        if "{type}" not in entry.name:
             found += [(entry.name, entry.replaced_by, entry) for name in routines if name == entry.name]
             continue
-        head, tail = entry.name.split("<machine>")
+        head, tail = entry.name.split("{type}")
         pattern = re.compile(re.escape(head) + r"([a-z][a-z0-9_]*)" + re.escape(tail))
         for name in routines:
             matched = pattern.fullmatch(name)
-            replacement = entry.replaced_by.replace("<machine>", matched.group(1)) if matched else ""
-            if matched and replacement in routines:  # a type has both (fsm_<type>_apply_send_v1 is no type's)
+            replacement = entry.replaced_by.replace("{type}", matched.group(1)) if matched else ""
+            if matched and replacement in routines:  # a type has both (fsm_{type}_apply_send_v1 is no type's)
                 found.append((name, replacement, entry))
     return found
 

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type: its rules inline, the server's own checks left to it.
 
-The template (sql/machine/triggers/fsm_type_bu_v11.sql) is a complete, correct trigger as it
+The template (sql/machine/triggers/fsm_{type}_bu_v11.sql) is a complete, correct trigger as it
 stands: rendered with the type's name alone (:func:`pyfsm.schema.resources.render`) it looks
 every rule up in fsm_rules, as the triggers before it did. Spans of it are marked with
 comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one type:
@@ -46,7 +46,7 @@ from ..errors import InvalidDefinition
 from ..guards import Guard, guard
 from .ddl import execute_ddl, machine_triggers, object_name
 from .guard_sql import condition_sql, text_literal
-from .resources import check_machine_name, read_sql
+from .resources import check_machine_name, fill_type, read_sql
 from .upgrades import replace_machine_triggers
 
 #: a state or event name as fsm_define_v8 accepts it: safe between single quotes as it is
@@ -263,8 +263,8 @@ def _event_data(facts: TypeRules, fallback: str) -> str:
 
 
 def render_transition_trigger(template: str, facts: TypeRules) -> str:
-    """``template`` (the text of the bu template, ``__M__`` for the type) rendered for ``facts``."""
-    text = template.replace("__M__", check_machine_name(facts.machine))
+    """``template`` (the text of the bu template, current or frozen) rendered for ``facts``."""
+    text = fill_type(template, facts.machine)
 
     def replace(found: re.Match[str]) -> str:
         span, body = found.group(1), found.group(2)

@@ -1,9 +1,9 @@
 """Where pyfsm's SQL and migrations live, and how per-type SQL is rendered.
 
 ``sql/`` holds the current schema, one file per object, named after it (sql/README.md): what
-a fresh install creates (``sql/machine/`` per machine type, the type written ``type`` in the
-file names: ``fsm_type_send_v4.sql``). The revisions in ``migrations/`` apply SQL frozen as it
-was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
+a fresh install creates (``sql/machine/`` per machine type, the type written ``{type}`` in the
+text and the file names: ``fsm_{type}_send_v4.sql`` creates ``fsm_{type}_send_v4``). The
+revisions in ``migrations/`` apply SQL frozen as it was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
 ten revisions, every file named by its version; then one folder per revision). In a built
 wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
 checkout they are the top-level folders.
@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 
+from ..db.queries import package_folder, sql_dir
 from ..errors import InvalidArgument
 from ..limits import MACHINE_NAME_CHARS
 
 MACHINE_NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MACHINE_NAME_CHARS - 1}}}")
-PLACEHOLDER = "__M__"
+#: How every per-type file of sql/ writes the machine type, in its text and its file name
+#: (``machine/procedures/fsm_{type}_send_v4.sql`` creates ``fsm_{type}_send_v4``), as the docs,
+#: the routine registry (pyfsm.schema.routines) and the runtime queries (pyfsm.db.queries) do.
+PLACEHOLDER = "{type}"
+#: How the copies frozen under migrations/sql before 0.4 write it: they stay as they landed.
+FROZEN_PLACEHOLDER = "__M__"
 
 #: Names that would collide with pyfsm's own tables (fsm_<name>) now or in later releases.
 #: The database refuses the same ones for a new type (sql/functions/fsm_reserved_name_v2.sql,
@@ -70,21 +75,9 @@ RESERVED_MACHINE_NAMES = frozenset(
 RESERVED_FOR_NEW_TYPES = frozenset({"account"})
 
 
-def _folder(name: str) -> Path:
-    packaged = Path(str(files("pyfsm"))) / name
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / name
-
-
-@cache
-def sql_dir() -> Path:
-    return _folder("sql")
-
-
 @cache
 def migrations_dir() -> Path:
-    return _folder("migrations")
+    return package_folder("migrations")
 
 
 #: The frozen tree of revisions 0001 to 0010 under migrations/sql.
@@ -117,7 +110,7 @@ def check_machine_name(name: object) -> str:
 def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
-    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_type_bu_v11.sql``), or
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_{type}_bu_v11.sql``), or
     a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
     or a later revision's ``templates/``: template_revisions; the landed migrations and the
     upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only
@@ -127,7 +120,14 @@ def render(template: str, machine: str) -> str:
         text = read_sql(template)
     else:
         text = read_frozen(f"templates/{template}.sql", template_revisions(template))
-    return text.replace(PLACEHOLDER, check_machine_name(machine))
+    return fill_type(text, machine)
+
+
+def fill_type(text: str, machine: str) -> str:
+    """``text`` (a per-type file, current or frozen) for machine type ``machine``, checked first:
+    the only thing ever spliced into SQL text."""
+    name = check_machine_name(machine)
+    return text.replace(PLACEHOLDER, name).replace(FROZEN_PLACEHOLDER, name)
 
 
 @cache

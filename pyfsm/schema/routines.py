@@ -6,7 +6,7 @@ version of a procedure is one line in this file (and its SQL file and migration)
 ``tests/server/test_routines.py`` checks every entry against what a fresh install creates:
 the name exists and its parameters are these, in this order.
 
-Per-type procedures (``fsm_<type>_send_v4``) are written with ``<type>``; :meth:`Routine.name_for`
+Per-type procedures (``fsm_{type}_send_v4``) are written with ``{type}``; :meth:`Routine.name_for`
 fills in the machine type, which callers have validated (``check_machine_name``) before.
 """
 
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 #: How per-type routine names mark the machine type.
-TYPE_MARK = "<type>"
+TYPE_MARK = "{type}"
 
 
 @dataclass(frozen=True)
 class Routine:
-    """A stored procedure: ``name`` (``fsm_x_vN``, or ``fsm_<type>_x_vN`` for a per-type one)
+    """A stored procedure: ``name`` (``fsm_x_vN``, or ``fsm_{type}_x_vN`` for a per-type one)
     and its parameters in order."""
 
     name: str
@@ -33,7 +33,7 @@ class Routine:
 
     @property
     def suffix(self) -> str:
-        """What follows ``fsm_<type>_`` in a per-type name (``send_v4``)."""
+        """What follows ``fsm_{type}_`` in a per-type name (``send_v4``)."""
         return self.name.removeprefix(f"fsm_{TYPE_MARK}_")
 
     def name_for(self, machine: str | None = None) -> str:
@@ -63,9 +63,9 @@ DEFINE = _r("fsm_define_v8", "p_machine", "p_definition")
 DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
-CREATE = _r("fsm_<type>_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
+CREATE = _r("fsm_{type}_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
 SEND = _r(
-    "fsm_<type>_send_v4",
+    "fsm_{type}_send_v4",
     "p_key",
     "p_event",
     "p_data",
@@ -76,15 +76,15 @@ SEND = _r(
     "p_lookup_key",
 )
 #: SEND with key and event alone, at a lower cost (the same answers): Store.send without options
-FIRE = _r("fsm_<type>_fire_v1", "p_key", "p_event")
-SEND_MANY = _r("fsm_<type>_send_many_v2", "p_items")
-GET = _r("fsm_<type>_get_v1", "p_key")
+FIRE = _r("fsm_{type}_fire_v1", "p_key", "p_event")
+SEND_MANY = _r("fsm_{type}_send_many_v2", "p_items")
+GET = _r("fsm_{type}_get_v1", "p_key")
 #: the rules an instance may take now, their guards and its data (Store.allowed_events tests them)
-ALLOWED_EVENTS = _r("fsm_<type>_allowed_events_v1", "p_key")
-HISTORY = _r("fsm_<type>_history_v1", "p_key")
-IN_STATE = _r("fsm_<type>_in_state_v1", "p_state", "p_after_id", "p_limit")
+ALLOWED_EVENTS = _r("fsm_{type}_allowed_events_v1", "p_key")
+HISTORY = _r("fsm_{type}_history_v1", "p_key")
+IN_STATE = _r("fsm_{type}_in_state_v1", "p_state", "p_after_id", "p_limit")
 STEP = _r(
-    "fsm_<type>_step_v2",
+    "fsm_{type}_step_v2",
     "p_key",
     "p_owner",
     "p_expected_version",
@@ -95,7 +95,7 @@ STEP = _r(
     "p_requeue_seconds",
     "p_data",
 )
-STEPS = _r("fsm_<type>_steps_v1", "p_owner", "p_claim_seconds", "p_items")
+STEPS = _r("fsm_{type}_steps_v1", "p_owner", "p_claim_seconds", "p_items")
 
 # -- locks ------------------------------------------------------------------------------------
 LOCK = _r("fsm_lock_v2", "p_machine", "p_key", "p_owner", "p_lease_seconds")
@@ -140,8 +140,8 @@ TIMERS = _r("fsm_timers_v1", "p_machine", "p_key", "p_overdue", "p_after_id", "p
 ARM_TIMEOUTS = _r("fsm_arm_timeouts_v1", "p_machine")
 
 # -- changing machines: instances moved to a newer definition version ----------------------------
-UPGRADE = _r("fsm_<type>_upgrade_v1", "p_to_version", "p_map", "p_only", "p_after_id", "p_limit")
-UPGRADE_PLAN = _r("fsm_<type>_upgrade_plan_v1", "p_to_version", "p_map", "p_only")
+UPGRADE = _r("fsm_{type}_upgrade_v1", "p_to_version", "p_map", "p_only", "p_after_id", "p_limit")
+UPGRADE_PLAN = _r("fsm_{type}_upgrade_plan_v1", "p_to_version", "p_map", "p_only")
 VERSION_COUNTS = _r("fsm_instances_per_version_v1", "p_machine")
 
 # -- reads across types and reporting ---------------------------------------------------------------

@@ -23,7 +23,7 @@ from .views import refresh_views
 #: fsm_machines.objects_version records which set a machine has. The tests install types
 #: as an older pyfsm did from these; the current set is schema.MACHINE_OBJECTS, whose files
 #: are named after their objects instead (frozen ``trigger_bu_v8`` and ``send_v3`` are
-#: sql/machine's ``triggers/fsm_type_bu_v8.sql`` and ``procedures/fsm_type_send_v3.sql``).
+#: sql/machine's ``triggers/fsm_{type}_bu_v8.sql`` and ``procedures/fsm_{type}_send_v3.sql``).
 MACHINE_TEMPLATE_SETS: dict[str, tuple[str, ...]] = {}
 MACHINE_TEMPLATE_SETS["v1"] = (
     "instance_table",
@@ -46,7 +46,7 @@ MACHINE_TEMPLATE_SETS["v1"] = (
 _V2 = {"trigger_ai_v1": "trigger_ai_v2", "trigger_bu_v1": "trigger_bu_v2"}
 MACHINE_TEMPLATE_SETS["v2"] = tuple(_V2.get(name, name) for name in MACHINE_TEMPLATE_SETS["v1"])
 # v3 (revision 0004): history gets left_at; the triggers keep fsm_state_counts and left_at;
-# the reporting views fsm_v_<type> and fsm_v_<type>_transitions.
+# the reporting views fsm_v_{type} and fsm_v_{type}_transitions.
 _V3 = {"trigger_ai_v2": "trigger_ai_v3", "trigger_bu_v2": "trigger_bu_v3", "trigger_hbu_v1": "trigger_hbu_v2"}
 MACHINE_TEMPLATE_SETS["v3"] = (
     "instance_table",
@@ -113,9 +113,9 @@ MACHINE_TEMPLATE_SETS["v11"] = tuple(
 MACHINE_TEMPLATE_SETS["v12"] = tuple(
     new for name in MACHINE_TEMPLATE_SETS["v11"] for new in ((name, "send_v3") if name == "send_v2" else (name,))
 )
-# v13 (revision 0021): the transition trigger lets fsm_<type>_upgrade_v1 move an instance to a
+# v13 (revision 0021): the transition trigger lets fsm_{type}_upgrade_v1 move an instance to a
 # newer definition version (trigger_bu_v8), and that procedure and its dry run upgrade_plan_v1;
-# fsm_v_<type> counts in_state_since across such a move (view_instances_v2; frozen in
+# fsm_v_{type} counts in_state_since across such a move (view_instances_v2; frozen in
 # migrations/sql/0021).
 MACHINE_TEMPLATE_SETS["v13"] = tuple(
     new

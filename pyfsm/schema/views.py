@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import SchemaVersionMismatch
 from .ddl import ddl_waiting_briefly
-from .resources import PLACEHOLDER, check_machine_name, read_sql
+from .resources import check_machine_name, fill_type, read_sql
 
 #: Views over every machine type (sql/views): the text after the CREATE line is one branch,
 #: rendered per type and joined with UNION ALL. fsm_v_stuck reads fsm_v_instances, so it
@@ -50,7 +50,7 @@ def refresh_views(conn: Any) -> None:
             statements = []
             for view in UNION_VIEWS:
                 head, create, branch = _split_view(read_sql(view))
-                branches = "\nUNION ALL\n".join(branch.replace(PLACEHOLDER, m) for m in machines)
+                branches = "\nUNION ALL\n".join(fill_type(branch, m) for m in machines)
                 statements.append(head + create + branches)
             ddl_waiting_briefly(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
         finally:

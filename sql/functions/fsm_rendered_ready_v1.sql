@@ -1,6 +1,6 @@
 -- fsm_rendered_ready_v1: was a machine type's transition trigger rendered for its current definition version?
 --
--- fsm_<type>_bu_v9 carries the rules of the type's definition versions inline (those that
+-- fsm_{type}_bu_v9 carries the rules of the type's definition versions inline (those that
 -- held instances when it was rendered, and the one that was current then), and `pyfsm sync`
 -- (or Store.define) records the current version it rendered for in
 -- fsm_machines.rendered_version. A version defined since is still enforced (the trigger looks

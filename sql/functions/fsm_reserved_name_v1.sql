@@ -1,7 +1,7 @@
 -- fsm_reserved_name_v1: may a new machine type not take this name, which pyfsm keeps for its own objects?
 --
--- A type's table is fsm_<machine>, its reporting view fsm_v_<machine> and its procedures
--- fsm_<machine>_<operation>_vN, so a name is reserved when one of those would be one of
+-- A type's table is fsm_{type}, its reporting view fsm_v_{type} and its procedures
+-- fsm_{type}_<operation>_vN, so a name is reserved when one of those would be one of
 -- pyfsm's own objects (fsm_locks, fsm_operator_log; account: fsm_account_history_v1), now or
 -- in a planned release; so are names starting with v_ (the reporting views) and ending in
 -- _transitions (a type's history table). fsm_define_v5 refuses them for a new type. The list

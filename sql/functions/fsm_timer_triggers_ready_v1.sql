@@ -1,6 +1,6 @@
 -- fsm_timer_triggers_ready_v1: does a machine type that needs timer triggers have them?
 --
--- A type needs its timer triggers (fsm_<type>_ai_timer_v1 and _au_timer_v1, which arm and
+-- A type needs its timer triggers (fsm_{type}_ai_timer_v1 and _au_timer_v1, which arm and
 -- disarm state timeouts) when a state of any of its definition versions has a timeout. They
 -- can only be created by a client (MySQL cannot create triggers from a routine): `pyfsm sync`
 -- or Store.define(). fsm_define_v6 reports the answer in tables_ready. Internal.

@@ -1,6 +1,6 @@
 -- fsm_upgrade_check_v1: check an upgrade's arguments before anything moves; sets @fsm_u_to.
 --
--- Shared by fsm_<type>_upgrade_v1 and fsm_<type>_upgrade_plan_v1 (and so by the generic
+-- Shared by fsm_{type}_upgrade_v1 and fsm_{type}_upgrade_plan_v1 (and so by the generic
 -- fsm_upgrade_instances_v1 and fsm_upgrade_plan_v1). Every name is checked against
 -- [a-z][a-z0-9_]* before it is used in a JSON path, so no key of the map can change a path.
 -- Internal.
@@ -13,7 +13,7 @@
 --   versions move).
 -- Sets: @fsm_u_to, the target version.
 -- Errors: 31030 anything above not so (the message says which); 31031 the target version has
---   state timeouts and the type has no timer triggers yet (run `pyfsm sync <type>`).
+--   state timeouts and the type has no timer triggers yet (run `pyfsm sync <machine>`).
 -- Example: CALL fsm_upgrade_check_v1('order', NULL, '{"shipped": "sent"}', NULL);
 CREATE PROCEDURE `fsm_upgrade_check_v1`(
   IN p_machine VARCHAR(48) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,

@@ -1,11 +1,11 @@
 -- fsm_create_v1: create an instance of any machine type explicitly.
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
--- then calls the per-type procedure `fsm_<machine>_create_v1` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/fsm_type_create_v1.sql) for the details.
+-- then calls the per-type procedure `fsm_{type}_create_v1` with the remaining arguments,
+-- which does the work. See that procedure (sql/machine/procedures/fsm_{type}_create_v1.sql) for the details.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row, the same columns as fsm_send_v1.
--- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_<machine>_create_v1 (31004, 31005, 31008, 31009, 31010, 31016).
+-- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_{type}_create_v1 (31004, 31005, 31008, 31009, 31010, 31016).
 -- Example: CALL fsm_create_v1('order', 'o-2', NULL, '{"total": 10}', NULL, NULL, 'account-7');
 CREATE PROCEDURE `fsm_create_v1`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4, IN p_state TEXT CHARACTER SET utf8mb4,

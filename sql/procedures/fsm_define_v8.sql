@@ -50,12 +50,12 @@
 -- transaction. Differs from fsm_define_v7 in guards, branching and the keys of a transition
 -- (v7 ignores keys it does not know, so a guard given to it is refused: 31001, by
 -- fsm_definitions_bi_v1). tables_ready is 0 while the type's transition trigger
--- (fsm_<type>_bu_v11) was rendered before this version became current
+-- (fsm_{type}_bu_v11) was rendered before this version became current
 -- (fsm_rendered_ready_v1): `pyfsm sync` renders the new version's rules and guards into it.
 -- Parameters: p_machine (a name of at most 48 characters, not reserved), p_definition.
 -- Result: one row (machine, version, changed, tables_ready): tables_ready is 0 while the type's
 --   tables, or (with timeouts) its timer triggers, are missing, or its transition trigger was
---   rendered for an older current version: run `pyfsm sync <type>` (Store.define does).
+--   rendered for an older current version: run `pyfsm sync <machine>` (Store.define does).
 -- Errors: 31001 invalid definition (the message names the problem); 31009 invalid or
 --   reserved machine name; 31016 called inside an open transaction.
 -- Example: CALL fsm_define_v8('ticket', '{"states":["open","closed"],"start":["open"],"final":["closed"],"transitions":[{"event":"close","from":["open"],"to":"closed"}],"timeouts":{"open":{"after":"2d","event":"close"}}}');

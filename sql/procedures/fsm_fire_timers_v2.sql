@@ -13,7 +13,7 @@
 -- transition's timer trigger does), checks the timer is still armed and still this call's
 -- (a transition, a cancel or another call of the same owner may have removed it
 -- meanwhile: then it is skipped), and sends
--- its event through the type's transition trigger (as fsm_<type>_send_v2 does) with request
+-- its event through the type's transition trigger (as fsm_{type}_send_v2 does) with request
 -- id 'fsm:timer:<id>' and metadata {"timer": {"id", "kind", "due_at", "state"}} added to the
 -- scheduled metadata. The timer is deleted and logged in fsm_timer_log in that same
 -- transaction: a caller that dies before its COMMIT leaves the timer armed (and claimed

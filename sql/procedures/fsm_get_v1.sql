@@ -1,8 +1,8 @@
 -- fsm_get_v1: read one instance of any machine type by key.
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
--- then calls the per-type procedure `fsm_<machine>_get_v1` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/fsm_type_get_v1.sql) for the details.
+-- then calls the per-type procedure `fsm_{type}_get_v1` with the remaining arguments,
+-- which does the work. See that procedure (sql/machine/procedures/fsm_{type}_get_v1.sql) for the details.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row with every column of the instance table.
 -- Errors: 31002 unknown machine; 31009 invalid machine name; 31003 no such instance.

@@ -1,8 +1,8 @@
 -- fsm_history_v1: the history of one instance of any machine type, oldest first.
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
--- then calls the per-type procedure `fsm_<machine>_history_v1` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/fsm_type_history_v1.sql) for the details.
+-- then calls the per-type procedure `fsm_{type}_history_v1` with the remaining arguments,
+-- which does the work. See that procedure (sql/machine/procedures/fsm_{type}_history_v1.sql) for the details.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row per transition, ordered by sort_key.
 -- Errors: 31002 unknown machine; 31009 invalid machine name; 31003 no such instance.

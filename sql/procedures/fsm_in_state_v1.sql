@@ -1,8 +1,8 @@
 -- fsm_in_state_v1: list the instances of any machine type in one state, a page at a time.
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
--- then calls the per-type procedure `fsm_<machine>_in_state_v1` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/fsm_type_in_state_v1.sql) for the details.
+-- then calls the per-type procedure `fsm_{type}_in_state_v1` with the remaining arguments,
+-- which does the work. See that procedure (sql/machine/procedures/fsm_{type}_in_state_v1.sql) for the details.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: instance rows ordered by id.
 -- Errors: 31002 unknown machine; 31009 invalid machine name; 31009 unknown state or limit out of range.

@@ -11,7 +11,7 @@
 -- fsm_instances_in_state_sql_v1's (a DBA may EXPLAIN it).
 -- Parameters: p_state; p_after_machine, p_after_id (the last row of the previous page; both
 --   NULL for the first page); p_limit (1-10000).
--- Result: rows with every column of fsm_<machine> (machine names the type), in_state_since
+-- Result: rows with every column of fsm_{type} (machine names the type), in_state_since
 --   and seconds_in_state, ordered by machine, id; no row after the last page.
 -- Errors: 31009 invalid state name, a state no machine type has, limit out of range, or a
 --   cursor that is half given, has an invalid machine name or a negative id.

@@ -1,12 +1,12 @@
--- fsm_send_v4: send an event to an instance of any machine type (the per-type fsm_<machine>_send_v4).
+-- fsm_send_v4: send an event to an instance of any machine type (the per-type fsm_{type}_send_v4).
 --
 -- Generic entry point for any machine type: checks p_machine with fsm_require_machine_v1,
--- then calls the per-type procedure `fsm_<machine>_send_v4` with the remaining arguments,
--- which does the work. See that procedure (sql/machine/procedures/fsm_type_send_v4.sql) for the details;
--- it answers as fsm_<machine>_send_v3 (which fsm_send_v3 calls) does, with less work.
+-- then calls the per-type procedure `fsm_{type}_send_v4` with the remaining arguments,
+-- which does the work. See that procedure (sql/machine/procedures/fsm_{type}_send_v4.sql) for the details;
+-- it answers as fsm_{type}_send_v3 (which fsm_send_v3 calls) does, with less work.
 -- Parameters: p_machine, then those of the per-type procedure.
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created, replayed).
--- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_<machine>_send_v4 (31003, 31005, 31007, 31008, 31009, 31010, 31011, 31012, 31016, 31018, 31024, 31028).
+-- Errors: 31002 unknown machine; 31009 invalid machine name; those of fsm_{type}_send_v4 (31003, 31005, 31007, 31008, 31009, 31010, 31011, 31012, 31016, 31018, 31024, 31028).
 -- Example: CALL fsm_send_v4('order', 'o-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
 CREATE PROCEDURE `fsm_send_v4`(IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4, IN p_event TEXT CHARACTER SET utf8mb4,

@@ -1,7 +1,7 @@
 -- fsm_upgrade_instances_v1: move instances of a type to a newer definition version, one batch (keyset, resumable).
 --
 -- What a DBA calls in a loop (docs/changing-machines.md): it checks the arguments, then
--- calls the type's fsm_<type>_upgrade_v1, which moves up to p_limit instances of older
+-- calls the type's fsm_{type}_upgrade_v1, which moves up to p_limit instances of older
 -- versions with id > p_after_id, each in a transaction of its own, and says where to go on
 -- from. Start with p_after_id = 0; call again with the last_id it returned until done = 1.
 -- After an interruption, start again from 0 (or from the last last_id seen): what moved is
@@ -11,7 +11,7 @@
 --   {"old state": "new state"} for states renamed or dropped, or NULL); p_only (JSON
 --   {"states": [...], "versions": [...]} or NULL: every instance of an older version);
 --   p_after_id (0 to start); p_limit (1 to 10000).
--- Result: as fsm_<type>_upgrade_v1: rows (from_version, from_state, to_state, outcome,
+-- Result: as fsm_{type}_upgrade_v1: rows (from_version, from_state, to_state, outcome,
 --   instances, to_version, last_id, done).
 -- Errors: 31002 unknown machine; 31009 invalid p_after_id or p_limit; 31016 inside an open
 --   transaction; 31030 a target version that does not exist, or a map or only that is not

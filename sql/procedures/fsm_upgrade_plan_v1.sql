@@ -1,6 +1,6 @@
 -- fsm_upgrade_plan_v1: the dry run of fsm_upgrade_instances_v1: per (from version, state), how many instances, where they go, which wait or cannot move. Writes nothing.
 --
--- Calls the type's fsm_<type>_upgrade_plan_v1 after checking the arguments the same way
+-- Calls the type's fsm_{type}_upgrade_plan_v1 after checking the arguments the same way
 -- the real run does, so a map the real run would refuse is refused here too.
 -- Parameters: p_machine, p_to_version, p_map, p_only (as fsm_upgrade_instances_v1).
 -- Result: rows (from_version, from_state, to_state, outcome, instances, to_version), outcome

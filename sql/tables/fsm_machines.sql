@@ -4,7 +4,7 @@
 -- objects_version  which set of per-type objects (tables, triggers, routines rendered
 --                  from sql/machine) is installed; NULL until `pyfsm sync` or
 --                  Store.define() has created them.
--- rendered_version the current_version when the transition trigger (fsm_<type>_bu_v9) was
+-- rendered_version the current_version when the transition trigger (fsm_{type}_bu_v9) was
 --                  last rendered with the type's rules inline; NULL before
 --                  (fsm_rendered_ready_v1, fsm_define_v7's tables_ready).
 -- rendered_digest  SHA-1 of that trigger's text: `pyfsm sync` renders it again only when

@@ -1,7 +1,7 @@
 -- fsm_timers: the armed timers, state timeouts and scheduled events (revision 0019).
 --
 -- One row per timer that has not fired, been dropped or been cancelled yet. kind 'timeout':
--- armed by the type's timer triggers (fsm_<type>_ai_timer_v1, _au_timer_v1) when an instance
+-- armed by the type's timer triggers (fsm_{type}_ai_timer_v1, _au_timer_v1) when an instance
 -- enters a state with a timeout, in the transition's own transaction, and deleted when it
 -- leaves that state (timeout_of = instance_id: one per instance). kind 'scheduled': armed by
 -- fsm_send_at_v1, kept until it fires or is cancelled, whatever the instance does meanwhile.

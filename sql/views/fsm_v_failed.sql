@@ -8,9 +8,9 @@
 -- Errors: none of its own.
 -- Example: SELECT machine, instance_key, current_state, handler, attempt, error_type, message, failed_at FROM fsm_v_failed ORDER BY failed_at DESC LIMIT 20;
 CREATE OR REPLACE SQL SECURITY DEFINER VIEW `fsm_v_failed` AS
-SELECT '__M__' AS `machine`, i.`id`, i.`instance_key`, i.`lookup_key`, i.`current_state`, i.`updated_at`,
+SELECT '{type}' AS `machine`, i.`id`, i.`instance_key`, i.`lookup_key`, i.`current_state`, i.`updated_at`,
        e.`handler`, e.`attempt`, e.`error_type`, e.`message`, e.`created_at` AS `failed_at`
-  FROM `fsm___M__` i
+  FROM `fsm_{type}` i
   LEFT JOIN `fsm_errors` e
-    ON e.`id` = (SELECT MAX(x.`id`) FROM `fsm_errors` x WHERE x.`machine` = '__M__' AND x.`instance_id` = i.`id`)
+    ON e.`id` = (SELECT MAX(x.`id`) FROM `fsm_errors` x WHERE x.`machine` = '{type}' AND x.`instance_id` = i.`id`)
  WHERE i.`status` = 'failed'

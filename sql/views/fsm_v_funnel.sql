@@ -10,8 +10,8 @@
 -- Errors: none of its own.
 -- Example: SELECT state, instances, entries FROM fsm_v_funnel WHERE machine = 'order' ORDER BY position;
 CREATE OR REPLACE SQL SECURITY DEFINER VIEW `fsm_v_funnel` AS
-SELECT '__M__' AS `machine`, f.`state`, s.`position`, f.`instances`, f.`entries`
+SELECT '{type}' AS `machine`, f.`state`, s.`position`, f.`instances`, f.`entries`
   FROM (SELECT h.`to_state` AS `state`, COUNT(DISTINCT h.`instance_id`) AS `instances`, COUNT(*) AS `entries`
-          FROM `fsm___M___transitions` h WHERE h.`source` <> 'upgrade' GROUP BY h.`to_state`) f
-  LEFT JOIN `fsm_machines` m ON m.`machine` = '__M__'
-  LEFT JOIN `fsm_states` s ON s.`machine` = '__M__' AND s.`version` = m.`current_version` AND s.`state` = f.`state`
+          FROM `fsm_{type}_transitions` h WHERE h.`source` <> 'upgrade' GROUP BY h.`to_state`) f
+  LEFT JOIN `fsm_machines` m ON m.`machine` = '{type}'
+  LEFT JOIN `fsm_states` s ON s.`machine` = '{type}' AND s.`version` = m.`current_version` AND s.`state` = f.`state`

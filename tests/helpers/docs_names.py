@@ -7,9 +7,9 @@ defined (tests/server/test_docs_names.py builds it), the deprecated procedures o
 
 The rules:
 
-* `fsm_...` names. A placeholder `<type>` or `<machine>` stands for any type, and so do the
-  example types the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v8`, `fsm_<machine>_bu_v8` and
-  `fsm_<type>_bu_v8` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
+* `fsm_...` names. A placeholder `{type}` or `{type}` stands for any type, and so do the
+  example types the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v8`, `fsm_{type}_bu_v8` and
+  `fsm_{type}_bu_v8` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
   match an object. A fragment in backticks such as `_hbu_v4` must end an object's name.
   Session variables (`@fsm_event`) are not objects and are not checked.
 * A deprecated procedure exists only in upgraded databases, so it may be named only on the
@@ -35,14 +35,14 @@ from typing import Any
 
 from pyfsm import errors as pyfsm_errors
 
-#: The type names the docs' examples use; `fsm_door_send_v2` is `fsm_<type>_send_v2`.
+#: The type names the docs' examples use; `fsm_door_send_v2` is `fsm_{type}_send_v2`.
 EXAMPLE_TYPES = ("order", "door", "ticket", "parcel")
 #: The only page that may name deprecated procedures (it documents them for their callers).
 DEPRECATED_PAGE = "docs/sql-api.md"
 
-NAME = re.compile(r"(?<![@\w])fsm_[a-z0-9_<>%*…]*")
+NAME = re.compile(r"(?<![@\w])fsm_[a-z0-9_{}%*…]*")
 FRAGMENT = re.compile(r"(?<=`)_[a-z][a-z0-9_]*_v\d+(?=`)")
-PLACEHOLDER = re.compile(r"<[^<>]*>")
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 WILDCARD = re.compile(r"[%*…]")
 RANGE = re.compile(r"\b\d{4,5}\s*(?:-|\u2013|to)\s*\d{4,5}\b")  # -, en dash, "to"
 PYFSM_ERRNO = re.compile(r"\b31\d{3}\b")
@@ -63,8 +63,8 @@ NO_COMMANDS_IN = frozenset({"json", "yaml", "mermaid"})  # fences that hold data
 class Known:
     """What exists, to check the docs against."""
 
-    objects: frozenset[str]  # every object of a fresh install, a type's written with <type>
-    deprecated: frozenset[str]  # schema.DEPRECATED, <machine> written <type>
+    objects: frozenset[str]  # every object of a fresh install, a type's written with {type}
+    deprecated: frozenset[str]  # schema.DEPRECATED, written with {type}
     commands: Mapping[str, frozenset[str]]  # command -> its long options
     classes: Mapping[str, type]  # error class name -> class
     errnos: Mapping[int, type]  # error number -> the class pyfsm maps it to
@@ -94,29 +94,28 @@ def known_commands(parser: argparse.ArgumentParser) -> dict[str, frozenset[str]]
 
 
 def generic(name: str, sample_type: str) -> str:
-    """An installed object's name with the sample type written as <type>.
+    """An installed object's name with the sample type written as {type}.
 
     >>> generic("fsm_v_sample_transitions", "sample"), generic("fsm_outbox", "sample")
-    ('fsm_v_<type>_transitions', 'fsm_outbox')
+    ('fsm_v_{type}_transitions', 'fsm_outbox')
     """
-    return re.sub(rf"^fsm_(v_)?{sample_type}(?=_|$)", r"fsm_\1<type>", name)
+    return re.sub(rf"^fsm_(v_)?{sample_type}(?=_|$)", r"fsm_\1{type}", name)
 
 
 def candidates(name: str) -> Iterator[str]:
     """The generic names a documented name may stand for.
 
     >>> sorted(candidates("fsm_door_send_v2"))
-    ['fsm_<type>_send_v2', 'fsm_door_send_v2']
-    >>> list(candidates("fsm_<machine>_get_v1"))
-    ['fsm_<type>_get_v1']
+    ['fsm_{type}_send_v2', 'fsm_door_send_v2']
+    >>> list(candidates("fsm_{type}_get_v1"))
+    ['fsm_{type}_get_v1']
     """
-    name = name.replace("<machine>", "<type>")
     yield name
     for example in EXAMPLE_TYPES:
         for prefix in ("fsm_v_", "fsm_"):
             stem = prefix + example
             if name == stem or name.startswith(stem + "_"):
-                yield prefix + "<type>" + name[len(stem) :]
+                yield prefix + "{type}" + name[len(stem) :]
 
 
 def _wildcard(name: str) -> re.Pattern[str] | None:
@@ -226,9 +225,9 @@ def check_objects(unit: Unit, path: str, known: Known, section_first: str) -> It
     names += [(m.start(), m.group(0), True) for m in FRAGMENT.finditer(unit.text)]
     for offset, name, fragment in names:
         where = f"{path}:{_line(unit, offset)}: `{name}`"
-        unknown = [p for p in PLACEHOLDER.findall(name) if p not in ("<type>", "<machine>")]
+        unknown = [p for p in PLACEHOLDER.findall(name) if p != "{type}"]
         if unknown:
-            yield f"{where}: unknown placeholder {unknown[0]} (write <type> or <machine>)"
+            yield f"{where}: unknown placeholder {unknown[0]} (write {type})"
             continue
         kind = resolve_fragment(name, known) if fragment else resolve(name, known)
         if kind is None:
@@ -312,7 +311,7 @@ def check(text: str, path: str, known: Known) -> list[str]:
 
 def installed_objects(conn: Any, sample_type: str) -> frozenset[str]:
     """Tables, views, routines, triggers and indexes (what EXPLAIN names) of the connection's
-    database, the sample type's written with <type>."""
+    database, the sample type's written with {type}."""
     with conn.cursor() as cur:
         cur.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() "

@@ -1,5 +1,5 @@
 """A worker's batch run side by side, each round of steps committed together (pyfsm.engine.batch,
-fsm_<type>_steps_v1): the same outcomes as one run at a time, an instance refused alone,
+fsm_{type}_steps_v1): the same outcomes as one run at a time, an instance refused alone,
 and a round committed one by one when the batch procedure cannot be used.
 
 Four worker processes draining 2,000 instances with the default batch are in

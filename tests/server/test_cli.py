@@ -44,7 +44,7 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
         "fsm_force_unlock_v1": ("fsm_force_unlock_v2", "0.4.0"),
         "fsm_send_v1": ("fsm_send_v4", "0.4.0"),
         "fsm_order_line_send_v1": ("fsm_order_line_send_v4", "0.4.0"),
-        "fsm_step_v1": ("fsm_<machine>_step_v2", "0.4.0"),
+        "fsm_step_v1": ("fsm_{type}_step_v2", "0.4.0"),
         "fsm_stats_v1": ("fsm_stats_v2", "0.4.0"),
         "fsm_lock_v1": ("fsm_lock_v2", "0.4.0"),
         "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v2", "0.4.0"),

@@ -88,14 +88,14 @@ def test_placeholders_and_example_types_stand_for_the_defined_type(known: Known)
     assert (
         added(
             known,
-            "`fsm_<type>_bu_v11`, `fsm_<machine>_send_v4`, `fsm_v_<type>`, `fsm_door_send_many_v2`, "
+            "`fsm_{type}_bu_v11`, `fsm_{type}_send_v4`, `fsm_v_{type}`, `fsm_door_send_many_v2`, "
             "`fsm_v_ticket_transitions`, `fsm_ticket_*_v1`, `fsm_v_%`, `_hbu_v5`",
         )
         == []
     )
-    problems = added(known, "`fsm_<type>_bu_v3` and `fsm_<name>_send_v3` and `fsm_invoice_send_v3`")
+    problems = added(known, "`fsm_{type}_bu_v3` and `fsm_<name>_send_v3` and `fsm_invoice_send_v3`")
     assert [p.split(": ")[1] for p in problems] == [
-        "`fsm_<type>_bu_v3`",
+        "`fsm_{type}_bu_v3`",
         "`fsm_<name>_send_v3`",
         "`fsm_invoice_send_v3`",
     ]

@@ -1,4 +1,4 @@
-"""fsm_<type>_fire_v1 and the one-variable context of bu_v10 (issue 36, revision 0023).
+"""fsm_{type}_fire_v1 and the one-variable context of bu_v10 (issue 36, revision 0023).
 
 fire_v1(key, event) must answer exactly as send_v4(key, event, NULL x 6): the same result row,
 the same refusal with the same number, the same rows written (none on a refusal). Here each

@@ -61,7 +61,7 @@ def test_the_listing_procedures_check_the_same_page_size() -> None:
         "procedures/fsm_failed_v1.sql",
         "functions/fsm_instances_in_state_sql_v1.sql",
         "functions/fsm_account_history_sql_v1.sql",
-        "machine/procedures/fsm_type_in_state_v1.sql",
+        "machine/procedures/fsm_{type}_in_state_v1.sql",
     ):
         text = read_sql(name)
         assert f"p_limit NOT BETWEEN 1 AND {limits.PAGE_ROWS}" in text, name

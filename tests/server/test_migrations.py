@@ -532,7 +532,7 @@ def test_0005_swaps_the_transition_trigger_of_existing_types(make_database) -> N
 
 
 def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> None:  # type: ignore[no-untyped-def]
-    """A type installed at 0005 gets fsm_<type>_send_v2 and the v5 transition trigger: its history,
+    """A type installed at 0005 gets fsm_{type}_send_v2 and the v5 transition trigger: its history,
     instances and counters stay, Store.send (send_v2) and send_v1 both go on, and raw UPDATEs
     are still checked."""
     from helpers.common import fetch, order_machine
@@ -618,7 +618,7 @@ def test_a_clock_stepped_back_does_not_break_transitions(store, order, raw) -> N
 
 
 def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ignore[no-untyped-def]
-    """A type installed at 0006 (object set v5) gets fsm_<type>_steps_v1 and its internal
+    """A type installed at 0006 (object set v5) gets fsm_{type}_steps_v1 and its internal
     apply_step_v1, is marked v6, and a Worker with a batch commits its steps through them."""
     from helpers.common import fetch, order_machine
 
@@ -726,7 +726,7 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
 
 
 def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type: ignore[no-untyped-def]
-    """A type installed at 0008 (object set v7) gets fsm_<type>_send_many_v1 and its internal
+    """A type installed at 0008 (object set v7) gets fsm_{type}_send_many_v1 and its internal
     apply_send_v1, is marked v8, and Store.send_many goes through them."""
     from helpers.common import fetch, order_machine
 

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type, and send_v4 (issue 36, revision 0022).
 
-fsm_<type>_bu_v11 (bu_v9 until revision 0023, bu_v10 until 0024) carries the rules of the definition versions
+fsm_{type}_bu_v11 (bu_v9 until revision 0023, bu_v10 until 0024) carries the rules of the definition versions
 that hold instances (and of the current one) inline; any other version is looked up in
 fsm_rules, so a version a DBA defines without `pyfsm sync` is enforced all the same, and fsm_define_v7 says tables_ready = 0 until
 the type is synced. On MySQL the encoded-surrogate checks are left to the server's utf8mb4
@@ -20,7 +20,7 @@ from pyfsm import Machine, Store, TransitionNotAllowed
 from pyfsm.schema.rendering import read_rules, render_transition_trigger, spans, valid_name
 from pyfsm.schema.resources import read_sql
 
-TEMPLATE = "machine/triggers/fsm_type_bu_v11.sql"
+TEMPLATE = "machine/triggers/fsm_{type}_bu_v11.sql"
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, @fsm_source AS s"
 
 

@@ -1,4 +1,4 @@
-"""Many transitions per call (issue 15's bulk path): Store.send_many, fsm_<type>_send_many_v2
+"""Many transitions per call (issue 15's bulk path): Store.send_many, fsm_{type}_send_many_v2
 and `pyfsm send-many`. Each item is checked, recorded and refused alone; nothing is
 half-applied; concurrent single sends on the same instances keep every invariant."""
 

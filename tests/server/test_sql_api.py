@@ -52,7 +52,7 @@ def documented_errors(name: str, docs: dict[str, str]) -> set[int]:
 
 def procedure(sql: str) -> str | None:
     found = re.match(r"CALL\s+`?(\w+)`?\s*\(", sql)
-    return found.group(1).replace("fsm_ticket_", "fsm_<machine>_") if found else None
+    return found.group(1).replace("fsm_ticket_", "fsm_{type}_") if found else None
 
 
 def plain(settings: db.Settings) -> pymysql.connections.Connection:
@@ -171,7 +171,7 @@ def test_every_public_procedure_is_documented_and_nothing_else(dba: Any) -> None
         "FROM information_schema.routines WHERE routine_schema = DATABASE()",
     )
     public = {
-        r["name"].replace("fsm_ticket_", "fsm_<machine>_")
+        r["name"].replace("fsm_ticket_", "fsm_{type}_")
         for r in routines
         if r["security"] == "DEFINER" and r["kind"] == "PROCEDURE"
     }
@@ -179,7 +179,7 @@ def test_every_public_procedure_is_documented_and_nothing_else(dba: Any) -> None
     internal = DOC.split("\n## Internal\n")[1]
     for r in routines:
         if r["security"] == "INVOKER":
-            name = r["name"].replace("fsm_ticket_", "fsm_<machine>_")
+            name = r["name"].replace("fsm_ticket_", "fsm_{type}_")
             assert f"`{name}`" in internal and name not in docs, name
     parameters = q(
         dba,
@@ -188,7 +188,7 @@ def test_every_public_procedure_is_documented_and_nothing_else(dba: Any) -> None
         "ORDER BY specific_name, ordinal_position",
     )
     for name, body in docs.items():
-        real = [(r["p"], r["t"]) for r in parameters if r["name"].replace("fsm_ticket_", "fsm_<machine>_") == name]
+        real = [(r["p"], r["t"]) for r in parameters if r["name"].replace("fsm_ticket_", "fsm_{type}_") == name]
         written = [(r[0], r[1].split("(")[0].split(" ")[0].lower()) for r in tables(body).get("parameter", [])]
         assert written == real, name
         for errno, cls, _when in tables(body).get("errno", []):

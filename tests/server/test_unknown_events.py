@@ -2,7 +2,7 @@
 
 * an event the type does not have is UnknownEvent (31028) listing the type's events, on a
   key without an instance as on one with: from the Store, AsyncStore, send_many and the
-  command line, and from fsm_<type>_send_v3 and fsm_send_v3 for a DBA; every other refusal
+  command line, and from fsm_{type}_send_v3 and fsm_send_v3 for a DBA; every other refusal
   keeps its number, nothing is written, and the deprecated send_v2 procedures answer as
   before (31005, 31003);
 * send_at refuses metadata with its own key "timer" (31009, nothing armed), which the
@@ -93,7 +93,7 @@ def refused(conn: Any, sql: str, args: Any = None) -> tuple[int, str]:
 
 
 def send_sql(version: int, machine: str, generic: bool = False) -> str:
-    """A DBA's CALL of fsm_<type>_send_vN (or fsm_send_vN): key, event, expected version, request id."""
+    """A DBA's CALL of fsm_{type}_send_vN (or fsm_send_vN): key, event, expected version, request id."""
     if generic:
         return f"CALL fsm_send_v{version}('{machine}', %s, %s, NULL, '{{\"by\": \"dba\"}}', %s, %s, NULL, NULL)"
     return f'CALL `fsm_{machine}_send_v{version}`(%s, %s, NULL, \'{{"by": "dba"}}\', %s, %s, NULL, NULL)'
@@ -263,7 +263,7 @@ def test_the_store_calls_send_v4() -> None:
 
 
 def test_migration_0020_gives_types_send_v3_and_keeps_v2(make_database) -> None:  # type: ignore[no-untyped-def]
-    """A type installed at 0019 (object set v11) gets fsm_<type>_send_v3 and is marked v12; the
+    """A type installed at 0019 (object set v11) gets fsm_{type}_send_v3 and is marked v12; the
     v2 procedures and fsm_send_at_v1 stay; the Store, through v3, says UnknownEvent (once the
     later revisions have run too: the Store needs the head)."""
     settings = make_database("pyfsm_0020")

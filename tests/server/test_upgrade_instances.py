@@ -1,4 +1,4 @@
-"""Instances moved to a newer definition version (Store.upgrade_instances, fsm_<type>_upgrade_v1).
+"""Instances moved to a newer definition version (Store.upgrade_instances, fsm_{type}_upgrade_v1).
 
 Checked against the raw tables, on MariaDB and MySQL alike: the dry run's counts; renamed,
 dropped and added states; completed instances whose state gained a way out; timers that
@@ -657,7 +657,7 @@ def test_sigkill_mid_upgrade_leaves_every_instance_wholly_old_or_new_and_a_rerun
 
 
 def test_reports_count_time_in_state_and_funnel_entries_across_a_move(store: Store, settings: Settings) -> None:
-    """An upgrade is not an entry into a state: fsm_v_<type>.in_state_since stays when the
+    """An upgrade is not an entry into a state: fsm_v_{type}.in_state_since stays when the
     instance entered its state (so fsm_v_stuck still finds a stuck one) and fsm_v_funnel counts
     no move as an entry; fsm_v_history shows the move with its source."""
     name = unique("up")

@@ -1,9 +1,9 @@
 """Every file of sql/ is named after the object it creates (sql/README.md), and the installer
 lists every file. No server needed: the files are parsed.
 
-The rule: ``<folder>/<object name>.sql``, version included; a per-type template, whose text
-writes the type ``__M__``, writes it ``type`` in its file name (``machine/triggers/fsm_type_bu_v8.sql``
-creates ``fsm___M___bu_v8``, that is fsm_<type>_bu_v8).
+The rule: ``<folder>/<object name>.sql``, version included; a per-type template writes the
+type ``{type}`` in its text and in its file name alike (``machine/triggers/fsm_{type}_bu_v8.sql``
+creates ``fsm_{type}_bu_v8``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pyfsm.schema.install import CURRENT_OBJECTS, CURRENT_TRIGGERS, MACHINE_OBJE
 from pyfsm.schema.resources import PLACEHOLDER, sql_dir, template_revisions
 from pyfsm.schema.views import DEPENDENT_VIEWS, UNION_VIEWS
 
-#: How a per-type template's file name writes the type (the docs write fsm_<type>_...).
-TYPE_IN_FILE_NAMES = "type"
+#: How a per-type template's file name writes the type (the docs write fsm_{type}_...).
+TYPE_IN_FILE_NAMES = "{type}"
 #: The CREATE line: its kind of object and the object's name, the first backticked name on it.
 CREATE = re.compile(
     r"^CREATE (?:OR REPLACE )?(?:ALGORITHM = \w+ )?(?:SQL SECURITY \w+ )?"
@@ -39,7 +39,10 @@ KINDS = {
     "machine/procedures": "PROCEDURE",
     "machine/views": "VIEW",
 }
-SQL_FILES = sorted(p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql"))
+# the files of objects; sql/queries/ holds the runtime queries (tests/unit/test_queries.py)
+SQL_FILES = sorted(
+    p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql") if p.parent != sql_dir() / "queries"
+)
 
 
 def created(relative: str) -> tuple[str, str]:
@@ -73,7 +76,8 @@ def test_every_file_is_named_after_the_object_it_creates(relative: str) -> None:
         f"{relative} creates {name}: name it {file_name_for(relative, name)}"
     )
     if folder == "machine/triggers":  # stale_triggers' reading of the name agrees
-        assert object_name(relative, TYPE_IN_FILE_NAMES) + ".sql" == file_name
+        sample = object_name(relative, "sample")  # rendered for a type called sample
+        assert sample.replace("_sample_", f"_{TYPE_IN_FILE_NAMES}_", 1) + ".sql" == file_name
 
 
 def test_a_versioned_object_has_its_version_in_the_file_name() -> None:
@@ -111,7 +115,7 @@ def test_each_trigger_family_names_its_current_file() -> None:
     for family, relative in CURRENT_TRIGGERS.items():
         stem = relative.rsplit("/", 1)[1].removesuffix(".sql")
         assert stem.startswith(prefix), relative
-        frozen = "trigger_" + stem.removeprefix(prefix)  # fsm_type_bu_v8 -> trigger_bu_v8
+        frozen = "trigger_" + stem.removeprefix(prefix)  # fsm_{type}_bu_v8 -> trigger_bu_v8
         assert re.fullmatch(r"trigger_[a-z]+_v\d+", frozen), relative
         assert _family(frozen) == family, f"{relative} is of family {_family(frozen)}, listed as {family}"
         template_revisions(frozen)  # frozen in exactly one revision folder, or FileNotFoundError

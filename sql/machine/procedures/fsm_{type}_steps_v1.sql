@@ -1,10 +1,10 @@
--- fsm___M___steps_v1: commit the steps of several claimed instances of __M__ in one transaction.
+-- fsm_{type}_steps_v1: commit the steps of several claimed instances of {type} in one transaction.
 --
--- What fsm___M___step_v2 does for one instance, for a batch of them (a worker running the
+-- What fsm_{type}_step_v2 does for one instance, for a batch of them (a worker running the
 -- instances it claimed side by side): one call, one transaction, one commit for all of them,
 -- which is most of what a step costs the server. Each instance is still committed after each
 -- of its steps; only instances are grouped, never the steps of one instance.
--- Each item is applied inside its own savepoint by fsm___M___apply_step_v1, with the same
+-- Each item is applied inside its own savepoint by fsm_{type}_apply_step_v1, with the same
 -- checks as step_v2 (the claim, the expected version, every transition through the
 -- trigger): an item that fails is rolled back alone and reported with its error number,
 -- and the others are committed. A deadlock (1213) or a lock wait timeout (1205) rolls back
@@ -21,8 +21,8 @@
 --   {"key", "errno", "message"} when it was refused (nothing of it was written).
 -- Errors: 31009 p_owner, p_claim_seconds or p_items invalid; 31016 inside an open
 --   transaction; 1213 and 1205, the batch rolled back as a whole.
--- Example: CALL `fsm___M___steps_v1`('worker-1:ab12', 60, '[{"key": "k-1", "version": 3, "steps": [{"event": "pay", "handler": "charge", "data": {}}], "status": "running", "continue": 1}, {"key": "k-2", "version": 7, "steps": [], "status": "completed", "continue": 0}]');
-CREATE PROCEDURE `fsm___M___steps_v1`(
+-- Example: CALL `fsm_{type}_steps_v1`('worker-1:ab12', 60, '[{"key": "k-1", "version": 3, "steps": [{"event": "pay", "handler": "charge", "data": {}}], "status": "running", "continue": 1}, {"key": "k-2", "version": 7, "steps": [], "status": "completed", "continue": 0}]');
+CREATE PROCEDURE `fsm_{type}_steps_v1`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_claim_seconds DECIMAL(12,3),
   IN p_items LONGTEXT CHARACTER SET utf8mb4)
@@ -63,16 +63,16 @@ BEGIN
   -- otherwise two batches take them in their items' order and can deadlock. Only a lock:
   -- an existing row is left as it is, a missing one is created at 0.
   INSERT INTO fsm_state_counts (machine, state, shard, instances)
-  SELECT '__M__', c.state, c.shard, 0 FROM (
+  SELECT '{type}', c.state, c.shard, 0 FROM (
     SELECT i.current_state AS state, i.id % 16 AS shard
       FROM JSON_TABLE(p_items, '$[*]' COLUMNS (k VARCHAR(191) PATH '$.key', e VARCHAR(64) PATH '$.steps[0].event')) AS j
-      JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+      JOIN `fsm_{type}` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
      WHERE j.e IS NOT NULL
     UNION
     SELECT r.to_state, i.id % 16
       FROM JSON_TABLE(p_items, '$[*]' COLUMNS (k VARCHAR(191) PATH '$.key', e VARCHAR(64) PATH '$.steps[0].event')) AS j
-      JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
-      JOIN fsm_rules r ON r.machine = '__M__' AND r.version = i.definition_version AND r.from_state = i.current_state
+      JOIN `fsm_{type}` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+      JOIN fsm_rules r ON r.machine = '{type}' AND r.version = i.definition_version AND r.from_state = i.current_state
                       AND r.event = CONVERT(j.e USING utf8mb4) COLLATE utf8mb4_bin
   ) AS c
   ORDER BY c.state, c.shard
@@ -101,7 +101,7 @@ BEGIN
       -- string never equals
       SET v_steps = JSON_EXTRACT(v_item, '$.steps'), v_data = JSON_EXTRACT(v_item, '$.data'),
           v_requeue = JSON_EXTRACT(v_item, '$.requeue_seconds');
-      CALL `fsm___M___apply_step_v1`(
+      CALL `fsm_{type}_apply_step_v1`(
         v_key, p_owner, JSON_EXTRACT(v_item, '$.version'), v_steps,
         JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.status')), JSON_EXTRACT(v_item, '$.continue'), p_claim_seconds,
         IF(JSON_TYPE(v_requeue) = 'NULL', NULL, v_requeue),

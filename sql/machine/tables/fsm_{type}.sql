@@ -1,14 +1,14 @@
--- fsm___M__: the instances of machine type '__M__' (rendered per type by pyfsm).
+-- fsm_{type}: the instances of machine type '{type}' (rendered per type by pyfsm).
 --
 -- One row per instance. current_state, version and updated_at are maintained by the
--- trigger fsm___M___bu_v7: every change of current_state must be an allowed transition and
--- is recorded in fsm___M___transitions. Columns left NULL on INSERT are filled from the
--- machine's current definition by fsm___M___bi_v1.
+-- trigger fsm_{type}_bu_v7: every change of current_state must be an allowed transition and
+-- is recorded in fsm_{type}_transitions. Columns left NULL on INSERT are filled from the
+-- machine's current definition by fsm_{type}_bi_v1.
 -- Errors: see the triggers.
--- Example: SELECT instance_key, current_state, status, version FROM `fsm___M__` WHERE current_state = 'paid' ORDER BY id LIMIT 20;
-CREATE TABLE IF NOT EXISTS `fsm___M__` (
+-- Example: SELECT instance_key, current_state, status, version FROM `fsm_{type}` WHERE current_state = 'paid' ORDER BY id LIMIT 20;
+CREATE TABLE IF NOT EXISTS `fsm_{type}` (
   `id`                 BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  `machine`            VARCHAR(48) NOT NULL DEFAULT '__M__',
+  `machine`            VARCHAR(48) NOT NULL DEFAULT '{type}',
   `instance_key`       VARCHAR(191) NOT NULL,
   `lookup_key`         VARCHAR(191) NULL,
   `current_state`      VARCHAR(64) NULL,
@@ -26,8 +26,8 @@ CREATE TABLE IF NOT EXISTS `fsm___M__` (
   `definition_version` INT UNSIGNED NOT NULL DEFAULT 0,
   `version`            BIGINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (`id`),
-  UNIQUE KEY `fsm___M___key` (`instance_key`),
-  KEY `fsm___M___state` (`current_state`, `id`),
-  KEY `fsm___M___status` (`status`, `id`),
-  KEY `fsm___M___lookup` (`lookup_key`)
+  UNIQUE KEY `fsm_{type}_key` (`instance_key`),
+  KEY `fsm_{type}_state` (`current_state`, `id`),
+  KEY `fsm_{type}_status` (`status`, `id`),
+  KEY `fsm_{type}_lookup` (`lookup_key`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin

@@ -1,4 +1,4 @@
--- fsm___M___allowed_events_v1: the rules an instance of __M__ may take now, with their guards and its data, in one read.
+-- fsm_{type}_allowed_events_v1: the rules an instance of {type} may take now, with their guards and its data, in one read.
 --
 -- One row per rule of the instance's definition version from its current state, in the
 -- order they are tried (event, then position): event, position, to_state, to_final, guard
@@ -13,20 +13,20 @@
 -- Parameters: p_key.
 -- Result: the rows above.
 -- Errors: 31003 no such instance; 31009 invalid key.
--- Example: CALL `fsm___M___allowed_events_v1`('k-1');
-CREATE PROCEDURE `fsm___M___allowed_events_v1`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+-- Example: CALL `fsm_{type}_allowed_events_v1`('k-1');
+CREATE PROCEDURE `fsm_{type}_allowed_events_v1`(IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   CALL fsm_check_args_v1(p_key, NULL, NULL, NULL, NULL, NULL, NULL);
-  IF NOT EXISTS (SELECT 1 FROM `fsm___M__` WHERE instance_key = p_key) THEN
-    SET v_msg = LEFT(CONCAT('fsm: no __M__ ', COALESCE(p_key, 'NULL')), 128);
+  IF NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = p_key) THEN
+    SET v_msg = LEFT(CONCAT('fsm: no {type} ', COALESCE(p_key, 'NULL')), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
   END IF;
   SELECT i.current_state, i.status, i.definition_version, i.version, i.data,
          r.event, r.position, r.to_state, r.to_final, r.guard, r.guard_name
-    FROM `fsm___M__` i
-    LEFT JOIN fsm_rules r ON r.machine = '__M__' AND r.version = i.definition_version
+    FROM `fsm_{type}` i
+    LEFT JOIN fsm_rules r ON r.machine = '{type}' AND r.version = i.definition_version
                          AND CAST(r.from_state AS BINARY) = CAST(i.current_state AS BINARY)
    WHERE i.instance_key = p_key
    ORDER BY r.event, r.position;

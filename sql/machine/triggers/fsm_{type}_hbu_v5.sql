@@ -1,7 +1,7 @@
--- fsm___M___hbu_v5: BEFORE UPDATE on fsm___M___transitions — history is append-only.
+-- fsm_{type}_hbu_v5: BEFORE UPDATE on fsm_{type}_transitions — history is append-only.
 --
 -- The only changes allowed are the two pyfsm itself makes:
---  * recording a transition (fsm___M___bu_v7), with @fsm_guard = '<instance id>/<time of
+--  * recording a transition (fsm_{type}_bu_v7), with @fsm_guard = '<instance id>/<time of
 --    the transition>': most_recent from 1 to NULL, and left_at from NULL to that time (or to
 --    the row's own created_at when the clock stepped back behind it). That UPDATE sets these
 --    two columns only, so when the guard names this row's instance and the left_at it is
@@ -16,10 +16,10 @@
 -- variable, so it stops mistakes, not a determined user with UPDATE rights on this table:
 -- grant those to no one but the definer of pyfsm's objects (`pyfsm grant` never does).
 -- Errors: 31012 history rows cannot be updated.
--- Example: UPDATE `fsm___M___transitions` SET most_recent = NULL WHERE most_recent = 1;  -- fails with 31012
-CREATE TRIGGER `fsm___M___hbu_v5` BEFORE UPDATE ON `fsm___M___transitions` FOR EACH ROW
+-- Example: UPDATE `fsm_{type}_transitions` SET most_recent = NULL WHERE most_recent = 1;  -- fails with 31012
+CREATE TRIGGER `fsm_{type}_hbu_v5` BEFORE UPDATE ON `fsm_{type}_transitions` FOR EACH ROW
 BEGIN
-  -- the common path: fsm___M___bu_v7's own flip, named by its guard (as bytes: a number in
+  -- the common path: fsm_{type}_bu_v7's own flip, named by its guard (as bytes: a number in
   -- @fsm_guard, the v2 form, would compare as a number)
   IF NOT COALESCE(CAST(@fsm_guard AS BINARY) = CAST(CONCAT(OLD.instance_id, '/', NEW.left_at) AS BINARY)
                   AND OLD.most_recent = 1 AND NEW.most_recent IS NULL AND OLD.left_at IS NULL, 0) THEN

@@ -1,10 +1,10 @@
--- fsm___M___fire_v1: send an event to an instance of __M__, nothing else given (Store.send without options).
+-- fsm_{type}_fire_v1: send an event to an instance of {type}, nothing else given (Store.send without options).
 --
--- CALL fsm___M___fire_v1(k, e) answers exactly as CALL fsm___M___send_v4(k, e, NULL, NULL,
+-- CALL fsm_{type}_fire_v1(k, e) answers exactly as CALL fsm_{type}_send_v4(k, e, NULL, NULL,
 -- NULL, NULL, NULL, NULL): the same result row, the same refusals with the same numbers. It
 -- is that call at a lower cost. It takes two parameters instead of eight and tests only what
 -- its UPDATE needs. It sets two context variables (send_v4 sets five): @fsm_event, and
--- @fsm_source 'fire', which tells fsm___M___bu_v10 that the event is the whole context. On an
+-- @fsm_source 'fire', which tells fsm_{type}_bu_v10 that the event is the whole context. On an
 -- instance that exists a DBA's @fsm_metadata, @fsm_handler and @fsm_request_id are neither
 -- read nor cleared (send_v4 clears them). Handed to send_v4, with nothing written: at once, a
 -- NULL key or event or a key ending in a space (send_v4 names it); after a rollback, a key
@@ -12,12 +12,12 @@
 -- 31003). Every other refusal it answers itself, in send_v4's order.
 -- Parameters: p_key, p_event (both required).
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status, created,
---   replayed), as fsm___M___send_v4's.
--- Errors: those of fsm___M___send_v4 (31028 no such event, 31003, 31016 called inside an
+--   replayed), as fsm_{type}_send_v4's.
+-- Errors: those of fsm_{type}_send_v4 (31028 no such event, 31003, 31016 called inside an
 --   open transaction, 31005 not allowed, 31009 invalid argument, 31011 paused, 31012, 31018
 --   locked, 31024, 1213 deadlock: call again, 1205).
--- Example: CALL `fsm___M___fire_v1`('k-1', 'pay');
-CREATE PROCEDURE `fsm___M___fire_v1`(
+-- Example: CALL `fsm_{type}_fire_v1`('k-1', 'pay');
+CREATE PROCEDURE `fsm_{type}_fire_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
 MODIFIES SQL DATA SQL SECURITY DEFINER
@@ -52,12 +52,12 @@ proc: BEGIN
         END IF;
         IF v_errno = 31005 THEN
           -- is the event one of the type's at all (in the instance's definition version)? As send_v4 asks it.
-          SET v_dv = (SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key);
-          IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
+          SET v_dv = (SELECT definition_version FROM `fsm_{type}` WHERE instance_key = p_key);
+          IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '{type}' AND version = v_dv AND event = p_event
                             AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
-            SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
+            SET v_msg = LEFT(CONCAT('fsm: {type} has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
                                     '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
-                                      FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
+                                      FROM fsm_rules WHERE machine = '{type}' AND version = v_dv), 'none')), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
           END IF;
         END IF;
@@ -70,14 +70,14 @@ proc: BEGIN
   -- finds no row and goes to send_v4, which names it.
   IF NOT COALESCE(p_event IS NOT NULL AND p_key NOT LIKE '% ', 0) THEN
     SET v_stage = 2;
-    CALL `fsm___M___send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
+    CALL `fsm_{type}_send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
     LEAVE proc;
   END IF;
   -- READ COMMITTED, as send_v4 begins it; inside the caller's transaction this is 1568 (31016 above)
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_stage = 1, @fsm_event = p_event, @fsm_source = 'fire';
-  UPDATE `fsm___M__` SET data = data WHERE instance_key = p_key;
+  UPDATE `fsm_{type}` SET data = data WHERE instance_key = p_key;
   -- the trigger took the context (it clears it before its first write): the event is applied
   IF @fsm_source IS NULL THEN
     COMMIT;
@@ -89,5 +89,5 @@ proc: BEGIN
   -- no instance: the trigger did not run, so the context is still set; send_v4 creates it (or refuses)
   SET @fsm_event = NULL, @fsm_source = NULL, v_stage = 2;
   ROLLBACK;
-  CALL `fsm___M___send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
+  CALL `fsm_{type}_send_v4`(p_key, p_event, NULL, NULL, NULL, NULL, NULL, NULL);
 END

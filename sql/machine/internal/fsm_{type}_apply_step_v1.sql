@@ -1,7 +1,7 @@
--- fsm___M___apply_step_v1: apply what the handler engine did for one claimed instance of __M__, inside the caller's transaction (internal).
+-- fsm_{type}_apply_step_v1: apply what the handler engine did for one claimed instance of {type}, inside the caller's transaction (internal).
 --
--- The body of fsm___M___step_v2 without its transaction: fsm___M___step_v2 (revision 0006)
--- stays as it is for the pyfsm releases that call it, and fsm___M___steps_v1 calls this
+-- The body of fsm_{type}_step_v2 without its transaction: fsm_{type}_step_v2 (revision 0006)
+-- stays as it is for the pyfsm releases that call it, and fsm_{type}_steps_v1 calls this
 -- once per instance of a batch, each inside a savepoint. The caller has begun the
 -- transaction (fsm_begin_v1) and commits or rolls back; on an error nothing is undone here
 -- (the caller rolls back to its savepoint), only the transition context is cleared.
@@ -13,12 +13,12 @@
 -- queue, due after p_requeue_seconds), 'waiting', 'paused', 'completed' or 'failed'. A final
 -- state completes the instance whatever p_status says, and a pause requested meanwhile wins
 -- over 'running'. The run leaves fsm_runs when the instance is completed or failed.
--- Parameters: as fsm___M___step_v2; OUT o_id, o_state, o_status, o_version, o_continue: its
+-- Parameters: as fsm_{type}_step_v2; OUT o_id, o_state, o_status, o_version, o_continue: its
 --   result row.
--- Errors: as fsm___M___step_v2 (31003, 31005, 31007, 31008, 31009, 31011, 31018, 31021), but
+-- Errors: as fsm_{type}_step_v2 (31003, 31005, 31007, 31008, 31009, 31011, 31018, 31021), but
 --   never 31016: the caller's transaction is the point.
--- Example: CALL `fsm___M___apply_step_v1`('k-1', 'worker-1:ab12', 3, '[{"event": "pay", "handler": "charge", "data": {}}]', 'running', 1, 60, NULL, NULL, @id, @state, @status, @version, @go_on);
-CREATE PROCEDURE `fsm___M___apply_step_v1`(
+-- Example: CALL `fsm_{type}_apply_step_v1`('k-1', 'worker-1:ab12', 3, '[{"event": "pay", "handler": "charge", "data": {}}]', 'running', 1, 60, NULL, NULL, @id, @state, @status, @version, @go_on);
+CREATE PROCEDURE `fsm_{type}_apply_step_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_expected_version BIGINT,
@@ -69,19 +69,19 @@ BEGIN
   END IF;
   -- MAX(): no row gives NULLs, not NOT FOUND. Instance row first, then its run: always that order.
   SELECT MAX(id), MAX(version), MAX(status), MAX(current_state) INTO v_id, v_version, v_was, v_state
-    FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+    FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
   IF v_id IS NULL THEN
-    SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key), 128);
+    SET v_msg = LEFT(CONCAT('fsm: no {type} ', p_key), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
   END IF;
   SELECT MAX(claimed_by), MAX(pause_requested), MAX(due_at), MAX(attempt) INTO v_claimed, v_pause, v_due, v_attempt
-    FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id FOR UPDATE;
+    FROM fsm_runs WHERE machine = '{type}' AND instance_id = v_id FOR UPDATE;
   IF NOT (v_claimed <=> p_owner) THEN
-    SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: {type} ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31021;
   END IF;
   IF NOT (v_version <=> p_expected_version) THEN
-    SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is at version ', v_version, ', not ', p_expected_version), 128);
+    SET v_msg = LEFT(CONCAT('fsm: {type} ', p_key, ' is at version ', v_version, ', not ', p_expected_version), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
   END IF;
   SET v_pause = COALESCE(v_pause, 0), v_n = JSON_LENGTH(p_steps);
@@ -94,7 +94,7 @@ BEGIN
     SET @fsm_event = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.event')),
         @fsm_handler = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler')),
         @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = 'engine', @fsm_last_version = NULL;
-    UPDATE `fsm___M__` SET data = COALESCE(v_data, data) WHERE id = v_id;
+    UPDATE `fsm_{type}` SET data = COALESCE(v_data, data) WHERE id = v_id;
     SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_source = NULL;
     -- where the step left the instance, as the transition trigger reports it
     SET v_state = @fsm_last_to, v_version = @fsm_last_version, v_was = @fsm_last_status;
@@ -102,7 +102,7 @@ BEGIN
   END WHILE;
   IF v_n > 0 AND v_version IS NULL THEN
     -- an older transition trigger (a type not upgraded yet) reports none of it: read it back
-    SELECT version, status, current_state INTO v_version, v_was, v_state FROM `fsm___M__` WHERE id = v_id;
+    SELECT version, status, current_state INTO v_version, v_was, v_state FROM `fsm_{type}` WHERE id = v_id;
   END IF;
   SET v_status = v_was;
   IF v_status <> 'completed' THEN
@@ -110,14 +110,14 @@ BEGIN
     IF v_status <> v_was OR p_data IS NOT NULL THEN
       -- not a transition, whatever a failed raw UPDATE left in @fsm_event
       SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;
-      UPDATE `fsm___M__` SET status = v_status,
+      UPDATE `fsm_{type}` SET status = v_status,
              resume_from_step = IF(v_status = 'paused', v_state, resume_from_step), data = COALESCE(p_data, data)
        WHERE id = v_id;
-      SELECT version INTO v_version FROM `fsm___M__` WHERE id = v_id;
+      SELECT version INTO v_version FROM `fsm_{type}` WHERE id = v_id;
     END IF;
   END IF;
   IF v_status IN ('completed', 'failed') THEN
-    DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id;
+    DELETE FROM fsm_runs WHERE machine = '{type}' AND instance_id = v_id;
   ELSEIF v_status = 'running' AND p_continue THEN
     SET v_continue = 1;
     -- The claim is extended only once half of it is used up (the claimer's heartbeat renews it
@@ -126,14 +126,14 @@ BEGIN
        OR (v_n > 0 AND v_attempt <> 0) THEN
       UPDATE fsm_runs SET due_at = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND),
              attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
-       WHERE machine = '__M__' AND instance_id = v_id;
+       WHERE machine = '{type}' AND instance_id = v_id;
     END IF;
   ELSE
     UPDATE fsm_runs SET due_at = IF(v_status = 'running',
              DATE_ADD(v_now, INTERVAL ROUND(COALESCE(p_requeue_seconds, 0) * 1000000) MICROSECOND), NULL),
            claimed_by = NULL, pause_requested = 0,
            attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
-     WHERE machine = '__M__' AND instance_id = v_id;
+     WHERE machine = '{type}' AND instance_id = v_id;
   END IF;
   SET o_id = v_id, o_state = v_state, o_status = v_status, o_version = v_version, o_continue = v_continue;
 END

@@ -1,9 +1,9 @@
--- fsm___M___send_many_v2: send many events to instances of __M__ in one call and one transaction.
+-- fsm_{type}_send_many_v2: send many events to instances of {type} in one call and one transaction.
 --
--- The bulk form of fsm___M___send_v2 (for a DBA moving many instances, and pyfsm's
+-- The bulk form of fsm_{type}_send_v2 (for a DBA moving many instances, and pyfsm's
 -- Store.send_many): one call, one transaction and one commit for up to 1000 items, which is
 -- most of what a transition costs the server. Each item is applied inside its own savepoint
--- by fsm___M___apply_send_v1, with every check send_v2 makes (the rule, the expected
+-- by fsm_{type}_apply_send_v1, with every check send_v2 makes (the rule, the expected
 -- version, the request id, locks, pause; creation of a missing instance when a start state
 -- allows the event): an item that is refused is rolled back alone and reported with its
 -- error number, and the others are committed. Nothing of a refused item is written. A
@@ -14,7 +14,7 @@
 -- of one key in the order given), so their instance rows and history keys are locked in one
 -- order, and the state counters of all of them are moved at the end
 -- with one statement, in key order (the triggers leave them to this call, see
--- fsm___M___apply_send_v1): a single send too locks its instance row before counter rows,
+-- fsm_{type}_apply_send_v1): a single send too locks its instance row before counter rows,
 -- and concurrent calls hold the counter rows only from that statement to the commit. The
 -- result keeps the order given.
 -- v2 (revision 0018) does what v1 did, and sorts items of any size on MySQL: the items are
@@ -31,8 +31,8 @@
 --   errno and message (the others NULL).
 -- Errors: 31009 p_items is not a JSON array of 1 to 1000 objects; 31016 inside an open
 --   transaction; 1213 and 1205, the call rolled back as a whole.
--- Example: CALL `fsm___M___send_many_v2`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "metadata": {"by": "dba"}}]');
-CREATE PROCEDURE `fsm___M___send_many_v2`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
+-- Example: CALL `fsm_{type}_send_many_v2`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "metadata": {"by": "dba"}}]');
+CREATE PROCEDURE `fsm_{type}_send_many_v2`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started, v_done TINYINT DEFAULT 0;
@@ -52,7 +52,7 @@ BEGIN
   DECLARE v_items CURSOR FOR
     SELECT j.pos, j.item
       FROM JSON_TABLE(p_items, '$[*]' COLUMNS (pos FOR ORDINALITY, item JSON PATH '$', k VARCHAR(255) PATH '$.key')) AS j
-      LEFT JOIN `fsm___M__` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
+      LEFT JOIN `fsm_{type}` i ON i.instance_key = CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin
      ORDER BY i.id IS NULL, i.id, j.k IS NULL, CONVERT(j.k USING utf8mb4) COLLATE utf8mb4_bin, j.pos;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -116,7 +116,7 @@ BEGIN
          OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.lookup_key')), 'NULL') NOT IN ('NULL', 'STRING') THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: request_id, handler and lookup_key must be strings or null', MYSQL_ERRNO = 31009;
       END IF;
-      CALL `fsm___M___apply_send_v1`(
+      CALL `fsm_{type}_apply_send_v1`(
         v_key, JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.event')),
         IF(COALESCE(JSON_TYPE(v_data), 'NULL') = 'NULL', NULL, v_data),
         IF(COALESCE(JSON_TYPE(v_metadata), 'NULL') = 'NULL', NULL, v_metadata),
@@ -142,7 +142,7 @@ BEGIN
   -- for a moment rather than for the whole call, and never before an instance row.
   IF v_counts <> '' THEN
     INSERT INTO fsm_state_counts (machine, state, shard, instances)
-    SELECT '__M__', d.state, d.shard, d.delta FROM (
+    SELECT '{type}', d.state, d.shard, d.delta FROM (
       SELECT c.state, c.shard, SUM(c.delta) AS delta
         FROM JSON_TABLE(CONCAT('[', v_counts, ']'), '$[*]' COLUMNS (
                state VARCHAR(64) PATH '$[0]', shard INT PATH '$[1]', delta INT PATH '$[2]')) AS c

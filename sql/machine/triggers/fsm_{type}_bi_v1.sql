@@ -1,4 +1,4 @@
--- fsm___M___bi_v1: BEFORE INSERT on fsm___M__ — a new instance starts in a start state.
+-- fsm_{type}_bi_v1: BEFORE INSERT on fsm_{type} — a new instance starts in a start state.
 --
 -- Fills what the INSERT left out from the machine's definition (current version unless
 -- definition_version is given): machine, current_state (the first start state),
@@ -8,8 +8,8 @@
 --         31008 data or @fsm_metadata not a JSON object; 31009 empty key, key ending in a
 --         space (utf8mb4_bin ignores trailing spaces, so 'k ' would collide with 'k') or
 --         invalid status.
--- Example: INSERT INTO `fsm___M__` (instance_key, lookup_key) VALUES ('k-1', 'account-7');
-CREATE TRIGGER `fsm___M___bi_v1` BEFORE INSERT ON `fsm___M__` FOR EACH ROW
+-- Example: INSERT INTO `fsm_{type}` (instance_key, lookup_key) VALUES ('k-1', 'account-7');
+CREATE TRIGGER `fsm_{type}_bi_v1` BEFORE INSERT ON `fsm_{type}` FOR EACH ROW
 BEGIN
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE v_n INT;
@@ -18,29 +18,29 @@ BEGIN
   DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_save, v_global, v_local TINYINT;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  SET NEW.machine = '__M__';
+  SET NEW.machine = '{type}';
   IF NEW.instance_key IS NULL OR CHAR_LENGTH(NEW.instance_key) = 0 OR NEW.instance_key LIKE '% ' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: instance_key must be a non-empty string not ending in a space', MYSQL_ERRNO = 31009;
   END IF;
   IF NEW.definition_version = 0 THEN
-    SET NEW.definition_version = COALESCE((SELECT current_version FROM fsm_machines WHERE machine = '__M__'), 0);
+    SET NEW.definition_version = COALESCE((SELECT current_version FROM fsm_machines WHERE machine = '{type}'), 0);
   END IF;
   SELECT COUNT(*), MAX(topic), MAX(save_after_step), MAX(uses_global_lock), MAX(uses_local_lock)
     INTO v_n, v_topic, v_save, v_global, v_local
-    FROM fsm_definitions WHERE machine = '__M__' AND version = NEW.definition_version;
+    FROM fsm_definitions WHERE machine = '{type}' AND version = NEW.definition_version;
   IF v_n = 0 THEN
-    SET v_msg = LEFT(CONCAT('fsm: machine __M__ has no definition version ', COALESCE(NEW.definition_version, 'NULL')), 128);
+    SET v_msg = LEFT(CONCAT('fsm: machine {type} has no definition version ', COALESCE(NEW.definition_version, 'NULL')), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31002;
   END IF;
   IF NEW.current_state IS NULL THEN
     SET NEW.current_state = (SELECT state FROM fsm_states
-      WHERE machine = '__M__' AND version = NEW.definition_version AND is_start = 1
+      WHERE machine = '{type}' AND version = NEW.definition_version AND is_start = 1
       ORDER BY position LIMIT 1);
   END IF;
   SELECT COUNT(*), MAX(is_final), MIN(state) INTO v_n, v_final, v_state FROM fsm_states
-    WHERE machine = '__M__' AND version = NEW.definition_version AND state = NEW.current_state AND is_start = 1;
+    WHERE machine = '{type}' AND version = NEW.definition_version AND state = NEW.current_state AND is_start = 1;
   IF v_n = 0 THEN
-    SET v_msg = LEFT(CONCAT('fsm: ', COALESCE(NEW.current_state, 'NULL'), ' is not a start state of __M__'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: ', COALESCE(NEW.current_state, 'NULL'), ' is not a start state of {type}'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
   END IF;
   IF NEW.status NOT IN ('running', 'waiting', 'paused', 'completed', 'failed') THEN

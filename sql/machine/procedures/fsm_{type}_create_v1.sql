@@ -1,15 +1,15 @@
--- fsm___M___create_v1: create an instance of __M__ explicitly, in a start state.
+-- fsm_{type}_create_v1: create an instance of {type} explicitly, in a start state.
 --
 -- Parameters: p_key (required); p_state (NULL: the first start state); p_data (JSON
 --   object, NULL for {}); p_metadata (JSON object recorded in history); p_request_id (a
 --   repeated call with the same id returns the original creation, replayed = 1);
 --   p_lookup_key (the account the instance belongs to, used for locking).
--- Result: one row, the same columns as fsm___M___send_v1 (event and from_state NULL).
+-- Result: one row, the same columns as fsm_{type}_send_v1 (event and from_state NULL).
 -- Errors: 31004 an instance with this key exists; 31005 not a start state; 31008 invalid
 --   data; 31009 invalid argument; 31010 request id used for another transition; 31016
 --   called inside an open transaction.
--- Example: CALL `fsm___M___create_v1`('k-1', NULL, '{"total": 10}', NULL, NULL, 'account-7');
-CREATE PROCEDURE `fsm___M___create_v1`(
+-- Example: CALL `fsm_{type}_create_v1`('k-1', NULL, '{"total": 10}', NULL, NULL, 'account-7');
+CREATE PROCEDURE `fsm_{type}_create_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_state TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_data LONGTEXT CHARACTER SET utf8mb4,
@@ -52,7 +52,7 @@ BEGIN
   SET @fsm_metadata = p_metadata, @fsm_request_id = p_request_id, @fsm_source = 'procedure';
   BEGIN
     DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-    INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state, data)
+    INSERT INTO `fsm_{type}` (instance_key, lookup_key, current_state, data)
     VALUES (p_key, p_lookup_key, p_state, COALESCE(p_data, '{}'));
   END;
   SET @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = NULL;
@@ -61,7 +61,7 @@ BEGIN
   -- (another key). So the request id is looked up only then.
   IF v_dup AND p_request_id IS NOT NULL THEN
     SELECT h.id, i.instance_key, h.event INTO v_tid, v_req_key, v_req_event
-      FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id
+      FROM `fsm_{type}_transitions` h JOIN `fsm_{type}` i ON i.id = h.instance_id
      WHERE h.request_id = p_request_id;
     IF v_tid IS NOT NULL THEN
       IF NOT (v_req_key <=> p_key AND v_req_event IS NULL) THEN
@@ -72,14 +72,14 @@ BEGIN
     END IF;
   END IF;
   IF v_dup THEN
-    SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' already exists'), 128);
+    SET v_msg = LEFT(CONCAT('fsm: {type} ', COALESCE(p_key, 'NULL'), ' already exists'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31004;
   END IF;
   IF v_replayed = 0 THEN
     SET v_id = LAST_INSERT_ID(), v_tid = @fsm_last_transition_id;
   END IF;
   SELECT h.instance_id, h.to_state, i.status INTO v_id, v_to, v_status
-    FROM `fsm___M___transitions` h JOIN `fsm___M__` i ON i.id = h.instance_id WHERE h.id = v_tid;
+    FROM `fsm_{type}_transitions` h JOIN `fsm_{type}` i ON i.id = h.instance_id WHERE h.id = v_tid;
   COMMIT;
   SELECT v_tid AS transition_id, v_id AS instance_id, p_key AS instance_key, NULL AS event,
          NULL AS from_state, v_to AS to_state, 1 AS sort_key, 1 AS version,

@@ -1,11 +1,11 @@
--- fsm___M___apply_send_v1: send one event to an instance of __M__, inside the caller's transaction (internal).
+-- fsm_{type}_apply_send_v1: send one event to an instance of {type}, inside the caller's transaction (internal).
 --
--- What fsm___M___send_v2 does for one call, without its transaction: fsm___M___send_many_v1
+-- What fsm_{type}_send_v2 does for one call, without its transaction: fsm_{type}_send_many_v1
 -- calls this once per item, each inside a savepoint. The caller has begun the transaction
 -- (fsm_begin_v1) and commits or rolls back; on an error nothing is undone here (the caller
 -- rolls back to its savepoint), only the transition context is cleared. Without a request
 -- id, one UPDATE finds the instance by key (and expected version), locks it and applies the
--- event through fsm___M___bu_v7. Otherwise, or when that UPDATE finds no row: lock the row,
+-- event through fsm_{type}_bu_v7. Otherwise, or when that UPDATE finds no row: lock the row,
 -- create a missing instance in the first start state (by position) that allows the event,
 -- check the request id (a repeat returns the original transition, o_replayed = 1) and the
 -- version, then apply the event. The state counters are left to the caller
@@ -13,12 +13,12 @@
 -- o_to, o_id, o_created) once for all its items. Unlike send_v2, a creation that loses a race for the key
 -- does not start its transaction over (that would undo the caller's other items): it waits
 -- for the winner's row, and a deadlock there rolls back the caller's whole transaction.
--- Parameters: as fsm___M___send_v2; OUT o_tid, o_id, o_from, o_to, o_version, o_status,
+-- Parameters: as fsm_{type}_send_v2; OUT o_tid, o_id, o_from, o_to, o_version, o_status,
 --   o_created, o_replayed: its result row.
--- Errors: as fsm___M___send_v2 (31003, 31005, 31007, 31008, 31009, 31010, 31011, 31012,
+-- Errors: as fsm_{type}_send_v2 (31003, 31005, 31007, 31008, 31009, 31010, 31011, 31012,
 --   31018, 31024), but never 31016: the caller's transaction is the point.
--- Example: CALL `fsm___M___apply_send_v1`('k-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL, @tid, @id, @from, @to, @version, @status, @created, @replayed);
-CREATE PROCEDURE `fsm___M___apply_send_v1`(
+-- Example: CALL `fsm_{type}_apply_send_v1`('k-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL, @tid, @id, @from, @to, @version, @status, @created, @replayed);
+CREATE PROCEDURE `fsm_{type}_apply_send_v1`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_data LONGTEXT CHARACTER SET utf8mb4,
@@ -74,7 +74,7 @@ proc: BEGIN
         @fsm_request_id = NULL, @fsm_source = 'procedure', @fsm_count_later = 1, @fsm_last_version = NULL;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 2;
-      UPDATE `fsm___M__` SET data = COALESCE(p_data, data)
+      UPDATE `fsm_{type}` SET data = COALESCE(p_data, data)
        WHERE instance_key = p_key AND version = COALESCE(p_expected_version, version);
       SET v_rows = ROW_COUNT();
     END;
@@ -88,57 +88,57 @@ proc: BEGIN
       LEAVE proc;
     END IF;
   END IF;
-  SELECT id, version INTO o_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+  SELECT id, version INTO o_id, v_version FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
   IF o_id IS NULL THEN
     IF p_expected_version > 0 THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' does not exist (expected version ', p_expected_version, ')'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: {type} ', COALESCE(p_key, 'NULL'), ' does not exist (expected version ', p_expected_version, ')'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
     SET v_start = (SELECT s.state FROM fsm_machines m
         JOIN fsm_states s ON s.machine = m.machine AND s.version = m.current_version AND s.is_start = 1
         JOIN fsm_rules r ON r.machine = s.machine AND r.version = s.version AND r.from_state = s.state
-       WHERE m.machine = '__M__' AND r.event = p_event ORDER BY s.position LIMIT 1);
+       WHERE m.machine = '{type}' AND r.event = p_event ORDER BY s.position LIMIT 1);
     IF v_start IS NULL THEN
-      SET v_msg = LEFT(CONCAT('fsm: no __M__ ', COALESCE(p_key, 'NULL'), ' and event ', COALESCE(p_event, 'NULL'), ' cannot create one'), 128);
+      SET v_msg = LEFT(CONCAT('fsm: no {type} ', COALESCE(p_key, 'NULL'), ' and event ', COALESCE(p_event, 'NULL'), ' cannot create one'), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
     END IF;
     SET @fsm_event = NULL, @fsm_request_id = NULL, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
         @fsm_source = 'procedure', @fsm_count_later = 1;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-      INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
+      INSERT INTO `fsm_{type}` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
     END;
     SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL, @fsm_count_later = NULL;
     IF v_dup THEN
       -- another caller created it first: wait for its row (see above)
-      SELECT id, version INTO o_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+      SELECT id, version INTO o_id, v_version FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
     ELSE
       SET o_id = LAST_INSERT_ID(), v_version = 1, o_created = 1;
     END IF;
   END IF;
   IF p_request_id IS NOT NULL THEN
     SELECT id, instance_id, event INTO o_tid, v_req_instance, v_req_event
-      FROM `fsm___M___transitions` WHERE request_id = p_request_id;
+      FROM `fsm_{type}_transitions` WHERE request_id = p_request_id;
     IF o_tid IS NOT NULL THEN
       IF NOT (v_req_instance <=> o_id AND v_req_event <=> p_event) THEN
         SET v_msg = LEFT(CONCAT('fsm: request id ', COALESCE(p_request_id, 'NULL'), ' was used for another transition'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
       END IF;
       SET o_replayed = 1;
-      SELECT status INTO o_status FROM `fsm___M__` WHERE id = o_id;
+      SELECT status INTO o_status FROM `fsm_{type}` WHERE id = o_id;
     END IF;
   END IF;
   IF o_replayed = 0 THEN
     -- checked after the request id, so that a repeat of a creating call replays
     IF p_expected_version IS NOT NULL AND o_created = 0 AND p_expected_version <> v_version THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', COALESCE(p_key, 'NULL'), ' is at version ', COALESCE(v_version, 'NULL'), ', not ', COALESCE(p_expected_version, 'NULL')), 128);
+      SET v_msg = LEFT(CONCAT('fsm: {type} ', COALESCE(p_key, 'NULL'), ' is at version ', COALESCE(v_version, 'NULL'), ', not ', COALESCE(p_expected_version, 'NULL')), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
         @fsm_request_id = p_request_id, @fsm_source = 'procedure', @fsm_count_later = 1;
     BEGIN
       DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 2;
-      UPDATE `fsm___M__` SET data = COALESCE(p_data, data) WHERE id = o_id;
+      UPDATE `fsm_{type}` SET data = COALESCE(p_data, data) WHERE id = o_id;
     END;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL, @fsm_source = NULL,
         @fsm_count_later = NULL;
@@ -152,5 +152,5 @@ proc: BEGIN
     END IF;
     SET o_tid = @fsm_last_transition_id, o_status = @fsm_last_status;
   END IF;
-  SELECT from_state, to_state, sort_key INTO o_from, o_to, o_version FROM `fsm___M___transitions` WHERE id = o_tid;
+  SELECT from_state, to_state, sort_key INTO o_from, o_to, o_version FROM `fsm_{type}_transitions` WHERE id = o_tid;
 END

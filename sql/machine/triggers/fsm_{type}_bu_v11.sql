@@ -1,4 +1,4 @@
--- fsm___M___bu_v11: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
+-- fsm_{type}_bu_v11: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -12,7 +12,7 @@
 -- state. Any other change of the instance bumps version; unlocked_at and last_retry_at alone
 -- are bookkeeping and do not.
 -- Upgrades: definition_version changes only when @fsm_upgrade names this row and its new
--- version ('<id>/<version>', as fsm___M___upgrade_v1 sets it; anything else is 31013). Such
+-- version ('<id>/<version>', as fsm_{type}_upgrade_v1 sets it; anything else is 31013). Such
 -- an UPDATE may change definition_version and current_state and nothing else; the new state
 -- must be one of the new version's (its spelling is stored) and the version newer (31030).
 -- It is recorded as one history row (source 'upgrade', event NULL, metadata {"upgrade":
@@ -36,7 +36,7 @@
 -- so a transition is stamped no earlier than the instance's updated_at.
 -- Context: pyfsm's procedures (@fsm_source 'procedure' or 'engine'; their UPDATEs change
 -- one row) have their context taken into local variables and cleared before the first
--- write. fsm___M___fire_v1, the common call, sets two variables only: @fsm_source 'fire'
+-- write. fsm_{type}_fire_v1, the common call, sets two variables only: @fsm_source 'fire'
 -- says that @fsm_event is the whole context (no metadata, handler or request id, whatever
 -- those variables hold: a context a failed call left behind is never read; recorded as
 -- source 'procedure'; @fsm_count_later is not honoured). A deadlock inside this trigger (on the history's
@@ -44,7 +44,7 @@
 -- so a context cleared only there would outlive the failed call. A context a DBA set (no
 -- @fsm_source) is read for every row of the statement, and cleared by the handler on failure. With @fsm_count_later = 1
 -- (honoured only beside @fsm_source 'procedure') the counters are left to the procedure:
--- fsm___M___send_many_v1 moves those of all its items with one statement at the end.
+-- fsm_{type}_send_many_v1 moves those of all its items with one statement at the end.
 -- @fsm_guard is set to the instance and time of the history rows written; the history
 -- triggers allow exactly those. Text that is not valid UTF-8 (encoded surrogates) is
 -- refused in new data and lookup_key, and in the event, metadata, handler and request id.
@@ -71,8 +71,8 @@
 -- rendered with (a DBA's fsm_define_v8 before `pyfsm sync`) is checked against fsm_rules,
 -- which cannot test a guard, so a guarded rule of it is refused (31031) until then.
 -- Changes against bu_v10: guards and branching (revision 0024); everything else is bu_v10's.
--- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm___M___bu_v11` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
+-- Example: SET @fsm_event = 'pay'; UPDATE `fsm_{type}` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
+CREATE TRIGGER `fsm_{type}_bu_v11` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
@@ -93,7 +93,7 @@ BEGIN
   END;
   -- after the handlers: an event too long for v_event fails with the context cleared
   IF @fsm_source = 'fire' THEN
-    -- fsm___M___fire_v1's context: the event alone, two variables read and cleared
+    -- fsm_{type}_fire_v1's context: the event alone, two variables read and cleared
     SET v_event = @fsm_event, v_source = 'procedure', @fsm_event = NULL, @fsm_source = NULL;
   ELSE
     SET v_event = @fsm_event, v_metadata = @fsm_metadata, v_handler = @fsm_handler,
@@ -162,11 +162,11 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: an upgrade changes definition_version and current_state only', MYSQL_ERRNO = 31013;
     END IF;
     SELECT state, is_final INTO v_to, v_final FROM fsm_states
-     WHERE machine = '__M__' AND version = NEW.definition_version AND state = NEW.current_state
+     WHERE machine = '{type}' AND version = NEW.definition_version AND state = NEW.current_state
        AND CAST(state AS BINARY) = CAST(NEW.current_state AS BINARY);
     IF v_to IS NULL OR NOT NEW.definition_version > OLD.definition_version THEN
       BEGIN
-        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: cannot upgrade __M__ ', OLD.instance_key,
+        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: cannot upgrade {type} ', OLD.instance_key,
                                 ' to version ', NEW.definition_version, ' state ', COALESCE(NEW.current_state, 'NULL')), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31030;
       END;
@@ -179,22 +179,22 @@ BEGIN
     SET NEW.current_state = v_to, NEW.version = OLD.version + 1, NEW.updated_at = v_now;
     IF v_final THEN
       SET NEW.status = 'completed';
-      DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
+      DELETE FROM fsm_runs WHERE machine = '{type}' AND instance_id = OLD.id;
     ELSEIF OLD.status = 'completed' THEN
       SET NEW.status = 'running';  -- its state has a way out in the new version
     END IF;
     IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
       INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
-        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
-        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
       ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
-    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
      WHERE instance_id = OLD.id AND most_recent = 1;
-    INSERT INTO `fsm___M___transitions`
+    INSERT INTO `fsm_{type}_transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
     VALUES (OLD.id, NEW.version, 1, NULL, OLD.current_state, v_to, NULL, OLD.data,
@@ -206,9 +206,9 @@ BEGIN
       INSERT INTO fsm_outbox
         (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
          from_state, to_state, data, metadata, occurred_at)
-      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
+      VALUES ('{type}', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, NULL, OLD.current_state, v_to,
-         IF((SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = NEW.definition_version) = 0,
+         IF((SELECT event_data FROM fsm_definitions WHERE machine = '{type}' AND version = NEW.definition_version) = 0,
             NULL, NEW.data),
          v_metadata, v_now);
     END IF;
@@ -225,7 +225,7 @@ BEGIN
       IF OLD.status = 'paused' THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT
-            LEFT(CONCAT('fsm: __M__ ', COALESCE(OLD.instance_key, 'NULL'), ' is paused'), 128);
+            LEFT(CONCAT('fsm: {type} ', COALESCE(OLD.instance_key, 'NULL'), ' is paused'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31011;
         END;
       END IF;
@@ -237,11 +237,11 @@ BEGIN
           -- not DECLARE ... DEFAULT: a subquery there is not accepted by every server)
           SET v_holder = (SELECT owner FROM fsm_locks
             WHERE lookup_key = OLD.lookup_key
-              AND ((scope = '*' AND OLD.uses_global_lock) OR (scope = '__M__' AND OLD.uses_local_lock))
+              AND ((scope = '*' AND OLD.uses_global_lock) OR (scope = '{type}' AND OLD.uses_local_lock))
               AND unlocked_at IS NULL AND expires_at > v_now AND NOT (owner <=> @fsm_lock_owner)
             LIMIT 1);
           IF v_holder IS NOT NULL THEN
-            SET v_msg = LEFT(CONCAT('fsm: __M__ ', OLD.instance_key, ' is locked by ', v_holder), 128);
+            SET v_msg = LEFT(CONCAT('fsm: {type} ', OLD.instance_key, ' is locked by ', v_holder), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31018;
           END IF;
         END;
@@ -256,21 +256,21 @@ BEGIN
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
         -- fsm_rules cannot test a guard: a guarded rule waits for the rendered trigger
         SELECT to_state, to_final, guard IS NOT NULL INTO v_to, v_final, v_guarded FROM fsm_rules
-         WHERE machine = '__M__' AND version = OLD.definition_version
+         WHERE machine = '{type}' AND version = OLD.definition_version
            AND from_state = OLD.current_state AND event = v_event
            AND CAST(event AS BINARY) = CAST(v_event AS BINARY) ORDER BY position LIMIT 1;
         IF v_guarded THEN
-          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
+          SET v_msg = LEFT(CONCAT('fsm: {type} version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync {type}'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
         END IF;
       END;/*rules_by_event]*/
       IF v_to IS NULL OR NOT (NEW.current_state <=> OLD.current_state OR NEW.current_state <=> v_to) THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: event ', COALESCE(v_event, 'NULL'), ' not allowed from ',
-                                  COALESCE(OLD.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
+                                  COALESCE(OLD.current_state, 'NULL'), ' ({type} ', OLD.instance_key, ')'), 128);
           IF v_to IS NULL AND v_refused IS NOT NULL THEN
             SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
-                                    ' (__M__ ', OLD.instance_key, ')'), 128);
+                                    ' ({type} ', OLD.instance_key, ')'), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
           END IF;
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
@@ -281,16 +281,16 @@ BEGIN
         DECLARE v_n INT;
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
         /*[rules_by_target*/SELECT COUNT(DISTINCT event), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
-         WHERE machine = '__M__' AND version = OLD.definition_version
+         WHERE machine = '{type}' AND version = OLD.definition_version
            AND from_state = OLD.current_state AND to_state = NEW.current_state;
-        IF v_n = 1 AND EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = OLD.definition_version
+        IF v_n = 1 AND EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '{type}' AND version = OLD.definition_version
                                   AND from_state = OLD.current_state AND event = v_event AND guard IS NOT NULL) THEN
-          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
+          SET v_msg = LEFT(CONCAT('fsm: {type} version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync {type}'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
         END IF;/*rules_by_target]*/
         IF v_n = 0 THEN
           SET v_msg = LEFT(CONCAT('fsm: no transition from ', COALESCE(OLD.current_state, 'NULL'), ' to ',
-                                  COALESCE(NEW.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
+                                  COALESCE(NEW.current_state, 'NULL'), ' ({type} ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END IF;
         IF v_n > 1 THEN
@@ -302,12 +302,12 @@ BEGIN
         -- taken must lead to the new state
         IF v_to IS NULL THEN
           SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
-                                  ' (__M__ ', OLD.instance_key, ')'), 128);
+                                  ' ({type} ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
         END IF;
         IF NOT (v_to <=> NEW.current_state) THEN
           SET v_msg = LEFT(CONCAT('fsm: event ', v_event, ' leads from ', OLD.current_state, ' to ', v_to, ' here, not ',
-                                  NEW.current_state, ' (__M__ ', OLD.instance_key, ')'), 128);
+                                  NEW.current_state, ' ({type} ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END IF;
       END;
@@ -320,11 +320,11 @@ BEGIN
       IF OLD.status = 'waiting' THEN
         -- the external event an engine-run instance was waiting for: it runs again (or is done)
         IF v_final THEN
-          DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
+          DELETE FROM fsm_runs WHERE machine = '{type}' AND instance_id = OLD.id;
         ELSE
           SET NEW.status = 'running';
           INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, attempt, created_at, updated_at)
-          VALUES ('__M__', OLD.id, OLD.instance_key, v_now, 0, v_now, v_now)
+          VALUES ('{type}', OLD.id, OLD.instance_key, v_now, 0, v_now, v_now)
           ON DUPLICATE KEY UPDATE due_at = v_now, claimed_by = NULL, attempt = 0, updated_at = v_now;
         END IF;
       END IF;
@@ -334,20 +334,20 @@ BEGIN
       -- move, so opposite moves never deadlock; on a duplicate the row's own state says which
       -- (trimmed: a row written before revision 0005 may spell it with trailing spaces)
       INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
-        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
-        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
       ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's. It
-    -- names this write (instance and time, as fsm___M___hbi_v2 and _hbu_v4 check), so a guard
+    -- names this write (instance and time, as fsm_{type}_hbi_v2 and _hbu_v4 check), so a guard
     -- that a deadlock left behind allows no other write.
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
     -- GREATEST: a clock stepped back must not make a state end before it began
-    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
      WHERE instance_id = OLD.id AND most_recent = 1;
-    INSERT INTO `fsm___M___transitions`
+    INSERT INTO `fsm_{type}_transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
     VALUES (OLD.id, NEW.version, 1, v_event, OLD.current_state, v_to, v_handler, OLD.data,
@@ -360,9 +360,9 @@ BEGIN
       INSERT INTO fsm_outbox
         (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
          from_state, to_state, data, metadata, occurred_at)
-      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
+      VALUES ('{type}', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, v_event, OLD.current_state, v_to,
-         IF(/*[event_data*/(SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = OLD.definition_version)/*event_data]*/ = 0,
+         IF(/*[event_data*/(SELECT event_data FROM fsm_definitions WHERE machine = '{type}' AND version = OLD.definition_version)/*event_data]*/ = 0,
             NULL, NEW.data),
          COALESCE(v_metadata, '{}'), v_now);
     END IF;

@@ -1,4 +1,4 @@
--- fsm___M___upgrade_v1: move up to p_limit instances of __M__ to a newer definition version, each in a transaction of its own.
+-- fsm_{type}_upgrade_v1: move up to p_limit instances of {type} to a newer definition version, each in a transaction of its own.
 --
 -- One batch of an upgrade (fsm_upgrade_instances_v1 calls it; Store.upgrade_instances and
 -- `pyfsm upgrade` call that in a loop). Keyset: it looks at the instances of an older
@@ -29,8 +29,8 @@
 -- Errors: 31009 invalid p_after_id or p_limit; 31016 called inside an open transaction;
 --   31030, 31031 (fsm_upgrade_check_v1); 1213 a deadlock inside the trigger (call again from
 --   @fsm_u_last).
--- Example: CALL `fsm___M___upgrade_v1`(NULL, NULL, NULL, 0, 500);
-CREATE PROCEDURE `fsm___M___upgrade_v1`(
+-- Example: CALL `fsm_{type}_upgrade_v1`(NULL, NULL, NULL, 0, 500);
+CREATE PROCEDURE `fsm_{type}_upgrade_v1`(
   IN p_to_version BIGINT,
   IN p_map LONGTEXT CHARACTER SET utf8mb4,
   IN p_only LONGTEXT CHARACTER SET utf8mb4,
@@ -63,7 +63,7 @@ BEGIN
   IF p_after_id IS NULL OR p_after_id < 0 OR p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: p_after_id must be 0 or more and p_limit 1 to 10000', MYSQL_ERRNO = 31009;
   END IF;
-  CALL fsm_upgrade_check_v1('__M__', p_to_version, p_map, p_only);
+  CALL fsm_upgrade_check_v1('{type}', p_to_version, p_map, p_only);
   -- inside a caller's transaction it would commit that: 31016 at once, whether or not an
   -- instance is left to move (fsm_begin_v1 refuses before it starts one)
   CALL fsm_begin_v1();
@@ -75,7 +75,7 @@ BEGIN
     SET v_id = NULL;
     -- the next candidate, read without a lock (the primary key from v_last on)
     SELECT MIN(id) INTO v_id FROM (
-      SELECT id FROM `fsm___M__`
+      SELECT id FROM `fsm_{type}`
        WHERE id > v_last AND definition_version < v_to
          AND (v_states IS NULL OR JSON_CONTAINS(v_states, JSON_QUOTE(current_state)))
          AND (v_versions IS NULL OR JSON_CONTAINS(v_versions, CAST(definition_version AS CHAR)))
@@ -89,7 +89,7 @@ BEGIN
       SET v_state = NULL;
       SELECT current_state, definition_version, lookup_key, uses_global_lock, uses_local_lock
         INTO v_state, v_from, v_lookup, v_global, v_local
-        FROM `fsm___M__` WHERE id = v_id FOR UPDATE;
+        FROM `fsm_{type}` WHERE id = v_id FOR UPDATE;
       -- read again under the lock: moved, upgraded or filtered out meanwhile?
       IF v_state IS NULL OR v_from >= v_to
          OR NOT (v_states IS NULL OR JSON_CONTAINS(v_states, JSON_QUOTE(v_state)))
@@ -98,16 +98,16 @@ BEGIN
       ELSE
         -- v_state is a state name ([a-z][a-z0-9_]*, the trigger stores the rule's spelling): safe in a path
         SET v_target = COALESCE(JSON_UNQUOTE(JSON_EXTRACT(p_map, CONCAT('$."', v_state, '"'))), v_state);
-        SET v_target = (SELECT MAX(state) FROM fsm_states WHERE machine = '__M__' AND version = v_to
+        SET v_target = (SELECT MAX(state) FROM fsm_states WHERE machine = '{type}' AND version = v_to
                          AND state = v_target AND CAST(state AS BINARY) = CAST(v_target AS BINARY));
         IF v_target IS NULL THEN
           SET v_outcome = 'unmapped';
-        ELSEIF EXISTS (SELECT 1 FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id
+        ELSEIF EXISTS (SELECT 1 FROM fsm_runs WHERE machine = '{type}' AND instance_id = v_id
                        AND claimed_by IS NOT NULL AND due_at > UTC_TIMESTAMP(6)) THEN
           SET v_outcome = 'claimed';
         ELSEIF (v_global OR v_local) AND v_lookup IS NOT NULL AND EXISTS (
                  SELECT 1 FROM fsm_locks WHERE lookup_key = v_lookup
-                    AND ((scope = '*' AND v_global) OR (scope = '__M__' AND v_local))
+                    AND ((scope = '*' AND v_global) OR (scope = '{type}' AND v_local))
                     AND unlocked_at IS NULL AND expires_at > UTC_TIMESTAMP(6)) THEN
           SET v_outcome = 'locked';
         ELSE
@@ -115,18 +115,18 @@ BEGIN
           -- the state timeout before and after, and the armed timer's times
           SET v_old_after = NULL, v_old_event = NULL, v_new_after = NULL, v_new_event = NULL, v_due = NULL;
           SELECT MAX(timeout_seconds), MAX(timeout_event) INTO v_old_after, v_old_event FROM fsm_states
-           WHERE machine = '__M__' AND version = v_from AND state = v_state;
+           WHERE machine = '{type}' AND version = v_from AND state = v_state;
           SELECT MAX(timeout_seconds), MAX(timeout_event) INTO v_new_after, v_new_event FROM fsm_states
-           WHERE machine = '__M__' AND version = v_to AND state = v_target;
+           WHERE machine = '{type}' AND version = v_to AND state = v_target;
           SELECT MAX(due_at), MAX(fire_at), MAX(armed_at) INTO v_due, v_fire, v_armed FROM fsm_timers
-           WHERE machine = '__M__' AND timeout_of = v_id;
+           WHERE machine = '{type}' AND timeout_of = v_id;
           SET @fsm_upgrade = CONCAT(v_id, '/', v_to);
-          UPDATE `fsm___M__` SET definition_version = v_to, current_state = v_target WHERE id = v_id;
+          UPDATE `fsm_{type}` SET definition_version = v_to, current_state = v_target WHERE id = v_id;
           SET @fsm_upgrade = NULL;
           IF v_due IS NOT NULL AND v_old_after <=> v_new_after
              AND CAST(v_old_event AS BINARY) <=> CAST(v_new_event AS BINARY) THEN
             UPDATE fsm_timers SET due_at = v_due, fire_at = v_fire, armed_at = v_armed
-             WHERE machine = '__M__' AND timeout_of = v_id;
+             WHERE machine = '{type}' AND timeout_of = v_id;
           END IF;
         END IF;
       END IF;
@@ -142,7 +142,7 @@ BEGIN
     END IF;
   END WHILE;
   IF NOT v_done THEN  -- the limit was reached: is anything left after v_last?
-    SET v_done = NOT EXISTS (SELECT 1 FROM `fsm___M__` WHERE id > v_last AND definition_version < v_to
+    SET v_done = NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE id > v_last AND definition_version < v_to
                               AND (v_states IS NULL OR JSON_CONTAINS(v_states, JSON_QUOTE(current_state)))
                               AND (v_versions IS NULL OR JSON_CONTAINS(v_versions, CAST(definition_version AS CHAR))));
   END IF;
