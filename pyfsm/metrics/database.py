@@ -9,17 +9,18 @@ Everything is read on each scrape, through what a reporting account (`pyfsm gran
 3. one ``SELECT`` of labelled samples (a ``UNION ALL``): the counters per state
    (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), per type the
    highest history id and the queue (fsm_v_runs), and the timers (fsm_v_timers,
-   fsm_v_timer_log: see _timers_sql);
+   fsm_v_timer_log: see metrics_snapshot_timers in sql/queries/metrics.sql);
 4. only when a type has new history: one ``SELECT`` counting its new history rows per event.
 
 Nothing counts instances or history: the counts per state are the triggers' counters, the
 status counts read the (status, id) index of the instances that are not completed, the
-highest history id is one index read (see _max_transition_sql), and the per-event counters
-read only the history rows written since the previous scrape, at most ``max_event_rows``
-per type and scrape (the rest on the next one). The queue's counts read fsm_runs's
-index (machine, due_at, id): as many entries as runs are due. The armed timers are counted
-by type and kind (every armed timer: fsm_timers has no counters); the overdue ones, the
-firing lags and the outcome counters read ranges of the indexes on due_at and done_at.
+highest history id is one index read (see metrics_max_transition_id in
+sql/queries/metrics.sql), and the per-event counters read only the history rows written since
+the previous scrape, at most ``max_event_rows`` per type and scrape (the rest on the next
+one). The queue's counts read fsm_runs's index (machine, due_at, id): as many entries as runs
+are due. The armed timers are counted by type and kind (every armed timer: fsm_timers has no
+counters); the overdue ones, the firing lags and the outcome counters read ranges of the
+indexes on due_at and done_at.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..checks import check_int
+from ..db import queries
 from ..errors import InvalidArgument
 from ..models import STATUSES
 from ..schema import routines
@@ -67,77 +69,42 @@ _TIMER_ROWS = frozenset(
 _EPOCH = datetime(1970, 1, 1)
 
 
-def _max_transition_sql(machine: str) -> str:
-    """The highest history id of a type, through its reporting view.
+def _union_all(parts: Sequence[str]) -> str:
+    """One SELECT of ``parts`` (filled queries of sql/queries/metrics.sql) joined by the block
+    metrics_union_all. The only SQL this module assembles: how many parts there are (one per
+    type) is known at run time alone, and the slots of pyfsm.db.queries join block names with
+    AND, not UNION ALL; every part and the joint are named queries, nothing else is added."""
+    joint = queries.sql("metrics_union_all")
+    return f"\n{joint} ".join(parts)
 
-    ``MAX(transition_id)`` on the view is a scan: the view joins each history row to its
-    instance, and the optimizer reads the instances first (MariaDB 10.11: every instance's
-    status index, then a lookup per instance). STRAIGHT_JOIN keeps the view's own order,
-    history first, so ``ORDER BY ... DESC LIMIT 1`` reads the history's primary key backwards
-    and stops at the first row (one history row, one instance row: EXPLAIN shows
-    ``h index PRIMARY``, ``i eq_ref PRIMARY``). STRAIGHT_JOIN is the same on MySQL 8.
+
+def _snapshot_sql(
+    machines: list[str], stuck_after: float, after: datetime | None, settle_seconds: float
+) -> tuple[str, tuple[Any, ...] | None]:
+    """One SELECT of rows (what, machine, label, value): a row per sample, and its parameters.
+
+    The parts (sql/queries/metrics.sql): metrics_snapshot, metrics_snapshot_type per installed
+    type (names checked by the caller: [a-z][a-z0-9_]*), metrics_snapshot_timers and, from the
+    second scrape on (``after``: where the previous one counted timer outcomes up to),
+    metrics_snapshot_timer_outcomes, whose one parameter is ``after`` as text. Due and claimed
+    runs come from fsm_stats_v2, read just before.
     """
-    return (
-        f"(SELECT STRAIGHT_JOIN transition_id FROM `fsm_v_{machine}_transitions` ORDER BY transition_id DESC LIMIT 1)"
-    )
-
-
-def _snapshot_sql(machines: list[str], stuck_after: float, timers: list[str]) -> str:
-    """One SELECT of rows (what, machine, label, value): a row per sample.
-
-    The queue is read per type, so that each count is a range of the index (machine,
-    due_at, id). Due and claimed runs come from fsm_stats_v2, read just before; stuck and
-    the oldest due are counted here the same way (a claim is a lease: a run whose claim ran
-    out has a due_at in the past and is due). UTC_TIMESTAMP(6) is the statement's start
-    throughout.
-    """
+    settle_us = int(settle_seconds * 1_000_000)
     parts = [
-        "SELECT 'instances' AS what, machine, state AS label, instances AS value FROM fsm_v_state_counts",
-        "SELECT 'locks', '', kind, COUNT(*) FROM fsm_held_locks_v1 GROUP BY kind",
+        queries.sql("metrics_snapshot"),
+        *(queries.sql("metrics_snapshot_type", type=m, stuck_us=int(stuck_after * 1_000_000)) for m in machines),
+        queries.sql(
+            "metrics_snapshot_timers",
+            window_seconds=TIMER_WINDOW_SECONDS,
+            lag_rows=TIMER_LAG_ROWS,
+            settle_us=settle_us,
+        ),
     ]
-    stuck = f"UTC_TIMESTAMP(6) - INTERVAL {int(stuck_after * 1_000_000)} MICROSECOND"
-    for m in machines:  # names checked by the caller: [a-z][a-z0-9_]*
-        runs = f"FROM fsm_v_runs WHERE machine = '{m}' AND due_at"
-        parts += [
-            f"SELECT 'max_transition_id', '{m}', '', {_max_transition_sql(m)}",
-            f"SELECT 'stuck', '{m}', '', (SELECT COUNT(*) {runs} < {stuck})",
-            f"SELECT 'oldest_due_seconds', '{m}', '', (SELECT TIMESTAMPDIFF(MICROSECOND, MIN(due_at), "
-            f"UTC_TIMESTAMP(6)) * 0.000001 {runs} <= UTC_TIMESTAMP(6))",
-        ]
-    return "\nUNION ALL ".join(parts + timers)
-
-
-def _timers_sql(after: datetime | None, settle_seconds: float) -> list[str]:
-    """The timers' parts of the snapshot (rows what, machine, label, value).
-
-    The armed ones by type and kind read every armed timer (no counters exist for them).
-    The overdue ones are one range of the index on due_at, read once for three samples per
-    type (a held timer is always overdue: it was tried when due). The lags of the timers
-    fired in the window and the outcomes logged since the last scrape are ranges of the
-    index on done_at. Outcomes are counted up to ``settle_seconds`` ago (a firing call's
-    done_at is its start: its rows commit a little later), from ``after`` on (None: the
-    first scrape, which counts nothing and only places the cursor); the last row gives
-    where this scrape counted up to.
-    """
-    upto = f"UTC_TIMESTAMP(6) - INTERVAL {int(settle_seconds * 1_000_000)} MICROSECOND"
-    parts = [
-        "SELECT 'timers_armed', machine, kind, COUNT(*) FROM fsm_v_timers GROUP BY machine, kind",
-        "SELECT x.what, o.machine, '', CASE x.what WHEN 'timers_overdue' THEN o.n WHEN 'timers_held' THEN o.held "
-        "ELSE TIMESTAMPDIFF(MICROSECOND, o.oldest, UTC_TIMESTAMP(6)) * 0.000001 END "
-        "FROM (SELECT machine, COUNT(*) AS n, SUM(holds > 0) AS held, MIN(due_at) AS oldest FROM fsm_v_timers "
-        "WHERE due_at <= UTC_TIMESTAMP(6) GROUP BY machine) o CROSS JOIN (SELECT 'timers_overdue' AS what "
-        "UNION ALL SELECT 'timers_held' UNION ALL SELECT 'timers_oldest_overdue_seconds') x",
-        f"SELECT 'timer_lag', machine, '', lag_seconds FROM (SELECT machine, lag_seconds FROM fsm_v_timer_log "
-        f"WHERE done_at > UTC_TIMESTAMP(6) - INTERVAL {TIMER_WINDOW_SECONDS} SECOND AND outcome = 'fired' "
-        f"ORDER BY done_at DESC LIMIT {TIMER_LAG_ROWS}) w",
-        f"SELECT 'timer_log_upto', '', '', TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {upto})",
-    ]
-    if after is not None:  # a datetime this module made: its text is only digits and separators
-        parts.append(
-            f"SELECT 'timer_outcomes', machine, outcome, COUNT(*) FROM fsm_v_timer_log "
-            f"WHERE done_at > '{after:%Y-%m-%d %H:%M:%S.%f}' AND done_at <= {upto} GROUP BY machine, outcome"
-        )
-    return parts
+    if after is None:  # the first scrape counts no timer outcomes: it only places the cursor
+        return _union_all(parts), None
+    parts.append(queries.sql("metrics_snapshot_timer_outcomes", settle_us=settle_us))
+    # the text of the literal the statement always had (microseconds included), now a parameter
+    return _union_all(parts), (f"{after:%Y-%m-%d %H:%M:%S.%f}",)
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
@@ -151,19 +118,18 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 
 def _events_sql(ranges: dict[str, tuple[int, int]], limit: int) -> str:
     """Rows (machine, event, n, last_id): per type, the new history rows by event, the
-    ``limit`` lowest ids of (after, upto] (a range of the history's primary key; the join to
-    the instance is one primary-key lookup per row). A creation has no event: ''."""
-    return "\nUNION ALL ".join(
-        f"SELECT '{m}', COALESCE(event, ''), COUNT(*), MAX(transition_id) FROM (SELECT STRAIGHT_JOIN "
-        f"transition_id, event FROM `fsm_v_{m}_transitions` WHERE transition_id > {int(after)} AND transition_id "
-        f"<= {int(upto)} ORDER BY transition_id LIMIT {int(limit)}) t GROUP BY event"
-        for m, (after, upto) in ranges.items()
+    ``limit`` lowest ids of (after, upto] (metrics_events_type, a part per type)."""
+    return _union_all(
+        [
+            queries.sql("metrics_events_type", type=m, after=int(after), upto=int(upto), limit=int(limit))
+            for m, (after, upto) in ranges.items()
+        ]
     )
 
 
-def _rows(cur: Any, sql: str) -> list[tuple[Any, ...]]:
+def _rows(cur: Any, sql: str, args: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
     """Every row of a statement (a CALL's first result set), every result set drained."""
-    cur.execute(sql)
+    cur.execute(sql, args)
     rows = list(cur.fetchall())
     while cur.nextset():
         pass
@@ -262,7 +228,7 @@ class DatabaseCollector(Collector):
             lag = _rows(cur, routines.OUTBOX_LAG.call_sql())
             machines = [check_machine_name(str(row[0])) for row in stats]
             snapshot = _rows(
-                cur, _snapshot_sql(machines, self.stuck_after, _timers_sql(self._timer_log_after, self.settle_seconds))
+                cur, *_snapshot_sql(machines, self.stuck_after, self._timer_log_after, self.settle_seconds)
             )
             self._count_timer_outcomes(snapshot)
             highest = {str(m): int(v or 0) for what, m, _label, v in snapshot if what == "max_transition_id"}

@@ -32,6 +32,7 @@ from typing import Any
 import pymysql
 
 from .. import db
+from ..db import queries
 from ..errors import Deadlock, FsmError
 from ..schema import routines
 
@@ -128,7 +129,7 @@ class Leadership:
                 db.bounded(self._conn, max(0.1, self.lease - (time.monotonic() - self._renewed))),
                 self._conn.cursor() as cur,
             ):
-                cur.execute("SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", (self.name,))
+                cur.execute(queries.sql("relay_holds_lock"), (self.name,))
                 row = cur.fetchone()
         except pymysql.err.MySQLError as exc:
             err = self._db.with_server(db.translate(exc))
@@ -151,7 +152,7 @@ class Leadership:
             row = self._lead(pooled) if advisory else None
             if row is not None and not row["leader"] and self._advisory:
                 with pooled.cursor() as cur:  # another server's relay leads: free this server's lock
-                    cur.execute("SELECT RELEASE_LOCK(%s)", (self.name,))
+                    cur.execute(queries.sql("relay_release_lock"), (self.name,))
         except Deadlock:  # another server's relay took the free row at the same moment and won
             _hard_close(stack, pooled)  # (closing also frees this server's advisory lock)
             self._sleep(max(self.standby_wait, 0.5))
@@ -187,7 +188,7 @@ class Leadership:
             return True
         try:
             with pooled.cursor() as cur:
-                cur.execute("SELECT GET_LOCK(%s, %s)", (self.name, self.standby_wait))
+                cur.execute(queries.sql("relay_get_lock"), (self.name, self.standby_wait))
                 return bool(cur.fetchone()[0] == 1)
         except pymysql.err.MySQLError as exc:
             if exc.args and exc.args[0] == NOT_SUPPORTED_YET:
@@ -229,7 +230,7 @@ class Leadership:
                 )
                 if self._advisory:
                     with conn.cursor() as cur:
-                        cur.execute("SELECT RELEASE_LOCK(%s)", (self.name,))
+                        cur.execute(queries.sql("relay_release_lock"), (self.name,))
             except (pymysql.err.MySQLError, FsmError):
                 broken = True
         if broken:

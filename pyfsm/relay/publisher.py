@@ -59,6 +59,7 @@ import pymysql
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .. import db
+from ..db import queries
 from ..errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
 from ..schema import install as schema
 from ..schema import routines
@@ -68,10 +69,8 @@ from .leadership import Leadership
 
 log = logging.getLogger("pyfsm.relay")
 
-OUTBOX_COLUMNS = (
-    "`id`, `machine`, `topic`, `instance_id`, `instance_key`, `lookup_key`, `transition_id`, `sort_key`, "
-    "`event`, `from_state`, `to_state`, `data`, `metadata`, `occurred_at`"
-)
+# The statements are queries of sql/queries/relay.sql (pyfsm.db.queries). An IN list is one
+# parameter, a list, which PyMySQL renders as (v1,v2,...): the text a list of %s would give.
 ID_CHUNK = 1000  # ids per UPDATE ... WHERE id IN (...)
 DELETE_CHUNK = 2000  # rows per DELETE: a few ms, so a batch never waits long
 
@@ -283,25 +282,20 @@ class Relay:
             if not self._topic_answers(topic):
                 self._cooling[topic] = (now + backoff.next(), backoff)  # still missing: wait again
                 continue
-            rows = self._select(conn, "AND o.`topic` = %s ", [topic], 1)
+            rows = self._select(conn, ["relay_outbox_topic"], [topic], 1)
             if rows:
                 return rows  # its own batch of one: _settle lets the topic back in, or not
             self._cooling.pop(topic)  # nothing left to send to it
         cooling = list(self._cooling)
-        skip = f"AND o.`topic` NOT IN ({_marks(cooling)}) " if cooling else ""
-        return self._select(conn, skip, cooling, self.batch_size)
+        if cooling:
+            return self._select(conn, ["relay_outbox_not_topics"], [cooling], self.batch_size)
+        return self._select(conn, [], [], self.batch_size)
 
     @staticmethod
-    def _select(conn: Any, where: str, args: list[str], limit: int) -> list[Row]:
+    def _select(conn: Any, conditions: list[str], args: list[Any], limit: int) -> list[Row]:
+        """relay_fetch with the conditions (names of blocks) after relay_outbox_pending."""
         with conn.cursor() as cur:
-            cur.execute(
-                f"SELECT {OUTBOX_COLUMNS}, EXISTS (SELECT 1 FROM `fsm_outbox` p "
-                "WHERE p.`machine` = o.`machine` AND p.`instance_id` = o.`instance_id` AND p.`id` < o.`id` "
-                "AND p.`published_at` IS NULL AND p.`parked_at` IS NOT NULL) AS `blocked` "
-                "FROM `fsm_outbox` o WHERE o.`published_at` IS NULL AND o.`parked_at` IS NULL "
-                f"{where}ORDER BY o.`id` LIMIT %s",
-                (*args, limit),
-            )
+            cur.execute(queries.sql("relay_fetch", conditions=["relay_outbox_pending", *conditions]), (*args, limit))
             return _dict_rows(cur)
 
     def _topic_answers(self, topic: str) -> bool:
@@ -325,13 +319,7 @@ class Relay:
             try:
                 instances = sorted({(r["machine"], r["instance_id"]) for r in rows})
                 with conn.cursor() as cur:
-                    cur.execute(
-                        "SELECT `id`, `machine`, `instance_id`, `transition_id` FROM `fsm_outbox` "
-                        "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL "
-                        f"AND (`machine`, `instance_id`) IN ({', '.join(['(%s, %s)'] * len(instances))}) "
-                        "ORDER BY `id` FOR UPDATE",
-                        [v for instance in instances for v in instance],
-                    )
+                    cur.execute(queries.sql("relay_hold_roots"), (instances,))
                     roots: dict[Instance, Row] = {}
                     for r in _dict_rows(cur):
                         roots.setdefault((r["machine"], r["instance_id"]), r)
@@ -340,12 +328,11 @@ class Relay:
                         ids = [r["id"] for r in rows if (r["machine"], r["instance_id"]) == instance]
                         for chunk in _chunks(ids):
                             cur.execute(
-                                f"UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `last_error` = %s "
-                                f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL AND `parked_at` IS NULL",
+                                queries.sql("relay_hold"),
                                 (
                                     f"held: waits behind parked event {event_id(instance[0], root['transition_id'])} "
                                     f"(outbox id {root['id']})",
-                                    *chunk,
+                                    chunk,
                                 ),
                             )
                             count += cur.rowcount
@@ -459,24 +446,12 @@ class Relay:
         def write(conn: Any) -> None:
             with conn.cursor() as cur:
                 for chunk in _chunks(published):
-                    cur.execute(
-                        "UPDATE `fsm_outbox` SET `published_at` = UTC_TIMESTAMP(6) "
-                        f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
-                        chunk,
-                    )
+                    cur.execute(queries.sql("relay_mark_published"), (chunk,))
                 for row, error in parked:
-                    cur.execute(
-                        "UPDATE `fsm_outbox` SET `parked_at` = UTC_TIMESTAMP(6), `attempts` = `attempts` + 1, "
-                        "`last_error` = %s WHERE `id` = %s AND `published_at` IS NULL",
-                        (_describe(error)[:1024], row["id"]),
-                    )
+                    cur.execute(queries.sql("relay_park"), (_describe(error)[:1024], row["id"]))
                 for text, ids in failed.items():
                     for chunk in _chunks(ids):
-                        cur.execute(
-                            "UPDATE `fsm_outbox` SET `attempts` = `attempts` + 1, `last_error` = %s "
-                            f"WHERE `id` IN ({_marks(chunk)}) AND `published_at` IS NULL",
-                            (text[:1024], *chunk),
-                        )
+                        cur.execute(queries.sql("relay_count_failure"), (text[:1024], chunk))
 
         if published or parked or failed:
             self._db.on_connection(write)  # idempotent statements: safe to repeat on a new connection
@@ -564,11 +539,7 @@ class Relay:
             total = 0
             with conn.cursor() as cur:
                 for _ in range(chunks or 1_000_000):
-                    cur.execute(
-                        "DELETE FROM `fsm_outbox` "
-                        "WHERE `published_at` < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND LIMIT %s",
-                        (cutoff_us, DELETE_CHUNK),
-                    )
+                    cur.execute(queries.sql("relay_delete_published"), (cutoff_us, DELETE_CHUNK))
                     total += cur.rowcount
                     if cur.rowcount < DELETE_CHUNK:
                         break
@@ -592,11 +563,7 @@ class Relay:
 
         def read(conn: Any) -> list[Row]:
             with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT `id`, `machine`, `instance_key`, `transition_id`, `sort_key`, `event`, `topic`, "
-                    "`attempts`, `last_error`, `parked_at` FROM `fsm_outbox` "
-                    "WHERE `published_at` IS NULL AND `parked_at` IS NOT NULL ORDER BY `id`"
-                )
+                cur.execute(queries.sql("relay_parked"))
                 return _dict_rows(cur)
 
         return [{**r, "event_id": event_id(r["machine"], r["transition_id"])} for r in self._db.on_connection(read)]
@@ -649,10 +616,6 @@ def _dict_rows(cur: Any) -> list[Row]:
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
     for start in range(0, len(ids), ID_CHUNK):
         yield list(ids[start : start + ID_CHUNK])
-
-
-def _marks(chunk: Sequence[object]) -> str:
-    return ", ".join(["%s"] * len(chunk))
 
 
 def _code_name(error: Any) -> str:

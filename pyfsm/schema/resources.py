@@ -3,8 +3,9 @@
 ``sql/`` holds the current schema, one file per object, named after it (sql/README.md): what
 a fresh install creates (``sql/machine/`` per machine type, the type written ``{type}`` in the
 text and the file names: ``fsm_{type}_send_v4.sql`` creates ``fsm_{type}_send_v4``). The
-revisions in ``migrations/`` apply SQL frozen as it was when each landed, in ``migrations/sql/`` (``0001-0010/``: the shared tree of the first
-ten revisions, every file named by its version; then one folder per revision). In a built
+revisions in ``migrations/`` apply SQL frozen as it was when each landed, in
+``migrations/sql/`` (``0001-0010/``: the shared tree of the first ten revisions, every file
+named by its version; then one folder per revision). In a built
 wheel both are inside the package (``pyfsm/sql``, ``pyfsm/migrations``); in a source
 checkout they are the top-level folders.
 """

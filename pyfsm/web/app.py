@@ -78,7 +78,7 @@ class ConsoleConfig:
 def create_app(config: ConsoleConfig) -> Starlette:
     """The console's ASGI application. Its pools are closed when the application shuts down."""
     store = Store(config.dsn, pool_size=config.pool_size)  # the pages', the schema check's and the metrics' reads
-    reads = Reads(store.gateway.primary)
+    reads = Reads(store.gateway)
     actions = Actions(config.actions_dsn) if config.allow_actions and config.actions_dsn else None
     templates = Environment(
         loader=FileSystemLoader(str(resources.files("pyfsm.web") / "templates")),

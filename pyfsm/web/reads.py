@@ -1,12 +1,15 @@
 """What the console shows, read through the reporting views (a `pyfsm grant --reporting` account).
 
-Every query reads one machine type's own view (``fsm_v_<machine>``,
-``fsm_v_<machine>_transitions``) or a global view with the machine in its WHERE, through an
-index that serves it: a page costs about the rows it shows, whatever the number of instances.
-Listings are pages by keyset (``id < cursor``, newest first), never OFFSET. A filter that no
-single index serves (updated before/after, state and status together) reads a window of at
-most ``SCAN_WINDOW`` ids per page: the page may come back short, and says which ids it searched
-so that the next page carries on below them.
+The statements are the ``console_*`` blocks of ``sql/queries/console.sql``, run by name
+through the Store's Gateway (:meth:`Gateway.query <pyfsm.gateway.Gateway.query>`).
+
+Every query reads one machine type's own view (``fsm_v_{type}``, ``fsm_v_{type}_transitions``)
+or a global view with the machine in its WHERE, through an index that serves it: a page costs
+about the rows it shows, whatever the number of instances. Listings are pages by keyset
+(``id < cursor``, newest first), never OFFSET. A filter that no single index serves (updated
+before/after, state and status together) reads a window of at most ``SCAN_WINDOW`` ids per
+page: the page may come back short, and says which ids it searched so that the next page
+carries on below them.
 """
 
 from __future__ import annotations
@@ -14,17 +17,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import pymysql
-
-from .. import db
+from ..db.queries import sql
 from ..definition import NAME, Machine
 from ..errors import AccessDenied, FsmError, UnknownMachine
-from ..gateway import TYPES_SQL, unknown_type
+from ..gateway import Gateway, unknown_type
 from ..models import AllowedEvent
 from ..reporting import reads as reporting
 from ..schema import routines
@@ -98,24 +98,18 @@ class TimerPage:
     next_after: tuple[datetime, int] | None
 
 
-#: The columns of fsm_v_timers the console shows.
-TIMER_COLUMNS = (
-    "timer_id, machine, instance_key, instance_id, kind, state, event, due_at, fire_at, overdue, "
-    "overdue_seconds, claimed_by, holds, last_errno, last_error, request_id"
-)
-
-
 class Reads:
-    """The console's queries, on the reporting account's pool."""
+    """The console's queries, through the Gateway of the reporting account's Store (its
+    primary's pool, unchecked: the console checks the schema where it says so)."""
 
     def __init__(
         self,
-        database: db.Database,
+        gateway: Gateway,
         *,
         stats_max_age: float = STATS_MAX_AGE,
         version_counts_max_age: float = VERSION_COUNTS_MAX_AGE,
     ) -> None:
-        self.db = database
+        self.gateway = gateway
         self.stats_max_age = stats_max_age
         self.version_counts_max_age = version_counts_max_age
         self._stats: tuple[float, list[Row]] | None = None
@@ -123,20 +117,13 @@ class Reads:
         self._version_counts: dict[tuple[str, int], tuple[float, list[Row]]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------
+    # Queries run as self.gateway.query("console_...", args, type=..., slot=...): on the primary,
+    # unchecked, a lost connection retried; a missing view (1146) is UnknownMachine.
 
-    def rows(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
-        """A SELECT's rows; a missing view (1146) is UnknownMachine: a type not installed."""
-
-        def run(conn: Any) -> list[Row]:
-            with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                cur.execute(sql, tuple(args))
-                return list(cur.fetchall())
-
-        return self.db.on_connection(run)
-
-    def call(self, routine: Routine) -> list[Row]:
-        """The rows of a reading procedure without arguments (its result sets drained by Database.run)."""
-        return self.db.run(routine.call_sql(), (), retry_connection=True, writes=False)
+    def call(self, routine: Routine, args: tuple[Any, ...] = ()) -> list[Row]:
+        """The rows of a reading procedure of the registry (a lost connection retried, the
+        schema not checked: as the queries)."""
+        return self.gateway.call(routine, args, checked=False)
 
     # -- machine types ----------------------------------------------------------------------
 
@@ -163,11 +150,18 @@ class Reads:
         A run waiting for an event or a resume has no due time and is not counted."""
         if not stats:
             return []
-        sql = " UNION ALL ".join(
-            f"SELECT {i} AS n, COUNT(*) AS queued FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL"
-            for i in range(len(stats))
-        )
-        found = {int(r["n"]): int(r["queued"]) for r in self.rows(sql, [r["machine"] for r in stats])}
+        # one statement for every type: its copies of console_queued_one joined by console_union_all
+        # (Gateway.query's slots join block names with AND only)
+        union_all = sql("console_union_all")
+        statement = f" {union_all} ".join(sql("console_queued_one", n=i) for i in range(len(stats)))
+        args = tuple(r["machine"] for r in stats)
+
+        def read(conn: Any) -> list[tuple[Any, ...]]:  # one round trip for every type
+            with conn.cursor() as cur:
+                cur.execute(statement, args)
+                return list(cur.fetchall())
+
+        found = {int(n): int(queued) for n, queued in self.gateway.on_primary(read)}
         return [found.get(i, 0) for i in range(len(stats))]
 
     def machines(self) -> list[Row]:
@@ -175,12 +169,9 @@ class Reads:
         the states in the order their current definition lists them (then any state of an older
         version that still holds instances)."""
         stats = {r["machine"]: r for r in self.stats_rows()}
-        order = {
-            r["machine"]: _definition_states(r["body"])
-            for r in self.rows("SELECT machine, body FROM fsm_v_definitions WHERE is_current")
-        }
+        order = {r["machine"]: _definition_states(r["body"]) for r in self.gateway.query("console_current_definitions")}
         counts: dict[str, list[Row]] = {}
-        for r in self.rows("SELECT machine, state, instances FROM fsm_v_state_counts ORDER BY machine, state"):
+        for r in self.gateway.query("console_state_counts"):
             counts.setdefault(r["machine"], []).append({"state": r["state"], "instances": int(r["instances"])})
         for name, states in counts.items():
             listed = order.get(name, {})
@@ -193,7 +184,7 @@ class Reads:
         if not isinstance(name, str) or not NAME.fullmatch(name):
             return err
         try:
-            rows = self.rows(TYPES_SQL)
+            rows = self.gateway.query("types_defined")
         except FsmError:
             return err
         if any(r["machine"] == name for r in rows):
@@ -206,19 +197,17 @@ class Reads:
         def read(conn: Any) -> Machine:
             return reporting.current_machine(conn, name, version)
 
-        return self.db.on_connection(read)
+        return self.gateway.on_primary(read)
 
     def state_counts(self, name: str) -> dict[str, int]:
-        return self.db.on_connection(lambda conn: reporting.state_counts(conn, name))
+        return self.gateway.on_primary(lambda conn: reporting.state_counts(conn, name))
 
     def stats(self, name: str) -> Row | None:
         return next((r for r in self.stats_rows() if r["machine"] == name), None)
 
     def current_version(self, name: str) -> int | None:
         """The type's current definition version (None: no such type), by the definitions' key."""
-        found = self.rows(
-            "SELECT version FROM fsm_v_definitions WHERE machine = %s AND is_current", (check_machine_name(name),)
-        )
+        found = self.gateway.query("console_current_version", (check_machine_name(name),))
         return int(found[0]["version"]) if found else None
 
     def version_counts(self, name: str, current_version: int | None) -> list[Row]:
@@ -237,7 +226,7 @@ class Reads:
             if cached is not None and time.monotonic() - cached[0] < self.version_counts_max_age:
                 return cached[1]
         try:
-            rows = self.db.run(routines.VERSION_COUNTS.call_sql(), (name,), retry_connection=True, writes=False)
+            rows = self.call(routines.VERSION_COUNTS, (name,))
         except AccessDenied:
             return []
         counts = [
@@ -251,47 +240,40 @@ class Reads:
 
     def current_state(self, name: str, key: str) -> str | None:
         """The instance's state (None: no such instance), by its unique key."""
-        found = self.rows(
-            f"SELECT current_state FROM `fsm_v_{check_machine_name(name)}` WHERE instance_key = %s", (key,)
-        )
+        found = self.gateway.query("console_current_state", (key,), type=check_machine_name(name))
         return found[0]["current_state"] if found else None
 
     # -- instance listing -------------------------------------------------------------------
 
     def instances(self, name: str, f: Filters) -> Page:
-        view = f"`fsm_v_{check_machine_name(name)}`"
-        where: list[str] = []
+        name = check_machine_name(name)
+        where: list[str] = []  # blocks of console.sql
         args: list[Any] = []
-        for column, value in (("current_state", f.state), ("status", f.status), ("lookup_key", f.lookup_key)):
+        for block, value in (
+            ("console_filter_state", f.state),
+            ("console_filter_status", f.status),
+            ("console_filter_lookup_key", f.lookup_key),
+            ("console_filter_updated_after", f.updated_after),
+            ("console_filter_updated_before", f.updated_before),
+        ):
             if value is not None:
-                where.append(f"{column} = %s")
+                where.append(block)
                 args.append(value)
-        if f.updated_after is not None:
-            where.append("updated_at >= %s")
-            args.append(f.updated_after)
-        if f.updated_before is not None:
-            where.append("updated_at < %s")
-            args.append(f.updated_before)
         high = f.before_id
         low = None
         if f.windowed:
             if high is None:  # the newest id, by the primary key: one row
-                top = self.rows(f"SELECT id FROM {view} ORDER BY id DESC LIMIT 1")
+                top = self.gateway.query("console_newest_id", type=name)
                 high = int(top[0]["id"]) + 1 if top else 1
             low = max(high - SCAN_WINDOW, 1)
-            where.append("id >= %s")
+            where.append("console_filter_id_from")
             args.append(low)
         if high is not None:
-            where.append("id < %s")
+            where.append("console_filter_id_below")
             args.append(high)
-        # queued: a worker runs it or will (its run has a due time), by the unique index (machine, instance_id)
-        sql = (
-            f"SELECT id, instance_key, lookup_key, current_state, status, version, updated_at, in_state_since, "
-            f"status = 'running' AND EXISTS (SELECT 1 FROM fsm_v_runs r WHERE r.machine = %s "
-            f"AND r.instance_id = i.id AND r.due_at IS NOT NULL) AS queued "
-            f"FROM {view} i{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id DESC LIMIT {PAGE + 1}"
+        rows = self.gateway.query(
+            "console_instances", [name, *args], type=name, where=where or "console_filter_true", limit=PAGE + 1
         )
-        rows = self.rows(sql, [name, *args])
         searched = (low, high - 1) if low is not None and high is not None else None
         if len(rows) > PAGE:
             return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]), searched)
@@ -303,17 +285,17 @@ class Reads:
 
     def instance(self, name: str, key: str, *, history_before: int | None = None) -> InstanceView | None:
         name = check_machine_name(name)
-        found = self.rows(f"SELECT * FROM `fsm_v_{name}` WHERE instance_key = %s", (key,))
+        found = self.gateway.query("console_instance", (key,), type=name)
         if not found:
             return None
         inst = found[0]
-        cursor = "" if history_before is None else " AND sort_key < %s"
-        history = self.rows(
-            f"SELECT transition_id, sort_key, event, from_state, to_state, handler, source, request_id, "
-            f"definition_version, data_before, data_after, metadata, entered_at, left_at, seconds_in_state, is_current "
-            f"FROM `fsm_v_{name}_transitions` WHERE instance_key = %s{cursor} ORDER BY sort_key DESC "
-            f"LIMIT {HISTORY_PAGE + 1}",
+        history = self.gateway.query(
+            "console_history",
             (key,) if history_before is None else (key, history_before),
+            type=name,
+            where=["console_filter_instance_key"]
+            + ([] if history_before is None else ["console_filter_sort_key_below"]),
+            limit=HISTORY_PAGE + 1,
         )
         more = len(history) > HISTORY_PAGE
         history = history[:HISTORY_PAGE]
@@ -321,42 +303,16 @@ class Reads:
             h["diff"] = data_diff(h["data_before"], h["data_after"])
             h["metadata"] = _json(h["metadata"])
             h["label"] = history_label(h)
-        errors = self.rows(
-            "SELECT id, state, handler, attempt, error_type, message, traceback, outcome, next_run_at, "
-            "created_at FROM fsm_v_errors WHERE machine = %s AND instance_id = %s "
-            "ORDER BY id DESC LIMIT 20",
-            (name, inst["id"]),
-        )
-        runs = self.rows(
-            "SELECT due_at, claimed_by, attempt, pause_requested, overdue_seconds, updated_at "
-            "FROM fsm_v_runs WHERE machine = %s AND instance_id = %s",
-            (name, inst["id"]),
-        )
+        errors = self.gateway.query("console_instance_errors", (name, inst["id"]))
+        runs = self.gateway.query("console_instance_run", (name, inst["id"]))
         locks = (
-            self.rows(
-                "SELECT kind, scope, lookup_key, instance_key, owner, since, expires_at, advisory_connection "
-                "FROM fsm_held_locks_v1 WHERE scope IN ('*', %s) AND lookup_key = %s ORDER BY id",
-                (name, inst["lookup_key"]),
-            )
+            self.gateway.query("console_instance_locks", (name, inst["lookup_key"]))
             if inst["lookup_key"] is not None
             else []
         )
-        outbox = self.rows(
-            "SELECT id, event, from_state, topic, sort_key, attempts, last_error, parked_at, "
-            "occurred_at FROM fsm_v_outbox WHERE machine = %s AND instance_id = %s ORDER BY id LIMIT 50",
-            (name, inst["id"]),
-        )
-        actions = self.rows(
-            "SELECT id, operator, account, action, detail, requested_at, outcome, errno, message "
-            "FROM fsm_v_operator_log WHERE machine = %s AND instance_key = %s "
-            "ORDER BY id DESC LIMIT 50",
-            (name, key),
-        )
-        timers = self.rows(
-            f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE machine = %s AND instance_id = %s "
-            "ORDER BY due_at, timer_id LIMIT 100",
-            (name, inst["id"]),
-        )  # index (machine, instance_id)
+        outbox = self.gateway.query("console_instance_outbox", (name, inst["id"]))
+        actions = self.gateway.query("console_instance_actions", (name, key))
+        timers = self.gateway.query("console_instance_timers", (name, inst["id"]))  # index (machine, instance_id)
         inst["data"] = _json(inst["data"])
         return InstanceView(
             inst,
@@ -371,11 +327,7 @@ class Reads:
         )
 
     def operator_action(self, action_id: int) -> Row | None:
-        found = self.rows(
-            "SELECT id, operator, action, machine, instance_key, detail, outcome, errno, message "
-            "FROM fsm_v_operator_log WHERE id = %s",
-            (action_id,),
-        )
+        found = self.gateway.query("console_operator_action", (action_id,))
         return found[0] if found else None
 
     # -- operations pages -------------------------------------------------------------------
@@ -383,51 +335,32 @@ class Reads:
     def failed(self, name: str, before_id: int | None = None) -> Page:
         """Failed instances of one type, newest first, each with its last error."""
         name = check_machine_name(name)
-        cursor = "" if before_id is None else " AND i.id < %s"
-        rows = self.rows(
-            f"SELECT i.id, i.instance_key, i.lookup_key, i.current_state, i.updated_at, "
-            f"e.handler, e.attempt, e.error_type, e.message, e.created_at AS failed_at "
-            f"FROM `fsm_v_{name}` i LEFT JOIN fsm_v_errors e ON e.id = (SELECT MAX(x.id) FROM fsm_v_errors x "
-            f"WHERE x.machine = %s AND x.instance_id = i.id) "
-            f"WHERE i.status = 'failed'{cursor} ORDER BY i.id DESC LIMIT {PAGE + 1}",
+        rows = self.gateway.query(
+            "console_failed",
             (name,) if before_id is None else (name, before_id),
+            type=name,
+            where=["console_filter_failed"] + ([] if before_id is None else ["console_filter_failed_id_below"]),
+            limit=PAGE + 1,
         )
         return Page(rows[:PAGE], int(rows[PAGE - 1]["id"]) if len(rows) > PAGE else None)
 
     def stuck(self, name: str, stuck_after: float) -> list[Row]:
         """Runs due for longer than ``stuck_after`` seconds: nobody picks them up, or their
         claimer died (a claim is a lease: an expired one is due), oldest first."""
-        return self.rows(
-            "SELECT r.instance_key, r.due_at, r.claimed_by, r.attempt, r.overdue_seconds, "
-            "i.current_state, i.status FROM fsm_v_runs r "
-            f"JOIN `fsm_v_{check_machine_name(name)}` i ON i.id = r.instance_id "
-            "WHERE r.machine = %s AND r.due_at < UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND "
-            f"ORDER BY r.due_at, r.id LIMIT {PAGE}",
-            (name, int(stuck_after * 1_000_000)),
+        return self.gateway.query(
+            "console_stuck", (name, int(stuck_after * 1_000_000)), type=check_machine_name(name), limit=PAGE
         )
 
     def queue(self, name: str) -> list[Row]:
         """The next runs of one type by due time (claimed ones show their lease's end)."""
-        return self.rows(
-            "SELECT instance_key, due_at, claimed_by, attempt, pause_requested, overdue_seconds "
-            "FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL ORDER BY due_at, id "
-            f"LIMIT {PAGE}",
-            (check_machine_name(name),),
-        )
+        return self.gateway.query("console_queue", (check_machine_name(name),), limit=PAGE)
 
     def claimers(self) -> list[Row]:
         """Who holds claims now, through the index on claimed_by."""
-        return self.rows(
-            "SELECT claimed_by, machine, COUNT(*) AS runs, MIN(due_at) AS first_lease_end "
-            "FROM fsm_v_runs WHERE claimed_by IS NOT NULL GROUP BY claimed_by, machine "
-            "ORDER BY claimed_by, machine LIMIT 200"
-        )
+        return self.gateway.query("console_claimers")
 
     def locks(self) -> list[Row]:
-        return self.rows(
-            "SELECT kind, scope, lookup_key, machine, instance_key, owner, since, expires_at, "
-            "advisory_connection FROM fsm_held_locks_v1 ORDER BY expires_at, id LIMIT 500"
-        )
+        return self.gateway.query("console_locks")
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -436,21 +369,17 @@ class Reads:
     ) -> TimerPage:
         """Armed timers by due time (the most overdue first), a page at a time: the index on
         due_at serves the order, the overdue filter (a range of it) and the cursor."""
-        where: list[str] = ["1 = 1"]
+        where: list[str] = ["console_filter_true"]  # blocks of console.sql
         args: list[Any] = []
         if machine is not None:
-            where.append("machine = %s")
+            where.append("console_filter_machine")
             args.append(check_machine_name(machine))
         if overdue:
-            where.append("due_at <= UTC_TIMESTAMP(6)")
+            where.append("console_filter_due_now")
         if after is not None:  # (due_at, timer_id) > after, written so that it is a range of the index
-            where.append("due_at >= %s AND (due_at > %s OR timer_id > %s)")
+            where.append("console_filter_timer_after")
             args += [after[0], after[0], after[1]]
-        rows = self.rows(
-            f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE {' AND '.join(where)} "
-            f"ORDER BY due_at, timer_id LIMIT {PAGE + 1}",
-            args,
-        )
+        rows = self.gateway.query("console_timers", args, where=where, limit=PAGE + 1)
         if len(rows) > PAGE:
             last = rows[PAGE - 1]
             return TimerPage(rows[:PAGE], (last["due_at"], int(last["timer_id"])))
@@ -460,14 +389,13 @@ class Reads:
         """Armed timers, how many are overdue and held, and the oldest overdue's lateness in
         seconds (0: none). Counting the armed ones reads every armed timer; the others read
         the overdue range of the due_at index."""
-        only = "" if machine is None else " AND machine = %s"
+        only = [] if machine is None else ["console_filter_machine"]
         args = () if machine is None else (check_machine_name(machine),)
-        row = self.rows(
-            f"SELECT (SELECT COUNT(*) FROM fsm_v_timers WHERE 1 = 1{only}) AS armed, "
-            "COUNT(*) AS overdue, COALESCE(SUM(holds > 0), 0) AS held, "
-            "COALESCE(MAX(overdue_seconds), 0) AS oldest_overdue_seconds "
-            f"FROM fsm_v_timers WHERE due_at <= UTC_TIMESTAMP(6){only}",
+        row = self.gateway.query(
+            "console_timer_summary",
             args * 2,
+            where=["console_filter_true", *only],
+            where_overdue=["console_filter_due_now", *only],
         )[0]
         return {
             "armed": int(row["armed"]),
@@ -479,41 +407,27 @@ class Reads:
     def timer_log(self, machine: str | None) -> list[Row]:
         """The newest outcomes (fired, dropped, cancelled), through the index on done_at, or
         on (machine, done_at) for one machine."""
-        columns = (
-            "timer_id, machine, instance_key, kind, state, event, due_at, outcome, transition_id, errno, "
-            "reason, done_by, done_at, lag_seconds"
-        )
-        newest = f"ORDER BY done_at DESC, timer_id DESC LIMIT {TIMER_LOG_ROWS}"
         if machine is None:
-            return self.rows(f"SELECT {columns} FROM fsm_v_timer_log {newest}")
-        return self.rows(
-            f"SELECT {columns} FROM fsm_v_timer_log WHERE machine = %s {newest}", (check_machine_name(machine),)
+            return self.gateway.query("console_timer_log", where="console_filter_true", limit=TIMER_LOG_ROWS)
+        return self.gateway.query(
+            "console_timer_log", (check_machine_name(machine),), where="console_filter_machine", limit=TIMER_LOG_ROWS
         )
 
     def timer(self, timer_id: int) -> Row | None:
-        found = self.rows(f"SELECT {TIMER_COLUMNS} FROM fsm_v_timers WHERE timer_id = %s", (timer_id,))
+        found = self.gateway.query("console_timer", (timer_id,))
         return found[0] if found else None
 
     def outbox_lag(self) -> Row:
         return self.call(routines.OUTBOX_LAG)[0]
 
     def parked(self) -> list[Row]:
-        return self.rows(
-            "SELECT id, machine, instance_key, event, from_state, topic, sort_key, attempts, last_error, "
-            "parked_at, occurred_at FROM fsm_v_outbox WHERE parked_at IS NOT NULL ORDER BY id LIMIT 200"
-        )
+        return self.gateway.query("console_outbox_parked")
 
     def oldest_unpublished(self) -> list[Row]:
-        return self.rows(
-            "SELECT id, machine, instance_key, event, from_state, topic, attempts, occurred_at, "
-            "age_seconds FROM fsm_v_outbox WHERE parked_at IS NULL ORDER BY id LIMIT 20"
-        )
+        return self.gateway.query("console_outbox_oldest")
 
     def outbox_row(self, outbox_id: int) -> Row | None:
-        found = self.rows(
-            "SELECT id, machine, instance_key, event, parked_at, last_error FROM fsm_v_outbox WHERE id = %s",
-            (outbox_id,),
-        )
+        found = self.gateway.query("console_outbox_row", (outbox_id,))
         return found[0] if found else None
 
 

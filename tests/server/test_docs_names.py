@@ -43,7 +43,7 @@ def known(make_database) -> Known:  # type: ignore[no-untyped-def]
     finally:
         conn.close()
     classes, errnos = known_errors()
-    deprecated = frozenset(d.name.replace("<machine>", "<type>") for d in schema.DEPRECATED)
+    deprecated = frozenset(d.name for d in schema.DEPRECATED)
     return Known(objects, deprecated, known_commands(build_parser()), classes, errnos)
 
 
@@ -93,10 +93,10 @@ def test_placeholders_and_example_types_stand_for_the_defined_type(known: Known)
         )
         == []
     )
-    problems = added(known, "`fsm_{type}_bu_v3` and `fsm_<name>_send_v3` and `fsm_invoice_send_v3`")
+    problems = added(known, "`fsm_{type}_bu_v3` and `fsm_{name}_send_v3` and `fsm_invoice_send_v3`")
     assert [p.split(": ")[1] for p in problems] == [
         "`fsm_{type}_bu_v3`",
-        "`fsm_<name>_send_v3`",
+        "`fsm_{name}_send_v3`",
         "`fsm_invoice_send_v3`",
     ]
 
@@ -129,7 +129,7 @@ def test_error_numbers_must_be_pyfsms_and_map_to_the_class_named(known: Known) -
 
 
 def test_deprecated_names_only_where_the_reference_says_so(known: Known) -> None:
-    [name] = sorted(n for n in known.deprecated if "<type>" not in n)[:1]
+    [name] = sorted(n for n in known.deprecated if "{type}" not in n)[:1]
     [problem] = added(known, f"Call `{name}`.")
     assert problem.startswith("README.md:") and f"`{name}`" in problem and "deprecated" in problem
     assert [

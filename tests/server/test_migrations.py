@@ -47,7 +47,8 @@ def test_every_sql_file_is_current_and_installed() -> None:
         | set(UNION_VIEWS)
         | set(DEPENDENT_VIEWS)
     )
-    on_disk = {p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql")}
+    queries = sql_dir() / "queries"  # the runtime queries, no objects (tests/unit/test_queries.py)
+    on_disk = {p.relative_to(sql_dir()).as_posix() for p in sql_dir().rglob("*.sql") if p.parent != queries}
     assert on_disk - installed == set(), "files in sql/ that no fresh install creates"
     assert installed - on_disk == set(), "objects a fresh install names that sql/ lacks"
     assert len(CURRENT_OBJECTS) == len(set(CURRENT_OBJECTS)) and len(MACHINE_OBJECTS) == len(set(MACHINE_OBJECTS))
@@ -80,6 +81,8 @@ def test_sql_files_have_headers_and_no_delimiter_or_definer() -> None:
     """Every SQL file, current or frozen: one statement after a header that names the object
     and gives its errors and an example; no DELIMITER (not SQL), no DEFINER (the installer's)."""
     for path in [*sql_dir().rglob("*.sql"), *(migrations_dir() / "sql").rglob("*.sql")]:
+        if path.parent == sql_dir() / "queries":  # runtime queries: their headers are tests/unit/test_queries.py's
+            continue
         text = path.read_text()
         if path.is_relative_to(sql_dir()):  # the current schema creates; changes are the migrations' business
             assert re.search(r"^CREATE ", text, re.M) and not re.search(r"^ALTER ", text, re.M), path
@@ -227,10 +230,10 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
         a, b = schema_of(admin, old.database), schema_of(admin, fresh.database)
         for label in a:
             assert a[label] == b[label], (label, _first_difference(a[label], b[label]))
-        expected = {entry.name for entry in schema.DEPRECATED if "<machine>" not in entry.name} | {
-            entry.name.replace("<machine>", m.name)
+        expected = {entry.name for entry in schema.DEPRECATED if "{type}" not in entry.name} | {
+            entry.name.replace("{type}", m.name)
             for entry in schema.DEPRECATED
-            if "<machine>" in entry.name
+            if "{type}" in entry.name
             for m in machines
         }
         assert deprecated == fresh_deprecated == expected

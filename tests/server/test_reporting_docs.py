@@ -33,8 +33,8 @@ def test_every_documented_view_exists_and_every_query_runs(make_database) -> Non
         with conn.cursor() as cur:
             cur.execute("SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE()")
             views = {row[0] for row in cur.fetchall()}
-            documented = set(re.findall(r"^\| `(fsm_[a-z0-9_<>]+)`", DOC.read_text(), re.M))
-            assert {v.replace("<type>", "order") for v in documented} <= views
+            documented = set(re.findall(r"^\| `(fsm_[a-z0-9_{}]+)`", DOC.read_text(), re.M))
+            assert {v.replace("{type}", "order") for v in documented} <= views
             assert {v for v in views if v.startswith("fsm_v_") and "order" not in v} <= documented
             results = []
             for block in blocks:

@@ -24,7 +24,7 @@ def table_rows(text: str, first_header: str) -> list[list[str]]:
 
 
 def names(cell: str) -> set[str]:
-    return set(re.findall(r"`(fsm_[\w<>]+)`", cell))
+    return set(re.findall(r"`(fsm_[\w{}]+)`", cell))
 
 
 def test_the_tables_name_every_public_procedure_once(raw: Any, order: Machine) -> None:
@@ -47,7 +47,7 @@ def test_the_tables_name_every_public_procedure_once(raw: Any, order: Machine) -
     machines = [r["machine"] for r in fetch(raw, "SELECT machine FROM fsm_machines")]  # other tests' types too
     mine = {n for n in public if n.startswith(f"fsm_{order.name}_")}
     generic = {n for n in public if not any(n.startswith(f"fsm_{m}_") for m in machines)}
-    documented = {n.replace("<machine>", order.name) for n in [*current, *deprecated]}
+    documented = {n.replace("{type}", order.name) for n in [*current, *deprecated]}
     assert mine | generic == documented, (documented - (mine | generic), (mine | generic) - documented)
 
 

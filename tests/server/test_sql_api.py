@@ -20,7 +20,7 @@ from pyfsm.errors import SERVER, SIGNALLED
 from pyfsm.schema import install as schema
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "sql-api.md").read_text()
-SECTION = re.compile(r"^### `(fsm_[\w<>]+)`[ \t]*$", re.M)
+SECTION = re.compile(r"^### `(fsm_[\w{}]+)`[ \t]*$", re.M)
 STATEMENT = re.compile(r"(?:'(?:[^'\\]|\\.)*'|--[^\n]*|[^;'-]|-)+")  # up to a ; outside strings and comments
 STEP = re.compile(r"```sql\n(.*?)```|<!-- sync: (\w+) -->", re.S)
 TICKET = re.search(r"SET @ticket = '(.*?)';", DOC, re.S).group(1)  # type: ignore[union-attr]
@@ -42,7 +42,7 @@ def tables(body: str) -> dict[str, list[list[str]]]:
 
 
 def columns(name: str, docs: dict[str, str]) -> list[str]:
-    same = re.search(r"same columns as `(fsm_[\w<>]+)`", docs[name])
+    same = re.search(r"same columns as `(fsm_[\w{}]+)`", docs[name])
     return (columns(same.group(1), docs) if same else []) + [r[0] for r in tables(docs[name]).get("column", [])]
 
 
