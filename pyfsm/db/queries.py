@@ -23,7 +23,9 @@ A statement may have slots, filled by :func:`sql` and nothing else:
   statement: only names of blocks, numbers and checked type names.
 
 ``tests/unit/test_queries.py`` fails on SQL statement text anywhere in ``pyfsm/`` outside
-this home and the schema code that renders ``sql/``'s objects.
+this home, but for what ``pyfsm/schema/`` builds per object, per type and per account (the
+statements that create or change objects and accounts, the rendered trigger code, the
+registry's ``CALL``) and the few statements that test lists with their reasons.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 
 import pymysql
 
-from .. import db
+from ..db import queries
 from .resources import render
 
 _ALREADY_EXISTS = {1050, 1060, 1061, 1304, 1359}  # table, column, index, routine, trigger already exists
@@ -22,8 +22,8 @@ def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
     format marker; routines keep the sql_mode they were created under.
     """
     with conn.cursor() as cur:
-        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
-        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(queries.sql("schema_ddl_sql_mode"))
+        cur.execute(queries.sql("schema_ddl_time_zone"))
         for statement in statements:
             try:
                 cur.execute(statement)
@@ -38,9 +38,9 @@ def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int =
     makes every later reader queue behind it, so it waits at most ``wait_seconds`` at a time
     and tries again a second later, ``attempts`` times, instead of lock_wait_timeout's day."""
     with conn.cursor() as cur:
-        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        cur.execute(queries.sql("schema_lock_wait_timeout"))
         (previous,) = cur.fetchone()
-        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
+        cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(wait_seconds)))
         try:
             for statement in statements:
                 for attempt in range(attempts):
@@ -52,27 +52,19 @@ def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int =
                             raise
                         time.sleep(1.0)
         finally:
-            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous)}")
+            cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(previous)))
 
 
 def has_column(conn: Any, table: str, column: str) -> bool:
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-            "AND table_name = %s AND column_name = %s",
-            (table, column),
-        )
+        cur.execute(queries.sql("schema_has_column"), (table, column))
         return bool(cur.fetchone()[0])
 
 
 def machine_triggers(conn: Any, machine: str) -> set[str]:
     """The names of the triggers on ``machine``'s instance and history tables."""
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
-            "AND event_object_table IN (%s, %s)",
-            (f"fsm_{machine}", f"fsm_{machine}_transitions"),
-        )
+        cur.execute(queries.sql("schema_machine_triggers"), (f"fsm_{machine}", f"fsm_{machine}_transitions"))
         return {row[0] for row in cur.fetchall()}
 
 

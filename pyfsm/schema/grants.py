@@ -29,6 +29,7 @@ from typing import Any
 
 import pymysql
 
+from ..db import queries
 from ..errors import InvalidArgument
 from . import routines
 
@@ -94,7 +95,8 @@ def exists(conn: Any, account: Account) -> bool:
     """Whether the account exists (SHOW CREATE USER fails with 1133 on MariaDB, 1396 on MySQL, when not)."""
     with conn.cursor() as cur:
         try:
-            cur.execute(f"SHOW CREATE USER {account.sql.replace('%', '%%')}", ())
+            # the driver quotes user and host as account.sql does ('user'@'host'): the same text
+            cur.execute(queries.sql("schema_account_exists"), (account.user, account.host))
             cur.fetchall()
             return True
         except pymysql.err.MySQLError as exc:
@@ -110,35 +112,19 @@ def statements(conn: Any, account: Account) -> list[str]:
     the tables they lead to, are the schema owner's.
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT DATABASE()")
+        cur.execute(queries.sql("schema_current_database"))
         database = str(cur.fetchone()[0]).replace("`", "``")
         if account.role == "app":
-            cur.execute(
-                "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                "AND routine_type = 'PROCEDURE' AND security_type = 'DEFINER' "
-                "AND routine_name LIKE 'fsm\\_%' AND routine_name NOT LIKE 'fsm\\_define\\_%' "
-                "ORDER BY routine_name"
-            )
+            cur.execute(queries.sql("schema_app_procedures"))  # no arguments: its % are LIKE's
             return [f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
         if account.role == "reporting":
-            cur.execute(
-                "SELECT table_name FROM information_schema.views WHERE table_schema = DATABASE() "
-                "AND (table_name LIKE 'fsm\\_v\\_%' OR table_name = 'fsm_held_locks_v1') ORDER BY table_name"
-            )
+            cur.execute(queries.sql("schema_reporting_views"))  # no arguments: its % is LIKE's
             views = [f"GRANT SELECT ON `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()]
-            cur.execute(
-                "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-                "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
-                (REPORTING_PROCEDURES,),
-            )
+            cur.execute(queries.sql("schema_procedures_named"), (REPORTING_PROCEDURES,))
             return views + [
                 f"GRANT EXECUTE ON PROCEDURE `{database}`.`{name}` TO {account.sql}" for (name,) in cur.fetchall()
             ]
-        cur.execute(
-            "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-            "AND routine_type = 'PROCEDURE' AND routine_name IN %s ORDER BY routine_name",
-            (RELAY_PROCEDURES,),
-        )
+        cur.execute(queries.sql("schema_procedures_named"), (RELAY_PROCEDURES,))
         procedures = [name for (name,) in cur.fetchall()]
     return [
         f"GRANT {RELAY_TABLE_PRIVILEGES} ON `{database}`.`fsm_outbox` TO {account.sql}",
@@ -193,16 +179,11 @@ def grant(
                 shown.append(statement)
                 if not dry_run:
                     cur.execute(statement)
-            shown.append(
-                f"INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
-                f"VALUES ('{account.user}', '{account.host}', '{account.role}', UTC_TIMESTAMP(6))"
-            )
+            record = (account.user, account.host, account.role)
+            # shown with its values quoted (each checked by Account.parse: nothing to escape)
+            shown.append(queries.sql("schema_record_account") % tuple(f"'{value}'" for value in record))
             if not dry_run:
-                cur.execute(
-                    "INSERT IGNORE INTO fsm_accounts (user, host, role, granted_at) "
-                    "VALUES (%s, %s, %s, UTC_TIMESTAMP(6))",
-                    (account.user, account.host, account.role),
-                )
+                cur.execute(queries.sql("schema_record_account"), record)
     return shown, created
 
 
@@ -210,7 +191,7 @@ def recorded(conn: Any) -> list[Account]:
     """The accounts `pyfsm grant` recorded (none before revision 0004)."""
     with conn.cursor() as cur:
         try:
-            cur.execute("SELECT user, host, role FROM fsm_accounts ORDER BY user, host, role")
+            cur.execute(queries.sql("schema_recorded_accounts"))
         except pymysql.err.ProgrammingError as exc:
             if exc.args and exc.args[0] == 1146:  # no such table: an older schema
                 return []
@@ -231,7 +212,7 @@ def grant_recorded(conn: Any) -> None:
                     account.user,
                     account.host,
                 )
-                cur.execute("DELETE FROM fsm_accounts WHERE user = %s AND host = %s", (account.user, account.host))
+                cur.execute(queries.sql("schema_forget_account"), (account.user, account.host))
                 continue
             for statement in statements(conn, account):
                 cur.execute(statement)

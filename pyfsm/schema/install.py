@@ -23,6 +23,7 @@ from typing import Any
 import pymysql
 
 from .. import db
+from ..db import queries
 from ..errors import SchemaVersionMismatch
 from . import routines
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
@@ -35,6 +36,8 @@ from .views import refresh_views
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
 HEAD_REVISION = "0024"
+#: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
+#: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
 
 
@@ -295,10 +298,7 @@ def install_machine_objects(conn: Any, machine: str) -> None:
         ],
     )
     with conn.cursor() as cur:
-        cur.execute(
-            "UPDATE fsm_machines SET objects_version = %s WHERE machine = %s",
-            (MACHINE_OBJECTS_VERSION, machine),
-        )
+        cur.execute(queries.sql("schema_mark_objects_version"), (MACHINE_OBJECTS_VERSION, machine))
     install_timer_triggers(conn, machine)
     refresh_views(conn)
     grant_recorded(conn)
@@ -307,7 +307,7 @@ def install_machine_objects(conn: Any, machine: str) -> None:
 def has_timeouts(conn: Any, machine: str) -> bool:
     """Does a state of any of ``machine``'s definition versions have a timeout?"""
     with conn.cursor() as cur:
-        cur.execute("SELECT 1 FROM fsm_states WHERE machine = %s AND timeout_seconds IS NOT NULL LIMIT 1", (machine,))
+        cur.execute(queries.sql("schema_has_timeouts"), (machine,))
         return cur.fetchone() is not None
 
 
@@ -380,10 +380,7 @@ def deprecated_present(conn: Any) -> list[tuple[str, str, Deprecated]]:
     the routines it may use), so that `pyfsm check` works for least-privilege accounts too.
     """
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT routine_name FROM information_schema.routines WHERE routine_schema = DATABASE() "
-            "AND routine_type = 'PROCEDURE' ORDER BY routine_name"
-        )
+        cur.execute(queries.sql("schema_procedures"))
         routines = [row[0] for row in cur.fetchall()]
     found = []
     for entry in DEPRECATED:
@@ -429,7 +426,7 @@ def migrate(settings: db.Settings, revision: str = "head") -> bool:
     conn, created = db.connect_creating(settings)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT GET_LOCK('pyfsm_migrate', 60)")
+            cur.execute(queries.sql("schema_migrate_lock"))
             row = cur.fetchone()
             if row is None or row[0] != 1:
                 raise SchemaVersionMismatch("another process has been migrating for 60 s; try again")
@@ -444,7 +441,7 @@ def migrate(settings: db.Settings, revision: str = "head") -> bool:
             raise db.translate(exc.orig or exc) from exc
         finally:
             with conn.cursor() as cur:
-                cur.execute("SELECT RELEASE_LOCK('pyfsm_migrate')")
+                cur.execute(queries.sql("schema_migrate_unlock"))
     finally:
         conn.close()
     return created
@@ -467,11 +464,7 @@ def install_fresh(conn: Any) -> bool:
     database with pyfsm's tables but no version table was not built by pyfsm: refused.
     """
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT table_name, table_comment FROM information_schema.tables "
-            "WHERE table_schema = DATABASE() AND table_name IN (%s, 'fsm_machines')",
-            (VERSION_TABLE,),
-        )
+        cur.execute(queries.sql("schema_fresh_install_tables"), (VERSION_TABLE,))
         found = dict(cur.fetchall())
         if "fsm_machines" in found and VERSION_TABLE not in found:
             raise SchemaVersionMismatch(
@@ -506,7 +499,7 @@ def current_revision(conn: Any) -> str | None:
     """
     with conn.cursor() as cur:
         try:
-            cur.execute("CALL fsm_schema_version_v1()")
+            cur.execute(queries.sql("schema_revision"))
             row = cur.fetchone()
             while cur.nextset():
                 pass
@@ -517,7 +510,7 @@ def current_revision(conn: Any) -> str | None:
             if not (exc.args and exc.args[0] == 1305):  # 1305: no such procedure
                 raise
         try:
-            cur.execute(f"SELECT version_num FROM `{VERSION_TABLE}`")
+            cur.execute(queries.sql("schema_revision_table"))  # VERSION_TABLE (a unit test checks)
         except pymysql.err.ProgrammingError as exc:
             if exc.args and exc.args[0] == 1146:  # table does not exist
                 return None

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..db import queries
 from ..errors import InvalidDefinition
 from ..guards import Guard, guard
 from .ddl import execute_ddl, machine_triggers, object_name
@@ -105,26 +106,18 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
     current version (new instances get it), read from fsm_rules and fsm_definitions."""
     name = check_machine_name(machine)
     with conn.cursor() as cur:
-        cur.execute("SELECT VERSION()")
+        cur.execute(queries.sql("schema_server_version"))
         mariadb = "mariadb" in str(cur.fetchone()[0]).lower()
-        cur.execute("SELECT current_version FROM fsm_machines WHERE machine = %s", (name,))
+        cur.execute(queries.sql("schema_current_version"), (name,))
         found = cur.fetchone()
         current = int(found[0]) if found else 0
         # guards came with revision 0024: the landed migrations 0022 and 0023 render before it
-        cur.execute(
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() "
-            "AND table_name = 'fsm_rules' AND column_name = 'guard'"
-        )
-        guards = "position, guard, guard_name" if cur.fetchone()[0] else "1, NULL, NULL"
+        cur.execute(queries.sql("schema_rules_have_guards"))
+        guards = "schema_rule_guards" if cur.fetchone()[0] else "schema_rule_no_guards"
         # a scan of the instance table (no index on definition_version): sync is rare, reads take no locks
-        cur.execute(f"SELECT DISTINCT definition_version FROM `fsm_{name}`")
-        versions = sorted({int(row[0]) for row in cur.fetchall()} | {current})
-        marks = ", ".join(["%s"] * len(versions))
-        cur.execute(
-            f"SELECT version, from_state, event, to_state, to_final, {guards} FROM fsm_rules "
-            f"WHERE machine = %s AND version IN ({marks}) ORDER BY version, from_state, event, 6",
-            (name, *versions),
-        )
+        cur.execute(queries.sql("schema_instance_versions", type=name))
+        versions = tuple(sorted({int(row[0]) for row in cur.fetchall()} | {current}))
+        cur.execute(queries.sql("schema_rules", guards=guards), (name, versions))
         rules = tuple(
             Rule(
                 int(v),
@@ -137,10 +130,7 @@ def read_rules(conn: Any, machine: str) -> TypeRules:
             )
             for v, f, e, t, final, pos, guard, guard_name in cur.fetchall()
         )
-        cur.execute(
-            f"SELECT version, event_data FROM fsm_definitions WHERE machine = %s AND version IN ({marks})",
-            (name, *versions),
-        )
+        cur.execute(queries.sql("schema_event_data"), (name, versions))
         event_data = {int(v): bool(on) for v, on in cur.fetchall()}
     return TypeRules(name, mariadb, current, rules, event_data)
 
@@ -294,10 +284,7 @@ def spans(template: str) -> Iterable[str]:
 def record_rendered(conn: Any, facts: TypeRules, text: str) -> None:
     """Note in fsm_machines what ``facts.machine``'s transition trigger now is (``text``)."""
     with conn.cursor() as cur:
-        cur.execute(
-            "UPDATE fsm_machines SET rendered_version = %s, rendered_digest = %s WHERE machine = %s",
-            (facts.current_version, digest(text), facts.machine),
-        )
+        cur.execute(queries.sql("schema_record_rendered"), (facts.current_version, digest(text), facts.machine))
 
 
 def install_transition_trigger(conn: Any, machine: str, template: str) -> None:
@@ -312,7 +299,7 @@ def install_transition_trigger(conn: Any, machine: str, template: str) -> None:
     facts = read_rules(conn, name)
     rendered = render_transition_trigger(read_sql(template), facts)
     with conn.cursor() as cur:
-        cur.execute("SELECT rendered_digest FROM fsm_machines WHERE machine = %s", (name,))
+        cur.execute(queries.sql("schema_rendered_digest"), (name,))
         found = cur.fetchone()
     if object_name(template, name) not in machine_triggers(conn, name):
         execute_ddl(conn, [rendered])

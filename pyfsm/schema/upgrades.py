@@ -12,7 +12,7 @@ from typing import Any
 
 import pymysql
 
-from .. import db
+from ..db import queries
 from .ddl import execute_ddl, machine_triggers, object_name
 from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
 from .views import refresh_views
@@ -174,14 +174,14 @@ def upgrade_machines(conn: Any, from_version: str, to_version: str, upgrade: Cal
     """
     while True:
         with conn.cursor() as cur:
-            cur.execute("SELECT machine FROM fsm_machines WHERE objects_version = %s ORDER BY machine", (from_version,))
+            cur.execute(queries.sql("schema_machines_at"), (from_version,))
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
         if not machines:
             break
         for machine in machines:
             upgrade(machine)
             with conn.cursor() as cur:
-                cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (to_version, machine))
+                cur.execute(queries.sql("schema_mark_objects_version"), (to_version, machine))
     refresh_views(conn)
 
 
@@ -191,12 +191,8 @@ def rebuild_state_counts(cur: Any, machine: str) -> None:
     Exact only while no one can write the instance table: called under LOCK TABLES.
     """
     name = check_machine_name(machine)
-    cur.execute("DELETE FROM fsm_state_counts WHERE machine = %s", (name,))
-    cur.execute(
-        f"INSERT INTO fsm_state_counts (machine, state, shard, instances) SELECT %s, current_state, "
-        f"MOD(id, 16), COUNT(*) FROM `fsm_{name}` GROUP BY current_state, MOD(id, 16)",
-        (name,),
-    )
+    cur.execute(queries.sql("schema_clear_state_counts"), (name,))
+    cur.execute(queries.sql("schema_count_states", type=name), (name,))
 
 
 def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
@@ -206,19 +202,14 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
     the older ones, in batches, each row once (the history trigger allows exactly this
     with @fsm_fill_left_at = 1). Returns how many rows it filled.
     """
-    table = f"fsm_{check_machine_name(machine)}_transitions"
+    name = check_machine_name(machine)
+    table = f"fsm_{name}_transitions"
     filled, after = 0, 0
     with conn.cursor() as cur:
-        cur.execute("SET @fsm_fill_left_at = 1")
+        cur.execute(queries.sql("schema_fill_left_at_on"))
         try:
             while True:
-                cur.execute(  # GREATEST: a clock stepped back must not end a state before it began
-                    f"SELECT a.id, GREATEST(a.created_at, (SELECT b.created_at FROM `{table}` b "
-                    f"WHERE b.instance_id = a.instance_id AND b.sort_key > a.sort_key ORDER BY b.sort_key LIMIT 1)) "
-                    f"FROM `{table}` a WHERE a.id > %s AND a.most_recent IS NULL AND a.left_at IS NULL "
-                    "ORDER BY a.id LIMIT %s",
-                    (after, batch),
-                )
+                cur.execute(queries.sql("schema_left_at_batch", type=name), (after, batch))
                 rows = [(row_id, left) for row_id, left in cur.fetchall()]
                 if not rows:
                     return filled
@@ -226,6 +217,8 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
                 rows = [(row_id, left) for row_id, left in rows if left is not None]
                 if rows:
                     cases = " ".join("WHEN %s THEN %s" for _ in rows)
+                    # its shape is the batch's (a CASE arm and an IN mark per row): no block of
+                    # sql/queries can hold it (tests/unit/test_queries.py lists it)
                     cur.execute(
                         f"UPDATE `{table}` SET left_at = CASE id {cases} END "
                         f"WHERE id IN ({', '.join('%s' for _ in rows)})",
@@ -233,7 +226,7 @@ def fill_left_at(conn: Any, machine: str, *, batch: int = 2000) -> int:
                     )
                     filled += len(rows)
         finally:
-            cur.execute("SET @fsm_fill_left_at = NULL")
+            cur.execute(queries.sql("schema_fill_left_at_off"))
 
 
 def replace_machine_triggers(
@@ -270,11 +263,11 @@ def replace_machine_triggers(
     pairs = list(pairs)
     present = machine_triggers(conn, machine)
     with conn.cursor() as cur:
-        cur.execute(f"SET SESSION sql_mode = '{db.STRICT_SQL_MODE}'")
-        cur.execute("SET time_zone = '+00:00'")
-        cur.execute("SELECT @@SESSION.lock_wait_timeout")
+        cur.execute(queries.sql("schema_ddl_sql_mode"))
+        cur.execute(queries.sql("schema_ddl_time_zone"))
+        cur.execute(queries.sql("schema_lock_wait_timeout"))
         (previous_wait,) = cur.fetchone()
-        cur.execute(f"SET SESSION lock_wait_timeout = {int(wait_seconds)}")
+        cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(wait_seconds)))
         try:
             for attempt in range(attempts):
                 try:
@@ -308,6 +301,6 @@ def replace_machine_triggers(
             finally:
                 cur.execute("UNLOCK TABLES")
         finally:
-            cur.execute(f"SET SESSION lock_wait_timeout = {int(previous_wait)}")
+            cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(previous_wait)))
         if objects_version is not None:  # None: the caller marks the type when all of it is done
-            cur.execute("UPDATE fsm_machines SET objects_version = %s WHERE machine = %s", (objects_version, machine))
+            cur.execute(queries.sql("schema_mark_objects_version"), (objects_version, machine))

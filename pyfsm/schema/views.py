@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..db import queries
 from ..errors import SchemaVersionMismatch
 from .ddl import ddl_waiting_briefly
 from .resources import check_machine_name, fill_type, read_sql
@@ -34,16 +35,14 @@ def refresh_views(conn: Any) -> None:
     installed before it (each marks its type installed before it asks for the lock).
     """
     with conn.cursor() as cur:
-        cur.execute("SELECT GET_LOCK('pyfsm_views', 60)")
+        cur.execute(queries.sql("schema_views_lock"))
         if cur.fetchone()[0] != 1:
             raise SchemaVersionMismatch("another process has been rebuilding pyfsm's views for 60 s; try again")
         try:
             # a type still at an object set before v3 (installed by an older pyfsm during a
             # rolling deploy) has no reporting views yet: left out until `pyfsm sync` upgrades
             # it. v3 and later have them (and a migration run by this library may stop at v3).
-            cur.execute(
-                "SELECT machine FROM fsm_machines WHERE objects_version IN %s ORDER BY machine", (VIEW_OBJECT_VERSIONS,)
-            )
+            cur.execute(queries.sql("schema_machines_with_views"), (VIEW_OBJECT_VERSIONS,))
             machines = [check_machine_name(row[0]) for row in cur.fetchall()]
             if not machines:
                 return
@@ -54,7 +53,7 @@ def refresh_views(conn: Any) -> None:
                 statements.append(head + create + branches)
             ddl_waiting_briefly(conn, statements + [read_sql(view) for view in DEPENDENT_VIEWS])
         finally:
-            cur.execute("SELECT RELEASE_LOCK('pyfsm_views')")
+            cur.execute(queries.sql("schema_views_unlock"))
 
 
 def _split_view(text: str) -> tuple[str, str, str]:
