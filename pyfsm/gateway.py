@@ -143,7 +143,8 @@ class Gateway:
 
         def run(conn: Any) -> list[Row]:
             with conn.cursor(pymysql.cursors.DictCursor) as cur:
-                cur.execute(statement, tuple(args))
+                # no arguments: None, so that a % of the statement (a LIKE pattern) is not a placeholder
+                cur.execute(statement, tuple(args) or None)
                 return list(cur.fetchall())
 
         target = self.replica_or_primary() if stale else (self.checked_primary() if checked else self.primary)

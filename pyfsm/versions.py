@@ -242,7 +242,7 @@ def run(
 
 def _batch(conn: Any, sql: str, args: tuple[Any, ...], name: str) -> list[dict[str, Any]]:
     """One CALL of fsm_{type}_upgrade_v1 on the run's own connection. Not through the pool's
-    call(), which would call a deadlocked batch again at once: its progress must be read first."""
+    Database.run, which would call a deadlocked batch again at once: its progress must be read first."""
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
             cur.execute(sql, args)

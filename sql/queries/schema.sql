@@ -44,7 +44,7 @@ AND table_name = %s AND column_name = %s
 
 -- name: schema_machine_triggers
 -- The triggers on a type's instance table and history table.
--- Parameters: instance table name (fsm_<type>), history table name (fsm_<type>_transitions).
+-- Parameters: instance table name (fsm_{type}), history table name (fsm_{type}_transitions).
 -- Result: (trigger_name).
 -- Used by: schema.ddl.machine_triggers.
 SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()

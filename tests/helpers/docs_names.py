@@ -7,9 +7,8 @@ defined (tests/server/test_docs_names.py builds it), the deprecated procedures o
 
 The rules:
 
-* `fsm_...` names. A placeholder `{type}` or `{type}` stands for any type, and so do the
-  example types the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v8`, `fsm_{type}_bu_v8` and
-  `fsm_{type}_bu_v8` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
+* `fsm_...` names. The placeholder `{type}` stands for any type, and so do the example types
+  the docs use (`EXAMPLE_TYPES`): `fsm_order_bu_v8` and `fsm_{type}_bu_v8` are the same name. `%`, `*` and `…` are wildcards (`fsm_v_%`) that must
   match an object. A fragment in backticks such as `_hbu_v4` must end an object's name.
   Session variables (`@fsm_event`) are not objects and are not checked.
 * A deprecated procedure exists only in upgraded databases, so it may be named only on the
@@ -106,7 +105,7 @@ def candidates(name: str) -> Iterator[str]:
     """The generic names a documented name may stand for.
 
     >>> sorted(candidates("fsm_door_send_v2"))
-    ['fsm_{type}_send_v2', 'fsm_door_send_v2']
+    ['fsm_door_send_v2', 'fsm_{type}_send_v2']
     >>> list(candidates("fsm_{type}_get_v1"))
     ['fsm_{type}_get_v1']
     """
@@ -227,7 +226,7 @@ def check_objects(unit: Unit, path: str, known: Known, section_first: str) -> It
         where = f"{path}:{_line(unit, offset)}: `{name}`"
         unknown = [p for p in PLACEHOLDER.findall(name) if p != "{type}"]
         if unknown:
-            yield f"{where}: unknown placeholder {unknown[0]} (write {type})"
+            yield f"{where}: unknown placeholder {unknown[0]} (write {{type}})"
             continue
         kind = resolve_fragment(name, known) if fragment else resolve(name, known)
         if kind is None:

@@ -43,6 +43,10 @@ SCHEMA_LEFT = {
     ("views.py", "\nUNION ALL\n"),
     # RELAY_TABLE_PRIVILEGES: the privileges of the relay's GRANT on fsm_outbox, no statement
     ("grants.py", "SELECT, UPDATE, DELETE"),
+    # an account's CREATE USER or ALTER USER (the verb is one of those two literals beside it),
+    # as run and as shown by --dry-run with the password hidden: DDL built per account
+    ("grants.py", "{} {} IDENTIFIED BY %s"),
+    ("grants.py", "{} {} IDENTIFIED BY '***'"),
 }
 #: The home's own loader: it joins the conditions a caller chose with " AND ".
 HOME_LOADER = PACKAGE / "db" / "queries.py"
@@ -52,6 +56,13 @@ STATEMENT = re.compile(
     r"^\s*\(?\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CALL|SET|SHOW|CREATE|DROP|ALTER|GRANT|REVOKE|DO|WITH|"
     r"LOCK|UNLOCK|START TRANSACTION|COMMIT|ROLLBACK|KILL|FLUSH|EXPLAIN|ANALYZE|TRUNCATE|RENAME|XA|"
     r"FROM|WHERE|ORDER BY|GROUP BY|LIMIT|JOIN|LEFT JOIN|UNION|AND|OR|VALUES)\b"
+)
+#: A statement anywhere in a string (one built after a value, ``f"{verb} USER ..."``, or quoted
+#: in a message): its clauses, as SQL writes them.
+EMBEDDED = re.compile(
+    r"\bSELECT\b.*\bFROM\b|\bINSERT (?:IGNORE )?INTO\b|\bREPLACE INTO\b|\bDELETE FROM\b|"
+    r"\bUPDATE `?[\w{}]+`? SET\b|\bIDENTIFIED BY\b|\bCALL `?fsm_[\w{}]*`?\(",
+    re.S,
 )
 
 
@@ -82,7 +93,7 @@ def sql_strings(path: Path) -> list[tuple[int, str]]:
             text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
         else:
             continue
-        if STATEMENT.match(text):
+        if STATEMENT.match(text) or EMBEDDED.search(text):
             found.append((node.lineno, text))
     return sorted(found)
 
@@ -130,18 +141,20 @@ def test_the_schema_blocks_say_what_the_code_names() -> None:
 
 
 def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
-    sample = PACKAGE / "_scan_sample.py"
-    try:
-        sample.write_text(
-            '"""SELECT in a docstring is prose."""\n'
-            'A = "SELECT id FROM t"\n'
-            'B = f"SELECT id FROM `fsm_v_{name}`"\n'
-            'C = "the server said: SELECT denied"\n',
-            encoding="utf-8",
-        )
-        assert [hit.split(":")[1] for hit in sql_text_in(sample)] == ["2", "3"]
-    finally:
-        sample.unlink()
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        '"""SELECT in a docstring is prose."""\n'
+        'A = "SELECT id FROM t"\n'
+        'B = f"SELECT id FROM `fsm_v_{name}`"\n'
+        'C = "the server said: SELECT denied"\n'
+        'D = f"{verb} USER {account} IDENTIFIED BY %s"\n'
+        'E = "run it as one that may: INSERT INTO fsm_accounts VALUES (1)"\n'
+        'F = f"`{name}` rows: UPDATE `fsm_{name}` SET a = 1"\n'
+        'G = "or run CALL fsm_retry_v1(...) as the app account"\n'
+        'H = "update the settings, then select a server"\n',
+        encoding="utf-8",
+    )
+    assert [line for line, _ in sql_strings(sample)] == [2, 3, 5, 6, 7, 8]
 
 
 def test_every_block_is_headed_and_used() -> None:
