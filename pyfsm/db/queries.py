@@ -133,6 +133,12 @@ def statement(name: str, slots: Mapping[str, int | str | Sequence[str]], *, type
     return _fill(queries()[name], {"type": type, "database": None}, slots, depth=0)
 
 
+def union_all(parts: Sequence[str]) -> str:
+    """One statement of ``parts`` (filled blocks, e.g. one per machine type) joined by UNION ALL:
+    for a statement whose number of parts only the run knows (the slots join with AND only)."""
+    return "\nUNION ALL\n".join(parts)
+
+
 def _fill(query: Query, names: Mapping[str, str | None], slots: Mapping[str, object], *, depth: int) -> str:
     if depth > 4:
         raise ValueError(f"query {query.name}: blocks include each other too deeply")

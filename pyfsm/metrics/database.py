@@ -69,15 +69,6 @@ _TIMER_ROWS = frozenset(
 _EPOCH = datetime(1970, 1, 1)
 
 
-def _union_all(parts: Sequence[str]) -> str:
-    """One SELECT of ``parts`` (filled queries of sql/queries/metrics.sql) joined by the block
-    metrics_union_all. The only SQL this module assembles: how many parts there are (one per
-    type) is known at run time alone, and the slots of pyfsm.db.queries join block names with
-    AND, not UNION ALL; every part and the joint are named queries, nothing else is added."""
-    joint = queries.sql("metrics_union_all")
-    return f"\n{joint} ".join(parts)
-
-
 def _snapshot_sql(
     machines: list[str], stuck_after: float, after: datetime | None, settle_seconds: float
 ) -> tuple[str, tuple[Any, ...] | None]:
@@ -101,10 +92,10 @@ def _snapshot_sql(
         ),
     ]
     if after is None:  # the first scrape counts no timer outcomes: it only places the cursor
-        return _union_all(parts), None
+        return queries.union_all(parts), None
     parts.append(queries.sql("metrics_snapshot_timer_outcomes", settle_us=settle_us))
     # the text of the literal the statement always had (microseconds included), now a parameter
-    return _union_all(parts), (f"{after:%Y-%m-%d %H:%M:%S.%f}",)
+    return queries.union_all(parts), (f"{after:%Y-%m-%d %H:%M:%S.%f}",)
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
@@ -119,7 +110,7 @@ def quantile(ordered: Sequence[float], q: float) -> float:
 def _events_sql(ranges: dict[str, tuple[int, int]], limit: int) -> str:
     """Rows (machine, event, n, last_id): per type, the new history rows by event, the
     ``limit`` lowest ids of (after, upto] (metrics_events_type, a part per type)."""
-    return _union_all(
+    return queries.union_all(
         [
             queries.sql("metrics_events_type", type=m, after=int(after), upto=int(upto), limit=int(limit))
             for m, (after, upto) in ranges.items()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pymysql
@@ -22,8 +23,7 @@ def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
     format marker; routines keep the sql_mode they were created under.
     """
     with conn.cursor() as cur:
-        cur.execute(queries.sql("schema_ddl_sql_mode"))
-        cur.execute(queries.sql("schema_ddl_time_zone"))
+        ddl_session(cur)
         for statement in statements:
             try:
                 cur.execute(statement)
@@ -33,26 +33,39 @@ def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
                 raise
 
 
+def ddl_session(cur: Any) -> None:
+    """Set up a session for DDL: the strict sql_mode (routines keep the mode they were created
+    under) and UTC, as on every connection pyfsm makes."""
+    cur.execute(queries.sql("schema_ddl_sql_mode"))
+    cur.execute(queries.sql("session_time_zone"))
+
+
+@contextmanager
+def lock_wait(cur: Any, seconds: int) -> Iterator[None]:
+    """The session's lock_wait_timeout at ``seconds`` for the block, then back to what it was."""
+    cur.execute(queries.sql("schema_lock_wait_timeout"))
+    (previous,) = cur.fetchone()
+    cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(seconds)))
+    try:
+        yield
+    finally:
+        cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(previous)))
+
+
 def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int = 2, attempts: int = 15) -> None:
     """DDL on objects readers may be using (views): a statement waiting for a metadata lock
     makes every later reader queue behind it, so it waits at most ``wait_seconds`` at a time
     and tries again a second later, ``attempts`` times, instead of lock_wait_timeout's day."""
-    with conn.cursor() as cur:
-        cur.execute(queries.sql("schema_lock_wait_timeout"))
-        (previous,) = cur.fetchone()
-        cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(wait_seconds)))
-        try:
-            for statement in statements:
-                for attempt in range(attempts):
-                    try:
-                        execute_ddl(conn, [statement])
-                        break
-                    except pymysql.err.OperationalError as exc:
-                        if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
-                            raise
-                        time.sleep(1.0)
-        finally:
-            cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(previous)))
+    with conn.cursor() as cur, lock_wait(cur, wait_seconds):
+        for statement in statements:
+            for attempt in range(attempts):
+                try:
+                    execute_ddl(conn, [statement])
+                    break
+                except pymysql.err.OperationalError as exc:
+                    if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
+                        raise
+                    time.sleep(1.0)
 
 
 def has_column(conn: Any, table: str, column: str) -> bool:

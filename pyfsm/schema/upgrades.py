@@ -13,7 +13,7 @@ from typing import Any
 import pymysql
 
 from ..db import queries
-from .ddl import execute_ddl, machine_triggers, object_name
+from .ddl import ddl_session, execute_ddl, lock_wait, machine_triggers, object_name
 from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
 from .views import refresh_views
 
@@ -263,12 +263,8 @@ def replace_machine_triggers(
     pairs = list(pairs)
     present = machine_triggers(conn, machine)
     with conn.cursor() as cur:
-        cur.execute(queries.sql("schema_ddl_sql_mode"))
-        cur.execute(queries.sql("schema_ddl_time_zone"))
-        cur.execute(queries.sql("schema_lock_wait_timeout"))
-        (previous_wait,) = cur.fetchone()
-        cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(wait_seconds)))
-        try:
+        ddl_session(cur)
+        with lock_wait(cur, wait_seconds):
             for attempt in range(attempts):
                 try:
                     cur.execute("LOCK TABLES " + ", ".join(f"`{t}` WRITE" for t in (table, *also_lock)))
@@ -300,7 +296,5 @@ def replace_machine_triggers(
                     raise
             finally:
                 cur.execute("UNLOCK TABLES")
-        finally:
-            cur.execute(queries.sql("schema_set_lock_wait_timeout", seconds=int(previous_wait)))
         if objects_version is not None:  # None: the caller marks the type when all of it is done
             cur.execute(queries.sql("schema_mark_objects_version"), (objects_version, machine))

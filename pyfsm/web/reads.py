@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..db.queries import sql
+from ..db.queries import sql, union_all
 from ..definition import NAME, Machine
 from ..errors import AccessDenied, FsmError, UnknownMachine
 from ..gateway import Gateway, unknown_type
@@ -29,7 +29,6 @@ from ..models import AllowedEvent
 from ..reporting import reads as reporting
 from ..schema import routines
 from ..schema.resources import check_machine_name
-from ..schema.routines import Routine
 
 PAGE = 50
 SCAN_WINDOW = 20_000
@@ -116,14 +115,10 @@ class Reads:
         self._stats_lock = threading.Lock()
         self._version_counts: dict[tuple[str, int], tuple[float, list[Row]]] = {}
 
-    # -- plumbing ---------------------------------------------------------------------------
-    # Queries run as self.gateway.query("console_...", args, type=..., slot=...): on the primary,
-    # unchecked, a lost connection retried; a missing view (1146) is UnknownMachine.
-
-    def call(self, routine: Routine, args: tuple[Any, ...] = ()) -> list[Row]:
-        """The rows of a reading procedure of the registry (a lost connection retried, the
-        schema not checked: as the queries)."""
-        return self.gateway.call(routine, args, checked=False)
+    # Queries run as self.gateway.query("console_...", args, type=..., slot=...) and procedures
+    # as self.gateway.call(routine, args, checked=False): on the primary, the schema unchecked
+    # (as the console always read), a lost connection retried; a missing view (1146) is
+    # UnknownMachine.
 
     # -- machine types ----------------------------------------------------------------------
 
@@ -138,7 +133,7 @@ class Reads:
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        stats = self.call(routines.STATS)
+        stats = self.gateway.call(routines.STATS, (), checked=False)
         rows = [with_idle(r, queued) for r, queued in zip(stats, self.queued(stats), strict=True)]
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
@@ -150,10 +145,8 @@ class Reads:
         A run waiting for an event or a resume has no due time and is not counted."""
         if not stats:
             return []
-        # one statement for every type: its copies of console_queued_one joined by console_union_all
-        # (Gateway.query's slots join block names with AND only)
-        union_all = sql("console_union_all")
-        statement = f" {union_all} ".join(sql("console_queued_one", n=i) for i in range(len(stats)))
+        # one statement for every type: a copy of console_queued_one per type
+        statement = union_all([sql("console_queued_one", n=i) for i in range(len(stats))])
         args = tuple(r["machine"] for r in stats)
 
         def read(conn: Any) -> list[tuple[Any, ...]]:  # one round trip for every type
@@ -226,7 +219,7 @@ class Reads:
             if cached is not None and time.monotonic() - cached[0] < self.version_counts_max_age:
                 return cached[1]
         try:
-            rows = self.call(routines.VERSION_COUNTS, (name,))
+            rows = self.gateway.call(routines.VERSION_COUNTS, (name,), checked=False)
         except AccessDenied:
             return []
         counts = [
@@ -418,7 +411,7 @@ class Reads:
         return found[0] if found else None
 
     def outbox_lag(self) -> Row:
-        return self.call(routines.OUTBOX_LAG)[0]
+        return self.gateway.call_one(routines.OUTBOX_LAG, (), checked=False)
 
     def parked(self) -> list[Row]:
         return self.gateway.query("console_outbox_parked")

@@ -6,7 +6,7 @@
 -- Run first on every new connection: UTC, so that times read and written mean one thing
 -- whatever the server's zone.
 -- Parameters: none.
--- Used by: db.connecting (SESSION_SETUP).
+-- Used by: db.connecting (SESSION_SETUP), schema.ddl.ddl_session (before pyfsm's DDL).
 SET time_zone = '+00:00'
 
 -- name: session_read_committed

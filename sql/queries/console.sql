@@ -114,17 +114,11 @@ due_at <= UTC_TIMESTAMP(6)
 -- Used by: console_timers.
 due_at >= %s AND (due_at > %s OR timer_id > %s)
 
--- name: console_union_all
--- What joins the copies of console_queued_one (one per type) into one statement.
--- Parameters: none.
--- Used by: Reads.queued (pyfsm/web/reads.py).
-UNION ALL
-
 -- name: console_queued_one
 -- The runs of one type a worker runs or will run (due now, claimed, or due later: a backoff),
 -- through the index (machine, due_at, id) of fsm_runs; a run waiting for an event or a
 -- resume has no due time and is not counted. {n}: the type's place in the list. Reads.queued
--- runs one copy per type, joined by console_union_all, as one statement (one round trip).
+-- runs one copy per type, joined by UNION ALL (pyfsm.db.queries.union_all), as one statement (one round trip).
 -- Parameters: machine.
 -- Result: (n, queued), one row.
 -- Used by: Reads.queued (pyfsm/web/reads.py).

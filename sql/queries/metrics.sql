@@ -1,14 +1,8 @@
 -- The statements of the Prometheus collector (pyfsm/metrics/database.py): the snapshot of one
 -- scrape and the per-event count of new history, through what a reporting account may read.
--- Each is one SELECT of parts joined by UNION ALL (metrics_union_all): a fixed part, then one
+-- Each is one SELECT of parts joined by UNION ALL (pyfsm.db.queries.union_all): a fixed part, then one
 -- part per installed type ({type}), then the timers' parts; all in the collector's one
 -- connection, after CALL fsm_stats_v2() and CALL fsm_outbox_lag_v1() (routines of the registry).
-
--- name: metrics_union_all
--- What joins the parts of the snapshot and of the per-event count (a newline before it).
--- Parameters: none.
--- Used by: pyfsm.metrics.database._union_all.
-UNION ALL
 
 -- name: metrics_snapshot
 -- The snapshot's first part, rows (what, machine, label, value): the instances per state (the
@@ -94,7 +88,7 @@ WHERE done_at > %s AND done_at <= {metrics_timer_log_upto} GROUP BY machine, out
 -- Parameters: none ({after}, {upto}, {limit}: ints).
 -- Result: (machine, event, n, last_id) rows.
 -- Used by: DatabaseCollector (_events_sql), one part per type with new history, joined by
--- metrics_union_all.
+-- UNION ALL (pyfsm.db.queries.union_all).
 SELECT '{type}', COALESCE(event, ''), COUNT(*), MAX(transition_id) FROM (SELECT STRAIGHT_JOIN
   transition_id, event FROM `fsm_v_{type}_transitions` WHERE transition_id > {after} AND transition_id
   <= {upto} ORDER BY transition_id LIMIT {limit}) t GROUP BY event

@@ -10,27 +10,21 @@
 -- were created under, so they are created under this strict one (MySQL 8's default, which
 -- MariaDB accepts too; pyfsm.db.STRICT_SQL_MODE, a unit test keeps them equal).
 -- Parameters: none.
--- Used by: schema.ddl.execute_ddl, schema.upgrades.replace_machine_triggers.
+-- Used by: schema.ddl.ddl_session (execute_ddl, upgrades.replace_machine_triggers).
 SET SESSION sql_mode = 'ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'
-
--- name: schema_ddl_time_zone
--- Run second before pyfsm's DDL: UTC, as on every connection pyfsm makes (session_time_zone).
--- Parameters: none.
--- Used by: schema.ddl.execute_ddl, schema.upgrades.replace_machine_triggers.
-SET time_zone = '+00:00'
 
 -- name: schema_lock_wait_timeout
 -- The session's lock_wait_timeout, kept to be put back after DDL that waits only briefly.
 -- Parameters: none.
 -- Result: (seconds).
--- Used by: schema.ddl.ddl_waiting_briefly, schema.upgrades.replace_machine_triggers.
+-- Used by: schema.ddl.lock_wait (ddl_waiting_briefly, upgrades.replace_machine_triggers).
 SELECT @@SESSION.lock_wait_timeout
 
 -- name: schema_set_lock_wait_timeout
 -- How long the session's DDL and LOCK TABLES wait for a metadata lock: briefly while they
 -- run, then what it was before.
 -- Parameters: none ({seconds}: an int).
--- Used by: schema.ddl.ddl_waiting_briefly, schema.upgrades.replace_machine_triggers.
+-- Used by: schema.ddl.lock_wait (ddl_waiting_briefly, upgrades.replace_machine_triggers).
 SET SESSION lock_wait_timeout = {seconds}
 
 -- name: schema_has_column
