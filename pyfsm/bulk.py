@@ -27,7 +27,17 @@ MAX_CHUNK = 1000
 #: A chunk is cut before its JSON would pass this many bytes (an item alone may be larger):
 #: well below max_allowed_packet (16 MiB on MariaDB, 64 MiB on MySQL 8 by default).
 CHUNK_BYTES = 1024 * 1024
-ITEM_FIELDS = ("key", "event", "data", "metadata", "expected_version", "request_id", "handler", "lookup_key")
+ITEM_FIELDS = (
+    "key",
+    "event",
+    "data",
+    "data_patch",
+    "metadata",
+    "expected_version",
+    "request_id",
+    "handler",
+    "lookup_key",
+)
 
 Outcome = TransitionResult | FsmError
 

@@ -52,10 +52,11 @@ RELAY_PROCEDURES = tuple(
 #: fsm_v_outbox, the armed timers are fsm_v_timers' rows, which the web console and `pyfsm metrics`
 #: read, the instances per definition version (fsm_instances_per_version_v1, from revision 0021) a count
 #: over fsm_v_instances that `pyfsm stats` shows. Granted where the schema has them.
-#: fsm_stats_v1 is deprecated (pyfsm.schema.DEPRECATED) and kept granted until it is removed.
+#: fsm_stats_v1 and fsm_stats_v2 are deprecated (pyfsm.schema.DEPRECATED) and kept granted until they are removed.
 REPORTING_PROCEDURES = (
     *(r.name for r in (routines.SCHEMA_VERSION, routines.INSTANCES_IN_STATE, routines.ACCOUNT_HISTORY, routines.STATS)),
     "fsm_stats_v1",
+    "fsm_stats_v2",
     routines.OUTBOX_LAG.name,
     routines.TIMERS.name,
     routines.VERSION_COUNTS.name,

@@ -35,7 +35,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0024"
+HEAD_REVISION = "0025"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
@@ -71,10 +71,10 @@ DEPRECATED = (
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
     Deprecated("fsm_step_v1", "fsm_{type}_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
-    Deprecated("fsm_{type}_send_v1", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v1"),
-    Deprecated("fsm_stats_v1", "fsm_stats_v2", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
+    Deprecated("fsm_{type}_send_v1", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_stats_v1", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
-    Deprecated("fsm_{type}_send_many_v1", "fsm_{type}_send_many_v2", "0.3.0", "0.4.0", "send_many_v1"),
+    Deprecated("fsm_{type}_send_many_v1", "fsm_{type}_send_many_v3", "0.3.0", "0.4.0", "send_many_v1"),
     Deprecated("fsm_define_v5", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated(
@@ -87,14 +87,21 @@ DEPRECATED = (
     ),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
     Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
-    Deprecated("fsm_{type}_send_v2", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v2"),
+    Deprecated("fsm_{type}_send_v2", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v2"),
     Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
     Deprecated("fsm_define_v6", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
     Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
-    Deprecated("fsm_{type}_send_v3", "fsm_{type}_send_v4", "0.3.0", "0.4.0", "send_v3", "0020"),
+    Deprecated("fsm_{type}_send_v3", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v3", "0020"),
     Deprecated("fsm_define_v7", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v7.sql", "0022"),
     Deprecated(
-        "fsm_fire_timers_v1", "fsm_fire_timers_v2", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
+        "fsm_fire_timers_v1", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
+    ),
+    # revision 0025 (issue 46): data_patch, the statuses idle and running, timers in the order they fall due
+    Deprecated("fsm_{type}_send_v4", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v4", "0022"),
+    Deprecated("fsm_{type}_send_many_v2", "fsm_{type}_send_many_v3", "0.3.0", "0.4.0", "send_many_v2", "0018"),
+    Deprecated("fsm_stats_v2", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v2.sql", "0015"),
+    Deprecated(
+        "fsm_fire_timers_v2", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v2.sql", "0024"
     ),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
@@ -183,7 +190,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_run_info_v1.sql",
     # reporting and the relay
     "procedures/fsm_state_at_v1.sql",
-    "procedures/fsm_stats_v2.sql",
+    "procedures/fsm_stats_v3.sql",
     "procedures/fsm_instances_in_state_v1.sql",
     "procedures/fsm_account_history_v1.sql",
     "procedures/fsm_outbox_lag_v1.sql",
@@ -193,7 +200,7 @@ CURRENT_OBJECTS = (
     # timers: state timeouts and scheduled events
     "procedures/fsm_send_at_v2.sql",
     "procedures/fsm_cancel_timer_v1.sql",
-    "procedures/fsm_fire_timers_v2.sql",
+    "procedures/fsm_fire_timers_v3.sql",
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
     # changing machines: instances moved to a newer definition version
@@ -225,10 +232,10 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_{type}_history_v1.sql",
     "machine/procedures/fsm_{type}_in_state_v1.sql",
     "machine/procedures/fsm_{type}_counts_v1.sql",
-    "machine/procedures/fsm_{type}_send_v4.sql",
+    "machine/procedures/fsm_{type}_send_v5.sql",
     "machine/procedures/fsm_{type}_fire_v1.sql",
     "machine/internal/fsm_{type}_apply_send_v1.sql",
-    "machine/procedures/fsm_{type}_send_many_v2.sql",
+    "machine/procedures/fsm_{type}_send_many_v3.sql",
     "machine/procedures/fsm_{type}_step_v2.sql",
     "machine/internal/fsm_{type}_apply_step_v1.sql",
     "machine/procedures/fsm_{type}_steps_v1.sql",
@@ -245,7 +252,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_{type}_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v16"
+MACHINE_OBJECTS_VERSION = "v17"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_{type}_bu_vN and is frozen in migrations/sql

@@ -152,6 +152,15 @@ MACHINE_TEMPLATE_SETS["v16"] = tuple(
     for name in MACHINE_TEMPLATE_SETS["v15"]
     for new in ({"trigger_bu_v10": ("trigger_bu_v11",), "get_v1": ("get_v1", "allowed_events_v1")}.get(name, (name,)))
 )
+# v17 (revision 0025): send_v5 beside send_v4 and send_many_v3 beside send_many_v2, each taking
+# a JSON merge patch of the data (data_patch) applied inside the transition's transaction.
+MACHINE_TEMPLATE_SETS["v17"] = tuple(
+    new
+    for name in MACHINE_TEMPLATE_SETS["v16"]
+    for new in (
+        {"send_v4": ("send_v4", "send_v5"), "send_many_v2": ("send_many_v2", "send_many_v3")}.get(name, (name,))
+    )
+)
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

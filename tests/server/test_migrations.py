@@ -316,8 +316,8 @@ def test_every_older_object_set_is_frozen() -> None:
             assert read_frozen(f"templates/{name}.sql", template_revisions(name)).startswith("--"), name
     assert list(MACHINE_TEMPLATE_SETS)[-1] == MACHINE_OBJECTS_VERSION
     # the current set is the last frozen one, without what is deprecated, with left_at in the table
-    # send_v1, send_v2, send_v3, send_many_v1, history_left_at
-    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 5
+    # send_v1, send_v2, send_v3, send_v4, send_many_v1, send_many_v2, history_left_at
+    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 7
 
 
 def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
@@ -765,7 +765,9 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
             "fsm_order_send_many_v2": "DEFINER",  # 0018's
             "fsm_order_send_v3": "DEFINER",
             "fsm_order_send_v4": "DEFINER",
-        }  # 0020's, 0022's
+            "fsm_order_send_v5": "DEFINER",
+            "fsm_order_send_many_v3": "DEFINER",
+        }  # 0020's, 0022's, 0025's
         with Store(settings.dsn()) as store:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
             assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == [

@@ -1,4 +1,10 @@
--- fsm_{type}_send_v4: send an event to an instance of {type}, in one transaction (pyfsm's Store uses this).
+-- fsm_{type}_send_v5: send an event to an instance of {type}, in one transaction (pyfsm's Store uses this).
+--
+-- fsm_{type}_send_v4 with one more parameter, p_data_patch: a JSON merge patch (RFC 7396)
+-- applied to the instance's data inside the transition's own transaction, before the rules'
+-- guards judge it, so a sender can change part of the data (a key set to null is removed,
+-- objects merge key by key, anything else replaces) without reading it first and without
+-- hiding the rest from the guards. Everything else is send_v4's, described below.
 --
 -- Answers every call as fsm_{type}_send_v3 does (the same result row, the same refusals with
 -- the same numbers), with less work on the way: this is the procedure of every Store.send().
@@ -17,6 +23,8 @@
 -- valid is in no rule, so such a call always fails: its error is then 31009, as send_v3's);
 -- a duplicate key is told apart in the one error handler, not in a handler of its own.
 -- Parameters: p_key, p_event (required); p_data (NULL keeps data, an object replaces it);
+--   p_data_patch (last: NULL, or an object merged into the data, JSON_MERGE_PATCH; with p_data
+--   it is 31009: give one of them);
 --   p_metadata (JSON object recorded in history); p_expected_version (NULL: no check;
 --   0: the instance must not exist yet; N: its version must be N); p_request_id;
 --   p_handler (recorded in history); p_lookup_key (used only when creating).
@@ -28,11 +36,12 @@
 --   transaction (nothing is changed, the caller's transaction is left alone); 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
 --   used for another transition; 31011 paused; 31012 the history was tampered with; 31018
---   locked by another owner (see fsm_lock_v2); 31024 text not valid UTF-8 (MariaDB; MySQL
+--   locked by another owner (see fsm_lock_v2); 31008 also for a p_data_patch that is not a
+--   JSON object of at most 1 MiB; 31024 text not valid UTF-8 (MariaDB; MySQL
 --   refuses such text itself: 1366); 1213 deadlock: the transaction was rolled back whole,
 --   call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
--- Example: CALL `fsm_{type}_send_v4`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL);
-CREATE PROCEDURE `fsm_{type}_send_v4`(
+-- Example: CALL `fsm_{type}_send_v5`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL, '{"card": "visa"}');
+CREATE PROCEDURE `fsm_{type}_send_v5`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_data LONGTEXT CHARACTER SET utf8mb4,
@@ -40,7 +49,8 @@ CREATE PROCEDURE `fsm_{type}_send_v4`(
   IN p_expected_version BIGINT,
   IN p_request_id TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_handler TEXT CHARACTER SET utf8mb4,
-  IN p_lookup_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)
+  IN p_lookup_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_data_patch LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 proc: BEGIN
   DECLARE v_started TINYINT DEFAULT 0;
@@ -106,12 +116,20 @@ proc: BEGIN
           AND (p_request_id IS NULL OR (CHAR_LENGTH(p_request_id) BETWEEN 1 AND 64 AND p_request_id NOT LIKE '% '))
           AND (p_handler IS NULL OR CHAR_LENGTH(p_handler) BETWEEN 1 AND 128)
           AND (p_lookup_key IS NULL OR (CHAR_LENGTH(p_lookup_key) BETWEEN 1 AND 191 AND p_lookup_key NOT LIKE '% '))
-          AND (p_expected_version IS NULL OR p_expected_version >= 0), 0) THEN
+          AND (p_expected_version IS NULL OR p_expected_version >= 0)
+          AND (p_data_patch IS NULL OR (p_data IS NULL AND LENGTH(p_data_patch) <= 1048576
+               AND CASE WHEN JSON_VALID(p_data_patch) THEN JSON_TYPE(p_data_patch) = 'OBJECT' ELSE 0 END)), 0) THEN
     IF p_event IS NULL THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: event is required', MYSQL_ERRNO = 31009;
     END IF;
     CALL fsm_check_args_v1(p_key, p_event, p_data, p_metadata, p_request_id, p_handler, p_lookup_key);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: expected_version must not be negative', MYSQL_ERRNO = 31009;
+    IF p_expected_version < 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: expected_version must not be negative', MYSQL_ERRNO = 31009;
+    END IF;
+    IF p_data IS NOT NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: give data (it replaces the data) or data_patch (it is merged into it), not both', MYSQL_ERRNO = 31009;
+    END IF;
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data_patch must be a JSON object of at most 1 MiB', MYSQL_ERRNO = 31008;
   END IF;
   -- READ COMMITTED, as fsm_begin_v1 begins it; inside the caller's transaction this is 1568 (31016 above)
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -122,7 +140,7 @@ proc: BEGIN
     -- locks it, and the trigger applies the event and clears the context. No row: see below.
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
         @fsm_request_id = NULL, @fsm_source = 'procedure';
-    UPDATE `fsm_{type}` SET data = COALESCE(p_data, data)
+    UPDATE `fsm_{type}` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
      WHERE instance_key = p_key AND version = COALESCE(p_expected_version, version);
     IF ROW_COUNT() = 1 THEN
       COMMIT;
@@ -199,7 +217,8 @@ proc: BEGIN
     END IF;
     SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
         @fsm_request_id = p_request_id, @fsm_source = 'procedure';
-    UPDATE `fsm_{type}` SET data = COALESCE(p_data, data) WHERE id = v_id;
+    UPDATE `fsm_{type}` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
+     WHERE id = v_id;
     COMMIT;
     SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id,
            @fsm_last_from AS from_state, @fsm_last_to AS to_state, @fsm_last_version AS version,

@@ -1,7 +1,13 @@
--- fsm_stats_v2: one line per installed machine type: instances, status, queue, outbox.
+-- fsm_stats_v3: one line per installed machine type: instances per status, queue, outbox.
 --
--- instances is the sum of fsm_state_counts; running/waiting/paused/failed are counted
--- through each type's (status, id) index (completed = instances - the others, not read);
+-- The statuses are the ones every reader of pyfsm shows (docs/reporting.md): running (a handler
+-- runs the instance or will: it has a run in fsm_runs with a due time, due or claimed), idle
+-- (not done, and no handler runs it: stored status 'running' without such a run; it moves when
+-- an event is sent), waiting, paused, failed, completed.
+-- instances is the sum of fsm_state_counts; the stored statuses running/waiting/paused/failed
+-- are counted through each type's (status, id) index, running is split by a join from the
+-- type's runs in fsm_runs (the hot queue: few rows) to the instances, idle is the rest
+-- (completed = instances - the others, not read);
 -- due/claimed come from the engine's queue fsm_runs through its (machine, due_at, id) index;
 -- unpublished / oldest_unpublished_at from the relay's outbox. Cheap enough to poll for
 -- dashboards: it reads no history and no completed instance.
@@ -9,13 +15,15 @@
 -- run whose due_at has passed, claims that ran out included (a dead worker's: any worker may
 -- take it), and claimed only the claims still running. fsm_stats_v1 counted a claim that ran
 -- out as claimed and not due; pyfsm's metrics and web console count as this one does.
+-- Differs from fsm_stats_v2 (deprecated) in running, which v2 counted by the stored status (so
+-- every instance no handler runs was running there), and the idle column, which v2 lacks.
 -- Parameters: none.
--- Result: rows (machine, current_version, instances, running, waiting, paused, failed,
+-- Result: rows (machine, current_version, instances, running, idle, waiting, paused, failed,
 --   completed, due, claimed, unpublished, oldest_unpublished_at), ordered by machine; none
 --   when no type is installed.
 -- Errors: none of its own.
--- Example: CALL fsm_stats_v2();
-CREATE PROCEDURE `fsm_stats_v2`()
+-- Example: CALL fsm_stats_v3();
+CREATE PROCEDURE `fsm_stats_v3`()
 READS SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_done TINYINT DEFAULT 0;
@@ -33,8 +41,8 @@ BEGIN
       ITERATE read_loop;  -- never splice a name that is not an identifier
     END IF;
     SET v_sql = CONCAT(v_sql, IF(v_sql = '', '', ' UNION ALL '),
-      'SELECT m.machine, m.current_version, c.instances, s.running, s.waiting, s.paused, s.failed, ',
-      'c.instances - s.running - s.waiting - s.paused - s.failed AS completed, ',
+      'SELECT m.machine, m.current_version, c.instances, q.running, s.running - q.running AS idle, ',
+      's.waiting, s.paused, s.failed, c.instances - s.running - s.waiting - s.paused - s.failed AS completed, ',
       '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.due_at <= UTC_TIMESTAMP(6)) AS due, ',
       '(SELECT COUNT(*) FROM fsm_runs r WHERE r.machine = m.machine AND r.due_at > UTC_TIMESTAMP(6) ',
       'AND r.claimed_by IS NOT NULL) AS claimed, o.unpublished, o.oldest_unpublished_at ',
@@ -47,12 +55,14 @@ BEGIN
       'CAST(COALESCE(SUM(status = ''waiting''), 0) AS SIGNED) AS waiting, ',
       'CAST(COALESCE(SUM(status = ''paused''), 0) AS SIGNED) AS paused, ',
       'CAST(COALESCE(SUM(status = ''failed''), 0) AS SIGNED) AS failed ',
-      'FROM `fsm_', v_machine, '` WHERE status IN (''running'', ''waiting'', ''paused'', ''failed'')) s ',
+      'FROM `fsm_', v_machine, '` WHERE status IN (''running'', ''waiting'', ''paused'', ''failed'')) s, ',
+      '(SELECT COUNT(*) AS running FROM fsm_runs r JOIN `fsm_', v_machine, '` i ON i.id = r.instance_id ',
+      'WHERE r.machine = ''', v_machine, ''' AND r.due_at IS NOT NULL AND i.status = ''running'') q ',
       'WHERE m.machine = ''', v_machine, '''');
   END LOOP;
   CLOSE c;
   IF v_sql = '' THEN
-    SELECT machine, current_version, 0 AS instances, 0 AS running, 0 AS waiting, 0 AS paused, 0 AS failed,
+    SELECT machine, current_version, 0 AS instances, 0 AS running, 0 AS idle, 0 AS waiting, 0 AS paused, 0 AS failed,
            0 AS completed, 0 AS due, 0 AS claimed, 0 AS unpublished, NULL AS oldest_unpublished_at
       FROM fsm_machines WHERE FALSE;
   ELSE

@@ -1,4 +1,4 @@
--- fsm_fire_timers_v2: fire the timers that are due: claim them with SKIP LOCKED, send each one's event once.
+-- fsm_fire_timers_v3: fire the timers that are due, oldest due first: claim them with SKIP LOCKED, send each one's event once.
 --
 -- What pyfsm's workers and `pyfsm timers run` call in a loop; a DBA may call it too (from a
 -- MySQL EVENT, say). Two transactions. The first claims up to p_limit timers of every type
@@ -8,8 +8,16 @@
 -- call of the same owner left claimed (a call that failed between its two transactions:
 -- a deadlock inside a transition trigger cannot be handled in a procedure and ends the
 -- call, and a lost connection too), so that a caller that calls again fires those at once
--- rather than when their claim ends. The second fires them, in
--- (machine, instance) order: per timer it locks the instance row (before the timer row, as a
+-- rather than when their claim ends.
+-- Order: the claim takes the oldest due first (fire_at, then id: a timer's fire_at is its
+-- due_at until it is held). The second transaction fires the timers of one instance in the
+-- order they fell due (due_at, then id: the order they were armed), so that a scheduled
+-- event due before a state timeout is sent first, and the timeout, whose state the event
+-- left, is cancelled by the transition rather than fired; the instances of a batch are taken
+-- in (machine, instance) order, which keeps concurrent callers from deadlocking, and all of
+-- them commit together. A held timer (below) waits for its fire_at, so a timer of the same
+-- instance due after it may fire first.
+-- The second transaction: per timer it locks the instance row (before the timer row, as a
 -- transition's timer trigger does), checks the timer is still armed and still this call's
 -- (a transition, a cancel or another call of the same owner may have removed it
 -- meanwhile: then it is skipped), and sends
@@ -38,10 +46,11 @@
 --   text, outcome, transition_id, errno, lag_seconds: how long after due_at it was handled).
 -- Errors: 31009 invalid argument; 31016 called inside an open transaction; 1213 deadlocked
 --   3 times (nothing was fired; retry later).
--- Differs from fsm_fire_timers_v1 in 31032 only: v1 holds a timer its event's guards refuse
--- (tries it again later), v2 drops it, as it drops one its state's rules refuse.
--- Example: CALL fsm_fire_timers_v2('dba-cron', 100, 30);
-CREATE PROCEDURE `fsm_fire_timers_v2`(
+-- Differs from fsm_fire_timers_v2 (deprecated) in the order within an instance only: v2
+-- fired one instance's timers in the order they were armed (a state timeout armed on create
+-- fired before an event scheduled later but due earlier, which it then refused).
+-- Example: CALL fsm_fire_timers_v3('dba-cron', 100, 30);
+CREATE PROCEDURE `fsm_fire_timers_v3`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_limit INT,
   IN p_claim_seconds DECIMAL(12,3))
@@ -120,7 +129,7 @@ BEGIN
       DECLARE v_items_done TINYINT DEFAULT 0;
       DECLARE v_claimed CURSOR FOR
         SELECT id, machine, instance_id, instance_key, kind, state, event, metadata, request_id, due_at, armed_at
-          FROM fsm_timers WHERE claimed_by = v_token ORDER BY machine, instance_id, id;
+          FROM fsm_timers WHERE claimed_by = v_token ORDER BY machine, instance_id, due_at, id;
       DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_items_done = 1;
       DECLARE EXIT HANDLER FOR 1213
       BEGIN

@@ -1,4 +1,9 @@
--- fsm_{type}_send_many_v2: send many events to instances of {type} in one call and one transaction.
+-- fsm_{type}_send_many_v3: send many events to instances of {type} in one call and one transaction.
+--
+-- fsm_{type}_send_many_v2 with one more item field, "data_patch": a JSON merge patch (RFC
+-- 7396) applied to the instance's data (read under its row lock, in the item's savepoint)
+-- before the rules' guards judge it, as fsm_{type}_send_v5's p_data_patch. Everything else is
+-- send_many_v2's, described below.
 --
 -- The bulk form of fsm_{type}_send_v2 (for a DBA moving many instances, and pyfsm's
 -- Store.send_many): one call, one transaction and one commit for up to 1000 items, which is
@@ -23,21 +28,23 @@
 -- call there. The session's sort_buffer_size is raised for the cursor's sort to hold the
 -- whole call (it is allocated as the sort needs it) and set back right after.
 -- Parameters: p_items: a JSON array of 1 to 1000 objects {"key": k, "event": e, "data":
---   {...}, "metadata": {...}, "expected_version": n, "request_id": r, "handler": h,
---   "lookup_key": l}, each as send_v2's arguments (only key and event are required).
+--   {...}, "data_patch": {...}, "metadata": {...}, "expected_version": n, "request_id": r,
+--   "handler": h, "lookup_key": l}, each as send_v5's arguments (only key and event are
+--   required; an item with both data and data_patch is refused with 31009, a data_patch that
+--   is not an object with 31008).
 -- Result: one row per item, in the order given: item (its position, from 1), instance_key,
 --   then for an applied item transition_id, instance_id, from_state, to_state, version,
 --   status, created, replayed (as send_v2) and errno and message NULL; for a refused item
 --   errno and message (the others NULL).
 -- Errors: 31009 p_items is not a JSON array of 1 to 1000 objects; 31016 inside an open
 --   transaction; 1213 and 1205, the call rolled back as a whole.
--- Example: CALL `fsm_{type}_send_many_v2`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "metadata": {"by": "dba"}}]');
-CREATE PROCEDURE `fsm_{type}_send_many_v2`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
+-- Example: CALL `fsm_{type}_send_many_v3`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "data_patch": {"card": "visa"}}]');
+CREATE PROCEDURE `fsm_{type}_send_many_v3`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started, v_done TINYINT DEFAULT 0;
   DECLARE v_n, v_pos INT DEFAULT 0;
-  DECLARE v_item, v_data, v_metadata, v_version, v_out, v_counts LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_item, v_data, v_patch, v_metadata, v_version, v_out, v_counts LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_tid, v_id, v_to_version BIGINT UNSIGNED;
   DECLARE v_from, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -115,6 +122,21 @@ BEGIN
          OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.handler')), 'NULL') NOT IN ('NULL', 'STRING')
          OR COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.lookup_key')), 'NULL') NOT IN ('NULL', 'STRING') THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: request_id, handler and lookup_key must be strings or null', MYSQL_ERRNO = 31009;
+      END IF;
+      SET v_patch = JSON_EXTRACT(v_item, '$.data_patch');
+      IF COALESCE(JSON_TYPE(v_patch), 'NULL') <> 'NULL' THEN
+        IF JSON_TYPE(v_patch) <> 'OBJECT' THEN
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: data_patch must be a JSON object', MYSQL_ERRNO = 31008;
+        END IF;
+        IF COALESCE(JSON_TYPE(v_data), 'NULL') <> 'NULL' THEN
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: give data (it replaces the data) or data_patch (it is merged into it), not both', MYSQL_ERRNO = 31009;
+        END IF;
+        -- the data as it is now, under the row lock the item takes anyway (no row: a new
+        -- instance, whose data starts as {}); SELECT ... INTO no row leaves v_data NULL (the
+        -- NOT FOUND handler above only marks v_done, which the next FETCH sets again)
+        SET v_data = NULL;
+        SELECT data INTO v_data FROM `fsm_{type}` WHERE instance_key = v_key FOR UPDATE;
+        SET v_data = JSON_MERGE_PATCH(COALESCE(v_data, '{}'), v_patch);
       END IF;
       CALL `fsm_{type}_apply_send_v1`(
         v_key, JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.event')),
