@@ -322,10 +322,13 @@ class Store:
         except TransitionNotAllowed as exc:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
-            if not isinstance(exc, UnknownEvent):  # send_v4 (or fire_v1) looked the event up: the type has it
-                raise exc from exc.__cause__
+            events = _Events(self, name)
+            if not isinstance(exc, UnknownEvent):  # send_v5 (or fire_v1) looked the event up: the type has it
+                raise _explained(exc, events, instance) from exc.__cause__
             # 31028: the events in definition order, and the version the instance follows
-            raise self._event_checked(exc, _Events(self, name), instance) from exc.__cause__
+            raise self._event_checked(exc, events, instance) from exc.__cause__
+        except UnknownInstance as exc:
+            raise _explained(exc, _Events(self, name), None) from exc.__cause__
         return TransitionResult.from_send_row(row, key, event)
 
     def send_many(
@@ -592,9 +595,12 @@ class Store:
     def get(self, machine: str | Machine, key: str) -> Instance:
         """One instance by key (UnknownInstance if there is none)."""
         name = machine_name(machine)
-        row = self.gateway.call_one(
-            routines.GET, (check_key("key", key),), retry_connection=True, machine=name, key=key
-        )
+        try:
+            row = self.gateway.call_one(
+                routines.GET, (check_key("key", key),), retry_connection=True, machine=name, key=key
+            )
+        except UnknownInstance as exc:
+            raise _explained(exc, _Events(self, name), None) from exc.__cause__
         return Instance.from_row(row)
 
     def allowed_events(self, machine: str | Machine, key: str) -> list[AllowedEvent]:
@@ -786,16 +792,83 @@ class _Events:
         self.store, self.machine = store, machine
         self.current_version: int | None = None
         self._by_version: dict[int | None, list[str] | None] = {}
+        self._definitions: dict[int | None, dict[str, Any] | None] = {}
+
+    def definition(self, version: int | None) -> dict[str, Any] | None:
+        """The definition of ``version`` (None: the current one) as stored; None if unreadable."""
+        if version not in self._definitions:
+            try:
+                found = self.store.definition(self.machine, version)
+                self._definitions[version] = found.definition
+                if found.is_current:
+                    self.current_version = found.version
+            except FsmError:
+                self._definitions[version] = None
+        return self._definitions[version]
 
     def of(self, version: int | None) -> list[str] | None:
         """The events of ``version`` (None: the current one) in definition order; None if unreadable."""
         if version not in self._by_version:
             try:
-                found = self.store.definition(self.machine, version)
-                transitions = found.definition.get("transitions", [])
+                transitions = (self.definition(version) or {})["transitions"]
                 self._by_version[version] = list(dict.fromkeys(str(t["event"]) for t in transitions))
-                if found.is_current:
-                    self.current_version = found.version
-            except (FsmError, KeyError, TypeError, AttributeError, ValueError):
+            except (KeyError, TypeError, AttributeError, ValueError):
                 self._by_version[version] = None
         return self._by_version[version]
+
+    def leaving(self, version: int | None, state: str) -> tuple[list[str], bool] | None:
+        """The events whose rules leave ``state`` in ``version``, in definition order, and whether
+        the state is final there; None if the definition cannot be read or lacks the state."""
+        try:
+            found = self.definition(version) or {}
+            if state not in found["states"]:
+                return None
+            events = [str(t["event"]) for t in found["transitions"] if state in t["from"]]
+            return list(dict.fromkeys(events)), state in found.get("final", [])
+        except (KeyError, TypeError, AttributeError, ValueError):
+            return None
+
+
+def _explained(err: FsmError, events: _Events, instance: Instance | None) -> FsmError:
+    """``err`` with what would be right added to its message, read on the error path only (a
+    failure to read leaves it as it was): for a refused event (31005), the events the instance's
+    state allows in the definition version it follows, or that the state is final; for an
+    instance that does not exist (31003), the events that may create one, and how keys compare.
+    The added facts are in ``err.fields`` too (``allowed_events`` and ``final``; ``creating_events``
+    for a send)."""
+    if isinstance(err, TransitionNotAllowed) and err.state is not None:
+        version = instance.definition_version if instance is not None else None
+        found = events.leaving(version, err.state)
+        if found is None:
+            return err
+        allowed, final = found
+        err.fields.update(allowed_events=allowed, final=final)
+        if final and not allowed:
+            more = f"{err.state} is a final state: no event leaves it"
+        else:
+            more = f"from {err.state} the definition allows {', '.join(allowed) or 'no event'}"
+        return _with_message(err, f"{err.message}; {more}")
+    if isinstance(err, UnknownInstance) and err.key is not None:
+        definition = events.definition(None)
+        if definition is None:
+            return err
+        try:
+            starts = set(definition["start"])
+            creating = [str(t["event"]) for t in definition["transitions"] if starts & set(t["from"])]
+        except (KeyError, TypeError):
+            return err
+        creating = list(dict.fromkeys(creating))
+        how = "keys are compared exactly (case and spaces count)"
+        if err.event is not None:
+            err.fields.update(creating_events=creating)
+            more = f"events that create one from a start state: {', '.join(creating) or 'none'}; {how}"
+        else:
+            more = f"{how}; `pyfsm list {events.machine}` lists its instances"
+        return _with_message(err, f"{err.message}; {more}")
+    return err
+
+
+def _with_message(err: FsmError, message: str) -> FsmError:
+    err.message = message
+    err.args = (message,)
+    return err

@@ -4,7 +4,8 @@ the console's /metrics.
 Everything is read on each scrape, through what a reporting account (`pyfsm grant
 --reporting`) may read, in four round trips on one connection:
 
-1. ``CALL fsm_stats_v2()``: the installed types and their instances by status;
+1. ``CALL fsm_stats_v3()``: the installed types and their instances by status (running: a
+   handler runs them or will; idle: not done, and no handler runs them; docs/reporting.md);
 2. ``CALL fsm_outbox_lag_v1()``: the relay's backlog;
 3. one ``SELECT`` of labelled samples (a ``UNION ALL``): the counters per state
    (fsm_v_state_counts), the locks held by kind (fsm_held_locks_v1), per type the
@@ -39,7 +40,6 @@ from prometheus_client.registry import Collector
 from ..checks import check_int
 from ..db import queries
 from ..errors import InvalidArgument
-from ..models import STATUSES
 from ..schema import routines
 from ..schema.resources import check_machine_name
 from ..store import Store
@@ -49,6 +49,8 @@ log = logging.getLogger("pyfsm.metrics")
 #: The firing lag's quantiles are those of the timers fired in the last TIMER_WINDOW_SECONDS,
 #: the newest TIMER_LAG_ROWS of them at most.
 TIMER_WINDOW_SECONDS = 300
+#: The status columns of fsm_stats_v3, in its order: the statuses every reader of pyfsm shows.
+STATS_STATUSES = ("running", "idle", "waiting", "paused", "failed", "completed")
 TIMER_LAG_ROWS = 10_000
 LAG_QUANTILES = (0.5, 0.99)
 TIMER_KINDS = ("timeout", "scheduled")
@@ -282,13 +284,13 @@ class DatabaseCollector(Collector):
                 per.setdefault(str(machine), {})[str(what)] = _number(value)
 
         by_status = GaugeMetricFamily(
-            "pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v2)", labels=["machine", "status"]
+            "pyfsm_instances_by_status", "Instances of each type by status (fsm_stats_v3)", labels=["machine", "status"]
         )
-        # fsm_stats_v2's columns: machine, current_version, instances, the statuses, due, claimed, ...
+        # fsm_stats_v3's columns: machine, current_version, instances, the statuses, due, claimed, ...
         for row in stats:
-            for status, value in zip(STATUSES, row[3:8], strict=True):
+            for status, value in zip(STATS_STATUSES, row[3:9], strict=True):
                 by_status.add_metric([str(row[0]), status], _number(value))
-            per.setdefault(str(row[0]), {}).update(due=_number(row[8]), claimed=_number(row[9]))
+            per.setdefault(str(row[0]), {}).update(due=_number(row[9]), claimed=_number(row[10]))
 
         def per_type(
             name: str, kind: type[GaugeMetricFamily] | type[CounterMetricFamily], text: str, what: str
