@@ -7,7 +7,11 @@ upgraded. The database does the moving, one instance per transaction, in batches
 running it again); this module checks the arguments' shapes, runs the dry run
 (``fsm_{type}_upgrade_plan_v1``) or the batches, and adds up what each batch reports. What
 the arguments may say (which states exist, a map without chains) is checked by the
-database, for every caller alike (31030).
+database, for every caller alike (31030); their shapes and sizes are checked here first
+(:func:`check_arguments`), so that both servers refuse the same input the same way: a name
+too long for the procedures' parameters is 31030 from Python, never the server's own error
+(MySQL answers 1406 where MariaDB answers 31030). A refused map onto states the target version
+lacks is explained with the target's states (:func:`_refusal_explained`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from .db import queries
 from .db.driver import raw_connection
 from .db.pool import discard
 from .db.translation import translate
-from .errors import AccessDenied, Deadlock, UnknownMachine, UpgradeRefused
+from .definition import NAME
+from .errors import AccessDenied, Deadlock, FsmError, UnknownMachine, UpgradeRefused
+from .limits import NAME_CHARS
+from .models import StoredDefinition
 from .schema import routines
 
 if TYPE_CHECKING:
@@ -41,6 +48,10 @@ MAX_BATCH = 10000
 WAITING = ("claimed", "locked")
 #: How often a batch that a deadlock ended is called again before the run gives up.
 DEADLOCK_RETRIES = 10
+#: The most entries a state map, and each list of ``only``, may hold (fsm_upgrade_check_v1's bound).
+MAX_MAP_ENTRIES = 1000
+#: What a state name is, in the words of the errors.
+_STATE_NAME = f"a state name ([a-z][a-z0-9_]*, at most {NAME_CHARS} characters)"
 
 
 @dataclass(frozen=True)
@@ -118,22 +129,23 @@ class VersionCount:
         )
 
 
-def _arguments(
+def check_arguments(
     to_version: int | None, states: Mapping[str, str] | None, only: Mapping[str, Iterable[Any]] | None
 ) -> tuple[int | None, str | None, str | None]:
-    """The procedures' p_to_version, p_map and p_only; shapes only (the database checks names)."""
+    """The procedures' p_to_version, p_map and p_only, checked for shape and size (UpgradeRefused,
+    31030, as the database would answer; InvalidArgument for to_version). Whether the names are
+    states of the type, and a map without chains, the database checks."""
     if to_version is not None:
         check_int("to_version", to_version, minimum=1, maximum=2**32 - 1)
-    if states is not None and not (
-        isinstance(states, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in states.items())
-    ):
-        raise UpgradeRefused(f"states must map old state names to new ones ({{'shipped': 'sent'}}), got {states!r:.80}")
+    if states is not None:
+        _check_state_map(states)
     if only is not None:
         if not isinstance(only, Mapping) or not set(only) <= {"states", "versions"}:
             raise UpgradeRefused(f"only must be {{'states': [...], 'versions': [...]}}, got {only!r:.80}")
         only = {
             k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | bytes) else v for k, v in only.items()
         }
+        _check_only(only)
     try:
         return (
             to_version,
@@ -142,6 +154,68 @@ def _arguments(
         )
     except (TypeError, ValueError) as exc:
         raise UpgradeRefused(f"only must hold state names and version numbers: {exc}") from None
+
+
+def _check_state_map(states: object) -> None:
+    """A map {old state: new state}: names on both sides, at most MAX_MAP_ENTRIES entries. A key
+    written twice cannot reach here: a mapping holds one value per key (SQL callers, who pass
+    JSON text, see docs/changing-machines.md)."""
+    if not isinstance(states, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in states.items()):
+        raise UpgradeRefused(f"states must map old state names to new ones ({{'shipped': 'sent'}}), got {states!r:.80}")
+    if len(states) > MAX_MAP_ENTRIES:
+        raise UpgradeRefused(f"the state map has more than {MAX_MAP_ENTRIES} entries ({len(states)})")
+    for old, new in states.items():
+        if not NAME.fullmatch(old):
+            raise UpgradeRefused(f"a key of the state map is not {_STATE_NAME}: {old!r:.80}")
+        if not NAME.fullmatch(new):
+            raise UpgradeRefused(f"the state map maps {old} to something that is not {_STATE_NAME}: {new!r:.80}")
+
+
+def _check_only(only: Mapping[str, Any]) -> None:
+    """``only``'s lists: at most MAX_MAP_ENTRIES each, of state names and of version numbers."""
+    for what, items in only.items():
+        if not isinstance(items, list):
+            raise UpgradeRefused(f"only must be {{'states': [...], 'versions': [...]}}, got {only!r:.80}")
+        if len(items) > MAX_MAP_ENTRIES:
+            raise UpgradeRefused(f"only lists more than {MAX_MAP_ENTRIES} {what} ({len(items)})")
+    for state in only.get("states", []):
+        if not isinstance(state, str) or not NAME.fullmatch(state):
+            raise UpgradeRefused(f"only.states must list state names ([a-z][a-z0-9_]*), got {state!r:.80}")
+    for version in only.get("versions", []):
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= 2**32 - 1:
+            raise UpgradeRefused(f"only.versions must list definition versions (1 or more), got {version!r:.80}")
+
+
+def _refusal_explained(
+    gateway: Gateway, name: str, to_version: int | None, states: Mapping[str, str] | None, err: UpgradeRefused
+) -> UpgradeRefused:
+    """``err``, or, when the map sends instances to states the target version lacks, the same
+    refusal naming the target version's states (as UnknownEvent names a type's events). The
+    database's message is cut at 128 characters and names the first such entry only; its
+    number says it refused the arguments, the target definition says which. Read only after
+    the database refused; a failure to read keeps ``err``."""
+    if not states or err.__cause__ is None:  # no map, or refused in Python before anything was sent
+        return err
+    try:
+        target = StoredDefinition.from_row(
+            gateway.call_one(routines.DEFINITION, (name, to_version), retry_connection=True, machine=name)
+        )
+        known = [str(s) for s in target.definition["states"]]
+    except (FsmError, KeyError, TypeError):
+        return err
+    lacking = [(old, new) for old, new in states.items() if new not in known]
+    if not lacking:
+        return err
+    maps = " and ".join(f"{old} to {new}" for old, new in lacking)
+    better = UpgradeRefused(
+        f"the state map maps {maps}, no state{'s' if len(lacking) > 1 else ''} of version {target.version}; "
+        f"the states of {name} version {target.version}: {', '.join(known)}",
+        machine=name,
+        states=known,
+        to_version=target.version,
+    )
+    better.__cause__ = err.__cause__
+    return better
 
 
 def _group(row: Mapping[str, Any]) -> UpgradeGroup:
@@ -165,8 +239,11 @@ def plan(
     """The dry run: per (from version, state) where the instances go and which must wait or
     cannot move. Writes nothing."""
     name = machine_name(machine)
-    args = _arguments(to_version, states, only)
-    rows = gateway.call(routines.UPGRADE_PLAN, args, machine=name)
+    args = check_arguments(to_version, states, only)
+    try:
+        rows = gateway.call(routines.UPGRADE_PLAN, args, machine=name)
+    except UpgradeRefused as exc:
+        raise _refusal_explained(gateway, name, to_version, states, exc) from exc.__cause__
     target = int(rows[0]["to_version"]) if rows else _target(gateway, name, to_version)
     return UpgradeReport(name, target, True, [_group(r) for r in rows])
 
@@ -195,8 +272,22 @@ def run(
     goes on from there, so the report counts every instance moved. ``progress`` is called
     with the report so far after each batch."""
     name = machine_name(machine)
-    args = _arguments(to_version, states, only)
+    args = check_arguments(to_version, states, only)
     check_int("batch", batch, minimum=1, maximum=MAX_BATCH)
+    try:
+        return _run(gateway, name, args, batch, progress)
+    except UpgradeRefused as exc:  # the first batch refused the arguments: explained on a connection of its own
+        raise _refusal_explained(gateway, name, to_version, states, exc) from exc.__cause__
+
+
+def _run(
+    gateway: Gateway,
+    name: str,
+    args: tuple[int | None, str | None, str | None],
+    batch: int,
+    progress: Callable[[UpgradeReport], None] | None,
+) -> UpgradeReport:
+    to_version = args[0]
     totals: dict[tuple[int, str, str | None, str], int] = {}
     target, batches, after, deadlocks = to_version, 0, 0, 0
     sql = routines.UPGRADE.call_sql(name)
