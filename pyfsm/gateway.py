@@ -190,7 +190,7 @@ class Gateway:
     def types(self, name: str) -> tuple[bool, list[str]]:
         """Whether a machine type ``name`` is defined, and the installed types. The owner and
         reporting accounts read fsm_v_definitions; an app account (EXECUTE only) asks
-        fsm_definition_v1, and fsm_stats_v2 for the installed types."""
+        fsm_definition_v1, and fsm_stats_v3 for the installed types."""
 
         try:
             found = self.query("types_defined")

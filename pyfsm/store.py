@@ -303,7 +303,7 @@ class Store:
             check_text("lookup_key", lookup_key, KEY_CHARS),
             dump("data_patch", data_patch, MAX_DATA_BYTES),
         )
-        # nothing but key and event: fire_v1, the same answers as send_v4 at a lower database cost
+        # nothing but key and event: fire_v1, the same answers as send_v5 at a lower database cost
         fire = all(a is None for a in args[2:])
         routine, call_args = (routines.FIRE, args[:2]) if fire else (routines.SEND, args)
         try:
@@ -378,8 +378,8 @@ class Store:
             return []
         outcomes = bulk.send_many(self.gateway, name, checked, chunk_size)
         events = _Events(self, name)  # read only for a refused event
-        # send_many_v2 answers an event the type does not have with 31005 (a key with an
-        # instance) or 31003 (a key without): UnknownEvent, as send_v4 answers send
+        # send_many_v3 answers an event the type does not have with 31005 (a key with an
+        # instance) or 31003 (a key without): UnknownEvent, as send_v5 answers send
         return [
             self._event_checked(o, events, find_instance=True)
             if type(o) is TransitionNotAllowed or type(o) is UnknownInstance
@@ -703,9 +703,9 @@ class Store:
         return StatePeriod.from_row(rows[0])
 
     def stats(self) -> list[TypeStats]:
-        """One :class:`~pyfsm.models.TypeStats` per installed machine type: instances, running,
-        waiting, paused, failed, completed, due and claimed runs, unpublished outbox events
-        (fsm_stats_v2)."""
+        """One :class:`~pyfsm.models.TypeStats` per installed machine type: instances, running
+        (a handler runs them or will), idle (not done, and no handler runs them), waiting,
+        paused, failed, completed, due and claimed runs, unpublished outbox events (fsm_stats_v3)."""
         return [TypeStats.from_row(r) for r in self.gateway.call(routines.STATS, (), stale=True)]
 
     # -- changing machines ----------------------------------------------------------------

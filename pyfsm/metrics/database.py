@@ -80,7 +80,7 @@ def _snapshot_sql(
     type (names checked by the caller: [a-z][a-z0-9_]*), metrics_snapshot_timers and, from the
     second scrape on (``after``: where the previous one counted timer outcomes up to),
     metrics_snapshot_timer_outcomes, whose one parameter is ``after`` as text. Due and claimed
-    runs come from fsm_stats_v2, read just before.
+    runs come from fsm_stats_v3, read just before.
     """
     settle_us = int(settle_seconds * 1_000_000)
     parts = [
