@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -304,8 +304,15 @@ class _Fields:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Self:
-        """The result from a procedure's row: each field from the column of its name."""
-        return cls(**{f.name: row[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+        """The result from a procedure's row: each field from the column of its name (a field
+        with a default may be missing from the row: an older procedure's, which lacks it)."""
+        return cls(
+            **{
+                f.name: row[f.name]
+                for f in fields(cls)  # type: ignore[arg-type]
+                if f.name in row or f.default is MISSING
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -347,17 +354,22 @@ class StatusChange(_Fields):
 
 @dataclass(frozen=True)
 class QueuedRun(_Fields):
-    """Store.enqueue: when the instance is due for the engine's workers (naive UTC, as stored)."""
+    """Store.enqueue: when the instance is due for the engine's workers (UTC-aware; None while
+    it waits or is paused: its run is kept, and is due when it is woken or resumed)."""
 
     instance_key: str
-    due_at: datetime
+    due_at: datetime | None
     claimed_by: str | None
     run_immediately: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> QueuedRun:
+        return replace(super().from_row(row), due_at=_utc(row["due_at"]))
 
 
 @dataclass(frozen=True)
 class FailedInstance(_Fields):
-    """Store.failed: a failed instance with its last error (times naive UTC, as stored)."""
+    """Store.failed: a failed instance with its last error (times UTC-aware)."""
 
     id: int
     instance_key: str
@@ -370,10 +382,14 @@ class FailedInstance(_Fields):
     message: str | None
     failed_at: datetime | None
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> FailedInstance:
+        return replace(super().from_row(row), updated_at=_utc_time(row["updated_at"]), failed_at=_utc(row["failed_at"]))
+
 
 @dataclass(frozen=True)
 class AttemptError(_Fields):
-    """Store.errors: one failed attempt of a step (fsm_errors; times naive UTC, as stored)."""
+    """Store.errors: one failed attempt of a step (fsm_errors; times UTC-aware)."""
 
     id: int
     state: str
@@ -386,11 +402,18 @@ class AttemptError(_Fields):
     next_run_at: datetime | None
     created_at: datetime
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> AttemptError:
+        return replace(
+            super().from_row(row), next_run_at=_utc(row["next_run_at"]), created_at=_utc_time(row["created_at"])
+        )
+
 
 @dataclass(frozen=True)
 class RunInfo(_Fields):
     """Store.run_info: the instance's row in the engine's queue (due_at: its next run time, or
-    while ``claimed_by`` is set, when the claim expires; naive UTC, as stored)."""
+    while ``claimed_by`` is set, when the claim expires; UTC-aware. None: no run is due, the
+    instance waits or is paused: no handler runs it until it is woken or resumed)."""
 
     instance_id: int
     due_at: datetime | None
@@ -398,6 +421,10 @@ class RunInfo(_Fields):
     attempt: int
     pause_requested: int
     run_immediately: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunInfo:
+        return replace(super().from_row(row), due_at=_utc(row["due_at"]))
 
 
 @dataclass(frozen=True)
@@ -425,7 +452,10 @@ class StatePeriod(_Fields):
 @dataclass(frozen=True)
 class TypeStats(_Fields):
     """Store.stats: one installed machine type's instances by status, its engine queue and its
-    unpublished outbox events (fsm_stats_v2)."""
+    unpublished outbox events (fsm_stats_v3). ``running``: instances a handler runs or will
+    (a run with a due time); ``idle``: status running in the table, but no handler runs them
+    (they move when an event is sent). fsm_stats_v2, which has no idle column, counted both as
+    running (``idle`` is 0 when built from its row)."""
 
     machine: str
     current_version: int | None
@@ -439,6 +469,11 @@ class TypeStats(_Fields):
     claimed: int
     unpublished: int
     oldest_unpublished_at: datetime | None
+    idle: int = 0
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TypeStats:
+        return replace(super().from_row(row), oldest_unpublished_at=_utc(row["oldest_unpublished_at"]))
 
 
 # -- timers (pyfsm.timers, docs/timers.md) ---------------------------------------------------

@@ -1,6 +1,13 @@
 """`pyfsm` commands on instances: create, send, show, events, history, list, counts, stats, the
-cross-type reports in-state and account, and the engine's controls pause, resume, retry,
-failed. Each is one procedure call (docs/sql-api.md)."""
+cross-type reports in-state and account, and the engine's controls enqueue, pause, resume,
+retry, failed. Each is one procedure call (docs/sql-api.md); an error, or the status of an
+instance stored as running, may take a second read to say what it means.
+
+Two numbers are both a "version", so the output never says the word alone of an instance:
+its ``row version`` counts its changes (what --expected-version compares; history rows carry
+it), its ``definition version`` is the version of its type's definition it follows (what
+`pyfsm upgrade` moves). The --json keys stay the fields' names: ``version`` and
+``definition_version``."""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from ..errors import AccessDenied, InvalidArgument
-from ..models import TypeStats
+from ..errors import AccessDenied, FsmError, InvalidArgument, InvalidStatus
+from ..limits import MAX_DELAY_SECONDS
+from ..models import HistoryEntry, Instance, TypeStats
 from ..store import Store
 from .common import Add, add_read_dsn, emit, json_object, plain, read_dsn, table
 
@@ -25,7 +33,7 @@ def cmd_create(args: argparse.Namespace) -> None:
             metadata=json_object("metadata", args.metadata),
             request_id=args.request_id,
         )
-    emit(args, result, f"{args.machine} {result.key}: created in {result.to_state} (version {result.version})")
+    emit(args, result, f"{args.machine} {result.key}: created in {result.to_state} (row version {result.version})")
 
 
 def cmd_send(args: argparse.Namespace) -> None:
@@ -46,27 +54,50 @@ def cmd_send(args: argparse.Namespace) -> None:
         args,
         result,
         f"{args.machine} {result.key}: {result.event}: {result.from_state} -> {result.to_state}, "
-        f"version {result.version}{created}{replayed}",
+        f"row version {result.version}{created}{replayed}",
     )
 
 
 def cmd_show(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         instance = store.get(args.machine, args.key)
+        status = _status(store, instance)
     emit(
         args,
-        instance,
+        {**plain(instance), "idle": status.startswith("idle")},
         [
             f"{instance.machine} {instance.key}",
-            f"  state       {instance.state}",
-            f"  status      {instance.status}",
-            f"  version     {instance.version} (definition version {instance.definition_version})",
-            f"  lookup_key  {instance.lookup_key or '-'}",
-            f"  data        {table([{'d': instance.data}], ['d'])[1]}",
-            f"  created     {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
-            f"  updated     {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+            f"  state               {instance.state}",
+            f"  status              {status}",
+            f"  row version         {instance.version} (counts its changes: what --expected-version compares)",
+            f"  definition version  {instance.definition_version} (of its type's definition: the rules it follows)",
+            f"  lookup_key          {instance.lookup_key or '-'}",
+            f"  data                {table([{'d': instance.data}], ['d'])[1]}",
+            f"  created             {instance.created_at:%Y-%m-%d %H:%M:%S.%f} UTC",
+            f"  updated             {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
         ],
     )
+
+
+def _status(store: Store, instance: Instance) -> str:
+    """The instance's status in the words every reader uses (docs/reporting.md): the stored
+    status running is running only while a handler runs the instance or will (its run in the
+    engine's queue has a due time: due, later, or claimed); without one it is idle. Read from
+    the queue (Store.run_info); an account that may not read it gets the stored word."""
+    if instance.status != "running":
+        return instance.status
+    try:
+        run = store.run_info(instance.machine, instance.key)
+    except AccessDenied:
+        return instance.status
+    if run is None or run.due_at is None:
+        return (
+            f"idle (no handler runs it: it moves when an event is sent; "
+            f"`pyfsm enqueue {instance.machine} {instance.key}` hands it to its process's workers)"
+        )
+    if run.claimed_by is not None:
+        return f"running (claimed by {run.claimed_by})"
+    return f"running (queued for a worker, due {run.due_at:%Y-%m-%d %H:%M:%S} UTC)"
 
 
 def cmd_events(args: argparse.Namespace) -> None:
@@ -95,35 +126,73 @@ def cmd_history(args: argparse.Namespace) -> None:
         history = store.history(args.machine, args.key)
     rows = [
         {
-            "#": h.sort_key,
+            "#": n,
             "event": h.event,
             "from": h.from_state,
             "to": h.to_state,
+            "row version": h.sort_key,
             "handler": h.handler,
             "source": h.source,
             "at (UTC)": h.created_at,
         }
-        for h in history
+        for n, h in enumerate(history, start=1)
     ]
-    emit(args, history, table(rows, ["#", "event", "from", "to", "handler", "source", "at (UTC)"]))
+    columns = ["#", "event", "from", "to", "row version", "handler", "source", "at (UTC)"]
+    emit(args, history, table(rows, columns) + _gap_note(history))
+
+
+def _gap_note(history: list[HistoryEntry]) -> list[str]:
+    """A line under the history when its row versions skip numbers, which would read as rows lost."""
+    if [h.sort_key for h in history] == list(range(1, len(history) + 1)):
+        return []
+    return [
+        "(row version: the instance's, after that row; changes that are not transitions count too "
+        "(data a handler saves, a pause, a resume, a wait), and leave no history row)"
+    ]
 
 
 def cmd_list(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
-        instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
+        try:
+            instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
+        except InvalidArgument as exc:
+            raise _state_explained(store, args.machine, args.state, exc) from exc.__cause__
     rows = [
         {
             "id": i.id,
             "key": i.key,
             "status": i.status,
-            "version": i.version,
+            "row version": i.version,
             "lookup_key": i.lookup_key,
             "updated (UTC)": i.updated_at,
         }
         for i in instances
     ]
     more = [f"(more: --after-id {instances[-1].id})"] if len(instances) == args.limit else []
-    emit(args, instances, table(rows, ["id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
+    emit(args, instances, table(rows, ["id", "key", "status", "row version", "lookup_key", "updated (UTC)"]) + more)
+
+
+def _state_explained(store: Store, machine: str, state: str, err: InvalidArgument) -> InvalidArgument:
+    """``err``, or, when the database refused ``state`` and it is no state of the type's current
+    definition, the same error naming the type's states (as UnknownEvent names its events).
+    The database refuses a name no version of the type has; the current definition's states
+    are what a user means. Read only after the call failed; a failure to read keeps ``err``."""
+    if err.__cause__ is None:  # refused in Python, before the database was asked: not the state
+        return err
+    try:
+        states = [str(s) for s in store.definition(machine).definition.get("states", [])]
+    except (FsmError, AttributeError):
+        return err
+    if not states or state in states:
+        return err
+    better = InvalidArgument(
+        f"machine type {machine!r} has no state {state!r}; its states: {', '.join(states)}",
+        machine=machine,
+        state=state,
+        states=states,
+    )
+    better.__cause__ = err.__cause__
+    return better
 
 
 def cmd_in_state(args: argparse.Namespace) -> None:
@@ -136,7 +205,7 @@ def cmd_in_state(args: argparse.Namespace) -> None:
             "id": i.id,
             "key": i.key,
             "status": i.status,
-            "version": i.version,
+            "row version": i.version,
             "lookup_key": i.lookup_key,
             "updated (UTC)": i.updated_at,
         }
@@ -151,7 +220,7 @@ def cmd_in_state(args: argparse.Namespace) -> None:
     emit(
         args,
         instances,
-        (table(rows, ["machine", "id", "key", "status", "version", "lookup_key", "updated (UTC)"]) + more)
+        (table(rows, ["machine", "id", "key", "status", "row version", "lookup_key", "updated (UTC)"]) + more)
         if instances
         else f"no instances in {args.state}",
     )
@@ -175,7 +244,7 @@ def cmd_account(args: argparse.Namespace) -> None:
             "at (UTC)": h.entered_at,
             "machine": h.machine,
             "key": h.key,
-            "#": h.sort_key,
+            "row version": h.sort_key,
             "event": h.event,
             "from": h.from_state,
             "to": h.to_state,
@@ -195,7 +264,7 @@ def cmd_account(args: argparse.Namespace) -> None:
     emit(
         args,
         history,
-        (table(rows, ["at (UTC)", "machine", "key", "#", "event", "from", "to", "source"]) + more)
+        (table(rows, ["at (UTC)", "machine", "key", "row version", "event", "from", "to", "source"]) + more)
         if history
         else f"no history for {args.lookup_key}",
     )
@@ -216,13 +285,36 @@ def _after(args: argparse.Namespace, *flags: str) -> tuple[Any, ...] | None:
 def cmd_counts(args: argparse.Namespace) -> None:
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         counts = store.counts(args.machine)
+        states = _definition_states(store, args.machine) if counts else []
+    # the definition's order, as the console and `pyfsm graph` draw them; then the states only
+    # older definition versions have (instances not upgraded yet), as the counters list them
+    older = [s for s in counts if s not in states]
+    ordered = {s: counts[s] for s in [*(s for s in states if s in counts), *older]}
+    note = (
+        [
+            f"({', '.join(older)}: no state of the current definition of {args.machine}; "
+            f"`pyfsm upgrade {args.machine} --dry-run` says where they would go)"
+        ]
+        if older and states
+        else []
+    )
     emit(
         args,
-        counts,
-        table([{"state": s, "instances": n} for s, n in counts.items()], ["state", "instances"])
+        ordered,
+        table([{"state": s, "instances": n} for s, n in ordered.items()], ["state", "instances"]) + note
         if counts
         else f"no {args.machine} instances",
     )
+
+
+def _definition_states(store: Store, machine: str) -> list[str]:
+    """The states of the type's current definition, in its order; none if it cannot be read
+    (an account that may not call fsm_definition_v1: the counters' order stands)."""
+    try:
+        states = store.definition(machine).definition.get("states", [])
+    except (FsmError, AttributeError):
+        return []
+    return [str(s) for s in states] if isinstance(states, list) else []
 
 
 def cmd_stats(args: argparse.Namespace) -> None:
@@ -233,6 +325,7 @@ def cmd_stats(args: argparse.Namespace) -> None:
         "machine",
         "instances",
         "running",
+        "idle",
         "waiting",
         "paused",
         "failed",
@@ -282,9 +375,37 @@ def _versions_line(machine: str, versions: list[dict[str, Any]] | None) -> list[
 
 def _control(args: argparse.Namespace, action: str) -> None:
     with Store(args.dsn) as store:
-        result = getattr(store, action)(args.machine, args.key)
+        try:
+            result = getattr(store, action)(args.machine, args.key)
+        except InvalidStatus as exc:
+            raise _idle_explained(store, args.machine, args.key, action, exc) from exc.__cause__
     pending = " (at the end of the step in progress)" if getattr(result, "pending", False) else ""
     emit(args, result, f"{args.machine} {args.key}: {result.status} in {result.state}{pending}")
+
+
+def _idle_explained(store: Store, machine: str, key: str, action: str, err: InvalidStatus) -> InvalidStatus:
+    """``err``, or, for an idle instance (stored status running, and no run with a due time
+    in the engine's queue: no handler runs it), the same error saying so and naming what
+    hands it to the workers. The database says "running" for both; which one it is, is read
+    from the queue (Store.run_info), only after the call failed."""
+    try:
+        instance = store.get(machine, key)
+        run = store.run_info(machine, key) if instance.status == "running" else None
+    except FsmError:
+        return err
+    if instance.status != "running" or (run is not None and run.due_at is not None):
+        return err
+    wanted = "paused" if action == "resume" else "failed"
+    better = InvalidStatus(
+        f"{machine} {key} is idle in {instance.state}, not {wanted}: no handler runs it (it moves when an "
+        f"event is sent); `pyfsm enqueue {machine} {key}` hands it to the workers of its process",
+        machine=machine,
+        key=key,
+        state=instance.state,
+        status="idle",
+    )
+    better.__cause__ = err.__cause__
+    return better
 
 
 def cmd_pause(args: argparse.Namespace) -> None:
@@ -297,6 +418,34 @@ def cmd_resume(args: argparse.Namespace) -> None:
 
 def cmd_retry(args: argparse.Namespace) -> None:
     _control(args, "retry")
+
+
+def cmd_enqueue(args: argparse.Namespace) -> None:
+    with Store(args.dsn) as store:
+        run = store.enqueue(args.machine, args.key, run_immediately=args.run_immediately, delay_seconds=args.delay)
+        # a waiting or paused instance keeps a run that is not due: say which, and what makes it due
+        status = store.get(args.machine, args.key).status if run.due_at is None else "running"
+    if run.due_at is None:
+        when = "when it is resumed (`pyfsm resume`)" if status == "paused" else "when an event wakes it"
+        text = f"{args.machine} {args.key}: {status}; its run is kept in the engine's queue and is due {when}"
+    elif run.claimed_by is not None:
+        text = f"{args.machine} {args.key}: running: a worker runs it now (claimed by {run.claimed_by})"
+    else:
+        text = (
+            f"{args.machine} {args.key}: running: queued, due {run.due_at:%Y-%m-%d %H:%M:%S} UTC for a worker "
+            f"of its process (`pyfsm worker module:process`)"
+        )
+    emit(args, {"machine": args.machine, **plain(run), "status": status}, text)
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r:.40}") from None
+    if not 0 <= value <= MAX_DELAY_SECONDS:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to {MAX_DELAY_SECONDS}, got {text:.40}")
+    return value
 
 
 def cmd_failed(args: argparse.Namespace) -> None:
@@ -333,7 +482,12 @@ def register(add: Add) -> None:
         p.add_argument("--metadata", help="recorded with the transition in history: a JSON object")
         p.add_argument("--lookup-key", help="the account the instance belongs to (used by locks)")
         p.add_argument("--request-id", help="makes the call safe to repeat: a repeat returns the first result")
-    keyed("show", cmd_show, "show an instance: state, status, version, data", "pyfsm show order o-1001 --json")
+    keyed(
+        "show",
+        cmd_show,
+        "show an instance: state, status (idle: no handler runs it), row version, definition version, data",
+        "pyfsm show order o-1001 --json",
+    )
     keyed(
         "events",
         cmd_events,
@@ -390,15 +544,35 @@ def register(add: Add) -> None:
         add(
             "stats",
             cmd_stats,
-            "per machine type: instances, running/waiting/paused/failed/completed, "
+            "per machine type: instances, running/idle/waiting/paused/failed/completed, "
             "queue, outbox; instances per definition version where older versions hold some",
             "pyfsm stats",
         )
     )
+    enqueue = keyed(
+        "enqueue",
+        cmd_enqueue,
+        "hand an instance to the workers of its process: its run in the engine's queue is due now "
+        "(or after --delay); what an idle instance (no handler runs it) needs to be run",
+        "pyfsm enqueue order o-1001",
+    )
+    enqueue.add_argument(
+        "--delay",
+        type=_delay,
+        metavar="SECONDS",
+        help=f"due after this many seconds (0-{MAX_DELAY_SECONDS}; default: now)",
+    )
+    enqueue.add_argument(
+        "--run-immediately",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="for this instance from now on: run its next step at once after one (or, with --no-run-immediately, "
+        "queue it for any worker); default: as its process says",
+    )
     for name, func, text in (
         ("pause", cmd_pause, "pause an instance (at the next step boundary if it is running)"),
         ("resume", cmd_resume, "resume a paused instance where it paused"),
-        ("retry", cmd_retry, "run a failed instance again from the step that failed"),
+        ("retry", cmd_retry, "run a failed instance again from the step that failed (an idle one: pyfsm enqueue)"),
     ):
         keyed(name, func, text, f"pyfsm {name} order o-1001")
     failed = add("failed", cmd_failed, "list failed instances with their last error", "pyfsm failed order --json")
