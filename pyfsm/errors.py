@@ -192,7 +192,9 @@ class ClaimLost(FsmError):
 
 class InvalidStatus(FsmError):
     """The instance's status does not allow this (pausing a completed one, resuming one
-    that is not paused, retrying one that has not failed)."""
+    that is not paused, retrying one that has not failed, queueing a completed one). For an
+    idle instance (status running, and no handler runs it) `pyfsm retry` and `pyfsm resume`
+    say so and name `pyfsm enqueue`; ``fields["status"]`` is then ``"idle"``."""
 
     errno = 31022
 

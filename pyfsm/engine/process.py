@@ -2,7 +2,10 @@
 
 A :class:`Process` is plain configuration, like :class:`~pyfsm.Machine`: it holds no
 connection. :mod:`pyfsm.engine` runs it (``process.run(store, key)``, ``process.start(...)``)
-and :class:`pyfsm.Worker` drains its queue.
+and :class:`pyfsm.Worker` drains its queue. An instance is the engine's once it is started
+(``process.start``, ``Store.enqueue``, `pyfsm enqueue`, ``CALL fsm_enqueue_v2``); one made
+otherwise (``Store.create``, a send, SQL) is idle, whatever its state's handler: no worker
+runs it until it is handed over so, and its transitions do not queue it.
 
 >>> from pyfsm import Process
 >>> shipping = Process.linear("shipping", ["pack", "label", "hand_over"])
@@ -224,7 +227,8 @@ class Process:
         run_immediately: bool | None = None,
     ) -> RunResult:
         """Create instance ``key`` in the first start state and run it (or queue it for a
-        worker when ``run_immediately`` is False, for this instance from now on)."""
+        worker when ``run_immediately`` is False, for this instance from now on). An instance
+        created otherwise is handed to the workers by ``store.enqueue`` (`pyfsm enqueue`)."""
         _check_store_and_key(store, key)
         if run_immediately is not None and not isinstance(run_immediately, bool):  # before the instance is created
             raise InvalidArgument(f"run_immediately must be True, False or None, got {run_immediately!r:.80}")
