@@ -1,6 +1,12 @@
-"""The docs' examples run: the README's blocks and then every page's Python blocks, in the order
-of the site's nav, as one program on a fresh database (the pages continue the README's
-example); the SQL tour of docs/sql.md as one script; and the diagram is what `pyfsm graph` draws."""
+"""The docs' examples run: the README's example and each page's code blocks, every page on its
+own, as a reader who opened only that page would run it; the SQL tour of docs/sql.md as one
+script; and the diagram is what `pyfsm graph` draws.
+
+A page runs in a database of its own, with $PYFSM_DSN naming it. Its blocks set up what they
+use, or the page says before its first block that it continues the README's example
+(`continue the [example](index.md#example)`): then the example runs first, as the reader
+would have run it. A page whose blocks do neither gets a database `pyfsm migrate` set up, as
+docs/index.md says every page may assume."""
 
 from __future__ import annotations
 
@@ -18,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 BLOCK = re.compile(r"```(python|sql)\n(.*?)```|<!-- sync: (\w+) -->", re.S)
 STATEMENT = re.compile(r"(?:'(?:[^'\\]|\\.)*'|--[^\n]*|[^;'-]|-)+")  # up to a ; outside strings and comments
+#: how a page says that its examples continue the README's
+CONTINUES = re.compile(r"[Cc]ontinu\w*\s+the\s+\[example\]\(index\.md#example\)")
+#: pages whose SQL a test of its own runs as one script (their own database, their own order)
+SQL_ELSEWHERE = {
+    "sql.md": "test_the_sql_tour_runs_as_one_script below",
+    "sql-api.md": "tests/server/test_sql_api.py",
+    "reporting.md": "tests/server/test_reporting_docs.py",
+}
 
 
 def nav_pages() -> list[Path]:
@@ -43,6 +57,18 @@ def blocks(path: Path, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         for kind, text, machine in BLOCK.findall(path.read_text())
         if (kind or "sync") in kinds
     ]
+
+
+def page_blocks(path: Path) -> list[tuple[str, str]]:
+    """What a reader of the page alone runs: its Python blocks, and its SQL where no other test runs it."""
+    return blocks(path, ("python",) if path.name in SQL_ELSEWHERE else ("python", "sql"))
+
+
+def continues_the_example(path: Path) -> bool:
+    """Whether the page says, before its first code block, that it continues the README's example."""
+    text = path.read_text()
+    first = re.search(r"```(?:python|sql)\n", text)
+    return bool(CONTINUES.search(text[: first.start() if first else len(text)]))
 
 
 def checksum(conn: Any) -> tuple[Any, ...]:
@@ -82,28 +108,81 @@ def run_sql(settings: db.Settings, block: str) -> None:
         conn.close()
 
 
+def run_blocks(settings: db.Settings, path: Path, found: list[tuple[str, str]], namespace: dict[str, Any]) -> None:
+    name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    for number, (kind, text) in enumerate(found, 1):
+        if kind == "sql":
+            run_sql(settings, text)
+        else:
+            exec(compile(text, f"{name} block {number}", "exec"), namespace)  # noqa: S102
+
+
+def close_stores(namespace: dict[str, Any]) -> None:
+    """Close what the blocks opened and left open (a `with Store()` block closes its own)."""
+    for value in namespace.values():
+        if isinstance(value, Store):
+            value.close()
+
+
+def pages_with_examples() -> list[Path]:
+    return [page for page in nav_pages() if page_blocks(page)]
+
+
 def test_the_pages_are_the_nav() -> None:
     pages = nav_pages()
     assert sorted(pages) == sorted((ROOT / "docs").glob("*.md"))
     assert blocks(README, ("python",))  # the README keeps its example
+    assert not [p for p in SQL_ELSEWHERE if ROOT / "docs" / p not in pages]
 
 
-def test_python_examples_run_in_reading_order(make_database, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_readme_example_runs_with_its_sql(make_database, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The README's Python, then its SQL, which continues it, in a database the example migrates."""
     settings = make_database("pyfsm_readme")
     monkeypatch.setenv("PYFSM_DSN", settings.dsn())
-    namespace: dict[str, object] = {}
+    namespace: dict[str, Any] = {}
     try:
-        # the README's SQL continues its Python example, so it runs in between
-        for path, kinds in [(README, ("python", "sql")), *((page, ("python",)) for page in nav_pages())]:
-            for number, (kind, text) in enumerate(blocks(path, kinds), 1):
-                if kind == "sql":
-                    run_sql(settings, text)
-                else:
-                    exec(compile(text, f"{path.relative_to(ROOT)} block {number}", "exec"), namespace)  # noqa: S102
+        run_blocks(settings, README, blocks(README, ("python", "sql")), namespace)
     finally:
-        store = namespace.get("store")
-        if store is not None:
-            store.close()  # type: ignore[attr-defined]
+        close_stores(namespace)
+
+
+@pytest.mark.parametrize("page", pages_with_examples(), ids=lambda p: p.name)
+def test_each_page_runs_on_its_own(page: Path, make_database, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    settings = make_database("pyfsm_page")
+    monkeypatch.setenv("PYFSM_DSN", settings.dsn())
+    found = page_blocks(page)
+    namespace: dict[str, Any] = {}
+    try:
+        if continues_the_example(page):
+            run_blocks(settings, README, blocks(README, ("python", "sql")), namespace)
+        elif ".migrate()" not in next((text for kind, text in found if kind == "python"), ""):
+            with Store(settings.dsn()) as store:  # `pyfsm migrate`, which the page may assume
+                store.migrate()
+        run_blocks(settings, page, found, namespace)
+    finally:
+        close_stores(namespace)
+
+
+def test_a_page_that_leans_on_another_fails_alone(
+    make_database, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The harness gives a page only what it says it needs: a page that uses the README's
+    `store` without saying so fails, and saying so is enough."""
+    code = '```python\nassert store.get("order", "o-1001").state == "paid"\n```\n'
+    silent, saying = tmp_path / "silent.md", tmp_path / "saying.md"
+    silent.write_text("# A page\n\n" + code)
+    saying.write_text("# A page\n\nThe examples on this page continue the [example](index.md#example).\n\n" + code)
+    assert not continues_the_example(silent) and continues_the_example(saying)
+    settings = make_database("pyfsm_page")
+    monkeypatch.setenv("PYFSM_DSN", settings.dsn())
+    namespace: dict[str, Any] = {}
+    with pytest.raises(NameError):
+        run_blocks(settings, silent, page_blocks(silent), namespace)
+    try:
+        run_blocks(settings, README, blocks(README, ("python", "sql")), namespace)
+        run_blocks(settings, saying, page_blocks(saying), namespace)
+    finally:
+        close_stores(namespace)
 
 
 def test_the_sql_tour_runs_as_one_script(make_database) -> None:  # type: ignore[no-untyped-def]
