@@ -410,10 +410,24 @@ def test_definitions_stats_and_catalog_agree_with_the_tables(dba: Any) -> None:
     lag = q(dba, "CALL fsm_outbox_lag_v1()")[0]
     pending = q(dba, "SELECT COUNT(*) AS n, MIN(id) AS oldest FROM fsm_outbox WHERE published_at IS NULL")[0]
     assert (lag["unpublished"], lag["oldest_id"], lag["parked"]) == (pending["n"], pending["oldest"], 0)
-    [stats] = [r for r in q(dba, "CALL fsm_stats_v2()") if r["machine"] == "ticket"]  # desk has no tables: not listed
+    for key in ("st-queued", "st-idle"):  # one handed to the engine, one that no handler runs
+        q(dba, "CALL fsm_create_v1('ticket', %s, NULL, NULL, NULL, NULL, NULL)", (key,))
+    q(dba, "CALL fsm_enqueue_v2('ticket', 'st-queued', NULL, NULL)")
+    [stats] = [r for r in q(dba, "CALL fsm_stats_v3()") if r["machine"] == "ticket"]  # desk has no tables: not listed
     status = {r["status"]: r["n"] for r in q(dba, "SELECT status, COUNT(*) AS n FROM fsm_ticket GROUP BY status")}
     assert stats["instances"] == sum(status.values()) and stats["completed"] == status.get("completed", 0)
-    assert all(stats[s] == status.get(s, 0) for s in ("running", "waiting", "paused", "failed"))
+    assert all(stats[s] == status.get(s, 0) for s in ("waiting", "paused", "failed"))
+    # running: the stored status running with a run that has a due time (a handler runs it or
+    # will); idle: the rest of the stored status running (docs/reporting.md, "Status")
+    [queued] = q(
+        dba,
+        "SELECT COUNT(*) AS n FROM fsm_ticket i JOIN fsm_runs r ON r.machine = 'ticket' AND r.instance_id = i.id "
+        "WHERE i.status = 'running' AND r.due_at IS NOT NULL",
+    )
+    assert queued["n"] > 0 and status["running"] > queued["n"]  # st-queued is running, st-idle idle
+    assert (stats["running"], stats["idle"]) == (queued["n"], status["running"] - queued["n"])
+    [older] = [r for r in q(dba, "CALL fsm_stats_v2()") if r["machine"] == "ticket"]  # deprecated: idle counted running
+    assert "idle" not in older and older["running"] == stats["running"] + stats["idle"]
     runs = q(
         dba,
         "SELECT SUM(due_at <= UTC_TIMESTAMP(6)) AS due, SUM(claimed_by IS NOT NULL AND due_at > "
@@ -434,6 +448,8 @@ BAD_INPUT = (
         31001,
     ),
     ("CALL fsm_define_v7('Bad Name', '{}')", 31009),
+    # data and a data patch at once: give one of them
+    ("CALL fsm_ticket_send_v5('b-1', 'assign', '{\"a\": 1}', NULL, NULL, NULL, NULL, NULL, '{\"b\": 2}')", 31009),
     ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_fire_v1('b-1 ', 'assign')", 31009),  # a key ending in a space: never b-1's instance
     ("CALL fsm_send_v4('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
@@ -455,6 +471,7 @@ BAD_INPUT = (
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_send_v3('b-1', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # misspelt
+    ("CALL fsm_ticket_send_many_v3('[]')", 31009),  # 1 to 1000 items
     ('CALL fsm_ticket_send_many_v2(\'{"key": "b-1", "event": "assign"}\')', 31009),
     ('CALL fsm_ticket_send_many_v1(\'{"key": "b-1", "event": "assign"}\')', 31009),
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
@@ -507,6 +524,7 @@ BAD_INPUT = (
     ("CALL fsm_account_history_v1('cust-b', 1, NULL, NULL, NULL, 0)", 31009),
     ("CALL fsm_stats_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_stats_v2(1)", WRONG_ARGUMENT_COUNT),
+    ("CALL fsm_stats_v3(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_outbox_lag_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_relay_lead_v1('pyfsm_relay_b', 'b:relay', 0)", 31009),
     ("CALL fsm_relay_resign_v1('pyfsm_relay_b', NULL)", 31009),
@@ -518,6 +536,7 @@ BAD_INPUT = (
     ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
     ("CALL fsm_send_at_v2('ticket', 'b-1', 'assign', NULL, 60, '{\"timer\": 1}', NULL)", 31009),  # pyfsm's key
     ("CALL fsm_cancel_timer_v1(0, NULL)", 31009),
+    ("CALL fsm_fire_timers_v3('x', 1001, 30)", 31009),  # at most 1000 a call
     ("CALL fsm_fire_timers_v2('x', 0, 30)", 31009),
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine
