@@ -60,7 +60,7 @@ test-clusters: venv ## only tests/clusters: the tests that start servers of thei
 test-browser: venv ## only tests/browser: the web console in Chromium, on the server chosen as for `make test`
 	$(WITH_TEST_SERVER) $(PY) -m pytest tests/browser $(PYTEST_ARGS)
 
-demo: venv ## run the order demo in PYFSM_DSN's database, else pyfsm_demo on 127.0.0.1:3306, else on the project's own MySQL (or Docker)
+demo: venv ## run the order demo in its own database, pyfsm_demo, on PYFSM_DSN's server (never in the database PYFSM_DSN names), else on 127.0.0.1:3306, else on the project's own MySQL (or Docker)
 	$(WITH_DEMO_SERVER) $(VENV)/bin/pyfsm demo
 
 bench: venv ## run the core benchmarks in one run (transitions, counters, locks, engine, relay, reporting at 1M/10M rows): one table beside the INSERT+COMMIT ceiling measured in the same run; on BENCH_DSN (default MariaDB's 3306; BENCH_DSN=mysql://root@127.0.0.1:3307/test for `make mysql`'s), updates BENCHMARKS.md on the default server only (BENCH_ARGS=--quick: short, writes nothing)

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
+from . import __version__
 from .commands import bulk, graph, instances, machines, operations, upgrade, web
 from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
@@ -20,6 +21,10 @@ from .commands import timers as timers_commands
 from .commands.common import Handler
 from .db import translate
 from .errors import FsmError
+
+#: The exit status when stdout was closed before the output was written (`pyfsm list ... | head`):
+#: a shell's for a command that SIGPIPE ended (128 + 13), as 130 is Ctrl-C's (128 + SIGINT).
+STDOUT_CLOSED = 141
 
 #: Commands that only talk to a person: the demo narrates what it does, the console serves pages.
 TEXT_ONLY = frozenset({"demo", "web"})
@@ -44,8 +49,9 @@ EPILOG = f"""examples:
   pyfsm metrics --serve --port 9464
 every command takes --dsn (default $PYFSM_DSN) and --help; all but {_TEXT_ONLY_NAMES} (text only) take --json
 exit 0 on success; 1 on an error, with one line on stderr (pyfsm: Class (errno): what is wrong, what to do);
-2 on a usage error (send-many: 1 also when an item was refused, each refusal listed;
-upgrade: 1 also when instances were left behind, the summary says why)
+2 on a usage error, a number out of its range too (send-many: 1 also when an item was refused, each refusal listed;
+upgrade: 1 also when instances were left behind, the summary says why);
+141 when stdout is closed before all is written (`| head`), nothing said; 130 on Ctrl-C
 """
 
 
@@ -67,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Persistent state machines enforced by MySQL.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"pyfsm {__version__}", help="print the version and exit"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
@@ -111,6 +120,17 @@ def _show_warning(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:  # what is still buffered goes now, where a closed stdout is caught, not at exit
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`pyfsm list ... | head`): stop quietly
+        _stdout_to_devnull()
+        return STDOUT_CLOSED
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         with warnings.catch_warnings():  # restores the warnings machinery on the way out
@@ -121,11 +141,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pyfsm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # stdout closed: main ends quietly, this is no error to report
     except Exception as exc:  # one line for users; PYFSM_DEBUG=1 shows the traceback of what is not pyfsm's
         if os.environ.get("PYFSM_DEBUG") and not isinstance(exc, FsmError):
             raise
         print(error_line(exc), file=sys.stderr)
         return 1
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's descriptor at /dev/null, so that the interpreter's last flush of what the
+    closed pipe refused finds somewhere to go instead of printing a BrokenPipeError at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a file (a test's StringIO): nothing is left to flush
+        pass
 
 
 def error_line(exc: BaseException) -> str:

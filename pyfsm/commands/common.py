@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
 from ..errors import InvalidArgument, InvalidData
+from ..limits import MAX_BIGINT, PAGE_ROWS
 
 T = TypeVar("T")
 Handler = Callable[[argparse.Namespace], None]
@@ -176,22 +177,56 @@ def env_password(variable: str | None) -> str | None:
     return value
 
 
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port (0: any free one)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
-    return port
+@dataclasses.dataclass(frozen=True)
+class NumberRange:
+    """An argparse type: a number from ``minimum`` to ``maximum`` (``whole``: an integer).
+
+    Every numeric option and argument of every command takes one, so that the rule docs/cli.md
+    states holds everywhere alike: a number out of its range, or text that is not one, is a
+    usage error (exit 2, one line naming the range) before anything connects, not a pyfsm
+    error from the layer below (exit 1). ``noun`` names what is wanted in that line.
+    tests/unit/test_cli_numbers.py finds every numeric option and checks both ends.
+    """
+
+    minimum: float
+    maximum: float
+    whole: bool = True
+    noun: str = "a whole number"
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value: float = int(text) if self.whole else float(text)
+        except ValueError:  # int() also refuses more than 4300 digits with a ValueError
+            raise argparse.ArgumentTypeError(f"not {self.noun}: {text!r:.40}") from None
+        if not self.minimum <= value <= self.maximum:  # NaN fails this too
+            raise argparse.ArgumentTypeError(
+                f"must be {self.noun} from {_bound(self.minimum)} to {_bound(self.maximum)}, got {text:.40}"
+            )
+        return value
 
 
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 10**8:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"seconds must be from 0 to 100000000, got {text}")
-    return value
+def _bound(value: float) -> str:
+    """A range's end as a person writes it: 86400, not 86400.0; 0.1 stays 0.1."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def whole(minimum: int, maximum: int = MAX_BIGINT) -> NumberRange:
+    """An argparse type: an integer from ``minimum`` to ``maximum`` (default: BIGINT's largest)."""
+    return NumberRange(minimum, maximum)
+
+
+def seconds_between(minimum: float, maximum: float) -> NumberRange:
+    """An argparse type: a number of seconds (a fraction allowed) from ``minimum`` to ``maximum``."""
+    return NumberRange(minimum, maximum, whole=False, noun="a number of seconds")
+
+
+#: A TCP port (0: any free one).
+port_number = NumberRange(0, 65535, noun="a port number")
+#: Seconds, from 0 to 100000000 (about three years).
+seconds = seconds_between(0, 10**8)
+#: A listing's --limit: 1 to pyfsm.limits.PAGE_ROWS, what one call returns.
+page_limit = whole(1, PAGE_ROWS)
+#: A listing's --after-id: 0 (the first page) or the last id of the previous page.
+after_id = whole(0)
+#: An id that names a row (a timer, an outbox row): 1 or more.
+row_id = whole(1)

@@ -12,12 +12,26 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..db.queries import DATABASE_NAME
+from ..demo.run import DEMO_DATABASE
 from ..engine.process import Process
-from ..engine.worker import Worker
+from ..engine.worker import Worker, WorkerStats
 from ..errors import InvalidArgument
 from ..locks import HeldLock
 from ..store import Store
-from .common import Add, Progress, emit, load, port_number, progress_flag, table
+from .common import (
+    Add,
+    Progress,
+    emit,
+    load,
+    port_number,
+    progress_flag,
+    row_id,
+    seconds,
+    seconds_between,
+    table,
+    whole,
+)
 from .metrics import DEFAULT_HOST, import_metrics
 
 
@@ -119,13 +133,31 @@ def _work(args: argparse.Namespace, processes: list[Process], kept: Any, server:
                 watcher.join()
                 bar.update(bar.total - min(_queued(store, machines), bar.total))  # where the queue really is
             bar.close()
-    emit(args, stats, f"ran {stats.runs} runs, {stats.steps} steps")
+    emit(args, stats, worker_summary(stats))
+
+
+def worker_summary(stats: WorkerStats) -> str:
+    """``ran 3 runs, 12 steps; timers: fired 2, dropped 0, held 0``: the worker's timer thread
+    fires due timers too (`pyfsm timers run`'s summary in the same words)."""
+    return (
+        f"ran {stats.runs} runs, {stats.steps} steps; "
+        f"timers: fired {stats.timers_fired}, dropped {stats.timers_dropped}, held {stats.timers_held}"
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
     from ..demo.run import run
 
-    run(args.dsn, orders=args.orders, workers=args.workers, kafka=args.kafka)
+    run(args.dsn, orders=args.orders, workers=args.workers, kafka=args.kafka, database=args.database, here=args.here)
+
+
+def database_name(text: str) -> str:
+    """An argparse type: a database name the demo may create (pyfsm.db's rule for creating one)."""
+    if not DATABASE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a database name pyfsm creates (1 to 64 of A-Z a-z 0-9 _ $ -): {text!r:.80}"
+        )
+    return text
 
 
 def cmd_relay(args: argparse.Namespace) -> None:
@@ -199,16 +231,16 @@ def register(add: Add) -> None:
     worker.add_argument("process", nargs="+", help="module.path:attribute of a pyfsm.Process")
     worker.add_argument(
         "--batch",
-        type=int,
+        type=whole(1, 1000),
         default=10,
         help="instances claimed per query and run side by side, their steps committed together "
-        "(default 10; 1: one at a time, each step committed alone)",
+        "(1 to 1000, default 10; 1: one at a time, each step committed alone)",
     )
     worker.add_argument(
         "--until-idle",
-        type=float,
+        type=seconds,
         default=None,
-        help="stop after this many seconds without work (default: run until SIGTERM/Ctrl-C)",
+        help="stop after this many seconds without work, 0 to 100000000 (default: run until SIGTERM/Ctrl-C)",
     )
     progress_flag(worker)
     worker.add_argument(
@@ -225,12 +257,35 @@ def register(add: Add) -> None:
     demo = add(
         "demo",
         cmd_demo,
-        "run the order demo end to end (creates the database if needed; without --dsn "
-        "and $PYFSM_DSN, in mysql://root@127.0.0.1:3306/pyfsm_demo)",
-        "pyfsm demo --dsn mysql://root@127.0.0.1:3306/pyfsm_demo",
+        "run the order demo end to end in a database of its own: pyfsm_demo on the server of --dsn "
+        "($PYFSM_DSN; default mysql://root@127.0.0.1:3306), created if missing, never in the database "
+        "the DSN names unless --here says so; its first line says where it works",
+        "pyfsm demo --dsn mysql://root@127.0.0.1:3306            # in pyfsm_demo\n"
+        "  pyfsm demo --dsn mysql://root@127.0.0.1:3306/shop --here   # in shop itself",
     )
-    demo.add_argument("--orders", type=int, default=300, help="how many orders to create (default 300)")
-    demo.add_argument("--workers", type=int, default=3, help="worker processes for the queued orders (default 3)")
+    demo.add_argument(
+        "--orders", type=whole(1, 1_000_000), default=300, help="how many orders to create (1 to 1000000, default 300)"
+    )
+    demo.add_argument(
+        "--workers",
+        type=whole(1, 32),
+        default=3,
+        help="worker processes for the queued orders (1 to 32, default 3)",
+    )
+    place = demo.add_mutually_exclusive_group()
+    place.add_argument(
+        "--database",
+        type=database_name,
+        default=None,
+        metavar="NAME",
+        help=f"work in database NAME on the DSN's server, created if missing (default {DEMO_DATABASE})",
+    )
+    place.add_argument(
+        "--here",
+        action="store_true",
+        help="work in the database the DSN names: it gets the demo's types and their instances, "
+        "which cannot be removed (an instance is never deleted: 31017)",
+    )
     demo.add_argument(
         "--kafka",
         default=None,
@@ -244,25 +299,27 @@ def register(add: Add) -> None:
         "  pyfsm relay --lag --json\n  pyfsm relay --parked\n  pyfsm relay --unpark 1234 [--skip]",
     )
     relay.add_argument("--kafka", default=None, help="bootstrap servers host:port[,...] (default $PYFSM_KAFKA)")
-    relay.add_argument("--batch-size", type=int, default=1000, help="outbox rows per batch (default 1000)")
+    relay.add_argument(
+        "--batch-size", type=whole(1, 100_000), default=1000, help="outbox rows per batch (1 to 100000, default 1000)"
+    )
     relay.add_argument(
         "--retention",
-        type=float,
+        type=seconds,
         default=86400.0,
-        help="seconds to keep published rows before deleting them (default 86400)",
+        help="seconds to keep published rows before deleting them (0 to 100000000, default 86400)",
     )
     relay.add_argument(
         "--delivery-timeout",
-        type=float,
+        type=seconds_between(0.1, 3600),
         default=30.0,
-        help="seconds to wait for the broker's acknowledgement before retrying (default 30)",
+        help="seconds to wait for the broker's acknowledgement before retrying (0.1 to 3600, default 30)",
     )
     relay.add_argument(
         "--lease",
-        type=float,
+        type=seconds_between(1, 3600),
         default=10.0,
         help="seconds the leadership lasts without a renewal: how soon a relay on another server "
-        "takes over from one that died (default 10)",
+        "takes over from one that died (1 to 3600, default 10)",
     )
     relay.add_argument("--name", default=None, help="this relay's name in logs and headers (default host:pid)")
     relay.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -270,6 +327,9 @@ def register(add: Add) -> None:
     what.add_argument("--lag", action="store_true", help="print the count and age of unpublished events and exit")
     what.add_argument("--parked", action="store_true", help="list parked events and exit")
     what.add_argument(
-        "--unpark", type=int, metavar="OUTBOX_ID", help="release a parked event and the events held behind it, and exit"
+        "--unpark",
+        type=row_id,
+        metavar="OUTBOX_ID",
+        help="release a parked event and the events held behind it, and exit",
     )
     relay.add_argument("--skip", action="store_true", help="with --unpark: give the event up instead of retrying it")

@@ -125,7 +125,8 @@ def cmd_grant(args: argparse.Namespace) -> None:
             key = f"{account.user}@{account.host}"
             if password is not None:
                 passwords[key] = password
-            elif args.create and not exists(conn, account):  # existing accounts keep their password
+            elif (args.create or args.print_only) and not exists(conn, account):  # existing ones keep theirs
+                # --print runs nothing: the CREATE USER it shows needs a password, which it shows as '***'
                 passwords[key] = generated[key] = secrets.token_urlsafe(18)
         statements, created = grant(
             conn, wanted, passwords=passwords, set_existing=password is not None, dry_run=args.print_only
@@ -147,7 +148,14 @@ def cmd_grant(args: argparse.Namespace) -> None:
         for a in wanted
     ]
     if args.print_only:
-        emit(args, {"statements": statements}, [s + ";" for s in statements])
+        # an account that does not exist yet is created by the first statement: with which
+        # password is up to the run (--create or --password-env), so the print says so
+        missing = [f"{a.user}@{a.host}" for a in created if f"{a.user}@{a.host}" in generated and not args.create]
+        notes = [
+            f"-- {key} does not exist: running this needs --create (a generated password) or --password-env VAR"
+            for key in missing
+        ]
+        emit(args, {"statements": statements, "missing_accounts": missing}, [*notes, *(s + ";" for s in statements)])
         return
     lines = table(accounts, ["user", "host", "role", "created", "password"])
     if generated:

@@ -3,7 +3,7 @@
 
 Each subcommand is one Store call (Store.timers, send_at, cancel_timer, fire_timers in a
 pyfsm.timers.TimerLoop). What a user types is parsed before anything connects: a malformed
---at or --after is a usage error, and nothing is armed.
+--at or --after, or a number out of its range, is a usage error, and nothing is armed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..limits import MAX_DELAY_SECONDS
 from ..locks import check_owner
 from ..models import Timer, TimerOutcome
 from ..store import Store
-from .common import Add, emit, json_object, seconds, table
+from .common import Add, after_id, emit, json_object, page_limit, row_id, seconds, seconds_between, table, whole
 
 #: A duration: seconds, or a number with a unit (90, 1.5, 30s, 30m, 2h, 1d).
 DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
@@ -228,8 +228,10 @@ def register(add: Add) -> None:
     listing.add_argument("machine", nargs="?", default=None, help="only this machine type's timers")
     listing.add_argument("key", nargs="?", default=None, help="only this instance's timers")
     listing.add_argument("--overdue", action="store_true", help="only timers past their due time")
-    listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
-    listing.add_argument("--limit", type=int, default=100, help="at most this many timers (default 100)")
+    listing.add_argument("--after-id", type=after_id, default=0, help="the last id of the previous page (default 0)")
+    listing.add_argument(
+        "--limit", type=page_limit, default=100, help="at most this many timers (1-10000, default 100)"
+    )
 
     schedule = subcommand(
         "schedule",
@@ -266,7 +268,7 @@ def register(add: Add) -> None:
         "cancel an armed timer before it fires (recorded in fsm_timer_log)",
         'pyfsm timers cancel 42 --reason "paid by phone"',
     )
-    cancel.add_argument("timer_id", type=int, help="the timer's id (pyfsm timers list, or schedule's output)")
+    cancel.add_argument("timer_id", type=row_id, help="the timer's id (pyfsm timers list, or schedule's output)")
     cancel.add_argument("--reason", default=None, help="why (recorded)")
 
     run = subcommand(
@@ -276,7 +278,12 @@ def register(add: Add) -> None:
         "for deployments without worker processes",
         "pyfsm timers run\n  pyfsm timers run --until-idle   # from cron",
     )
-    run.add_argument("--limit", type=int, default=100, help=f"timers per batch, 1 to {timers.MAX_BATCH} (default 100)")
+    run.add_argument(
+        "--limit",
+        type=whole(1, timers.MAX_BATCH),
+        default=100,
+        help=f"timers per batch, 1 to {timers.MAX_BATCH} (default 100)",
+    )
     run.add_argument(
         "--poll",
         type=seconds,
@@ -285,9 +292,10 @@ def register(add: Add) -> None:
     )
     run.add_argument(
         "--claim-seconds",
-        type=float,
+        type=seconds_between(*timers.CLAIM_SECONDS),
         default=30.0,
-        help="how long a batch's claim lasts: if this process dies, another fires its timers after that (default 30)",
+        help="how long a batch's claim lasts: if this process dies, another fires its timers after that "
+        "(0.1 to 86400, default 30)",
     )
     run.add_argument("--owner", default=None, help="this firer's name in fsm_timer_log.done_by (default host:pid)")
     run.add_argument(

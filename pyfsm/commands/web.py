@@ -8,7 +8,10 @@ import socket
 import sys
 
 from ..errors import InvalidArgument
-from .common import Add
+from .common import Add, NumberRange, seconds_between
+
+#: The console's port: any but 0 (it says where it serves before it listens).
+CONSOLE_PORT = NumberRange(1, 65535, noun="a port number")
 
 
 def cmd_web(args: argparse.Namespace) -> None:
@@ -27,8 +30,6 @@ def cmd_web(args: argparse.Namespace) -> None:
             f"--host {args.host} lets other machines in: give --token (or $PYFSM_WEB_TOKEN), "
             "at least 16 characters, which every request must then carry"
         )
-    if not 1 <= args.port <= 65535:
-        raise InvalidArgument(f"--port must be from 1 to 65535, got {args.port}")
     config = ConsoleConfig(
         dsn=args.dsn,
         actions_dsn=args.actions_dsn or os.environ.get("PYFSM_ACTIONS_DSN") or None,
@@ -77,7 +78,7 @@ def register(add: Add) -> None:
     web.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
     )
-    web.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    web.add_argument("--port", type=CONSOLE_PORT, default=8080, help="port, 1 to 65535 (default 8080)")
     web.add_argument(
         "--token",
         default=None,
@@ -96,7 +97,7 @@ def register(add: Add) -> None:
     )
     web.add_argument(
         "--stuck-after",
-        type=float,
+        type=seconds_between(1, 86400 * 30),
         default=300.0,
-        help="seconds a run may stay due before the console calls it stuck (default 300)",
+        help="seconds a run may stay due before the console calls it stuck (1 to 2592000, default 300)",
     )

@@ -1,7 +1,10 @@
 """The README's demo: an order machine driven end to end.
 
-Works in the database of ``--dsn``, else $PYFSM_DSN, else DEFAULT_DSN. Migrates (which
-creates the database if needed), defines an order machine, creates a few hundred orders
+Works in a database of its own, :data:`DEMO_DATABASE` (or ``--database NAME``), on the server
+of ``--dsn``, else $PYFSM_DSN, else DEFAULT_DSN: never in the database a DSN names (an
+application's, whose DSN is exported) unless ``--here`` asks for it, since the types it adds
+there could not be removed. Its first line says where. Migrates (which creates the database
+if needed), defines an order machine, creates a few hundred orders
 and moves each along a random but allowed path, then prints the counts per state and one
 order's history, including a rejected move the database refused. Then the
 handler engine (pyfsm/demo/processes.py). When a Kafka broker answers (``--kafka``,
@@ -19,14 +22,17 @@ import time
 from typing import Any
 
 from .. import db
+from ..checks import check_int
 from ..db.hosts import where
 from ..definition import Machine
-from ..errors import TransitionNotAllowed
+from ..errors import InvalidArgument, TransitionNotAllowed
 from ..schema import install as schema
 from ..store import Store
 
-#: The demo's database when neither --dsn nor $PYFSM_DSN names one.
-DEFAULT_DSN = "mysql://root@127.0.0.1:3306/pyfsm_demo"
+#: The demo's own database, on whichever server the DSN names.
+DEMO_DATABASE = "pyfsm_demo"
+#: The demo's server when neither --dsn nor $PYFSM_DSN names one.
+DEFAULT_DSN = f"mysql://root@127.0.0.1:3306/{DEMO_DATABASE}"
 DEFAULT_KAFKA = "localhost:9092"
 TOPIC = "pyfsm.demo.orders"
 
@@ -58,18 +64,52 @@ PATHS = [
 ]
 
 
-def demo_dsn(dsn: str | None = None) -> str:
-    """The DSN the demo works in: ``dsn`` (--dsn), else $PYFSM_DSN, else :data:`DEFAULT_DSN`."""
-    return dsn or os.environ.get("PYFSM_DSN") or DEFAULT_DSN
+def demo_settings(
+    dsn: str | None = None, *, database: str | None = None, here: bool = False
+) -> tuple[db.Settings, str]:
+    """Where the demo works, and the line that says so (the demo's first).
+
+    The server of ``dsn`` (--dsn), else of $PYFSM_DSN, else of :data:`DEFAULT_DSN`; the database
+    ``database``, else :data:`DEMO_DATABASE`; with ``here``, the one the DSN names. An
+    application's DSN is often exported: the demo must not add its types there by default.
+    """
+    source = "--dsn" if dsn else "$PYFSM_DSN" if os.environ.get("PYFSM_DSN") else None
+    given = db.parse_dsn(dsn or os.environ.get("PYFSM_DSN") or DEFAULT_DSN)
+    if here and database is not None:
+        raise InvalidArgument("give --database NAME or --here, not both")
+    if here and not given.database:
+        raise InvalidArgument(
+            f"--here works in the database the DSN names, and {source or 'the DSN'} names none "
+            "(mysql://user:password@host:port/DATABASE)"
+        )
+    settings = given.with_database(given.database if here else database or DEMO_DATABASE)
+    if here:
+        why = f"the one {source or 'the default DSN'} names (--here)"
+    elif database is not None:
+        why = "named by --database"
+    else:
+        why = "the demo's own"
+        if source is not None and given.database and given.database != settings.database:
+            why += f", not `{given.database}` that {source} names (--here works there)"
+    return settings, f"demo database: `{settings.database}` at {where(*settings.in_use)}, {why}"
 
 
 def run(
-    dsn: str | None = None, *, orders: int = 300, workers: int = 3, seed: int = 7, kafka: str | None = None
+    dsn: str | None = None,
+    *,
+    orders: int = 300,
+    workers: int = 3,
+    seed: int = 7,
+    kafka: str | None = None,
+    database: str | None = None,
+    here: bool = False,
 ) -> None:
-    settings = db.parse_dsn(demo_dsn(dsn))
+    check_int("orders", orders, minimum=1)  # `pyfsm demo` refuses them first, as a usage error
+    check_int("workers", workers, minimum=1)
+    settings, first_line = demo_settings(dsn, database=database, here=here)
     rng = random.Random(seed)
-    with Store(settings.dsn()) as store:  # (refuses a DSN without a database)
-        print(f"demo database: `{settings.database}` at {where(*settings.in_use)}")
+    print(first_line, flush=True)
+    with Store(settings.dsn()) as store:
         if schema.migrate(store.settings):  # as store.migrate(), which creates a missing database too
             print(f"created database `{settings.database}` ({db.DATABASE_CHARSET})")
         defined = store.define(ORDER)

@@ -375,8 +375,8 @@ def test_pyfsm_metrics_errors(fresh) -> None:  # type: ignore[no-untyped-def]
     assert down.returncode == 1 and value(parse(down.stdout.encode()), "pyfsm_up") == 0  # printed all the same
     assert re.fullmatch(r"pyfsm: DatabaseUnavailable \(2003\): [^\n]*\n", down.stderr), down.stderr
     for bad, why in (
-        (["--port", "70000"], "a port is 0 to 65535"),
-        (["--stuck-after", "-1"], "seconds must be"),
+        (["--port", "70000"], "must be a port number from 0 to 65535, got 70000"),
+        (["--stuck-after", "-1"], "must be a number of seconds from 0 to 100000000, got -1"),
         (["--stuck-after", "soon"], "not a number of seconds"),
     ):
         result = pyfsm("metrics", "--dsn", dsn, "--serve", *bad)
