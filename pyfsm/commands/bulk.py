@@ -12,7 +12,7 @@ from ..bulk import MAX_CHUNK
 from ..errors import InvalidArgument, InvalidEncoding
 from ..models import TransitionResult
 from ..store import Store
-from .common import Add, Progress, emit, progress_flag
+from .common import Add, Progress, emit, progress_flag, whole
 
 
 def parse_line(line: str, number: int, event: str | None) -> dict[str, Any]:
@@ -66,8 +66,6 @@ def _count_lines(path: str) -> int:
 
 
 def cmd_send_many(args: argparse.Namespace) -> None:
-    if not 1 <= args.chunk <= MAX_CHUNK:
-        raise InvalidArgument(f"--chunk must be from 1 to {MAX_CHUNK}, got {args.chunk}")
     from_stdin = args.file in (None, "-")
     total = 0 if from_stdin else _count_lines(args.file)
     bar = Progress(total, f"send-many {args.machine}", enabled=args.progress)
@@ -133,6 +131,9 @@ def register(add: Add) -> None:
     )
     p.add_argument("--event", help="the event for lines that name none")
     p.add_argument(
-        "--chunk", type=int, default=100, help=f"items per call and transaction (1-{MAX_CHUNK}, default 100)"
+        "--chunk",
+        type=whole(1, MAX_CHUNK),
+        default=100,
+        help=f"items per call and transaction (1-{MAX_CHUNK}, default 100)",
     )
     progress_flag(p)

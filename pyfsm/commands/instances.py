@@ -19,7 +19,19 @@ from ..errors import AccessDenied, FsmError, InvalidArgument, InvalidStatus
 from ..limits import MAX_DELAY_SECONDS
 from ..models import HistoryEntry, Instance, TypeStats
 from ..store import Store
-from .common import Add, add_read_dsn, emit, json_object, plain, read_dsn, table
+from .common import (
+    Add,
+    add_read_dsn,
+    after_id,
+    emit,
+    json_object,
+    page_limit,
+    plain,
+    read_dsn,
+    seconds_between,
+    table,
+    whole,
+)
 
 
 def cmd_create(args: argparse.Namespace) -> None:
@@ -438,16 +450,6 @@ def cmd_enqueue(args: argparse.Namespace) -> None:
     emit(args, {"machine": args.machine, **plain(run), "status": status}, text)
 
 
-def _delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r:.40}") from None
-    if not 0 <= value <= MAX_DELAY_SECONDS:  # NaN fails this too
-        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to {MAX_DELAY_SECONDS}, got {text:.40}")
-    return value
-
-
 def cmd_failed(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
         rows = store.failed(args.machine, limit=args.limit)
@@ -476,7 +478,9 @@ def register(add: Add) -> None:
         'pyfsm send order o-1001 pay --metadata \'{"by": "ops"}\'',
     )
     send.add_argument("event", help="the event")
-    send.add_argument("--expected-version", type=int, help="refuse (Conflict) unless the instance is at this version")
+    send.add_argument(
+        "--expected-version", type=whole(0), help="refuse (Conflict) unless the instance is at this version"
+    )
     for p in (create, send):
         p.add_argument("--data", help="the instance's data: a JSON object (send: replaces it)")
         p.add_argument("--metadata", help="recorded with the transition in history: a JSON object")
@@ -504,8 +508,8 @@ def register(add: Add) -> None:
     )
     listing.add_argument("machine", help="machine type")
     listing.add_argument("state", help="the state")
-    listing.add_argument("--after-id", type=int, default=0, help="the last id of the previous page (default 0)")
-    listing.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    listing.add_argument("--after-id", type=after_id, default=0, help="the last id of the previous page (default 0)")
+    listing.add_argument("--limit", type=page_limit, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(listing)
     in_state = add(
         "in-state",
@@ -516,8 +520,8 @@ def register(add: Add) -> None:
     )
     in_state.add_argument("state", help="the state")
     in_state.add_argument("--after-machine", help="the machine of the last row of the previous page")
-    in_state.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
-    in_state.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    in_state.add_argument("--after-id", type=after_id, help="the id of the last row of the previous page")
+    in_state.add_argument("--limit", type=page_limit, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(in_state)
     account = add(
         "account",
@@ -529,8 +533,8 @@ def register(add: Add) -> None:
     account.add_argument("--oldest-first", action="store_true", help="oldest first (default: newest first)")
     account.add_argument("--after-at", help="the time (UTC, ISO 8601) of the last row of the previous page")
     account.add_argument("--after-machine", help="the machine of the last row of the previous page")
-    account.add_argument("--after-id", type=int, help="the id of the last row of the previous page")
-    account.add_argument("--limit", type=int, default=100, help="at most this many (1-10000, default 100)")
+    account.add_argument("--after-id", type=after_id, help="the id of the last row of the previous page")
+    account.add_argument("--limit", type=page_limit, default=100, help="at most this many (1-10000, default 100)")
     add_read_dsn(account)
     counts = add(
         "counts",
@@ -558,7 +562,7 @@ def register(add: Add) -> None:
     )
     enqueue.add_argument(
         "--delay",
-        type=_delay,
+        type=seconds_between(0, MAX_DELAY_SECONDS),
         metavar="SECONDS",
         help=f"due after this many seconds (0-{MAX_DELAY_SECONDS}; default: now)",
     )
@@ -577,4 +581,4 @@ def register(add: Add) -> None:
         keyed(name, func, text, f"pyfsm {name} order o-1001")
     failed = add("failed", cmd_failed, "list failed instances with their last error", "pyfsm failed order --json")
     failed.add_argument("machine", help="machine type")
-    failed.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    failed.add_argument("--limit", type=page_limit, default=100, help="at most this many (1-10000, default 100)")

@@ -15,7 +15,10 @@ from typing import Any
 from ..errors import FsmError
 from ..store import Store
 from ..versions import DEFAULT_BATCH, MAX_BATCH, UpgradeReport
-from .common import Add, Progress, emit, progress_flag, table
+from .common import Add, Progress, emit, progress_flag, table, whole
+
+#: A definition version on the command line (Store.upgrade_instances takes up to 2**32 - 1).
+_version = whole(1, 2**32 - 1)
 
 
 class _StateMap(argparse.Action):
@@ -41,23 +44,6 @@ class _StateMap(argparse.Action):
             parser.error(f"{option_string} maps {old} twice: to {states[old]} and to {new}")
         states[old] = new
         setattr(namespace, self.dest, states)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r:.40}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _batch_size(text: str) -> int:
-    value = _positive(text)
-    if value > MAX_BATCH:
-        raise argparse.ArgumentTypeError(f"at most {MAX_BATCH}, got {value}")
-    return value
 
 
 def cmd_upgrade(args: argparse.Namespace) -> None:
@@ -162,7 +148,7 @@ def register(add: Add) -> None:
         "pyfsm upgrade order --dry-run\n  pyfsm upgrade order --map shipped=sent --progress",
     )
     p.add_argument("machine", help="machine type")
-    p.add_argument("--to", type=_positive, metavar="N", help="the target definition version (default: the current)")
+    p.add_argument("--to", type=_version, metavar="N", help="the target definition version (default: the current)")
     p.add_argument(
         "--map",
         action=_StateMap,
@@ -174,14 +160,14 @@ def register(add: Add) -> None:
     p.add_argument(
         "--only-version",
         action="append",
-        type=_positive,
+        type=_version,
         metavar="N",
         help="move only instances of definition version N; repeatable",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would move where, and what cannot; write nothing")
     p.add_argument(
         "--batch",
-        type=_batch_size,
+        type=whole(1, MAX_BATCH),
         default=DEFAULT_BATCH,
         metavar="N",
         help=f"instances looked at per call (1-{MAX_BATCH}, default {DEFAULT_BATCH}); each moves in "
