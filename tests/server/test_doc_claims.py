@@ -259,3 +259,21 @@ def test_pyfsm_check_on_a_fresh_database_prints_what_cli_md_shows(make_database)
             Machine(name="door", states=["shut", "open"], start=["shut"], transitions=[("push", "shut", "open")])
         )
     assert count() > fresh  # a type has its own deprecated per-type procedures
+
+
+def test_the_refusal_errors_md_and_python_md_quote_is_what_send_says(make_database) -> None:  # type: ignore[no-untyped-def]
+    """The README's order o-1001, paid, sent `deliver`: the message both pages quote, with its fields."""
+    from pyfsm.definition_file import load_machines
+
+    [order] = load_machines(ROOT / "examples" / "order.yaml")
+    with Store(make_database("pyfsm_refusal").dsn()) as store:
+        store.migrate()
+        store.define(order)
+        store.create("order", "o-1001")
+        store.send("order", "o-1001", "pay")
+        with pytest.raises(TransitionNotAllowed) as refused:
+            store.send("order", "o-1001", "deliver")
+    message = str(refused.value)
+    assert refused.value.fields == {"allowed_events": ["unpay", "ship", "cancel"], "final": False}
+    for page in ("errors.md", "python.md"):
+        assert f"`{message}`" in " ".join((ROOT / "docs" / page).read_text().split()), page
