@@ -4,27 +4,29 @@
 Each subcommand is one Store call (Store.timers, send_at, cancel_timer, fire_timers in a
 pyfsm.timers.TimerLoop). What a user types is parsed before anything connects: a malformed
 --at or --after, or a number out of its range, is a usage error, and nothing is armed.
+`run` reports each timer it dropped or held in one line, as send-many reports a refusal.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import re
 import signal
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 from .. import timers
-from ..checks import check_int
 from ..definition import UNIT_SECONDS as DEFINITION_UNITS
-from ..errors import FsmError, InvalidArgument
+from ..errors import SIGNALLED, FsmError, InvalidArgument
 from ..limits import MAX_DELAY_SECONDS
 from ..locks import check_owner
 from ..models import Timer, TimerOutcome
 from ..store import Store
-from .common import Add, after_id, emit, json_object, page_limit, row_id, seconds, seconds_between, table, whole
+from .common import Add, after_id, emit, json_object, page_limit, plain, row_id, seconds, seconds_between, table, whole
 
 #: A duration: seconds, or a number with a unit (90, 1.5, 30s, 30m, 2h, 1d).
 DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)")
@@ -143,24 +145,61 @@ class _Batches:
         return outcomes
 
 
-def _check_run_arguments(args: argparse.Namespace) -> str:
-    """The owner to fire as; a bad argument fails here, not each batch of the loop (which
-    logs a failed batch and tries again)."""
-    owner = check_owner(args.owner or timers.default_owner())
-    check_int("--limit", args.limit, minimum=1, maximum=timers.MAX_BATCH)
-    timers.check_claim_seconds("--claim-seconds", args.claim_seconds)
-    return owner
+class _NotFired:
+    """The timers a run dropped or held, each reported as it happens: one line on stdout (as
+    send-many reports a refusal), or kept for --json's summary."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.kept: list[dict[str, Any]] = []
+
+    def __call__(self, outcomes: list[TimerOutcome]) -> None:
+        for outcome in outcomes:
+            if outcome.outcome == "fired":
+                continue
+            error = SIGNALLED.get(outcome.errno or 0)
+            if self.as_json:
+                self.kept.append({**plain(outcome), "error": None if error is None else error.__name__})
+            else:
+                print(outcome_line(outcome), flush=True)  # a service's output is read as it comes
+
+
+def outcome_line(outcome: TimerOutcome) -> str:
+    """``dropped timer 38: pay for order o-1 (scheduled, due ... UTC): TransitionNotAllowed (31005); nothing
+    was sent`` (its event was not allowed then), or ``held timer ...; it stays armed`` (the
+    instance is paused or locked: tried again later)."""
+    error = SIGNALLED.get(outcome.errno or 0)
+    why = f"errno {outcome.errno}" if error is None else f"{error.__name__} ({outcome.errno})"
+    then = "nothing was sent" if outcome.outcome == "dropped" else "it stays armed and is tried again later"
+    return (
+        f"{outcome.outcome} timer {outcome.timer_id}: {outcome.event} for {outcome.machine} {outcome.instance_key} "
+        f"({outcome.kind}, due {_time(outcome.due_at)} UTC): {why}; {then}"
+    )
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """The loop's own log (a failed batch: it tries again) as `pyfsm: warning: ...` lines on
+    stderr, as every command's warnings are; its per-timer info lines stay off (reported above)."""
+    log = logging.getLogger("pyfsm.timers")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pyfsm: warning: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    owner = _check_run_arguments(args)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )  # each dropped timer is logged
-    with Store(args.dsn) as store:
+    # a bad owner fails here, not in each batch of the loop (which logs a failed batch and tries again)
+    owner = check_owner(args.owner or timers.default_owner())
+    not_fired = _NotFired(args.json)
+    with Store(args.dsn) as store, _warnings_as_lines():
         store.timers(limit=1)  # a wrong DSN or a database without pyfsm fails now, not in every batch
         batches = _Batches(store, owner, args.limit, args.claim_seconds)
-        loop = timers.TimerLoop(batches, limit=args.limit, poll_seconds=args.poll)
+        loop = timers.TimerLoop(batches, limit=args.limit, poll_seconds=args.poll, on_outcomes=not_fired)
         if not args.until_idle:  # a cron job's output is mailed: say nothing there but the summary
             print(
                 f"pyfsm timers run {owner}: firing due timers, {args.limit} at a time, every {args.poll:g} s "
@@ -178,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> None:
                 signal.signal(sig, handler)
     if args.until_idle and batches.error is not None:
         raise batches.error  # the last batch failed: its timers are still due
-    summary = {"fired": loop.fired, "dropped": loop.dropped, "held": loop.held}
+    summary = {"fired": loop.fired, "dropped": loop.dropped, "held": loop.held, "not_fired": not_fired.kept}
     emit(args, summary, f"timers: fired {loop.fired}, dropped {loop.dropped}, held {loop.held}")
 
 

@@ -192,3 +192,18 @@ def test_a_worker_says_how_many_timers_it_fired_dropped_and_held(fresh: tuple[Se
     stats = json.loads(as_json.stdout)
     assert (stats["runs"], stats["timers_fired"], stats["timers_dropped"], stats["timers_held"]) == (0, 1, 0, 0)
     assert store.get(name, "held").state == "paid"
+
+
+def test_timers_run_reports_each_timer_not_fired_in_one_line(fresh: tuple[Settings, Store]) -> None:
+    settings, store = fresh
+    name, ids = _timers_of_three_outcomes(store)
+    result = pyfsm("timers", "run", "--dsn", settings.dsn(), "--until-idle")
+    assert result.returncode == 0 and result.stderr == "", result  # no logging lines
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and lines[-1] == "timers: fired 1, dropped 1, held 1", lines
+    dropped, held = sorted(lines[:2])
+    assert dropped.startswith(f"dropped timer {ids['dropped']}: pay for {name} dropped (scheduled, due "), dropped
+    assert dropped.endswith(" UTC): TransitionNotAllowed (31005); nothing was sent"), dropped
+    assert held.startswith(f"held timer {ids['held']}: pay for {name} held (scheduled, due "), held
+    assert held.endswith(" UTC): InstancePaused (31011); it stays armed and is tried again later"), held
+    assert store.get(name, "held").state == "new" and store.get(name, "held").status == "paused"

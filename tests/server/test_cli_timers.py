@@ -266,8 +266,11 @@ def test_run_until_idle_fires_due_timers_and_drops_one_no_longer_allowed(
 
     run = cli(settings, "run", "--until-idle", "--owner", "cli-test", "--json")
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout) == {"fired": 2, "dropped": 1, "held": 0}
-    assert f"timer {doomed['timer_id']} dropped" in run.stderr, run.stderr  # each dropped timer is logged
+    summary = json.loads(run.stdout)
+    assert {k: summary[k] for k in ("fired", "dropped", "held")} == {"fired": 2, "dropped": 1, "held": 0}
+    [dropped] = summary["not_fired"]  # each timer not fired, as data (the text lines: test_cli_commands_second_hour)
+    assert (dropped["timer_id"], dropped["outcome"], dropped["errno"]) == (doomed["timer_id"], "dropped", 31005)
+    assert dropped["error"] == "TransitionNotAllowed" and run.stderr == "", run.stderr
 
     assert store.get(machine, "late").state == "cancelled" and store.get(machine, "payer").state == "paid"
     assert store.history(machine, "late")[-1].request_id == f"fsm:timer:{late_timeout['id']}"
