@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import secrets
 from pathlib import Path
+from typing import Any
 
 from .. import db
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..engine.process import Process
-from ..errors import InvalidArgument
+from ..errors import FsmError, InvalidArgument
 from ..schema import install as schema
 from ..schema.grants import Account, exists, grant
 from ..store import Store
@@ -77,6 +78,7 @@ def machines_from(source: str) -> list[Machine]:
 def cmd_install(args: argparse.Namespace) -> None:
     machines = [(source, m) for source in args.source for m in machines_from(source)]  # all valid before any is stored
     results = []
+    lines: list[str] = []
     bar = Progress(len(machines), "installing", enabled=args.progress)
     with Store(args.dsn) as store:
         for n, (source, machine) in enumerate(machines, 1):
@@ -84,21 +86,54 @@ def cmd_install(args: argparse.Namespace) -> None:
             results.append(
                 {"machine": result.machine, "version": result.version, "changed": result.changed, "source": source}
             )
+            lines.append(
+                f"{result.machine}: version {result.version} "
+                f"({'new version' if result.changed else 'unchanged'}) from {source}"
+            )
+            if result.version > 1:  # older versions may hold instances the new one does not move
+                behind, line = left_behind(store, machine, result.version)
+                results[-1].update(behind)
+                lines += [line] if line else []
             bar.update(n)
     bar.close()
     if args.command == "define" and len(results) == 1 and not args.json:  # the 0.1 output, kept for scripts
         args.json = True
         emit(args, {k: results[0][k] for k in ("machine", "version", "changed")})
         return
-    emit(
-        args,
-        results,
-        [
-            f"{r['machine']}: version {r['version']} "
-            f"({'new version' if r['changed'] else 'unchanged'}) from {r['source']}"
-            for r in results
-        ],
+    emit(args, results, lines)
+
+
+def left_behind(store: Store, machine: Machine, version: int) -> tuple[dict[str, Any], str | None]:
+    """The instances that stay on versions older than ``version`` (the current one) and the
+    `pyfsm upgrade` that moves them, naming with ``--map OLD=NEW`` each state of theirs this
+    version lacks (the upgrade's dry run says which): --json's fields and the line, or None
+    when none stay. Counting reads the type's instance table; a failure to read is said in the
+    line and does not fail the install, which is done."""
+    try:
+        counts = [c for c in store.version_counts(machine.name) if c.version != version and c.instances]
+        if not counts:
+            return {"older_instances": 0, "older_versions": [], "upgrade": None}, None
+        plan = store.upgrade_instances(machine.name, dry_run=True)
+    except FsmError as exc:
+        return (
+            {},
+            f"  (instances on older versions not counted: {type(exc).__name__}: {exc}; `pyfsm stats` counts them)",
+        )
+    unmapped = sorted({g.from_state for g in plan.groups if g.outcome == "unmapped"})
+    command = " ".join(["pyfsm upgrade", machine.name, *(f"--map {state}=NEW" for state in unmapped)])
+    older = sum(c.instances for c in counts)
+    per_version = ", ".join(f"version {c.version}: {c.instances}" for c in counts)
+    choose = f", NEW one of {', '.join(machine.states)}" if unmapped else ""
+    fields = {
+        "older_instances": older,
+        "older_versions": [{"version": c.version, "instances": c.instances} for c in counts],
+        "upgrade": command,
+    }
+    line = (
+        f"  {older} {'instance stays' if older == 1 else 'instances stay'} on older versions ({per_version}): "
+        f"`{command}` moves them to version {version}{choose} (add --dry-run to see where each goes first)"
     )
+    return fields, line
 
 
 def cmd_sync(args: argparse.Namespace) -> None:

@@ -207,3 +207,73 @@ def test_timers_run_reports_each_timer_not_fired_in_one_line(fresh: tuple[Settin
     assert held.startswith(f"held timer {ids['held']}: pay for {name} held (scheduled, due "), held
     assert held.endswith(" UTC): InstancePaused (31011); it stays armed and is tried again later"), held
     assert store.get(name, "held").state == "new" and store.get(name, "held").status == "paused"
+
+
+# -- install of a version that leaves instances behind --------------------------------------
+
+
+def test_install_says_which_instances_stay_on_older_versions_and_the_upgrade_that_moves_them(
+    fresh: tuple[Settings, Store], tmp_path: Path
+) -> None:
+    settings, store = fresh
+    name = unique("ship2h")
+
+    def version(path: Path, states: list[str]) -> str:
+        middle = states[2]
+        path.write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "states": states,
+                    "start": ["new"],
+                    "final": ["shipped"],
+                    "transitions": [
+                        {"event": "pay", "from": "new", "to": "paid"},
+                        {"event": "pack", "from": "paid", "to": middle},
+                        {"event": "ship", "from": middle, "to": "shipped"},
+                    ],
+                }
+            )
+        )
+        return str(path)
+
+    first = version(tmp_path / "v1.json", ["new", "paid", "packed", "shipped"])
+    renamed = version(tmp_path / "v2.json", ["new", "paid", "boxed", "shipped"])
+    installed = pyfsm("install", "--dsn", settings.dsn(), first)
+    assert installed.stdout == f"{name}: version 1 (new version) from {first}\n", installed  # a first version: no line
+    for key, events in (("a", ["pay", "pack"]), ("b", ["pay"]), ("c", [])):
+        store.create(name, key)
+        for event in events:
+            store.send(name, key, event)
+
+    result = pyfsm("install", "--dsn", settings.dsn(), renamed)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{name}: version 2 (new version) from {renamed}",
+        f"  3 instances stay on older versions (version 1: 3): `pyfsm upgrade {name} --map packed=NEW` moves "
+        "them to version 2, NEW one of new, paid, boxed, shipped (add --dry-run to see where each goes first)",
+    ]
+    [again] = json.loads(pyfsm("install", "--dsn", settings.dsn(), renamed, "--json").stdout)
+    assert again["changed"] is False and again["older_instances"] == 3
+    assert again["older_versions"] == [{"version": 1, "instances": 3}]
+    assert again["upgrade"] == f"pyfsm upgrade {name} --map packed=NEW"
+
+    # the line, with NEW chosen, moves them all; then nothing stays behind
+    moved = pyfsm(*again["upgrade"].replace("NEW", "boxed").split()[1:], "--dsn", settings.dsn())
+    assert moved.returncode == 0, moved
+    assert store.get(name, "a").state == "boxed"
+    [after] = json.loads(pyfsm("install", "--dsn", settings.dsn(), renamed, "--json").stdout)
+    assert (after["older_instances"], after["upgrade"]) == (0, None)
+    assert (
+        pyfsm("install", "--dsn", settings.dsn(), renamed).stdout == f"{name}: version 2 (unchanged) from {renamed}\n"
+    )
+
+    # a version every older state still has: the plain `pyfsm upgrade NAME` moves them
+    store.create(name, "d")  # on version 2 too, beside the three moved there
+    back = pyfsm(
+        "install", "--dsn", settings.dsn(), version(tmp_path / "v3.json", ["new", "paid", "boxed", "shipped", "lost"])
+    )
+    assert back.stdout.splitlines()[1] == (
+        f"  4 instances stay on older versions (version 2: 4): `pyfsm upgrade {name}` moves them to version 3 "
+        "(add --dry-run to see where each goes first)"
+    ), back.stdout
