@@ -237,6 +237,12 @@ def test_a_state_map_has_at_most_1000_entries(conn: Any, renamed: str, store: St
     assert "more than 1000" not in refusal(1000)  # 1000 are counted in: refused only for naming no state
     with pytest.raises(UpgradeRefused):
         store.upgrade_instances(renamed, states={f"s{i}": "sent" for i in range(1001)})
+    # and `only` lists at most 1000 states and 1000 versions
+    many = json.dumps({"states": [f"s{i}" for i in range(1001)]})
+    assert errno_of(conn, "CALL fsm_upgrade_plan_v1(%s, NULL, NULL, %s)", (renamed, many)) == 31030
+    with pytest.raises(UpgradeRefused):
+        store.upgrade_instances(renamed, only={"states": [f"s{i}" for i in range(1001)]})
+    store.upgrade_instances(renamed, only={"states": [f"s{i}" for i in range(1000)]}, dry_run=True)
 
 
 def test_pyfsm_check_on_a_fresh_database_prints_what_cli_md_shows(make_database) -> None:  # type: ignore[no-untyped-def]
