@@ -4,6 +4,7 @@ per state and per edge and one instance's path, printed or written to a file."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ def cmd_graph(args: argparse.Namespace) -> None:
     if output is not None and output.suffix.lower() in IMAGE_SUFFIXES and fmt != "dot":
         raise InvalidArgument("images are drawn by Graphviz: use --format dot (the default for .svg/.png)")
     state_counts = edge_counts = path = None
+    notes: list[str] = []  # what the diagram leaves out or which version it draws: said on stderr
+    facts: dict[str, Any] = {}  # the same for --json
     if Path(args.machine).suffix.lower() in (".yaml", ".yml", ".json"):  # a definition file: no database needed
         if args.counts or args.instance:
             raise InvalidArgument("--counts and --instance read the database: give a machine name, not a file")
@@ -45,19 +48,34 @@ def cmd_graph(args: argparse.Namespace) -> None:
         conn = db.connect(db.parse_dsn(read_dsn(args) or args.dsn), timeouts=True)  # reads only: a replica will do
         try:
             machine = _current_machine(conn, args.machine)
-            if args.counts:
-                state_counts = reporting.state_counts(conn, machine.name)
-                state_counts = {s: n for s, n in state_counts.items() if s in machine.states}
-                known = {edge for edge in diagram.edges(machine)}
-                edge_counts = {e: n for e, n in reporting.edge_counts(conn, machine.name).items() if e in known}
             if args.instance:
-                path = reporting.path(conn, machine.name, args.instance)
+                # the definition version the instance follows: an upgraded one's history names
+                # states of older versions, which drawn_path turns into that version's terms
+                followed = reporting.instance_path(conn, machine.name, args.instance)
+                facts["definition_version"] = followed.definition_version
+                if followed.definition_version != followed.current_version:
+                    machine = reporting.current_machine(conn, machine.name, followed.definition_version)
+                    notes.append(
+                        f"{args.instance} follows definition version {followed.definition_version} of {machine.name} "
+                        f"(the current is {followed.current_version}): drew version {followed.definition_version}"
+                    )
+                path = diagram.drawn_path(machine, followed.visits)
+            if args.counts:
+                state_counts, elsewhere = diagram.drawn_counts(machine, reporting.state_counts(conn, machine.name))
+                if elsewhere:
+                    facts["not_drawn"] = elsewhere
+                    notes.append(_not_drawn(machine.name, elsewhere, args.instance is None))
+                known = set(diagram.edges(machine))
+                edge_counts = {e: n for e, n in reporting.edge_counts(conn, machine.name).items() if e in known}
         finally:
             conn.close()
     render = diagram.dot if fmt == "dot" else diagram.mermaid
     text = render(machine, state_counts=state_counts, edge_counts=edge_counts, path=path)
+    if not args.json:
+        for note in notes:
+            print(f"pyfsm graph: {note}", file=sys.stderr)
     if output is None:
-        emit(args, {"machine": machine.name, "format": fmt, "text": text}, text)
+        emit(args, {"machine": machine.name, "format": fmt, **facts, "text": text}, text)
         return
     if output.suffix.lower() in IMAGE_SUFFIXES:
         diagram.render_file(text, output)
@@ -66,7 +84,22 @@ def cmd_graph(args: argparse.Namespace) -> None:
             output.write_text(text + "\n", encoding="utf-8")
         except OSError as exc:
             raise InvalidArgument(f"cannot write {output}: {exc.strerror}") from None
-    emit(args, {"machine": machine.name, "format": fmt, "written": str(output)}, f"wrote {output}")
+    emit(args, {"machine": machine.name, "format": fmt, **facts, "written": str(output)}, f"wrote {output}")
+
+
+def _not_drawn(name: str, elsewhere: dict[str, int], current: bool) -> str:
+    """The note on instances in states the drawn definition lacks (an older version's states)."""
+    total = sum(elsewhere.values())
+    states = ", ".join(f"{state} {n:,}" for state, n in elsewhere.items())
+    which = "the current definition" if current else "this definition version"
+    where = "a state" if len(elsewhere) == 1 else "states"
+    note = (
+        f"{total:,} {'instance is' if total == 1 else 'instances are'} in {where} {which} lacks ({states}): not drawn"
+    )
+    if current:
+        some = next(iter(elsewhere))
+        note += f"; `pyfsm upgrade {name} --map {some}=STATE` moves them (`--dry-run` first)"
+    return note
 
 
 def _current_machine(conn: Any, name: str) -> Machine:

@@ -2,9 +2,10 @@
 
 Both can show how many instances are in each state (``state_counts``), how often each edge
 was taken (``edge_counts``, keyed by ``(from_state, event, to_state)``) and the path one
-instance took (``path``, the states it visited in order). Output is deterministic: the same
-machine and annotations give the same text, states and edges in definition order, with no
-trailing newline.
+instance took (``path``, the states it visited in order; :func:`drawn_path` makes one from a
+history that crossed definition versions). Output is deterministic: the same machine and
+annotations give the same text, states and edges in definition order, with no trailing
+newline.
 
 >>> from pyfsm.definition import Machine
 >>> door = Machine(name="door", states=["shut", "open"], start=["shut"],
@@ -22,6 +23,7 @@ stateDiagram-v2
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,7 +94,7 @@ def _marks(
     machine: Machine,
     state_counts: Mapping[str, int] | None,
     edge_counts: Mapping[Edge, int] | None,
-    path: Sequence[str] | None,
+    path: Sequence[str | None] | None,
 ) -> _Marks:
     states = set(machine.states)
     all_edges = edges(machine)
@@ -112,14 +114,16 @@ def _marks(
     if isinstance(path, str):
         raise InvalidArgument("path must be a list of states, not one string")
     visited = list(path or ())
-    for state in visited:
-        if state not in states:
-            raise InvalidArgument(f"path names {state!r:.80}, not a state of machine {machine.name!r}")
+    for visit in visited:
+        if visit is not None and visit not in states:
+            raise InvalidArgument(f"path names {visit!r:.80}, not a state of machine {machine.name!r}")
     steps: dict[Edge, list[int]] = {}
     for step, (before, after) in enumerate(pairwise(visited), start=1):
         # A path of states cannot tell apart two events between the same pair of states,
         # so each of them is marked. Consecutive states with no edge between them (a history
-        # with gaps) mark no edge.
+        # with gaps) mark no edge, and neither does a move into or out of a gap (None).
+        if before is None or after is None:
+            continue
         for edge in all_edges:
             if edge[0] == before and edge[2] == after:
                 steps.setdefault(edge, []).append(step)
@@ -137,7 +141,7 @@ def _marks(
         guarded={edge: " | ".join(labels) for edge, labels in guarded.items()},
         state_counts=dict(state_counts or {}),
         edge_counts=dict(edge_counts or {}),
-        on_path=frozenset(visited),
+        on_path=frozenset(state for state in visited if state is not None),
         steps={edge: tuple(numbers) for edge, numbers in steps.items()},
         timed=timed,
     )
@@ -155,6 +159,50 @@ def duration_text(seconds: int) -> str:
     return f"{seconds}s"
 
 
+def drawn_path(machine: Machine, visits: Sequence[tuple[str, bool]]) -> list[str | None]:
+    """One instance's history as a ``path`` through ``machine``, the definition version it follows.
+
+    ``visits``: the states its history rows entered, oldest first, each with whether the row is
+    a move to a newer definition version (source 'upgrade') rather than a transition. A move is
+    no step: the state before it becomes the state it moved to, as the newer version names it
+    (``packed`` renamed ``boxed``: the path reads paid -> boxed, the step ``pack`` took). A
+    state ``machine`` does not have (an older version's, from before a move) becomes ``None``,
+    a gap that no marked step crosses.
+
+    >>> from pyfsm.definition import Machine
+    >>> v2 = Machine(name="shop", states=["new", "paid", "boxed"], start=["new"],
+    ...              transitions=[("pay", "new", "paid"), ("pack", "paid", "boxed")])
+    >>> drawn_path(v2, [("new", False), ("review", False), ("paid", False), ("packed", False), ("boxed", True)])
+    ['new', None, 'paid', 'boxed']
+    """
+    states = set(machine.states)
+    path: list[str] = []
+    for state, moved in visits:
+        if moved and path:
+            path[-1] = state
+        else:
+            path.append(state)
+    return [state if state in states else None for state in path]
+
+
+def drawn_counts(machine: Machine, state_counts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """``state_counts`` split into (the counts of ``machine``'s states, in its order; the
+    counts of states it does not have that hold instances: an older definition version's).
+
+    A type's counts (fsm_v_state_counts) list the states of its current definition and any
+    state of an older version that still holds instances; a diagram draws one version's
+    states, so the others are said apart.
+
+    >>> from pyfsm.definition import Machine
+    >>> v2 = Machine(name="shop", states=["new", "boxed"], start=["new"], transitions=[("pack", "new", "boxed")])
+    >>> drawn_counts(v2, {"packed": 3, "boxed": 1, "new": 0, "gone": 0})
+    ({'new': 0, 'boxed': 1}, {'packed': 3})
+    """
+    drawn = {state: state_counts[state] for state in machine.states if state in state_counts}
+    others = {state: n for state, n in state_counts.items() if state not in drawn and n}
+    return drawn, others
+
+
 # --- Mermaid --------------------------------------------------------------------------------
 
 
@@ -168,7 +216,7 @@ def mermaid(
     *,
     state_counts: Mapping[str, int] | None = None,
     edge_counts: Mapping[Edge, int] | None = None,
-    path: Sequence[str] | None = None,
+    path: Sequence[str | None] | None = None,
 ) -> str:
     """A Mermaid ``stateDiagram-v2`` of ``machine``; GitHub renders it in a fenced ``mermaid`` code block.
 
@@ -182,7 +230,9 @@ def mermaid(
     coloured fill and thick border). Mermaid state diagrams cannot style single transitions
     (there is no linkStyle), so each edge the path took has `` ★ step 1, 3`` appended to its
     label, numbering the moves along the path. When several events lead from one state to the
-    next, all of them are marked: a list of states cannot tell which one was sent.
+    next, all of them are marked: a list of states cannot tell which one was sent. A ``None``
+    in ``path`` is a gap (a state of another definition version, see :func:`drawn_path`): no
+    edge into or out of it is marked, and the steps keep their numbers.
     """
     marks = _marks(machine, state_counts, edge_counts, path)
     ids = {
@@ -230,7 +280,7 @@ def dot(
     *,
     state_counts: Mapping[str, int] | None = None,
     edge_counts: Mapping[Edge, int] | None = None,
-    path: Sequence[str] | None = None,
+    path: Sequence[str | None] | None = None,
 ) -> str:
     """A Graphviz DOT digraph of ``machine`` (left to right), for :func:`render_file` or ``dot -Tsvg``.
 
@@ -238,7 +288,7 @@ def dot(
     invisible point node. Counts go on a second line of the label (``paid`` / ``(1,234)``;
     ``pay (12)``). States and edges on ``path`` are drawn bold in blue, and each edge the path
     took gets a ``step 1, 3`` line numbering the moves (all events between the same two
-    consecutive states are marked, as in :func:`mermaid`).
+    consecutive states are marked, and a ``None`` in ``path`` is a gap, as in :func:`mermaid`).
 
     Node names are ``state_<name>`` and ``start_<name>``: every name and label is quoted and
     escaped, so no state or event name can break the syntax or collide with a keyword.
@@ -279,6 +329,22 @@ def dot(
 # --- rendering ------------------------------------------------------------------------------
 
 
+def graphviz_missing(dot_binary: str = "dot") -> str | None:
+    """Why :func:`render` cannot run ``dot_binary`` here (the message its GraphvizUnavailable
+    would carry), or None when the program is found: a page can say so before it links an
+    image that would fail, and names no missing Graphviz when something else fails."""
+    if shutil.which(dot_binary) is not None:
+        return None
+    return _not_installed(dot_binary)
+
+
+def _not_installed(dot_binary: str) -> str:
+    return (
+        f"Graphviz is not installed (no {dot_binary!r} program found); install it (e.g. apt install graphviz, "
+        "brew install graphviz) or print the diagram as DOT or Mermaid text instead"
+    )
+
+
 def render(dot_source: str, fmt: str, *, dot_binary: str = "dot", timeout: float = RENDER_TIMEOUT) -> bytes:
     """``dot_source`` drawn by Graphviz's ``dot`` as ``fmt`` (svg or png): the image's bytes.
 
@@ -298,11 +364,8 @@ def render(dot_source: str, fmt: str, *, dot_binary: str = "dot", timeout: float
             timeout=timeout,
             check=False,
         )
-    except FileNotFoundError:
-        raise GraphvizUnavailable(
-            f"Graphviz is not installed (no {dot_binary!r} program found); install it (e.g. apt install graphviz, "
-            "brew install graphviz) or print the diagram as DOT or Mermaid text instead"
-        ) from None
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: a file where $PATH names a folder
+        raise GraphvizUnavailable(_not_installed(dot_binary)) from None
     except PermissionError as exc:
         raise GraphvizUnavailable(
             f"cannot run {dot_binary!r}: {exc.strerror}; print the diagram as DOT or Mermaid text instead"

@@ -9,6 +9,7 @@ as the owner's.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -56,7 +57,8 @@ def current_machine(conn: Any, machine: str, version: int | None = None) -> Mach
 
 
 def state_counts(conn: Any, machine: str) -> dict[str, int]:
-    """Instances per state (fsm_v_state_counts), states with none included."""
+    """Instances per state (fsm_v_state_counts): every state of the current definition (0 when
+    empty) and any state of an older definition version that still holds instances."""
     name = check_machine_name(machine)
     return {r["state"]: int(r["instances"]) for r in _rows(conn, "reporting_state_counts", (name,))}
 
@@ -75,6 +77,34 @@ def path(conn: Any, machine: str, key: str) -> list[str]:
     if not rows:
         raise UnknownInstance(f"no {name} {key}", machine=name, key=key)
     return [r["to_state"] for r in rows]
+
+
+@dataclass(frozen=True)
+class InstancePath:
+    """One instance's way through its type, for a diagram of the definition version it follows."""
+
+    #: the definition version the instance follows (what `pyfsm upgrade` moved it to)
+    definition_version: int
+    #: its type's current definition version
+    current_version: int
+    #: the states its history rows entered, oldest first, each with whether the row is a move
+    #: to a newer definition version (source 'upgrade'): what diagram.drawn_path reads
+    visits: list[tuple[str, bool]]
+
+
+def instance_path(conn: Any, machine: str, key: str) -> InstancePath:
+    """The definition version one instance follows and the states it went through
+    (UnknownInstance when there is no such instance)."""
+    name = check_machine_name(machine)
+    found = _rows(conn, "reporting_instance_version", (name, key), name)
+    rows = _rows(conn, "reporting_path_moves", (key,), name) if found else []
+    if not rows:
+        raise UnknownInstance(f"no {name} {key}", machine=name, key=key)
+    return InstancePath(
+        definition_version=int(found[0]["definition_version"]),
+        current_version=int(found[0]["current_version"]),
+        visits=[(r["to_state"], r["source"] == "upgrade") for r in rows],
+    )
 
 
 def machine_types(conn: Any) -> list[dict[str, Any]]:

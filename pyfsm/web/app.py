@@ -220,14 +220,22 @@ class _Console:
             machine = self.reads.machine(name)
             page = self.reads.instances(name, filters)
             query = {k: v for k, v in p.items() if v and k != "before"}
-            versions = self.reads.version_counts(name, self.reads.current_version(name))
+            current_version = self.reads.current_version(name)
+            versions = self.reads.version_counts(name, current_version)
+            # the diagram draws the current definition; states an older version still holds
+            # instances in are listed apart (a renamed or dropped state)
+            counts, elsewhere = diagram.drawn_counts(machine, self.reads.state_counts(name))
             return self.page(
                 request,
                 "machine.html",
                 name=name,
                 machine=machine,
+                current_version=current_version,
                 unreachable=machine.unreachable_states(),
-                counts=self.reads.state_counts(name),
+                counts=counts,
+                elsewhere=elsewhere,
+                # said on the page instead of linking an image that cannot be drawn here
+                diagram_problem=diagram.graphviz_missing(),
                 stats=self.reads.stats(name),
                 filters=filters,
                 # shown only while instances of an older version are left (an upgrade moves them)
@@ -248,10 +256,12 @@ class _Console:
         def render() -> Response:
             name = check_machine_name(request.path_params["machine"])
             machine = self.reads.machine(name)
+            # the current definition's states only: an older version's are said on the page
+            counts, _elsewhere = diagram.drawn_counts(machine, self.reads.state_counts(name))
             try:
                 # served as an image, which a browser never lets run script
-                svg = diagram.render(diagram.dot(machine, state_counts=self.reads.state_counts(name)), "svg")
-            except GraphvizUnavailable as exc:
+                svg = diagram.render(diagram.dot(machine, state_counts=counts), "svg")
+            except GraphvizUnavailable as exc:  # not installed, or dot failed: its own words
                 return PlainTextResponse(str(exc), 404)
             return Response(svg, media_type="image/svg+xml")
 

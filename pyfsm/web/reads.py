@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..db.queries import sql, union_all
 from ..definition import NAME, Machine
 from ..errors import AccessDenied, FsmError, UnknownMachine
 from ..gateway import Gateway, unknown_type
@@ -35,7 +34,7 @@ SCAN_WINDOW = 20_000
 HISTORY_PAGE = 100
 #: The recent timer outcomes the timers page shows.
 TIMER_LOG_ROWS = 50
-#: How old the status counts (fsm_stats_v2) a page shows may be, in seconds.
+#: How old the status counts (fsm_stats_v3) a page shows may be, in seconds.
 STATS_MAX_AGE = 5.0
 #: How old the counts of instances per definition version may be, in seconds: counting them
 #: reads every instance of the type (no index has the version), so not on every page view.
@@ -123,42 +122,24 @@ class Reads:
     # -- machine types ----------------------------------------------------------------------
 
     def stats_rows(self) -> list[Row]:
-        """``CALL fsm_stats_v2()``, at most ``stats_max_age`` seconds old.
+        """``CALL fsm_stats_v3()``, at most ``stats_max_age`` seconds old.
 
         Its status counts read the status index of every unfinished instance (about 45 ms at
         150,000 of them, bench/bench_console.py): one call serves every page for a few seconds
         instead of one per page view. The state counts next to them are always current.
-        Each row's ``running`` is split into what a worker runs and ``idle`` (:func:`with_idle`).
+        Its ``running`` counts the instances a handler runs or will (a run with a due time),
+        ``idle`` those of stored status running that no handler runs (docs/reporting.md).
         """
         with self._stats_lock:
             if self._stats is not None and time.monotonic() - self._stats[0] < self.stats_max_age:
                 return self._stats[1]
-        stats = self.gateway.call(routines.STATS, (), checked=False)
-        rows = [with_idle(r, queued) for r, queued in zip(stats, self.queued(stats), strict=True)]
+        rows = self.gateway.call(routines.STATS, (), checked=False)
         with self._stats_lock:
             self._stats = (time.monotonic(), rows)
         return rows
 
-    def queued(self, stats: list[Row]) -> list[int]:
-        """Per row of ``stats``: the runs of its type a worker runs or will run (due now, claimed,
-        or due later: a backoff), read through the index (machine, due_at, id) of fsm_runs.
-        A run waiting for an event or a resume has no due time and is not counted."""
-        if not stats:
-            return []
-        # one statement for every type: a copy of console_queued_one per type
-        statement = union_all([sql("console_queued_one", n=i) for i in range(len(stats))])
-        args = tuple(r["machine"] for r in stats)
-
-        def read(conn: Any) -> list[tuple[Any, ...]]:  # one round trip for every type
-            with conn.cursor() as cur:
-                cur.execute(statement, args)
-                return list(cur.fetchall())
-
-        found = {int(n): int(queued) for n, queued in self.gateway.on_primary(read)}
-        return [found.get(i, 0) for i in range(len(stats))]
-
     def machines(self) -> list[Row]:
-        """Installed types with their counts per state (the counters) and per status (fsm_stats_v2),
+        """Installed types with their counts per state (the counters) and per status (fsm_stats_v3),
         the states in the order their current definition lists them (then any state of an older
         version that still holds instances)."""
         stats = {r["machine"]: r for r in self.stats_rows()}
@@ -169,6 +150,8 @@ class Reads:
         for name, states in counts.items():
             listed = order.get(name, {})
             states.sort(key=lambda c: listed.get(c["state"], len(listed)))  # stable: older states stay a-z
+            for c in states:  # a state of an older version, listed while it holds instances
+                c["current"] = c["state"] in listed
         return [{**s, "states": counts.get(name, [])} for name, s in sorted(stats.items())]
 
     def explained(self, err: UnknownMachine, name: str | None) -> UnknownMachine:
@@ -422,16 +405,6 @@ class Reads:
     def outbox_row(self, outbox_id: int) -> Row | None:
         found = self.gateway.query("console_outbox_row", (outbox_id,))
         return found[0] if found else None
-
-
-def with_idle(stats: Row, queued: int) -> Row:
-    """A row of fsm_stats_v2 with ``running`` split by what the instances are: ``running``
-    those a worker runs or will run (``queued``), ``idle`` the rest of status running, which
-    no handler runs (a plain type's instances: they move when an event is sent).
-    ``status_running`` keeps the status's own count."""
-    running = int(stats["running"])
-    busy = min(running, queued)  # the status counts may be a few seconds older than the runs
-    return {**stats, "status_running": running, "running": busy, "idle": running - busy}
 
 
 def history_label(h: Row) -> str:

@@ -114,16 +114,6 @@ due_at <= UTC_TIMESTAMP(6)
 -- Used by: console_timers.
 due_at >= %s AND (due_at > %s OR timer_id > %s)
 
--- name: console_queued_one
--- The runs of one type a worker runs or will run (due now, claimed, or due later: a backoff),
--- through the index (machine, due_at, id) of fsm_runs; a run waiting for an event or a
--- resume has no due time and is not counted. {n}: the type's place in the list. Reads.queued
--- runs one copy per type, joined by UNION ALL (pyfsm.db.queries.union_all), as one statement (one round trip).
--- Parameters: machine.
--- Result: (n, queued), one row.
--- Used by: Reads.queued (pyfsm/web/reads.py).
-SELECT {n} AS n, COUNT(*) AS queued FROM fsm_v_runs WHERE machine = %s AND due_at IS NOT NULL
-
 -- name: console_current_definitions
 -- Every type's current definition, for the order of its states.
 -- Parameters: none.

@@ -34,8 +34,25 @@ WHERE event IS NOT NULL GROUP BY from_state, event, to_state
 -- The states one instance went through, in order (its creation's state first).
 -- Parameters: instance key ({type}: the machine type).
 -- Result: (to_state), oldest first.
--- Used by: reporting.path (`pyfsm graph --instance`).
+-- Used by: reporting.path.
 SELECT to_state FROM `fsm_v_{type}_transitions` WHERE instance_key = %s ORDER BY sort_key
+
+-- name: reporting_path_moves
+-- The states one instance went through, in order (its creation's state first), each with its
+-- row's source ('upgrade': a move to a newer definition version, not a transition).
+-- Parameters: instance key ({type}: the machine type).
+-- Result: (to_state, source), oldest first.
+-- Used by: reporting.instance_path (`pyfsm graph --instance`).
+SELECT to_state, source FROM `fsm_v_{type}_transitions` WHERE instance_key = %s ORDER BY sort_key
+
+-- name: reporting_instance_version
+-- The definition version one instance follows, and its type's current one.
+-- Parameters: machine, instance key ({type}: the machine type).
+-- Result: (definition_version, current_version), no row for no such instance.
+-- Used by: reporting.instance_path (`pyfsm graph --instance`).
+SELECT definition_version,
+       (SELECT version FROM fsm_v_definitions WHERE machine = %s AND is_current) AS current_version
+FROM `fsm_v_{type}` WHERE instance_key = %s
 
 -- name: reporting_types
 -- Each type's current definition and whether its objects are installed.
