@@ -98,7 +98,9 @@ def _not_drawn(name: str, elsewhere: dict[str, int], current: bool) -> str:
     )
     if current:
         some = next(iter(elsewhere))
-        note += f"; `pyfsm upgrade {name} --map {some}=STATE` moves them (`--dry-run` first)"
+        note += (
+            f"; `pyfsm upgrade {name} --map {some}=STATE` moves {'it' if total == 1 else 'them'} (`--dry-run` first)"
+        )
     return note
 
 

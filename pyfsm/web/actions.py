@@ -26,7 +26,7 @@ from ..schema import routines
 from ..schema.routines import Routine
 from ..store import Store
 
-ACTIONS = ("send", "pause", "resume", "retry", "force_unlock", "unpark", "cancel_timer")
+ACTIONS = ("send", "enqueue", "pause", "resume", "retry", "force_unlock", "unpark", "cancel_timer")
 VIA = "pyfsm web"
 
 
@@ -105,7 +105,12 @@ class Actions:
             result = self.store.send(
                 machine, key, detail["event"], data=detail.get("data"), metadata=metadata, request_id=f"web-{action_id}"
             )
-            return f"{detail['event']}: {result.from_state} -> {result.to_state} (version {result.version})"
+            return f"{detail['event']}: {result.from_state} -> {result.to_state} (row version {result.version})"
+        if action == "enqueue":  # an idle instance handed to its process's workers (Store.enqueue)
+            run = self.store.enqueue(machine, key)
+            due = "waits for an event or a resume" if run.due_at is None else f"due {run.due_at:%Y-%m-%d %H:%M:%S} UTC"
+            claimed = f", claimed by {run.claimed_by}" if run.claimed_by else ""
+            return f"enqueue: {machine} {key} is queued for the workers of its process ({due}{claimed})"
         simple: dict[str, Callable[[str, str], PauseResult | StatusChange]] = {
             "pause": self.store.pause,
             "resume": self.store.resume,
