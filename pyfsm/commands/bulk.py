@@ -127,7 +127,7 @@ def register(add: Add) -> None:
         "file",
         nargs="?",
         help="lines of key<TAB>event, a key alone (with --event), or a JSON object "
-        "with key, event, data, metadata, ... (default: stdin)",
+        "with key, event, data or data_patch, metadata, ... (default: stdin)",
     )
     p.add_argument("--event", help="the event for lines that name none")
     p.add_argument(

@@ -55,6 +55,7 @@ def cmd_send(args: argparse.Namespace) -> None:
             args.key,
             args.event,
             data=json_object("data", args.data),
+            data_patch=json_object("patch", args.patch),
             metadata=json_object("metadata", args.metadata),
             expected_version=args.expected_version,
             request_id=args.request_id,
@@ -89,6 +90,24 @@ def cmd_show(args: argparse.Namespace) -> None:
             f"  updated             {instance.updated_at:%Y-%m-%d %H:%M:%S.%f} UTC",
         ],
     )
+
+
+def _statuses(store: Store, instances: list[Instance]) -> dict[tuple[str, str], str]:
+    """The status of each listed instance in the words every reader uses (idle or running for
+    the stored running; the others as stored), read from the engine's queue for the instances
+    of stored status running only (one call each: Store.run_info, which an app account may
+    make); an account that may not read the queue gets the stored word."""
+    words: dict[tuple[str, str], str] = {}
+    for i in instances:
+        words[i.machine, i.key] = i.status
+        if i.status != "running":
+            continue
+        try:
+            run = store.run_info(i.machine, i.key)
+        except AccessDenied:
+            continue
+        words[i.machine, i.key] = "running" if run is not None and run.due_at is not None else "idle"
+    return words
 
 
 def _status(store: Store, instance: Instance) -> str:
@@ -169,11 +188,12 @@ def cmd_list(args: argparse.Namespace) -> None:
             instances = store.in_state(args.machine, args.state, after_id=args.after_id, limit=args.limit)
         except InvalidArgument as exc:
             raise _state_explained(store, args.machine, args.state, exc) from exc.__cause__
+        words = _statuses(store, instances)
     rows = [
         {
             "id": i.id,
             "key": i.key,
-            "status": i.status,
+            "status": words[i.machine, i.key],
             "row version": i.version,
             "lookup_key": i.lookup_key,
             "updated (UTC)": i.updated_at,
@@ -211,12 +231,13 @@ def cmd_in_state(args: argparse.Namespace) -> None:
     after = _after(args, "--after-machine", "--after-id")
     with Store(args.dsn, read_dsn=read_dsn(args)) as store:
         instances = store.instances_in_state(args.state, after=after, limit=args.limit)
+        words = _statuses(store, instances)
     rows = [
         {
             "machine": i.machine,
             "id": i.id,
             "key": i.key,
-            "status": i.status,
+            "status": words[i.machine, i.key],
             "row version": i.version,
             "lookup_key": i.lookup_key,
             "updated (UTC)": i.updated_at,
@@ -480,6 +501,11 @@ def register(add: Add) -> None:
     send.add_argument("event", help="the event")
     send.add_argument(
         "--expected-version", type=whole(0), help="refuse (Conflict) unless the instance is at this version"
+    )
+    send.add_argument(
+        "--patch",
+        help="change part of the data: a JSON merge patch (RFC 7396: null removes a key, objects merge, "
+        "anything else replaces), merged inside the transition before the guards judge the data; not with --data",
     )
     for p in (create, send):
         p.add_argument("--data", help="the instance's data: a JSON object (send: replaces it)")

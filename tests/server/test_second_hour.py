@@ -9,6 +9,8 @@ Timers are global to a database, so this module has a database of its own.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -396,3 +398,36 @@ def test_sql_names_the_installed_types_for_an_unknown_one(hstore: Store, dba: An
     assert len(message) <= 128
     listed = message.split("; installed: ", 1)[1]
     assert name in listed or listed.endswith("...")  # cut at the 128 characters a message holds
+
+
+def test_send_many_on_the_command_line_takes_a_patch_per_item(hstore: Store, settings: Settings) -> None:
+    name = unique("sh_clim")
+    hstore.define(checkout(name))
+    hstore.create(name, "L-1", data={"total": 5000})
+    lines = json.dumps({"key": "L-1", "event": "pay", "data_patch": {"card": "visa"}}) + "\n"
+    result = subprocess.run(
+        [sys.executable, "-m", "pyfsm", "send-many", name, "--dsn", settings.dsn()],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    instance = hstore.get(name, "L-1")
+    assert (instance.state, instance.data) == ("review", {"total": 5000, "card": "visa"})
+
+
+def test_list_says_idle_or_running(hstore: Store, settings: Settings) -> None:
+    name = unique("sh_list")
+    hstore.define(checkout(name))
+    hstore.create(name, "Q-1")
+    hstore.create(name, "Q-2")
+    hstore.enqueue(name, "Q-2")
+    listed = pyfsm("list", name, "new", "--dsn", settings.dsn())
+    assert listed.returncode == 0, listed.stderr
+    status = {
+        line.split()[1]: line.split()[2]
+        for line in listed.stdout.splitlines()
+        if line.split()[1:2] in (["Q-1"], ["Q-2"])
+    }
+    assert status == {"Q-1": "idle", "Q-2": "running"}
