@@ -4,10 +4,11 @@ timers and fire_timers, and the loop `pyfsm timers run` and the workers use).
 State timeouts are armed and disarmed by the database itself, in each transition's own
 transaction (the type's timer triggers, docs/timers.md); this module schedules events,
 lists and cancels timers, and fires the due ones through ``fsm_fire_timers_v3``, oldest due
-first (one instance's in the order they fell due), which claims them with SKIP LOCKED and sends each event in one transaction with its timer's
-removal, so none fires twice: a firer process killed mid-call leaves the call to the
-server, which finishes and commits it; a connection killed on the server rolls the firing
-back and leaves its timers armed for another firer once their claim runs out.
+first (one instance's in the order they fell due), which claims them with SKIP LOCKED and
+sends each event in one transaction with its timer's removal, so none fires twice: a firer
+process killed mid-call leaves the call to the server, which finishes and commits it; a
+connection killed on the server rolls the firing back and leaves its timers armed for
+another firer once their claim runs out.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ Adds:
   inside the transition's transaction, before the guards judge the data;
 * fsm_fire_timers_v3 (fsm_fire_timers_v2 deprecated): the timers of one instance fire in the
   order they fell due (due_at, then id), not the order they were armed;
+* fsm_operator_action_v3 (fsm_operator_action_v2 deprecated): the action enqueue, the web
+  console's Queue action on an idle instance;
 * fsm_stats_v3 (fsm_stats_v2 deprecated): running counts only the instances a handler runs
   (a run with a due time), idle the rest of stored status 'running';
 * fsm_v_stuck rebuilt as a view over every type's runs: only what a handler runs (running,
@@ -43,6 +45,7 @@ depends_on = None
 FILES = [
     "procedures/fsm_fire_timers_v3.sql",
     "procedures/fsm_stats_v3.sql",
+    "procedures/fsm_operator_action_v3.sql",
     "views/fsm_v_state_counts.sql",
 ]
 

@@ -79,7 +79,7 @@ DEPRECATED = (
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated(
         "fsm_operator_action_v1",
-        "fsm_operator_action_v2",
+        "fsm_operator_action_v3",
         "0.3.0",
         "0.4.0",
         "procedures/fsm_operator_action_v1.sql",
@@ -102,6 +102,14 @@ DEPRECATED = (
     Deprecated("fsm_stats_v2", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v2.sql", "0015"),
     Deprecated(
         "fsm_fire_timers_v2", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v2.sql", "0024"
+    ),
+    Deprecated(
+        "fsm_operator_action_v2",
+        "fsm_operator_action_v3",
+        "0.3.0",
+        "0.4.0",
+        "procedures/fsm_operator_action_v2.sql",
+        "0019",
     ),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
@@ -208,7 +216,7 @@ CURRENT_OBJECTS = (
     "procedures/fsm_upgrade_instances_v1.sql",
     "procedures/fsm_instances_per_version_v1.sql",
     # the web console's audit log
-    "procedures/fsm_operator_action_v2.sql",
+    "procedures/fsm_operator_action_v3.sql",
     "procedures/fsm_operator_outcome_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
 )

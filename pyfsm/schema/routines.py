@@ -162,7 +162,7 @@ RELAY_RESIGN = _r("fsm_relay_resign_v1", "p_name", "p_holder")
 UNPARK = _r("fsm_unpark_v1", "p_outbox_id", "p_skip")
 
 # -- the web console's audit log ------------------------------------------------------------------
-OPERATOR_ACTION = _r("fsm_operator_action_v2", "p_operator", "p_action", "p_machine", "p_key", "p_detail")
+OPERATOR_ACTION = _r("fsm_operator_action_v3", "p_operator", "p_action", "p_machine", "p_key", "p_detail")
 OPERATOR_OUTCOME = _r("fsm_operator_outcome_v1", "p_action_id", "p_outcome", "p_errno", "p_message")
 
 #: Every routine above, by name.

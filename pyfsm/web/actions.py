@@ -3,7 +3,7 @@ CLI, each recorded in fsm_operator_log with the operator's name.
 
 An action runs through the *actions* account (the app role: EXECUTE on the procedures),
 never the reporting account the pages read with. It is recorded before it runs
-(fsm_operator_action_v2, outcome 'requested') and finished after (fsm_operator_outcome_v1,
+(fsm_operator_action_v3, outcome 'requested') and finished after (fsm_operator_outcome_v1,
 'done' or 'refused' with the error's number), so a console that dies in between leaves a
 'requested' row, never nothing. An event sent from the console also carries the operator in
 its history row's metadata (``{"operator": ..., "via": "pyfsm web"}``) and the request id

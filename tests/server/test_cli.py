@@ -50,7 +50,7 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
         "fsm_order_line_send_many_v1": ("fsm_order_line_send_many_v3", "0.4.0"),
         "fsm_define_v5": ("fsm_define_v8", "0.4.0"),
         "fsm_resume_v1": ("fsm_resume_v2", "0.4.0"),
-        "fsm_operator_action_v1": ("fsm_operator_action_v2", "0.4.0"),
+        "fsm_operator_action_v1": ("fsm_operator_action_v3", "0.4.0"),
         "fsm_enqueue_v1": ("fsm_enqueue_v2", "0.4.0"),
         "fsm_send_v2": ("fsm_send_v4", "0.4.0"),
         "fsm_order_line_send_v2": ("fsm_order_line_send_v5", "0.4.0"),
@@ -65,9 +65,10 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
         "fsm_order_line_send_many_v2": ("fsm_order_line_send_many_v3", "0.4.0"),
         "fsm_stats_v2": ("fsm_stats_v3", "0.4.0"),
         "fsm_fire_timers_v2": ("fsm_fire_timers_v3", "0.4.0"),
+        "fsm_operator_action_v2": ("fsm_operator_action_v3", "0.4.0"),
     }
     text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
-    assert "28 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v5" in text
+    assert "29 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v5" in text
 
 
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:

@@ -531,7 +531,8 @@ BAD_INPUT = (
     ("CALL fsm_schema_version_v1(1)", WRONG_ARGUMENT_COUNT),
     ("CALL fsm_unpark_v1(NULL, 0)", 31009),
     ("CALL fsm_operator_action_v1('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
-    ("CALL fsm_operator_action_v2('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
+    ("CALL fsm_operator_action_v3('b', 'explode', 'ticket', 'b-1', '{}')", 31009),
+    ("CALL fsm_operator_action_v2('b', 'enqueue', 'ticket', 'b-1', '{}')", 31009),  # deprecated: no enqueue
     ("CALL fsm_operator_outcome_v1(1, 'maybe', NULL, NULL)", 31009),
     ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
     ("CALL fsm_send_at_v2('ticket', 'b-1', 'assign', NULL, 60, '{\"timer\": 1}', NULL)", 31009),  # pyfsm's key

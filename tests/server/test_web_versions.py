@@ -108,9 +108,9 @@ def test_a_types_page_counts_the_instances_of_each_version(site) -> None:  # typ
 def test_an_instance_page_says_which_version_it_follows(site) -> None:  # type: ignore[no-untyped-def]
     with client(site) as c:
         new = c.get("/m/parcel/i/p-9")
-        assert text(new.text).count("(definition v2, the current one)") == 1
+        assert text(new.text).count("v2 (the rules it follows: the current definition)") == 1
         moved = c.get("/m/parcel/i/p-2")
-        assert "(definition v2, the current one)" in text(moved.text)
+        assert "v2 (the rules it follows: the current definition)" in text(moved.text)
         history = re.search(r'<tr class="transition" id="t-3">.*?</tr>', moved.text, re.S)
         assert history is not None
         cells = [text(cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", history.group(0), re.S)]
@@ -122,4 +122,4 @@ def test_an_instance_page_says_which_version_it_follows(site) -> None:  # type: 
         assert "(created)" in outbox and "pay" in outbox and "(upgrade)" in outbox
         assert "(upgrade)" in text(c.get("/outbox").text)
         old = c.get("/m/parcel/i/p-3")
-        assert "(definition v1; the current is v2: pyfsm upgrade parcel moves it)" in text(old.text)
+        assert "v1 (the rules it follows; the current is v2: pyfsm upgrade parcel moves it)" in text(old.text)

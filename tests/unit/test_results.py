@@ -15,6 +15,7 @@ STATS_ROW = {
     "current_version": 2,
     "instances": 5,
     "running": 1,
+    "idle": 0,
     "waiting": 1,
     "paused": 0,
     "failed": 1,
@@ -30,6 +31,8 @@ def test_a_result_is_typed_frozen_and_built_from_its_row() -> None:
     stats = TypeStats.from_row({**STATS_ROW, "an_extra_column": 1})  # a newer procedure may add columns
     assert (stats.machine, stats.instances, stats.failed) == ("order", 5, 1)
     assert stats.to_dict() == STATS_ROW
+    older = {k: v for k, v in STATS_ROW.items() if k != "idle"}  # fsm_stats_v2's row: no idle column
+    assert TypeStats.from_row(older).idle == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.instances = 6  # type: ignore[misc]
 
