@@ -97,8 +97,7 @@ def start_own_mysql() -> str:
     if proc.returncode != 0 or not dsn.startswith("mysql://"):
         sys.stderr.write(proc.stderr)
         raise NoServer(
-            f"scripts/mysql-server could not start the project's MySQL (exit {proc.returncode}, "
-            "its messages above); fix that, or set a DSN"
+            f"scripts/mysql-server could not start the project's MySQL (exit {proc.returncode}, its messages above)"
         )
     return dsn
 
@@ -143,7 +142,11 @@ def server_dsn(
         yield f"mysql://root@{DEFAULT_HOST}:{DEFAULT_PORT}/{database}"
         return
     if own_can_run():
-        dsn = with_database(start_own(), database)
+        try:
+            own = start_own()
+        except NoServer as exc:  # its last line names the variable to set and the DSN's form
+            raise NoServer(f"{exc}: fix that, or set {env}=mysql://USER:PASSWORD@HOST:PORT/{database}") from exc
+        dsn = with_database(own, database)
         say(
             f"${env} is not set and nothing answers at {DEFAULT_HOST}:{DEFAULT_PORT}: using the project's own "
             f"MySQL, {dsn} (scripts/mysql-server; `make mysql-stop` stops it)"

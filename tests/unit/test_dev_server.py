@@ -171,3 +171,27 @@ def test_the_database_part_is_replaced() -> None:
         == "mysql://root@127.0.0.1:3307/pyfsm_demo"
     )
     assert dev_server.with_database("mysql://root:pw@h:3306/test/", "x") == "mysql://root:pw@h:3306/x"
+
+
+def test_when_the_projects_mysql_cannot_start_the_line_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline with nothing cached, say: the script's failure, then the variable and the DSN's form."""
+    monkeypatch.delenv("PYFSM_TEST_DSN", raising=False)
+
+    def start_own() -> str:
+        raise dev_server.NoServer(
+            "scripts/mysql-server could not start the project's MySQL (exit 1, its messages above)"
+        )
+
+    with pytest.raises(dev_server.NoServer) as failed:
+        with dev_server.server_dsn(
+            "PYFSM_TEST_DSN",
+            "test",
+            probe=lambda h, p: False,
+            own_can_run=lambda: True,
+            start_own=start_own,
+            docker=lambda: True,
+        ):
+            pass
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith("scripts/mysql-server could not start")
+    assert message.endswith("fix that, or set PYFSM_TEST_DSN=mysql://USER:PASSWORD@HOST:PORT/test")
