@@ -811,10 +811,20 @@ class _Events:
         if version not in self._by_version:
             try:
                 transitions = (self.definition(version) or {})["transitions"]
-                self._by_version[version] = list(dict.fromkeys(str(t["event"]) for t in transitions))
+                self._by_version[version] = _distinct(str(t["event"]) for t in transitions)
             except (KeyError, TypeError, AttributeError, ValueError):
                 self._by_version[version] = None
         return self._by_version[version]
+
+    def creating(self) -> list[str] | None:
+        """The events of the current version that leave a start state, in definition order; None
+        if the definition cannot be read."""
+        try:
+            found = self.definition(None) or {}
+            starts = set(found["start"])
+            return _distinct(str(t["event"]) for t in found["transitions"] if starts & set(t["from"]))
+        except (KeyError, TypeError, AttributeError, ValueError):
+            return None
 
     def leaving(self, version: int | None, state: str) -> tuple[list[str], bool] | None:
         """The events whose rules leave ``state`` in ``version``, in definition order, and whether
@@ -823,8 +833,8 @@ class _Events:
             found = self.definition(version) or {}
             if state not in found["states"]:
                 return None
-            events = [str(t["event"]) for t in found["transitions"] if state in t["from"]]
-            return list(dict.fromkeys(events)), state in found.get("final", [])
+            events = _distinct(str(t["event"]) for t in found["transitions"] if state in t["from"])
+            return events, state in found.get("final", [])
         except (KeyError, TypeError, AttributeError, ValueError):
             return None
 
@@ -849,23 +859,21 @@ def _explained(err: FsmError, events: _Events, instance: Instance | None) -> Fsm
             more = f"from {err.state} the definition allows {', '.join(allowed) or 'no event'}"
         return _with_message(err, f"{err.message}; {more}")
     if isinstance(err, UnknownInstance) and err.key is not None:
-        definition = events.definition(None)
-        if definition is None:
-            return err
-        try:
-            starts = set(definition["start"])
-            creating = [str(t["event"]) for t in definition["transitions"] if starts & set(t["from"])]
-        except (KeyError, TypeError):
-            return err
-        creating = list(dict.fromkeys(creating))
         how = "keys are compared exactly (case and spaces count)"
-        if err.event is not None:
-            err.fields.update(creating_events=creating)
-            more = f"events that create one from a start state: {', '.join(creating) or 'none'}; {how}"
-        else:
-            more = f"{how}; `pyfsm list {events.machine}` lists its instances"
+        if err.event is None:  # a read: nothing to look up
+            return _with_message(err, f"{err.message}; {how}; `pyfsm list {events.machine}` lists its instances")
+        creating = events.creating()
+        if creating is None:
+            return err
+        err.fields.update(creating_events=creating)
+        more = f"events that create one from a start state: {', '.join(creating) or 'none'}; {how}"
         return _with_message(err, f"{err.message}; {more}")
     return err
+
+
+def _distinct(events: Iterable[str]) -> list[str]:
+    """``events`` once each, in the order they first come (a definition's order)."""
+    return list(dict.fromkeys(events))
 
 
 def _with_message(err: FsmError, message: str) -> FsmError:
