@@ -305,14 +305,17 @@ class _Fields:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Self:
         """The result from a procedure's row: each field from the column of its name (a field
-        with a default may be missing from the row: an older procedure's, which lacks it)."""
-        return cls(
-            **{
-                f.name: row[f.name]
-                for f in fields(cls)  # type: ignore[arg-type]
-                if f.name in row or f.default is MISSING
-            }
-        )
+        with a default may be missing from the row: an older procedure's, which lacks it). A
+        time is UTC-aware, as every time a Store result holds (the driver gives it naive)."""
+        values = {
+            f.name: row[f.name]
+            for f in fields(cls)  # type: ignore[arg-type]
+            if f.name in row or f.default is MISSING
+        }
+        for f in fields(cls):  # type: ignore[arg-type]
+            if "datetime" in str(f.type) and values.get(f.name) is not None:
+                values[f.name] = _utc_time(values[f.name])
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -362,10 +365,6 @@ class QueuedRun(_Fields):
     claimed_by: str | None
     run_immediately: int | None
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> QueuedRun:
-        return replace(super().from_row(row), due_at=_utc(row["due_at"]))
-
 
 @dataclass(frozen=True)
 class FailedInstance(_Fields):
@@ -381,10 +380,6 @@ class FailedInstance(_Fields):
     error_type: str | None
     message: str | None
     failed_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> FailedInstance:
-        return replace(super().from_row(row), updated_at=_utc_time(row["updated_at"]), failed_at=_utc(row["failed_at"]))
 
 
 @dataclass(frozen=True)
@@ -402,12 +397,6 @@ class AttemptError(_Fields):
     next_run_at: datetime | None
     created_at: datetime
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> AttemptError:
-        return replace(
-            super().from_row(row), next_run_at=_utc(row["next_run_at"]), created_at=_utc_time(row["created_at"])
-        )
-
 
 @dataclass(frozen=True)
 class RunInfo(_Fields):
@@ -421,10 +410,6 @@ class RunInfo(_Fields):
     attempt: int
     pause_requested: int
     run_immediately: int | None
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> RunInfo:
-        return replace(super().from_row(row), due_at=_utc(row["due_at"]))
 
 
 @dataclass(frozen=True)
@@ -470,10 +455,6 @@ class TypeStats(_Fields):
     unpublished: int
     oldest_unpublished_at: datetime | None
     idle: int = 0
-
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> TypeStats:
-        return replace(super().from_row(row), oldest_unpublished_at=_utc(row["oldest_unpublished_at"]))
 
 
 # -- timers (pyfsm.timers, docs/timers.md) ---------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import AccessDenied, FsmError, InvalidArgument, InvalidStatus
 from ..limits import MAX_DELAY_SECONDS
-from ..models import HistoryEntry, Instance, TypeStats
+from ..models import HistoryEntry, Instance, RunInfo, TypeStats
 from ..store import Store
 from .common import (
     Add,
@@ -93,39 +93,36 @@ def cmd_show(args: argparse.Namespace) -> None:
 
 
 def _statuses(store: Store, instances: list[Instance]) -> dict[tuple[str, str], str]:
-    """The status of each listed instance in the words every reader uses (idle or running for
-    the stored running; the others as stored), read from the engine's queue for the instances
-    of stored status running only (one call each: Store.run_info, which an app account may
-    make); an account that may not read the queue gets the stored word."""
-    words: dict[tuple[str, str], str] = {}
-    for i in instances:
-        words[i.machine, i.key] = i.status
-        if i.status != "running":
-            continue
-        try:
-            run = store.run_info(i.machine, i.key)
-        except AccessDenied:
-            continue
-        words[i.machine, i.key] = "running" if run is not None and run.due_at is not None else "idle"
-    return words
+    """The status of each listed instance in the words every reader uses (_status_word: one
+    Store.run_info call for each of stored status running)."""
+    return {(i.machine, i.key): _status_word(store, i)[0] for i in instances}
 
 
-def _status(store: Store, instance: Instance) -> str:
-    """The instance's status in the words every reader uses (docs/reporting.md): the stored
-    status running is running only while a handler runs the instance or will (its run in the
-    engine's queue has a due time: due, later, or claimed); without one it is idle. Read from
-    the queue (Store.run_info); an account that may not read it gets the stored word."""
+def _status_word(store: Store, instance: Instance) -> tuple[str, RunInfo | None]:
+    """The instance's status in the words every reader uses (docs/reporting.md), and its run in
+    the engine's queue when that was read: the stored status running is running only while a
+    handler runs the instance or will (its run has a due time: due, later, or claimed); without
+    one it is idle. The queue is read (Store.run_info, which an app account may make) for an
+    instance of stored status running only; an account that may not read it gets the stored word."""
     if instance.status != "running":
-        return instance.status
+        return instance.status, None
     try:
         run = store.run_info(instance.machine, instance.key)
     except AccessDenied:
-        return instance.status
-    if run is None or run.due_at is None:
+        return instance.status, None
+    return ("idle" if run is None or run.due_at is None else "running"), run
+
+
+def _status(store: Store, instance: Instance) -> str:
+    """The instance's status word (_status_word), with what running and idle mean for it."""
+    word, run = _status_word(store, instance)
+    if word == "idle":
         return (
             f"idle (no handler runs it: it moves when an event is sent; "
             f"`pyfsm enqueue {instance.machine} {instance.key}` hands it to its process's workers)"
         )
+    if run is None:  # not running, or the queue could not be read: the stored word
+        return word
     if run.claimed_by is not None:
         return f"running (claimed by {run.claimed_by})"
     return f"running (queued for a worker, due {run.due_at:%Y-%m-%d %H:%M:%S} UTC)"
@@ -211,10 +208,7 @@ def _state_explained(store: Store, machine: str, state: str, err: InvalidArgumen
     are what a user means. Read only after the call failed; a failure to read keeps ``err``."""
     if err.__cause__ is None:  # refused in Python, before the database was asked: not the state
         return err
-    try:
-        states = [str(s) for s in store.definition(machine).definition.get("states", [])]
-    except (FsmError, AttributeError):
-        return err
+    states = _definition_states(store, machine)
     if not states or state in states:
         return err
     better = InvalidArgument(
@@ -423,10 +417,10 @@ def _idle_explained(store: Store, machine: str, key: str, action: str, err: Inva
     from the queue (Store.run_info), only after the call failed."""
     try:
         instance = store.get(machine, key)
-        run = store.run_info(machine, key) if instance.status == "running" else None
+        word, _ = _status_word(store, instance)
     except FsmError:
         return err
-    if instance.status != "running" or (run is not None and run.due_at is not None):
+    if word != "idle":
         return err
     wanted = "paused" if action == "resume" else "failed"
     better = InvalidStatus(

@@ -157,8 +157,8 @@ class _NotFired:
         for outcome in outcomes:
             if outcome.outcome == "fired":
                 continue
-            error = SIGNALLED.get(outcome.errno or 0)
             if self.as_json:
+                error = SIGNALLED.get(outcome.errno or 0)
                 self.kept.append({**plain(outcome), "error": None if error is None else error.__name__})
             else:
                 print(outcome_line(outcome), flush=True)  # a service's output is read as it comes
