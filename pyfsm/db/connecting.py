@@ -34,7 +34,7 @@ from .cluster import refuse_unless_writer
 from .hosts import where
 from .marks import mark_named, mark_tried, mark_used, mark_writer_checked, read_named, read_server, read_tried
 from .settings import Settings
-from .translation import DEADLOCK, cause, transient, translate
+from .translation import DEADLOCKS, cause, transient, translate
 
 #: The logger of the package (documented: docs/python.md), on which :func:`create_database`
 #: says that it created a database.
@@ -116,7 +116,7 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.con
             if not (
                 isinstance(exc, pymysql.err.MySQLError)
                 and exc.args
-                and exc.args[0] == DEADLOCK
+                and exc.args[0] in DEADLOCKS
                 and attempt < SETUP_DEADLOCK_ATTEMPTS
             ):
                 raise

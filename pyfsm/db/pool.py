@@ -187,8 +187,9 @@ class Database:
         at nextset()) is reported here and not on the next, unrelated query.
 
         Failures are retried only where repeating cannot apply a change twice. A deadlock
-        (1213): the server has rolled the whole transaction back, so the call is made again,
-        up to 3 times in all. No connection, or a socket found closed before sending: the
+        (1213, or 1020 on MariaDB 11.8: :data:`pyfsm.db.translation.DEADLOCKS`): the server
+        has rolled the whole transaction back, so the call is made again, up to 3 times in
+        all. No connection, or a socket found closed before sending: the
         call never reached the server, so any call is retried, a few times within about a
         second. A connection lost while the call was under way: only with
         ``retry_connection``, for reads and for writes carrying a request id, whose repeat

@@ -5,9 +5,10 @@
 
 * A socket timeout (``read_timeout`` / ``write_timeout``) is never retried: it already
   waited its bound, and a write's outcome is unknown.
-* A deadlock (1213; a lock wait timeout is not one): the server has rolled the whole
-  transaction back, so the call is made again, up to 3 times in all, after a short random
-  pause (so that the two transactions do not meet in step again).
+* A deadlock (1213, or MariaDB 11.8's 1020 "record has changed since last read"; a lock wait
+  timeout is not one): the server has rolled the whole transaction back, so the call is made
+  again, up to 3 times in all, after a short random pause (so that the two transactions do
+  not meet in step again).
 * An outage (:func:`pyfsm.db.translation.transient`) is retried a few times within about a
   second when repeating cannot apply a change twice: nothing was sent (no connection could
   be had; errno 0, PyMySQL finding its socket closed before sending), or the caller says a
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import Deadlock
-from .translation import DEADLOCK, timed_out, transient
+from .translation import DEADLOCKS, timed_out, transient
 
 #: Pauses between attempts after a connection failure: about a second in all (each is
 #: jittered to 0.5-1.5 times itself by :func:`pyfsm.db.connecting.pause`).
@@ -80,6 +81,6 @@ class Retries:
             # errno 0: PyMySQL found the socket closed before sending, so the call never ran
             if not sent or repeatable or getattr(err, "errno", None) == 0:
                 return Retry("outage", self.outage.pop(0))
-        if deadlocks and isinstance(err, Deadlock) and err.errno == DEADLOCK and self.deadlock:
+        if deadlocks and isinstance(err, Deadlock) and err.errno in DEADLOCKS and self.deadlock:
             return Retry("deadlock", self.deadlock.pop(0))
         return None

@@ -30,9 +30,14 @@ from ..errors import (
 )
 from .marks import CHAIN_DEPTH, mark_server, read_server, read_tried
 
-#: The server's error number for a deadlock (ER_LOCK_DEADLOCK): the whole transaction was
-#: rolled back, so making the same call again cannot apply anything twice.
-DEADLOCK = 1213
+#: The server's error numbers that mean the whole transaction was rolled back for meeting
+#: another one, so that making the same call again cannot apply anything twice: a deadlock
+#: (1213, ER_LOCK_DEADLOCK) and, on MariaDB 11.6 and later with innodb_snapshot_isolation on
+#: (11.8's default), a REPEATABLE READ transaction's write or locking read of a row another
+#: transaction changed after its snapshot (1020, ER_CHECKREAD). pyfsm's own sessions and
+#: procedures run READ COMMITTED, which 1020 never meets; a raw writer's transaction, whose
+#: triggers do pyfsm's work in it, may (docs/errors.md#deadlock).
+DEADLOCKS = frozenset({1213, 1020})
 #: The numbers of pyfsm's own errors, the refusals its procedures SIGNAL (pyfsm.errors): the
 #: server sends them as a whole reply, after the procedure's handlers ran.
 FSM_ERRNO_FIRST, FSM_ERRNO_LAST = 31000, 31999
