@@ -23,7 +23,7 @@ LINT := $(VENV)/bin/ruff check $(LINT_PATHS) && $(VENV)/bin/ruff format --check 
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop
+.PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers instructions lint docs mysql mysql-stop mariadb mariadb-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,12 @@ mysql: ## start a private MySQL 9.7 (Debian sid, cached in ~/.cache/pyfsm-mysql)
 
 mysql-stop: ## stop the MySQL server `make mysql` started
 	scripts/mysql-server stop
+
+mariadb: ## start a private MariaDB 11.8 (Debian sid, cached in ~/.cache/pyfsm-mariadb) on 127.0.0.1:3308; prints its DSN (for PYFSM_TEST_DSN)
+	scripts/mariadb-server start
+
+mariadb-stop: ## stop the MariaDB server `make mariadb` started
+	scripts/mariadb-server stop
 
 test: venv ## run lint, types and all tests (server: PYFSM_TEST_DSN, else 127.0.0.1:3306, else the project's own MySQL, else Docker)
 	$(WITH_TEST_SERVER) sh -c '$(LINT) && $(PY) -m pytest $(PYTEST_ARGS)'
