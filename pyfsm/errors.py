@@ -377,6 +377,16 @@ SIGNALLED: dict[int, type[FsmError]] = {
     )
 }
 
+#: What a 1020 adds to the server's message: MariaDB 11.6+ (innodb_snapshot_isolation, on by
+#: default) ends a REPEATABLE READ transaction that writes a row changed after its snapshot,
+#: where other servers wait. pyfsm's own sessions run READ COMMITTED and never meet it; a raw
+#: writer's transaction, whose triggers move the state counters, can (docs/errors.md#deadlock).
+SNAPSHOT_CHANGED_HINT = (
+    "MariaDB snapshot isolation: a REPEATABLE READ transaction wrote a row another transaction "
+    "changed after its snapshot, and was rolled back whole; run the transaction again, or run it "
+    "READ COMMITTED"
+)
+
 #: Server and client error numbers that are not pyfsm's own but have a pyfsm meaning.
 SERVER: dict[int, type[FsmError]] = {
     1213: Deadlock,  # deadlock found
@@ -511,4 +521,6 @@ def error_for(
             f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
             f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema"
         )
+    if errno == 1020 and SNAPSHOT_CHANGED_HINT not in text:  # MariaDB 11.6+: say why, and what to do
+        text = f"{text} ({SNAPSHOT_CHANGED_HINT})"
     return cls(text, errno=errno, machine=machine, key=key, event=event, state=state)

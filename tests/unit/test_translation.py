@@ -75,3 +75,14 @@ def test_text_that_is_not_utf8_either_way() -> None:
     coming = translation.encoding_error(UnicodeDecodeError("utf-8", b"\xed\xa0\x80", 0, 1, "invalid"))
     assert isinstance(going, errors.InvalidEncoding) and "position 1" in str(going) and "nothing was sent" in str(going)
     assert "fsm_valid_utf8_v1" in str(coming) and going.errno == coming.errno == 31024
+
+
+def test_a_snapshot_conflict_is_a_deadlock_that_says_why_and_what_to_do() -> None:
+    text = "Record has changed since last read in table 'fsm_state_counts'; try restarting transaction"
+    err = translation.translate(driver(1020, text))
+    assert isinstance(err, errors.Deadlock) and err.errno == 1020 and err.retryable
+    assert str(err) == f"{text} ({errors.SNAPSHOT_CHANGED_HINT})"
+    assert "READ COMMITTED" in str(err) and "rolled back whole" in str(err)
+    assert not translation.keeps_connection(err) and translation.is_server_error(driver(1020))
+    # translated twice (a retried call's error made again): the hint once
+    assert str(errors.error_for(1020, str(err))).count(errors.SNAPSHOT_CHANGED_HINT) == 1
