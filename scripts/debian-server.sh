@@ -12,6 +12,8 @@
 #   ENV_PREFIX    prefix of its environment variables ("PYFSM_MYSQL": PYFSM_MYSQL_PORT, ...)
 #   DEFAULT_PORT  its port unless ${ENV_PREFIX}_PORT says another
 #   CACHE_NAME    the folder under ~/.cache ("pyfsm-mysql")
+#   SERIES        the version it promises ("9.7"): a suite that carries another is refused, so
+#                 that the version the docs name is the version the tests ran on
 #   PACKAGES      the server and client packages to fetch ("mysql-server-core mysql-client-core")
 #   SERVER_BIN CLIENT_BIN   paths inside the root (/usr/sbin/mysqld, /usr/bin/mysql)
 #   CLIENT_OPTS   (an array, may be empty) options its client needs on every call
@@ -125,6 +127,10 @@ do_fetch() {
   # shellcheck disable=SC2086
   (cd "$DEBS" && apt-get "${APT_OPTS[@]}" -q download $pkgs) >"$APTDIR/download.log" 2>&1 ||
     die "download failed: 'apt-get download' of $(wc -w <<<"$pkgs") packages from $(debian_mirror) (see $APTDIR/download.log): $(grep -E '^(E|W):' "$APTDIR/download.log" | head -n3 | tr '\n' ' ')"
+  # the server package's version (its file name: name_[epoch%3a]version_arch.deb) before unpacking
+  local found; found=$(cd "$DEBS" && ls "${server_pkg}"_*.deb | sed -e 's/^[^_]*_//' -e 's/^[0-9]*%3[aA]//' -e 's/_.*//')
+  [[ $found == "$SERIES".* ]] ||
+    die "Debian $SUITE carries $server_pkg $found, not $PRODUCT $SERIES, the version pyfsm's tests and docs name (${ENV_PREFIX}_SUITE names another suite)"
   say "unpacking $(ls "$DEBS"/*.deb | wc -l) packages ($(du -sh "$DEBS" | cut -f1))"
   rm -rf "$ROOT.new"; mkdir -p "$ROOT.new"
   local deb; for deb in "$DEBS"/*.deb; do dpkg-deb -x "$deb" "$ROOT.new" || die "could not unpack $deb"; done

@@ -3,7 +3,7 @@
 The servers CI runs are read from `.ci/run` and the scripts it starts them with: the
 machine's own MariaDB (the pass that runs `make test` on the server at 127.0.0.1:3306), and
 each `scripts/<name> start` whose DSN a pass gives to `make` (its PRODUCT and PACKAGES say
-which server, its first comment line which version). The README must name exactly those as
+which server, its SERIES which version). The README must name exactly those as
 tested, MySQL 8.4 only beside Docker and never as run by CI; docs/servers.md and
 docs/development.md must list the same servers and passes; and no page may claim a version
 CI does not run ("For MySQL 8.0/8.4 and MariaDB 10.6+", "works on MariaDB 10.6")."""
@@ -85,8 +85,8 @@ def named(text: str) -> set[Server]:
 
 
 def script_server(script: str) -> Server:
-    """The server a `scripts/<name>` runs: PRODUCT (checked against its packages) and the
-    version its first comment line names ("a private MariaDB 11.8 server")."""
+    """The server a `scripts/<name>` runs: PRODUCT (checked against its packages) and SERIES,
+    the version it refuses to fetch anything but (its first comment line names the same)."""
     text = (ROOT / script).read_text()
     product = re.search(r"\bPRODUCT=(\w+)", text)
     packages = re.search(r'^PACKAGES="([^"]+)"', text, re.M)
@@ -94,10 +94,12 @@ def script_server(script: str) -> Server:
     assert [PACKAGE_PRODUCT.get(p) for p in packages.group(1).split() if p in PACKAGE_PRODUCT] == [product.group(1)], (
         f"{script}: its server package is {product.group(1)}'s"
     )
+    # SERIES: the version the script refuses to fetch anything but (scripts/debian-server.sh)
+    series = re.search(rf"^SERIES=({VERSION})$", text, re.M)
+    assert series, f"{script} sets SERIES, the version it fetches"
     header = text.splitlines()[1]
-    version = re.search(rf"a private {product.group(1)} ({VERSION})\b", header)
-    assert version, f"{script}'s first comment names the version it runs: {header!r}"
-    return product.group(1), version.group(1)
+    assert f"a private {product.group(1)} {series.group(1)} " in header, f"{script}'s first comment: {header!r}"
+    return product.group(1), series.group(1)
 
 
 def ci_passes() -> dict[Server, str]:
