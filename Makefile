@@ -4,12 +4,16 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The server the benchmarks run against (`make bench BENCH_DSN=mysql://root@127.0.0.1:3307/test`:
 # the private MySQL of `make mysql`). Only a run on the default server updates BENCHMARKS.md
-# unless BENCH_WRITE names the file; bench-servers measures BENCH_DSN beside BENCH_MYSQL_DSN.
+# unless BENCH_WRITE names the file; bench-servers measures BENCH_DSN beside BENCH_MYSQL_DSN and
+# BENCH_MARIADB118_DSN (the private MariaDB 11.8 of `make mariadb`).
 BENCH_DEFAULT_DSN := mysql://root@127.0.0.1:3306/test
 BENCH_DSN       ?= $(BENCH_DEFAULT_DSN)
 BENCH_MYSQL_DSN ?= mysql://root@127.0.0.1:3307/test
+BENCH_MARIADB118_DSN ?= mysql://root@127.0.0.1:3308/test
 BENCH_WRITE     ?= $(if $(filter $(BENCH_DEFAULT_DSN),$(BENCH_DSN)),BENCHMARKS.md,)
 BENCH_WRITE_ARG := $(if $(BENCH_WRITE),--write $(BENCH_WRITE),)
+# `make instructions INSTRUCTIONS_ARGS='--server mariadb-11.8 --calls 50'`: one server, or fewer calls
+INSTRUCTIONS_ARGS ?=
 # The server of the demo and the tests (scripts/dev_server.py): the DSN in the variable if set, else
 # a server at 127.0.0.1:3306, else the project's own MySQL (scripts/mysql-server: fetched on first
 # use, started on 127.0.0.1:3307, left running), else MySQL 8.4 in Docker; else one line on what to set.
@@ -77,11 +81,11 @@ bench-ops: venv ## the operators' benchmarks: every web console page and a metri
 	$(PY) bench/bench_metrics.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG)
 	$(PY) bench/bench_held_locks.py --dsn '$(BENCH_DSN)' $(BENCH_WRITE_ARG)
 
-bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB) and BENCH_MYSQL_DSN (MySQL 9.7, `make mysql`) back to back, twice, each beside its own ceiling; updates BENCHMARKS.md's servers section (about 25 minutes)
-	$(PY) bench/bench_servers.py --runs 2 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' --write BENCHMARKS.md
+bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB 10.11), BENCH_MYSQL_DSN (MySQL 9.7, `make mysql`) and BENCH_MARIADB118_DSN (MariaDB 11.8, `make mariadb`) back to back, twice, each beside its own ceiling; updates BENCHMARKS.md's servers section (about 35 minutes)
+	$(PY) bench/bench_servers.py --runs 2 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' --dsn '$(BENCH_MARIADB118_DSN)' --write BENCHMARKS.md
 
-instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition, on MariaDB and on the private MySQL 9.7 (needs valgrind; about 5 minutes; a table per server)
-	$(PY) bench/bench_instructions.py
+instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition, on the system's MariaDB 10.11, the private MariaDB 11.8 and the private MySQL 9.7, each a fresh server of its own (needs valgrind; INSTRUCTIONS_ARGS='--server mariadb-11.8' for one; about 8 minutes; a table per server)
+	$(PY) bench/bench_instructions.py $(INSTRUCTIONS_ARGS)
 
 docs: venv ## build the documentation site into site/ (mkdocs, Material theme; --strict: a broken link or a page missing from the nav fails)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

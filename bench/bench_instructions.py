@@ -7,11 +7,13 @@ in a temporary directory, durable commits off: fsync is not CPU, binlog off; see
 callgrind_servers.py), and counts the instructions the whole server process (every thread,
 InnoDB's background work included) runs while one client makes ``--calls`` transitions of
 one variant. Two runs of the same variant agree within a few percent. ``--server`` picks
-MariaDB (the system's mariadbd), MySQL 9.7 (the private tree of scripts/mysql-server,
-fetched on first use) or both, one after the other (default): the same variants on each,
-one table per server, every variant set against the ``bare CALL`` floor measured on the
-same server in the same run (counts of the two servers are not comparable with each other
-beyond that: different code, and MySQL keeps its default performance_schema on).
+MariaDB 10.11 (``mariadb``: the system's mariadbd), MariaDB 11.8 (``mariadb-11.8``: the
+private tree of scripts/mariadb-server), MySQL 9.7 (``mysql``: the private tree of
+scripts/mysql-server; trees are fetched on first use) or all three, one after the other
+(default): the same variants on each, one table per server, every variant set against the
+``bare CALL`` floor measured on the same server in the same run (counts of different servers
+are not comparable with each other beyond that: different code, and MySQL keeps its default
+performance_schema on).
 
 Variants (all on the two-state machine of bench_transitions, one CALL per transition):
 
@@ -44,12 +46,12 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
   current trigger without any check, counter, outbox or request id, under a procedure of
   five statements.
 
-    .venv/bin/python bench/bench_instructions.py                   # make instructions; about 5 minutes
-    .venv/bin/python bench/bench_instructions.py --server mariadb  # one server: 2 (MariaDB) or 3 (MySQL)
+    .venv/bin/python bench/bench_instructions.py                   # make instructions; all three servers
+    .venv/bin/python bench/bench_instructions.py --server mariadb-11.8  # one server
 
-Needs valgrind, and for MariaDB mariadb-install-db (Debian: valgrind, mariadb-server); a
-server that cannot be had (MySQL's tree not fetchable, MariaDB not installed) is skipped
-with one line saying why.
+Needs valgrind, and for MariaDB 10.11 mariadb-install-db (Debian: valgrind, mariadb-server); a
+server that cannot be had (a tree not fetchable, MariaDB not installed) is skipped with one
+line saying why.
 """
 
 from __future__ import annotations
@@ -73,10 +75,11 @@ import design_floor as floor
 from callgrind_servers import (
     ServerUnavailable,
     callgrind_mariadb,
+    callgrind_mariadb_root,
     callgrind_mysql,
     check_mariadb,
+    debian_runner,
     instructions,
-    mysql_runner,
 )
 
 from pyfsm import Machine, Store, db
@@ -318,18 +321,22 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     }
 
 
+#: --server's choices, in the order "all" counts them
 SERVERS: dict[str, Callable[[argparse.Namespace], AbstractContextManager[tuple[Settings, int, Path]]]] = {
     "mariadb": lambda args: callgrind_mariadb(args.mariadbd),
+    "mariadb-11.8": lambda args: callgrind_mariadb_root(),
     "mysql": lambda args: callgrind_mysql(),
 }
+#: the script of scripts/ whose tree a server runs from (the system's MariaDB has none)
+TREES = {"mariadb-11.8": "mariadb-server", "mysql": "mysql-server"}
 
 
 def check(server: str, args: argparse.Namespace) -> None:
-    """Raise ServerUnavailable if ``server`` cannot be started here (MySQL: fetches its tree if missing)."""
-    if server == "mariadb":
-        check_mariadb(args.mariadbd)
+    """Raise ServerUnavailable if ``server`` cannot be started here (a tree's: fetches it if missing)."""
+    if server in TREES:
+        debian_runner(TREES[server])
     else:
-        mysql_runner()
+        check_mariadb(args.mariadbd)
 
 
 def measure(server: str, args: argparse.Namespace) -> tuple[str, dict[str, list[float]]]:
@@ -340,7 +347,7 @@ def measure(server: str, args: argparse.Namespace) -> tuple[str, dict[str, list[
         with probe.cursor() as cur:
             cur.execute("SELECT VERSION()")
             version = str(cur.fetchone()[0])
-        version = f"MariaDB {version.split('-')[0]}" if server == "mariadb" else f"MySQL {version}"
+        version = f"MariaDB {version.split('-')[0]}" if "mariadb" in version.lower() else f"MySQL {version}"
         probe.close()
         variants = setup(settings)
         if args.only:  # the bare CALL always: every ratio is against it
@@ -379,9 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument(
         "--server",
-        choices=("mariadb", "mysql", "both"),
-        default="both",
-        help="which server to count on (both: MariaDB, then MySQL 9.7; one table each)",
+        choices=(*SERVERS, "all"),
+        default="all",
+        help="which server to count on (all: MariaDB 10.11, then MariaDB 11.8, then MySQL 9.7; one table each)",
     )
     parser.add_argument("--calls", type=int, default=200, help="transitions per measurement")
     parser.add_argument("--rounds", type=int, default=2, help="measurements per variant (the median is shown)")
@@ -393,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tool} is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
             return 2
     servers = []
-    for server in ("mariadb", "mysql") if args.server == "both" else (args.server,):
+    for server in SERVERS if args.server == "all" else (args.server,):
         try:  # before any counting: a server that cannot be had is said at once, not after the other's minutes
             check(server, args)
             servers.append(server)

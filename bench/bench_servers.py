@@ -1,15 +1,16 @@
-"""The transition benchmark on several servers (MariaDB and MySQL), side by side.
+"""The transition benchmark on several servers (MariaDB 10.11, MariaDB 11.8, MySQL 9.7), side by side.
 
 Runs ``bench_transitions.py`` against each ``--dsn`` in turn (back to back, each with its own
 INSERT+COMMIT ceiling measured in its own run), ``--runs`` times over (the servers
 alternate: run 1 on each, then run 2 on each), and prints one table per run: every approach's
 tx/s, p50 and p99 and its ratio to the ceiling of its own server, with the settings each
-server ran with. ``--write BENCHMARKS.md`` puts the tables between the ``bench-servers``
+server ran with, and for every server after the first its ratio over the first's.
+``--write BENCHMARKS.md`` puts the tables between the ``bench-servers``
 marks; ``--from DIR`` renders the tables of an earlier run's ``--logs DIR`` again without
 measuring. Each server's own table (round trips, errors, targets) goes to a log file
 (``--logs DIR``, default a temporary directory).
 
-    .venv/bin/python bench/bench_servers.py --runs 2 --write BENCHMARKS.md
+    .venv/bin/python bench/bench_servers.py --runs 2 --write BENCHMARKS.md   # the three servers
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ import bench_transitions as bt
 
 HERE = Path(__file__).resolve().parent
 MARKS = ("<!-- bench-servers:start -->", "<!-- bench-servers:end -->")
-DEFAULT_DSNS = ("mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3307/test")
+#: MariaDB 10.11 (the system's), MySQL 9.7 (scripts/mysql-server), MariaDB 11.8 (scripts/mariadb-server)
+DEFAULT_DSNS = (
+    "mysql://root@127.0.0.1:3306/test",
+    "mysql://root@127.0.0.1:3307/test",
+    "mysql://root@127.0.0.1:3308/test",
+)
 
 
 def run_one(dsn: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -72,10 +78,11 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
     head = "| approach | clients | " + " | ".join(
         f"{n} tx/s | vs its ceiling | p50 ms | p99 ms | server CPU us/tx" for n in names
     )
-    two = len(runs) == 2
+    # every server after the first beside it: its ratio to its ceiling over the first server's
+    others = range(1, len(runs))
     lines = [
-        head + (" | vs ceiling, 2nd / 1st |" if two else " |"),
-        "|---|---:|" + "---:|---:|---:|---:|---:|" * len(runs) + ("---:|" if two else ""),
+        head + "".join(f" | vs ceiling, {names[i]} / {names[0]}" for i in others) + " |",
+        "|---|---:|" + "---:|---:|---:|---:|---:|" * len(runs) + "---:|" * len(others),
     ]
     for approach, clients in keys:
         cells, ratios = [], []
@@ -93,8 +100,8 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
                 f"{x['rate']:,.0f}{errors} | {fmt_ratio(ratio)} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} | "
                 + ("n/a" if cpu is None else f"{cpu:,.0f}")
             )
-        both = f" | {ratios[1] / ratios[0]:.2f}x" if two and ratios[0] and ratios[1] else (" | " if two else "")
-        lines.append(f"| {approach} | {clients} | " + " | ".join(cells) + both + " |")
+        against = "".join(f" | {ratios[i] / ratios[0]:.2f}x" if ratios[0] and ratios[i] else " | " for i in others)
+        lines.append(f"| {approach} | {clients} | " + " | ".join(cells) + against + " |")
     settings = "; ".join(
         f"{name(r['server'])}: innodb_flush_log_at_trx_commit={r['server']['flush']}, "
         f"sync_binlog={r['server']['sync_binlog']}, log_bin={r['server']['log_bin']} "
@@ -136,14 +143,14 @@ def table(runs: list[dict[str, Any]], seconds: float) -> str:
                     f"of its own run (load average {r['server']['load']} at its start, "
                     f"{os.cpu_count()} CPUs): its {clients}-client ratios are not meaningful in this run."
                 )
-    if two:
+    for i in others:
         parts = []
         for clients in sorted({k[1] for k in keys}):
-            a, b = by[0].get(("ceiling", clients)), by[1].get(("ceiling", clients))
+            a, b = by[0].get(("ceiling", clients)), by[i].get(("ceiling", clients))
             if a and b and a["rate"]:
                 parts.append(f"{b['rate'] / a['rate']:.2f}x at {clients} client{'s' if clients > 1 else ''}")
         if parts:
-            lines.append(f"{names[1]}'s ceiling against {names[0]}'s: " + ", ".join(parts) + ".")
+            lines.append(f"{names[i]}'s ceiling against {names[0]}'s: " + ", ".join(parts) + ".")
     return "\n".join(lines).rstrip()
 
 

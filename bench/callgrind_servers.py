@@ -3,17 +3,21 @@
 bench_instructions.py counts the instructions a server runs per transition, because CPU time
 moves by ±20% between runs on a shared machine while instruction counts agree within a few
 percent. Counting needs the server itself under ``valgrind --tool=callgrind``, so it cannot
-be the shared server of the tests (3306, 3307): each context manager here starts a fresh
+be the shared server of the tests (3306, 3307, 3308): each context manager here starts a fresh
 one on a free port, with its datadir, socket, pid file and logs in a temporary directory
 that goes when it ends, and durable commits off (fsync is waiting, not instructions), and
-stops only the process it started. MariaDB is the system's mariadbd; MySQL is the private
-9.7 tree of ``scripts/mysql-server``, which must run through that tree's own dynamic loader
-(its glibc is newer than the system's), so valgrind runs the loader as the program and
-mysqld is a library the loader maps into the same process: callgrind counts it all the same.
+stops only the process it started. MariaDB 10.11 is the system's mariadbd; MariaDB 11.8 and
+MySQL 9.7 are the private trees of ``scripts/mariadb-server`` and ``scripts/mysql-server``,
+which must run through their tree's own dynamic loader (its glibc is newer than the
+system's), so valgrind runs the loader as the program and mariadbd or mysqld is a library the
+loader maps into the same process: callgrind counts it all the same. The two MariaDBs differ
+only in how their data directory is made (mariadb-install-db; the tree's system tables piped
+into ``mariadbd --bootstrap``) and the paths a tree names: _callgrind_mariadb is the rest.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -22,7 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pymysql
@@ -30,7 +34,7 @@ import pymysql
 from pyfsm import db
 from pyfsm.db import Settings
 
-MYSQL_SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mysql-server"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 class ServerUnavailable(RuntimeError):
@@ -87,34 +91,74 @@ def check_mariadb(mariadbd: str) -> None:
             raise ServerUnavailable(f"{tool} is not installed (Debian: apt-get install mariadb-server)")
 
 
+#: the files of a MariaDB's share directory that make its system tables, in the order
+#: mariadb-install-db (and scripts/mariadb-server's initialize) feed them to ``--bootstrap``
+MARIADB_SYSTEM_TABLES = (
+    "mariadb_system_tables",
+    "mariadb_performance_tables",
+    "mariadb_system_tables_data",
+    "fill_help_tables",
+    "maria_add_gis_sp_bootstrap",
+    "mariadb_sys_schema",
+)
+
+#: makes a new data directory: (the server's command with its options, the data directory)
+Initialize = Callable[[list[str], Path], None]
+
+
+def _install_db(command: list[str], datadir: Path) -> None:
+    """The system's MariaDB: mariadb-install-db makes the data directory (root without a password)."""
+    subprocess.run(
+        [
+            "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _bootstrap(share: Path, command: list[str], datadir: Path) -> None:
+    """A MariaDB of an unpacked root: its system tables piped into ``mariadbd --bootstrap``, as
+    scripts/mariadb-server's initialize does (mariadb-install-db runs mariadbd by its path, which
+    the machine's older glibc cannot load): root without a password (@auth_root_socket NULL),
+    no test database, the lines naming this host's name left out."""
+    datadir.mkdir()
+    sql = "create database if not exists mysql;\nuse mysql;\nSET @auth_root_socket=NULL;\n"
+    sql += "".join((share / f"{name}.sql").read_text() for name in MARIADB_SYSTEM_TABLES)
+    sql = "\n".join(line for line in sql.splitlines() if "@current_hostname" not in line)
+    bootstrap = ["--bootstrap", "--log-warnings=0", "--enforce-storage-engine=", "--max_allowed_packet=8M"]
+    # without valgrind: seconds, where under valgrind it would take minutes that count nothing
+    done = subprocess.run(
+        [*command, *bootstrap, "--net_buffer_length=16K"], input=sql, capture_output=True, text=True, timeout=600
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"mariadbd --bootstrap failed ({done.returncode}):\n{done.stderr[-2000:]}")
+
+
 @contextmanager
-def callgrind_mariadb(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
-    """A fresh MariaDB under callgrind on a free port; (settings, valgrind's pid, its directory)."""
-    check_mariadb(mariadbd)
+def _callgrind_mariadb(
+    mariadbd: list[str], own_options: list[str], initialize: Initialize, *, start_timeout: float
+) -> Iterator[tuple[Settings, int, Path]]:
+    """What both MariaDBs share: a new data directory made by ``initialize``, then the server
+    (``mariadbd``: its command, the loader's words first for an unpacked root) under callgrind
+    on a free port with durable commits off; ``own_options`` are the paths a root needs."""
     work = Path(tempfile.mkdtemp(prefix="pyfsm_callgrind_"))
     try:
         port = _free_port()
-        subprocess.run(
-            [
-                "mariadb-install-db",
-                "--no-defaults",
-                f"--datadir={work / 'data'}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        extra = ["--user=root"] if os.geteuid() == 0 else []  # mariadbd refuses to run as root without it
-        help_text = subprocess.run(
-            [mariadbd, "--no-defaults", "--verbose", "--help"], capture_output=True, text=True
-        ).stdout
+        # --tmpdir not /tmp: at start the server deletes the #sql* files of its tmpdir, another server's too
+        command = [*mariadbd, "--no-defaults", f"--datadir={work / 'data'}", f"--tmpdir={work}", *own_options]
+        if os.geteuid() == 0:
+            command.append("--user=root")  # mariadbd refuses to run as root without it
+        initialize(command, work / "data")
+        help_text = subprocess.run([*command, "--verbose", "--help"], capture_output=True, text=True).stdout
         if "innodb-buffer-pool-size-max" in help_text:  # its default reserves more address space than valgrind gives
-            extra.append("--innodb-buffer-pool-size-max=256M")
+            command.append("--innodb-buffer-pool-size-max=256M")
         server = [
-            mariadbd,
-            "--no-defaults",
-            f"--datadir={work / 'data'}",
+            *command,
             f"--port={port}",
             f"--socket={work / 'sock'}",
             f"--pid-file={work / 'pid'}",
@@ -122,39 +166,65 @@ def callgrind_mariadb(mariadbd: str) -> Iterator[tuple[Settings, int, Path]]:
             "--innodb-use-native-aio=0",
             "--innodb-buffer-pool-size=128M",
             "--skip-log-bin",
-            *extra,
         ]
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    with _under_callgrind(server, work, port, start_timeout=300) as started:
+    with _under_callgrind(server, work, port, start_timeout=start_timeout) as started:
         yield started
 
 
-def mysql_runner() -> tuple[Path, list[str]]:
-    """The unpacked MySQL root of scripts/mysql-server (fetched on first use, cached after) and the
-    command prefix that runs one of its binaries (the root's loader, --library-path ...)."""
+def callgrind_mariadb(mariadbd: str) -> AbstractContextManager[tuple[Settings, int, Path]]:
+    """A fresh MariaDB (the system's) under callgrind on a free port; (settings, valgrind's pid, its directory)."""
+    check_mariadb(mariadbd)
+    return _callgrind_mariadb([mariadbd], [], _install_db, start_timeout=300)
+
+
+def debian_runner(script: str) -> tuple[Path, list[str]]:
+    """The unpacked root of ``scripts/<script>`` (mysql-server, mariadb-server: fetched on first
+    use, cached after) and the command prefix that runs one of its binaries (the root's loader,
+    --library-path ...)."""
 
     def ask(command: str) -> str:
         try:
             # a first fetch downloads and unpacks a few hundred MB of packages
-            done = subprocess.run([str(MYSQL_SERVER_SCRIPT), command], capture_output=True, text=True, timeout=900)
+            done = subprocess.run([str(SCRIPTS / script), command], capture_output=True, text=True, timeout=900)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise ServerUnavailable(f"scripts/mysql-server {command}: {e}") from None
+            raise ServerUnavailable(f"scripts/{script} {command}: {e}") from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-            raise ServerUnavailable(f"scripts/mysql-server {command} failed: {last}")
+            raise ServerUnavailable(f"scripts/{script} {command} failed: {last}")
         return done.stdout
 
     root = Path(ask("root").strip())
     return root, ask("runner").splitlines()
 
 
+def callgrind_mariadb_root() -> AbstractContextManager[tuple[Settings, int, Path]]:
+    """A fresh MariaDB 11.8 (scripts/mariadb-server's tree) under callgrind on a free port;
+    (settings, valgrind's pid, its directory). Its defaults are 11.8's (innodb_snapshot_isolation
+    on): one client meets no conflict, so they change nothing counted here."""
+    root, runner = debian_runner("mariadb-server")
+    share = root / "usr/share/mariadb"
+    # the tree is not installed where mariadbd looks by default: every path of its own is named, and
+    # the plugin dir is the root's, never the machine's (built for its 10.11)
+    own = [
+        f"--basedir={root / 'usr'}",
+        f"--lc-messages-dir={share}",
+        f"--character-sets-dir={share / 'charsets'}",
+        f"--plugin-dir={root / 'usr/lib/mysql/plugin'}",
+        "--secure-file-priv=",
+    ]
+    mariadbd = [*runner, str(root / "usr/sbin/mariadbd")]
+    # through the loader under valgrind the start is slower: as MySQL's, up to minutes on a loaded machine
+    return _callgrind_mariadb(mariadbd, own, functools.partial(_bootstrap, share), start_timeout=600)
+
+
 @contextmanager
 def callgrind_mysql() -> Iterator[tuple[Settings, int, Path]]:
     """A fresh MySQL 9.7 (scripts/mysql-server's tree) under callgrind on a free port; (settings,
     valgrind's pid, its directory)."""
-    root, runner = mysql_runner()
+    root, runner = debian_runner("mysql-server")
     mysqld = [*runner, str(root / "usr/sbin/mysqld")]
     work = Path(tempfile.mkdtemp(prefix="pyfsm_callgrind_mysql_"))
     try:

@@ -378,13 +378,14 @@ SIGNALLED: dict[int, type[FsmError]] = {
 }
 
 #: What a 1020 adds to the server's message: MariaDB 11.6+ (innodb_snapshot_isolation, on by
-#: default) ends a REPEATABLE READ transaction that writes a row changed after its snapshot,
-#: where other servers wait. pyfsm's own sessions run READ COMMITTED and never meet it; a raw
-#: writer's transaction, whose triggers move the state counters, can (docs/errors.md#deadlock).
+#: default) ends a transaction that writes a row changed after its read view (a REPEATABLE READ
+#: transaction's snapshot, or under READ COMMITTED the read its statement's trigger made
+#: first), where other servers wait. pyfsm's own sessions turn it off; a raw writer's
+#: transaction, whose triggers move the state counters, can meet it (docs/errors.md#deadlock).
 SNAPSHOT_CHANGED_HINT = (
-    "MariaDB snapshot isolation: a REPEATABLE READ transaction wrote a row another transaction "
-    "changed after its snapshot, and was rolled back whole; run the transaction again, or run it "
-    "READ COMMITTED"
+    "MariaDB snapshot isolation: the transaction wrote a row another transaction changed after "
+    "its read view, and was rolled back whole; run the transaction again, or SET SESSION "
+    "innodb_snapshot_isolation = OFF as pyfsm's sessions do"
 )
 
 #: Server and client error numbers that are not pyfsm's own but have a pyfsm meaning.

@@ -1,5 +1,7 @@
 """New connections: session setup, failover between the DSN's servers, creating the database.
 
+* On MariaDB every session also runs with innodb_snapshot_isolation off
+  (:data:`SNAPSHOT_ISOLATION_OFF`), as on 10.11 and MySQL: MariaDB 11.8 turns it on by default.
 * Every session runs in UTC and READ COMMITTED (:data:`SESSION_SETUP`; set explicitly: the
   server default is REPEATABLE READ, whose gap locks deadlock unrelated instances). READ
   COMMITTED still takes InnoDB's duplicate-check locks on the history table's unique indexes,
@@ -48,6 +50,11 @@ SESSION_SETUP = (queries.sql("session_time_zone"), queries.sql("session_read_com
 #: but refuses any other statement with 1047, and a server shutting down refuses it with
 #: 1053; either way the next server of the DSN is tried. Elsewhere it does nothing.
 READY_PROBE = queries.sql("session_ready_probe")
+#: Run after SESSION_SETUP on MariaDB (1193 from one without the variable is ignored): see the
+#: query's comment in sql/queries/connection.sql and docs/servers.md.
+SNAPSHOT_ISOLATION_OFF = queries.sql("session_snapshot_isolation_off")
+#: MariaDB's error for a system variable it does not have.
+UNKNOWN_VARIABLE = 1193
 #: MySQL 8's default sql_mode; MariaDB accepts it too. Routines keep the mode they were
 #: created under, so DDL sessions use this strict one.
 STRICT_SQL_MODE = (
@@ -94,6 +101,16 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
         raise err from cause(err, exc)
 
 
+def snapshot_isolation_off(cur: Any) -> None:
+    """Turn MariaDB's innodb_snapshot_isolation off for the session (:data:`SNAPSHOT_ISOLATION_OFF`);
+    a MariaDB too old to have it has nothing to turn off."""
+    try:
+        cur.execute(SNAPSHOT_ISOLATION_OFF)
+    except pymysql.err.MySQLError as exc:
+        if not (exc.args and exc.args[0] == UNKNOWN_VARIABLE):
+            raise
+
+
 def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.connections.Connection, bool]:
     """A connection to the server ``kwargs`` name, its session set up; and whether it is a
     cluster member's (checked for being the writer: :func:`pyfsm.db.cluster.refuse_unless_writer`).
@@ -107,8 +124,11 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.con
         conn = pymysql.connect(**kwargs)
         try:
             with conn.cursor() as cur:
-                for statement in (*SESSION_SETUP, READY_PROBE):
+                for statement in SESSION_SETUP:
                     cur.execute(statement)
+                if "mariadb" in str(getattr(conn, "server_version", "") or "").lower():
+                    snapshot_isolation_off(cur)
+                cur.execute(READY_PROBE)
                 return conn, settings.galera_writes == "one" and refuse_unless_writer(cur)
         except BaseException as exc:  # the connection died, timed out or was refused right after the handshake
             with suppress(Exception):

@@ -33,10 +33,11 @@ from .marks import CHAIN_DEPTH, mark_server, read_server, read_tried
 #: The server's error numbers that mean the whole transaction was rolled back for meeting
 #: another one, so that making the same call again cannot apply anything twice: a deadlock
 #: (1213, ER_LOCK_DEADLOCK) and, on MariaDB 11.6 and later with innodb_snapshot_isolation on
-#: (11.8's default), a REPEATABLE READ transaction's write or locking read of a row another
-#: transaction changed after its snapshot (1020, ER_CHECKREAD). pyfsm's own sessions and
-#: procedures run READ COMMITTED, which 1020 never meets; a raw writer's transaction, whose
-#: triggers do pyfsm's work in it, may (docs/errors.md#deadlock).
+#: (11.8's default), a write or locking read of a row another transaction changed after the
+#: transaction's read view (1020, ER_CHECKREAD; under READ COMMITTED too, within a statement
+#: whose trigger read first). pyfsm's own sessions turn snapshot isolation off
+#: (connecting.SNAPSHOT_ISOLATION_OFF); a raw writer's transaction, whose triggers do pyfsm's
+#: work in it, may meet it (docs/errors.md#deadlock).
 DEADLOCKS = frozenset({1213, 1020})
 #: The numbers of pyfsm's own errors, the refusals its procedures SIGNAL (pyfsm.errors): the
 #: server sends them as a whole reply, after the procedure's handlers ran.

@@ -2,32 +2,37 @@
 happens then.
 
 Since MariaDB 11.6.2 ``innodb_snapshot_isolation`` is on by default (11.8 is the LTS a current
-distribution installs): a REPEATABLE READ transaction that writes, or reads with a lock, a row
+distribution installs). A REPEATABLE READ transaction that writes, or reads with a lock, a row
 another transaction changed after its snapshot fails with 1020 ("Record has changed since last
-read") and the server rolls the WHOLE transaction back. MariaDB 10.11 and MySQL wait for the
-other transaction and go on from the row's newest version. What each server may answer:
+read") and the server rolls the WHOLE transaction back. So does a READ COMMITTED one, within
+one statement: a statement whose trigger read something (its read view) and then writes a row
+another transaction committed since, as pyfsm's triggers read the rules and then move the
+state counters. MariaDB 10.11 and MySQL wait and go on from the row's newest version. What
+each server may answer:
 
-* pyfsm's own calls: nothing new anywhere. Its sessions and procedures run READ COMMITTED,
-  which 1020 never meets (the issue's soak feeder, create then enqueue, races here).
-* A call of pyfsm's pool whose transaction the server ended with 1020 is made again like a
-  deadlock (up to 3 times in all), and one that still fails raises ``Deadlock`` with errno
-  1020; shown with a procedure that runs REPEATABLE READ on purpose.
-* A raw writer's REPEATABLE READ transaction (an application's UPDATE of ``current_state``,
-  a DBA's session), whose triggers do pyfsm's work inside it: on 11.8, 1020 when another
-  transition moved a state counter row its trigger then moves, and nothing of the
-  transaction is left; on 10.11 and MySQL it goes on. pyfsm cannot retry a transaction it
-  does not own: the writer must run it again, as after a deadlock (docs/errors.md#deadlock),
-  or run READ COMMITTED. Racing raw writers that do so end with every invariant kept.
+* pyfsm's own calls: nothing new anywhere. Its sessions run READ COMMITTED and, on MariaDB,
+  with snapshot isolation off (the issue's soak feeder, create then enqueue, races here).
+* A call of pyfsm's pool whose transaction the server ended with 1020 all the same is made
+  again like a deadlock (up to 3 times in all), and one that still fails raises ``Deadlock``
+  with errno 1020; shown with a procedure that turns snapshot isolation on and runs
+  REPEATABLE READ on purpose.
+* A raw writer (an application's UPDATE of ``current_state``, a DBA's session), whose triggers
+  do pyfsm's work inside its transaction: on 11.8, 1020 when another transition moved a state
+  counter row its trigger then moves, and nothing of the transaction is left; on 10.11 and
+  MySQL it goes on. pyfsm cannot retry a transaction it does not own: the writer must run it
+  again, as after a deadlock, or turn snapshot isolation off for its session
+  (docs/errors.md#deadlock). Racing raw writers that do so end with every invariant kept.
 """
 
 from __future__ import annotations
 
+import threading
 import traceback
 from collections import Counter
 from typing import Any
 
 import pymysql
-from helpers.common import fetch, order_machine
+from helpers.common import fetch, is_mariadb, order_machine
 from helpers.histories import check_invariants
 from helpers.processes import run_processes
 
@@ -45,6 +50,11 @@ def snapshot_isolation(conn: pymysql.connections.Connection) -> bool:
     (MariaDB 11.6+ with innodb_snapshot_isolation, 11.8's default); MySQL has no such variable."""
     rows = fetch(conn, "SHOW GLOBAL VARIABLES LIKE 'innodb_snapshot_isolation'")
     return bool(rows) and rows[0]["Value"] == "ON"
+
+
+def has_snapshot_isolation(conn: pymysql.connections.Connection) -> bool:
+    """Whether the server has the variable at all (MariaDB 10.6.18+, off by default before 11.6.2)."""
+    return bool(fetch(conn, "SHOW GLOBAL VARIABLES LIKE 'innodb_snapshot_isolation'"))
 
 
 def connect(dsn: str, *, isolation: str = "REPEATABLE READ") -> pymysql.connections.Connection:
@@ -66,7 +76,17 @@ def same_shard_keys(store: Store, machine: str, n: int) -> list[str]:
 def test_pyfsm_calls_from_racing_processes_never_meet_1020(dsn: str) -> None:
     """The issue's soak feeder (create, then enqueue) beside senders, every process on its own
     keys of one type (so all of them move the same counter rows), the server's default
-    isolation REPEATABLE READ: every call succeeds on every server."""
+    isolation REPEATABLE READ and, on 11.8, snapshot isolation on: every call succeeds on every
+    server. pyfsm's sessions are READ COMMITTED with snapshot isolation off (on MariaDB)."""
+    database = Database(parse_dsn(dsn), pool_size=1)
+    try:
+        if is_mariadb(dsn):
+            [row] = database.run(
+                "SELECT @@session.innodb_snapshot_isolation AS s", (), retry_connection=True, writes=False
+            )
+            assert row["s"] == 0
+    finally:
+        database.close()
     machine = order_machine()
     with Store(dsn) as store:
         store.define(machine)
@@ -224,7 +244,7 @@ CREATE PROCEDURE snapshot_bump()
 BEGIN
   -- REPEATABLE READ on purpose (pyfsm's own procedures run READ COMMITTED): a snapshot, a
   -- pause in which another call commits a change of the row, then a write of that row
-  DECLARE v_seen BIGINT;
+  DECLARE v_seen BIGINT;{snapshot_isolation_on}
   SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
   START TRANSACTION;
   INSERT INTO snapshot_attempts (connection_id) VALUES (CONNECTION_ID());
@@ -244,8 +264,9 @@ def test_the_pool_makes_a_call_that_met_1020_again_and_raises_deadlock_after_the
     Store call), each call a REPEATABLE READ transaction that reads, pauses and writes. The
     attempts are logged in a MyISAM table, which a rollback does not undo. Every server: the
     row counts exactly the calls that succeeded (none applied twice, none lost); a call that
-    failed raised Deadlock. With snapshot isolation: 1020 came, and the pool made calls
-    again (more attempts than calls)."""
+    failed raised Deadlock. With snapshot isolation (the procedure turns it on where the
+    server has it: MariaDB 10.11 and 11.8): 1020 came, and the pool made calls again (more
+    attempts than calls)."""
     settings = make_database("pyfsm_snap")
     conn = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
     try:
@@ -253,8 +274,11 @@ def test_the_pool_makes_a_call_that_met_1020_again_and_raises_deadlock_after_the
         cur.execute("CREATE TABLE snapshot_box (id INT PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB")
         cur.execute("INSERT INTO snapshot_box VALUES (1, 0)")
         cur.execute("CREATE TABLE snapshot_attempts (connection_id BIGINT NOT NULL) ENGINE=MyISAM")
-        cur.execute(PROCEDURE)
-        isolated = snapshot_isolation(conn)
+        # pyfsm's sessions turn it off: the procedure turns it on again where the server has it
+        # (both MariaDBs; MySQL has no such variable and would refuse the procedure naming it)
+        isolated = has_snapshot_isolation(conn)
+        on = "\n  SET SESSION innodb_snapshot_isolation = ON;" if isolated else ""
+        cur.execute(PROCEDURE.format(snapshot_isolation_on=on))
     finally:
         conn.close()
     reports = run_processes(_bumper, lambda w: (settings.dsn(), w), PROCESSES)
@@ -301,22 +325,68 @@ def _bumper(dsn: str, worker: int, barrier: Any, out: Any) -> None:
     out.put(report)
 
 
-def test_a_raw_writer_in_read_committed_never_meets_1020(dsn: str) -> None:
-    """The other remedy the docs name: the same transaction as the 1020 test above, READ
-    COMMITTED, goes on from the counter row's newest version on every server."""
-    machine = order_machine()
-    with Store(dsn) as store:
-        store.define(machine)
-        mine, theirs = same_shard_keys(store, machine.name, 2)
-        writer = connect(dsn, isolation="READ COMMITTED")
+TRIGGERED = (
+    "CREATE TABLE hot (id INT PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
+    "INSERT INTO hot VALUES (1, 0)",
+    "CREATE TABLE rules (id INT PRIMARY KEY) ENGINE=InnoDB",
+    "INSERT INTO rules VALUES (1)",
+    "CREATE TABLE moved (id INT PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
+    "INSERT INTO moved VALUES (1, 0)",
+    # pyfsm's triggers' shape: read something (the statement's read view), then move a row that
+    # other transactions move too (a state counter); the pause lets one of them commit between
+    """CREATE TRIGGER moved_bu BEFORE UPDATE ON moved FOR EACH ROW BEGIN
+         DECLARE v_rules INT;
+         SELECT COUNT(*) INTO v_rules FROM rules;
+         DO SLEEP(0.6);
+         UPDATE hot SET n = n + 1 WHERE id = 1;
+       END""",
+)
+
+
+def test_one_read_committed_statement_meets_1020_and_pyfsms_sessions_do_not(make_database: Any) -> None:
+    """On MariaDB 11.8 READ COMMITTED is no shelter: one statement whose trigger read something
+    and then writes a row another transaction committed since fails with 1020, rolled back
+    whole. pyfsm's sessions turn innodb_snapshot_isolation off (on MariaDB), and so does a
+    session that sets it: both go on, as every statement does on 10.11 and MySQL."""
+    settings = make_database("pyfsm_snap")
+    conn = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
+    try:
+        for statement in TRIGGERED:
+            conn.cursor().execute(statement)
+        isolated = snapshot_isolation(conn)
+    finally:
+        conn.close()
+    update = "UPDATE moved SET n = n + 1 WHERE id = 1"
+
+    def race(run: Any) -> int | None:
+        """Run ``update`` with ``run`` while another connection moves the hot row mid-statement."""
+        other = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
         try:
-            cur = writer.cursor()
-            cur.execute("START TRANSACTION")
-            cur.execute(f"SELECT COUNT(*) FROM `fsm_{machine.name}`")
-            store.send(machine.name, theirs, "pay")
-            cur.execute(f"UPDATE `fsm_{machine.name}` SET current_state = 'paid' WHERE instance_key = %s", (mine,))
-            cur.execute("COMMIT")
+            timer = threading.Timer(0.2, lambda: other.cursor().execute("UPDATE hot SET n = n + 100 WHERE id = 1"))
+            timer.start()
+            try:
+                run(update)
+                return None
+            except (pymysql.err.OperationalError, Deadlock) as exc:
+                return int(exc.errno if isinstance(exc, Deadlock) else exc.args[0])
+            finally:
+                timer.join()
         finally:
-            writer.close()
-        assert store.get(machine.name, mine).state == "paid"
-    check_invariants(parse_dsn(dsn), machine)
+            other.close()
+
+    raw = connect(settings.dsn(), isolation="READ COMMITTED")
+    pool = Database(settings, pool_size=1)
+    try:
+        met_raw = race(raw.cursor().execute)
+        met_pool = race(lambda sql: pool.run(sql, (), retry_connection=False, writes=True))
+        if isolated:
+            raw.cursor().execute("SET SESSION innodb_snapshot_isolation = OFF")
+        met_raw_off = race(raw.cursor().execute)
+    finally:
+        raw.close()
+        pool.close()
+    assert (met_raw, met_pool, met_raw_off) == ((SNAPSHOT_CHANGED if isolated else None), None, None)
+    [moved] = fetch_rows(settings, "SELECT n FROM moved WHERE id = 1")
+    [hot] = fetch_rows(settings, "SELECT n FROM hot WHERE id = 1")
+    applied = 2 if isolated else 3  # the statement that met 1020 left nothing, its trigger's move neither
+    assert (moved, hot) == (applied, applied + 300)

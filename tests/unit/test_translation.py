@@ -82,7 +82,7 @@ def test_a_snapshot_conflict_is_a_deadlock_that_says_why_and_what_to_do() -> Non
     err = translation.translate(driver(1020, text))
     assert isinstance(err, errors.Deadlock) and err.errno == 1020 and err.retryable
     assert str(err) == f"{text} ({errors.SNAPSHOT_CHANGED_HINT})"
-    assert "READ COMMITTED" in str(err) and "rolled back whole" in str(err)
+    assert "innodb_snapshot_isolation = OFF" in str(err) and "rolled back whole" in str(err)
     assert not translation.keeps_connection(err) and translation.is_server_error(driver(1020))
     # translated twice (a retried call's error made again): the hint once
     assert str(errors.error_for(1020, str(err))).count(errors.SNAPSHOT_CHANGED_HINT) == 1
