@@ -35,7 +35,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0025"
+HEAD_REVISION = "0026"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"

@@ -26,6 +26,7 @@ each server may answer:
 
 from __future__ import annotations
 
+import json
 import threading
 import traceback
 from collections import Counter
@@ -346,8 +347,9 @@ TRIGGERED = (
 def test_one_read_committed_statement_meets_1020_and_pyfsms_sessions_do_not(make_database: Any) -> None:
     """On MariaDB 11.8 READ COMMITTED is no shelter: one statement whose trigger read something
     and then writes a row another transaction committed since fails with 1020, rolled back
-    whole. pyfsm's sessions turn innodb_snapshot_isolation off (on MariaDB), and so does a
-    session that sets it: both go on, as every statement does on 10.11 and MySQL."""
+    whole. pyfsm's sessions turn innodb_snapshot_isolation off (on MariaDB), so does
+    fsm_begin_v1 for a DBA's session that calls one of pyfsm's procedures, and so does a
+    session that sets it: all go on, as every statement does on 10.11 and MySQL."""
     settings = make_database("pyfsm_snap")
     conn = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
     try:
@@ -374,19 +376,90 @@ def test_one_read_committed_statement_meets_1020_and_pyfsms_sessions_do_not(make
         finally:
             other.close()
 
+    # the same statement in a transaction begun by pyfsm's fsm_begin_v1, as every procedure of
+    # pyfsm that commits on its own begins one (revision 0026)
+    with Store(settings.dsn()) as store:
+        store.migrate()
+    conn = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
+    try:
+        conn.cursor().execute(
+            f"CREATE PROCEDURE moved_by_a_procedure() BEGIN CALL fsm_begin_v1(); {update}; COMMIT; END"
+        )
+    finally:
+        conn.close()
+
     raw = connect(settings.dsn(), isolation="READ COMMITTED")
+    dba = connect(settings.dsn())
     pool = Database(settings, pool_size=1)
     try:
+        if isolated:
+            dba.cursor().execute("SET SESSION innodb_snapshot_isolation = ON")
         met_raw = race(raw.cursor().execute)
         met_pool = race(lambda sql: pool.run(sql, (), retry_connection=False, writes=True))
+        met_procedure = race(lambda _sql: dba.cursor().execute("CALL moved_by_a_procedure()"))
         if isolated:
+            assert fetch(dba, "SELECT @@session.innodb_snapshot_isolation AS s")[0]["s"] == 0
             raw.cursor().execute("SET SESSION innodb_snapshot_isolation = OFF")
         met_raw_off = race(raw.cursor().execute)
     finally:
         raw.close()
+        dba.close()
         pool.close()
-    assert (met_raw, met_pool, met_raw_off) == ((SNAPSHOT_CHANGED if isolated else None), None, None)
+    met = (met_raw, met_pool, met_procedure, met_raw_off)
+    assert met == ((SNAPSHOT_CHANGED if isolated else None), None, None, None)
     [moved] = fetch_rows(settings, "SELECT n FROM moved WHERE id = 1")
     [hot] = fetch_rows(settings, "SELECT n FROM hot WHERE id = 1")
-    applied = 2 if isolated else 3  # the statement that met 1020 left nothing, its trigger's move neither
-    assert (moved, hot) == (applied, applied + 300)
+    applied = 3 if isolated else 4  # the statement that met 1020 left nothing, its trigger's move neither
+    assert (moved, hot) == (applied, applied + 400)
+
+
+def test_a_dbas_batches_from_sessions_with_snapshot_isolation_on_apply_every_item(dsn: str) -> None:
+    """DBAs' sessions with snapshot isolation on (where the server has it) call
+    fsm_{type}_send_many_v3 from racing processes, batches of one type's keys (so they move the
+    same counter rows). fsm_begin_v1 turns the check off for the calling session (revision
+    0026), so no 1020 reaches a batch, whose in-batch handling ends it on 1213 and 1205 only:
+    every item applied once (or the whole call refused with 1213 and made again), every
+    invariant kept, and the session's check off afterwards on MariaDB."""
+    machine = order_machine()
+    with Store(dsn) as store:
+        store.define(machine)
+        for w in range(PROCESSES):
+            for i in range(20):
+                store.create(machine, f"w{w}-{i}")
+        reports = run_processes(_dba_batches, lambda w: (dsn, machine.name, w), PROCESSES)
+        assert {r["snapshot_isolation_after"] for r in reports} <= {0, None}
+        refused = Counter(e for r in reports for e in r["refused_items"])
+        assert refused == Counter(), refused
+        print(f"whole calls refused and made again: {dict(Counter(e for r in reports for e in r['calls_refused']))}")
+        assert store.counts(machine) == {"shipped": PROCESSES * 20}
+    rows = check_invariants(parse_dsn(dsn), machine)
+    assert {len(history) for history in rows.values()} == {3}
+
+
+def _dba_batches(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
+    report: dict[str, Any] = {"refused_items": [], "calls_refused": [], "snapshot_isolation_after": None, "error": None}
+    try:
+        conn = connect(dsn)
+        has = has_snapshot_isolation(conn)
+        if has:
+            conn.cursor().execute("SET SESSION innodb_snapshot_isolation = ON")
+        barrier.wait(timeout=60)
+        for event in ("pay", "ship"):
+            items = [{"key": f"w{worker}-{i}", "event": event} for i in range(20)]
+            for _attempt in range(20):
+                try:
+                    rows = fetch(conn, f"CALL `fsm_{machine}_send_many_v3`(%s)", (json.dumps(items),))
+                    break
+                except pymysql.err.OperationalError as exc:
+                    if exc.args[0] != DEADLOCK:  # the whole call rolled back: made again
+                        raise
+                    report["calls_refused"].append(exc.args[0])
+            else:
+                raise AssertionError(f"{worker} {event}: 20 calls refused")
+            report["refused_items"] += [r["errno"] for r in rows if r["errno"] is not None]
+        if has:
+            report["snapshot_isolation_after"] = fetch(conn, "SELECT @@session.innodb_snapshot_isolation AS s")[0]["s"]
+        conn.close()
+    except Exception:
+        report["error"] = traceback.format_exc()
+    out.put(report)
