@@ -11,13 +11,13 @@ MySQL 9.7 are the private trees of ``scripts/mariadb-server`` and ``scripts/mysq
 which must run through their tree's own dynamic loader (its glibc is newer than the
 system's), so valgrind runs the loader as the program and mariadbd or mysqld is a library the
 loader maps into the same process: callgrind counts it all the same. The two MariaDBs differ
-only in how their data directory is made (mariadb-install-db; the tree's system tables piped
-into ``mariadbd --bootstrap``) and the paths a tree names: _callgrind_mariadb is the rest.
+only in how their data directory is made and the command that runs them (mariadb-install-db
+and the system's mariadbd; ``scripts/mariadb-server init`` and ``command``, which know the
+tree): _callgrind_mariadb is the rest.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import shutil
@@ -91,22 +91,7 @@ def check_mariadb(mariadbd: str) -> None:
             raise ServerUnavailable(f"{tool} is not installed (Debian: apt-get install mariadb-server)")
 
 
-#: the files of a MariaDB's share directory that make its system tables, in the order
-#: mariadb-install-db (and scripts/mariadb-server's initialize) feed them to ``--bootstrap``
-MARIADB_SYSTEM_TABLES = (
-    "mariadb_system_tables",
-    "mariadb_performance_tables",
-    "mariadb_system_tables_data",
-    "fill_help_tables",
-    "maria_add_gis_sp_bootstrap",
-    "mariadb_sys_schema",
-)
-
-#: makes a new data directory: (the server's command with its options, the data directory)
-Initialize = Callable[[list[str], Path], None]
-
-
-def _install_db(command: list[str], datadir: Path) -> None:
+def _install_db(datadir: Path) -> None:
     """The system's MariaDB: mariadb-install-db makes the data directory (root without a password)."""
     subprocess.run(
         [
@@ -121,39 +106,20 @@ def _install_db(command: list[str], datadir: Path) -> None:
     )
 
 
-def _bootstrap(share: Path, command: list[str], datadir: Path) -> None:
-    """A MariaDB of an unpacked root: its system tables piped into ``mariadbd --bootstrap``, as
-    scripts/mariadb-server's initialize does (mariadb-install-db runs mariadbd by its path, which
-    the machine's older glibc cannot load): root without a password (@auth_root_socket NULL),
-    no test database, the lines naming this host's name left out."""
-    datadir.mkdir()
-    sql = "create database if not exists mysql;\nuse mysql;\nSET @auth_root_socket=NULL;\n"
-    sql += "".join((share / f"{name}.sql").read_text() for name in MARIADB_SYSTEM_TABLES)
-    sql = "\n".join(line for line in sql.splitlines() if "@current_hostname" not in line)
-    bootstrap = ["--bootstrap", "--log-warnings=0", "--enforce-storage-engine=", "--max_allowed_packet=8M"]
-    # without valgrind: seconds, where under valgrind it would take minutes that count nothing
-    done = subprocess.run(
-        [*command, *bootstrap, "--net_buffer_length=16K"], input=sql, capture_output=True, text=True, timeout=600
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"mariadbd --bootstrap failed ({done.returncode}):\n{done.stderr[-2000:]}")
-
-
 @contextmanager
 def _callgrind_mariadb(
-    mariadbd: list[str], own_options: list[str], initialize: Initialize, *, start_timeout: float
+    command_for: Callable[[Path], list[str]], initialize: Callable[[Path], None], *, start_timeout: float
 ) -> Iterator[tuple[Settings, int, Path]]:
     """What both MariaDBs share: a new data directory made by ``initialize``, then the server
-    (``mariadbd``: its command, the loader's words first for an unpacked root) under callgrind
-    on a free port with durable commits off; ``own_options`` are the paths a root needs."""
+    (``command_for(datadir)``: its command and options, the loader's words first for an
+    unpacked root) under callgrind on a free port with durable commits off."""
     work = Path(tempfile.mkdtemp(prefix="pyfsm_callgrind_"))
     try:
         port = _free_port()
+        # without valgrind: seconds, where under valgrind it would take minutes that count nothing
+        initialize(work / "data")
         # --tmpdir not /tmp: at start the server deletes the #sql* files of its tmpdir, another server's too
-        command = [*mariadbd, "--no-defaults", f"--datadir={work / 'data'}", f"--tmpdir={work}", *own_options]
-        if os.geteuid() == 0:
-            command.append("--user=root")  # mariadbd refuses to run as root without it
-        initialize(command, work / "data")
+        command = [*command_for(work / "data"), f"--tmpdir={work}"]
         help_text = subprocess.run([*command, "--verbose", "--help"], capture_output=True, text=True).stdout
         if "innodb-buffer-pool-size-max" in help_text:  # its default reserves more address space than valgrind gives
             command.append("--innodb-buffer-pool-size-max=256M")
@@ -177,7 +143,11 @@ def _callgrind_mariadb(
 def callgrind_mariadb(mariadbd: str) -> AbstractContextManager[tuple[Settings, int, Path]]:
     """A fresh MariaDB (the system's) under callgrind on a free port; (settings, valgrind's pid, its directory)."""
     check_mariadb(mariadbd)
-    return _callgrind_mariadb([mariadbd], [], _install_db, start_timeout=300)
+    # mariadbd refuses to run as root without --user
+    user = ["--user=root"] if os.geteuid() == 0 else []
+    return _callgrind_mariadb(
+        lambda datadir: [mariadbd, "--no-defaults", f"--datadir={datadir}", *user], _install_db, start_timeout=300
+    )
 
 
 def debian_runner(script: str) -> tuple[Path, list[str]]:
@@ -203,21 +173,24 @@ def debian_runner(script: str) -> tuple[Path, list[str]]:
 def callgrind_mariadb_root() -> AbstractContextManager[tuple[Settings, int, Path]]:
     """A fresh MariaDB 11.8 (scripts/mariadb-server's tree) under callgrind on a free port;
     (settings, valgrind's pid, its directory). Its defaults are 11.8's (innodb_snapshot_isolation
-    on): one client meets no conflict, so they change nothing counted here."""
-    root, runner = debian_runner("mariadb-server")
-    share = root / "usr/share/mariadb"
-    # the tree is not installed where mariadbd looks by default: every path of its own is named, and
-    # the plugin dir is the root's, never the machine's (built for its 10.11)
-    own = [
-        f"--basedir={root / 'usr'}",
-        f"--lc-messages-dir={share}",
-        f"--character-sets-dir={share / 'charsets'}",
-        f"--plugin-dir={root / 'usr/lib/mysql/plugin'}",
-        "--secure-file-priv=",
-    ]
-    mariadbd = [*runner, str(root / "usr/sbin/mariadbd")]
+    on): one client meets no conflict, so they change nothing counted here. The script makes the
+    data directory and names the command (the tree's loader, mariadbd, the root's paths), as
+    it does for its own server."""
+    debian_runner("mariadb-server")  # fetched on first use; ServerUnavailable when it cannot be
+
+    def script(command: str, datadir: Path) -> str:
+        done = subprocess.run(
+            [str(SCRIPTS / "mariadb-server"), command, str(datadir)], capture_output=True, text=True, timeout=600
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/mariadb-server {command} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        return done.stdout
+
+    def init(datadir: Path) -> None:
+        script("init", datadir)
+
     # through the loader under valgrind the start is slower: as MySQL's, up to minutes on a loaded machine
-    return _callgrind_mariadb(mariadbd, own, functools.partial(_bootstrap, share), start_timeout=600)
+    return _callgrind_mariadb(lambda datadir: script("command", datadir).splitlines(), init, start_timeout=600)
 
 
 @contextmanager

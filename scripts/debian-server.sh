@@ -229,6 +229,17 @@ do_status() {
   return 3
 }
 
+# `command DIR`: the server's command for a data directory of the caller's (the loader, the
+# binary and its options that name the root's paths), one word a line: for a server run under
+# valgrind by bench/callgrind_servers.py. `init DIR`: make a new data directory there.
+do_command() { DATA=$1; server_command; printf '%s\n' "$LOADER" --library-path "$LIBPATH" "$ROOT${SERVER[0]}" "${SERVER[@]:1}"; }
+do_init() {
+  DATA=$1
+  [ -e "$DATA" ] && die "$DATA exists: init makes a new data directory"
+  server_command
+  initialize >&2 || die "initialising $DATA failed"
+}
+
 main() {
   local cmd=${1:-start}; shift || true
   case "$cmd" in
@@ -239,7 +250,10 @@ main() {
     dsn)    echo "$DSN" ;;
     root)   do_fetch; echo "$ROOT" ;;
     runner) do_fetch; printf '%s\n' "$LOADER" --library-path "$LIBPATH" ;;
+    command|init)
+      [ $# -eq 1 ] && [[ $1 == /* ]] || die "$cmd needs the data directory's absolute path"
+      do_fetch; "do_$cmd" "$1" ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (start, stop, status, fetch, dsn, root, runner)" ;;
+    *) die "unknown command '$cmd' (start, stop, status, fetch, dsn, root, runner, command, init)" ;;
   esac
 }

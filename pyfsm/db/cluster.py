@@ -16,6 +16,7 @@ import pymysql
 
 from ..errors import NotWriterNode
 from . import queries
+from .driver import is_mariadb
 from .marks import mark_cluster, read_cluster
 
 #: Run on a new connection to a server whose greeting does not say MariaDB (MySQL and its
@@ -59,7 +60,7 @@ def refuse_unless_writer(cur: Any) -> bool:
     :func:`is_writer`.
     """
     conn = cur.connection
-    if "mariadb" in str(getattr(conn, "server_version", "") or "").lower():
+    if is_mariadb(conn):
         cur.execute(queries.sql("cluster_mariadb_wsrep"))
     else:
         cur.execute(MYSQL_CLUSTER_VARIABLES)

@@ -33,6 +33,7 @@ import pymysql
 from ..errors import AccessDenied, DatabaseUnavailable, InvalidArgument, UnknownDatabase
 from . import queries
 from .cluster import refuse_unless_writer
+from .driver import is_mariadb
 from .hosts import where
 from .marks import mark_named, mark_tried, mark_used, mark_writer_checked, read_named, read_server, read_tried
 from .settings import Settings
@@ -126,7 +127,7 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.con
             with conn.cursor() as cur:
                 for statement in SESSION_SETUP:
                     cur.execute(statement)
-                if "mariadb" in str(getattr(conn, "server_version", "") or "").lower():
+                if is_mariadb(conn):
                     snapshot_isolation_off(cur)
                 cur.execute(READY_PROBE)
                 return conn, settings.galera_writes == "one" and refuse_unless_writer(cur)

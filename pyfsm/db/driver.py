@@ -12,6 +12,11 @@ from contextlib import contextmanager
 from typing import Any
 
 
+def is_mariadb(conn: Any) -> bool:
+    """Whether a PyMySQL connection's server is MariaDB (its handshake's version string says so)."""
+    return "mariadb" in str(getattr(conn, "server_version", "") or "").lower()
+
+
 def raw_connection(pooled: Any) -> Any:
     """The PyMySQL connection inside DBUtils' wrappers (or the connection itself, unpooled).
 

@@ -23,9 +23,11 @@ SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED
 -- as pyfsm's triggers do with the state counters; pyfsm's procedures handle 1213 and 1205
 -- inside their batches, not 1020. pyfsm's guarantees rest on row locks, not on that check.
 -- A MariaDB without the variable (before 10.6.18) refuses it with 1193, which is ignored.
+-- @pyfsm_snapshot_isolation_off is fsm_begin_v1's note that the session has it off: set in the
+-- same statement, so that the procedures do not turn it off a second time.
 -- Parameters: none.
 -- Used by: db.connecting (SNAPSHOT_ISOLATION_OFF).
-SET SESSION innodb_snapshot_isolation = OFF
+SET SESSION innodb_snapshot_isolation = OFF, @pyfsm_snapshot_isolation_off = 1
 
 -- name: session_ready_probe
 -- Run after the setup: a Galera node that is not ready (joining, or cut off from the primary

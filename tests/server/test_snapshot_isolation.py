@@ -36,6 +36,7 @@ import pymysql
 from helpers.common import fetch, is_mariadb, order_machine
 from helpers.histories import check_invariants
 from helpers.processes import run_processes
+from helpers.relay import query
 
 from pyfsm import Deadlock, Store, retry
 from pyfsm.db import Database, parse_dsn
@@ -285,8 +286,8 @@ def test_the_pool_makes_a_call_that_met_1020_again_and_raises_deadlock_after_the
     reports = run_processes(_bumper, lambda w: (settings.dsn(), w), PROCESSES)
     succeeded = sum(r["succeeded"] for r in reports)
     failed = Counter(e for r in reports for e in r["failed"])
-    [box] = fetch_rows(settings, "SELECT n FROM snapshot_box WHERE id = 1")
-    [attempts] = fetch_rows(settings, "SELECT COUNT(*) FROM snapshot_attempts")
+    [box] = [r["n"] for r in query(settings, "SELECT n FROM snapshot_box WHERE id = 1")]
+    [attempts] = [r["n"] for r in query(settings, "SELECT COUNT(*) AS n FROM snapshot_attempts")]
     print(f"calls {PROCESSES * 20}: succeeded {succeeded}, failed {dict(failed)}, attempts {attempts}")
     assert box == succeeded and succeeded + sum(failed.values()) == PROCESSES * 20
     if isolated:
@@ -296,16 +297,6 @@ def test_the_pool_makes_a_call_that_met_1020_again_and_raises_deadlock_after_the
         assert attempts >= succeeded + 3 * sum(failed.values())
     else:
         assert set(failed) <= {DEADLOCK}, failed
-
-
-def fetch_rows(settings: Any, sql: str) -> list[Any]:
-    conn = pymysql.connect(**settings.connect_kwargs())
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return [row[0] for row in cur.fetchall()]
-    finally:
-        conn.close()
 
 
 def _bumper(dsn: str, worker: int, barrier: Any, out: Any) -> None:
@@ -407,8 +398,8 @@ def test_one_read_committed_statement_meets_1020_and_pyfsms_sessions_do_not(make
         pool.close()
     met = (met_raw, met_pool, met_procedure, met_raw_off)
     assert met == ((SNAPSHOT_CHANGED if isolated else None), None, None, None)
-    [moved] = fetch_rows(settings, "SELECT n FROM moved WHERE id = 1")
-    [hot] = fetch_rows(settings, "SELECT n FROM hot WHERE id = 1")
+    [moved] = [r["n"] for r in query(settings, "SELECT n FROM moved WHERE id = 1")]
+    [hot] = [r["n"] for r in query(settings, "SELECT n FROM hot WHERE id = 1")]
     applied = 3 if isolated else 4  # the statement that met 1020 left nothing, its trigger's move neither
     assert (moved, hot) == (applied, applied + 400)
 
