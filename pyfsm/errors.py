@@ -279,6 +279,67 @@ class GuardRefused(TransitionNotAllowed):
     errno = 31032
 
 
+# --- machines on the application's own tables (docs/own-tables.md) -------------------------
+
+
+class AttachedRowMissing(FsmError):
+    """An instance of a type attached to a table of the application's has no row there: a
+    Store.send or create for a key the table lacks (an attached type's instances are created
+    by inserting rows into the table), or a transition of an instance whose row was deleted
+    (on_delete 'allow'). Nothing was written."""
+
+    errno = 31033
+
+
+class TableUnsupported(FsmError):
+    """The table cannot carry a machine: it is not an InnoDB base table of pyfsm's database (a
+    view, a temporary or system-versioned table, another engine, another database, one of
+    pyfsm's own), or its name is empty or too long; the message says which. Nothing changed."""
+
+    errno = 31034
+
+
+class KeyUnsupported(FsmError):
+    """The key column cannot identify instances: missing, generated, nullable, not the primary
+    key or a unique key of that one column (composite keys are not supported), or of a type
+    other than an integer, a string of at most 191 characters or a binary id of at most 95
+    bytes. Nothing changed."""
+
+    errno = 31035
+
+
+class StateColumnUnsupported(FsmError):
+    """The state column cannot hold the machine's states: missing, the key, generated, not
+    CHAR, VARCHAR or ENUM, too short for a state, or an ENUM lacking states (named). Nothing
+    changed."""
+
+    errno = 31036
+
+
+class TriggerNameTaken(FsmError):
+    """A trigger pyfsm did not install already has a name the attached type's triggers need
+    (named). Nothing changed: rename or drop that trigger, or attach under another type name."""
+
+    errno = 31037
+
+
+class UnknownStateValue(InvalidArgument):
+    """A row of an attached table is in a state its machine does not have (NULL included): it
+    cannot be adopted, nor change state, until its value is one of the machine's. The dry run
+    lists such values (Store.attach_plan, `pyfsm attach --dry-run`). A subclass of
+    InvalidArgument."""
+
+    errno = 31038
+
+
+class AttachmentConflict(FsmError):
+    """The attachment asked for clashes with one that exists: the type is (or was) attached to
+    another table or column, another type holds that state column, or the type already has
+    instances of its own. Nothing changed."""
+
+    errno = 31039
+
+
 class AccessDenied(FsmError):
     """The account lacks a right the call needs (errno is the server's: 1142 table, 1370 routine, ...).
 
@@ -374,6 +435,13 @@ SIGNALLED: dict[int, type[FsmError]] = {
         UpgradeRefused,
         SyncNeeded,
         GuardRefused,
+        AttachedRowMissing,
+        TableUnsupported,
+        KeyUnsupported,
+        StateColumnUnsupported,
+        TriggerNameTaken,
+        UnknownStateValue,
+        AttachmentConflict,
     )
 }
 
@@ -482,6 +550,36 @@ TRANSIENT = frozenset(
         6141,
     }
 )
+
+
+def from_database_error(exc: BaseException) -> FsmError | None:
+    """pyfsm's exception for an error a database layer of the application's raised, or None.
+
+    A write to an attached table that the machine refuses reaches the application as its
+    driver's error, wrapped by its ORM: Django's ``django.db.utils.OperationalError`` (the
+    PyMySQL error in ``__cause__`` and the same ``args``), SQLAlchemy's
+    ``sqlalchemy.exc.OperationalError`` (in ``.orig``). This looks through those wrappers for
+    the error number and turns it into pyfsm's class (``TransitionNotAllowed`` for 31005, ...)
+    by the number alone, as pyfsm does with its own calls::
+
+        try:
+            order.save()
+        except django.db.utils.OperationalError as exc:
+            err = pyfsm.from_database_error(exc)
+            if isinstance(err, pyfsm.TransitionNotAllowed):
+                ...
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, FsmError):
+            return current
+        translated = from_mysql_error(current)
+        if translated is not None:
+            return translated
+        current = getattr(current, "orig", None) or current.__cause__ or current.__context__
+    return None
 
 
 def from_mysql_error(

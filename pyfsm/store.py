@@ -18,7 +18,9 @@ from typing import Any
 
 import pymysql
 
+from . import attach as attaching
 from . import bulk, db, timers, versions
+from .attach import AdoptionReport, Attachment, AttachPlan
 from .checks import check_after, check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .definition import Machine
 from .errors import (
@@ -64,6 +66,7 @@ from .models import (
     TypeStats,
     allowed_events,
 )
+from .schema import attached as attached_schema
 from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
@@ -194,6 +197,9 @@ class Store:
         conn = db.connect(self.settings)
         try:
             schema.install_machine_objects(conn, name)
+            recorded = attached_schema.recorded(conn, name)
+            if recorded is not None:  # a DBA's fsm_attach_v1: its triggers are created here
+                attached_schema.install(conn, recorded)
         except pymysql.err.MySQLError as exc:
             err = db.translate(exc)
             if isinstance(err, AccessDenied):
@@ -735,6 +741,53 @@ class Store:
         return versions.run(
             self.gateway, machine, to_version=to_version, states=states, only=only, batch=batch, progress=progress
         )
+
+    # -- machines on the application's own tables (pyfsm/attach.py, docs/own-tables.md) ----
+
+    def attach(
+        self, machine: str | Machine, *, table: str, key: str, state: str, on_delete: str = "refuse"
+    ) -> Attachment:
+        """Put the rows of the application's ``table`` under ``machine`` (a defined type with no
+        instances of its own): ``key`` is its primary key or a NOT NULL unique key of one
+        column, ``state`` the column holding each row's state. From then on every write of that
+        column, by any writer, is checked by the machine's rules and recorded in its history;
+        a new row is a new instance (a NULL state: the first start state); ``on_delete``
+        'refuse' keeps rows under the machine from being deleted ('allow': the row goes, its
+        history stays). Refused with a numbered error naming the problem (TableUnsupported,
+        KeyUnsupported, StateColumnUnsupported, TriggerNameTaken, AttachmentConflict) and
+        nothing changed. Attaching again with the same table and columns changes nothing.
+        Existing rows are adopted by :meth:`adopt`. Needs the schema owner's rights."""
+        return attaching.attach(self.gateway, lambda: db.connect(self.settings), machine, table, key, state, on_delete)
+
+    def attach_plan(
+        self, machine: str | Machine, *, table: str, key: str, state: str, on_delete: str = "refuse"
+    ) -> AttachPlan:
+        """The dry run of :meth:`attach`: the same checks, and the table's rows per state value
+        with the values that are no state of the machine (``plan.unknown``). Writes nothing."""
+        return attaching.plan(self.gateway, machine, table, key, state, on_delete)
+
+    def adopt(
+        self,
+        machine: str | Machine,
+        *,
+        batch: int = attaching.DEFAULT_BATCH,
+        progress: Callable[[AdoptionReport], None] | None = None,
+    ) -> AdoptionReport:
+        """Give every existing row of an attached table its instance, in the state it is in, with
+        a first history row (source 'adopt'), ``batch`` rows per transaction while the
+        application goes on writing. Rows in a state the machine lacks are counted
+        (``report.unknown``) and left alone. A run stopped at any moment is finished by running
+        it again."""
+        return attaching.adopt(self.gateway, machine, batch=batch, progress=progress)
+
+    def detach(self, machine: str | Machine) -> Attachment | None:
+        """Remove the machine's triggers from its attached table. The rows, the instances and
+        their history stay; attaching again later continues the history."""
+        return attaching.detach(self.gateway, lambda: db.connect(self.settings), machine)
+
+    def attachment(self, machine: str | Machine) -> Attachment | None:
+        """The table ``machine`` is attached to, as recorded (None: the type owns its table)."""
+        return attaching.attachment(self.gateway, machine)
 
     def version_counts(self, machine: str | Machine) -> list[VersionCount]:
         """How many instances each definition version of ``machine`` holds (the current one

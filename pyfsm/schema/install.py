@@ -35,7 +35,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0026"
+HEAD_REVISION = "0027"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
@@ -139,6 +139,7 @@ CURRENT_OBJECTS = (
     "tables/fsm_operator_log.sql",
     "tables/fsm_timers.sql",
     "tables/fsm_timer_log.sql",
+    "tables/fsm_attachments.sql",
     "triggers/fsm_definitions_bi_v1.sql",
     "functions/fsm_valid_name_v1.sql",
     "functions/fsm_reserved_name_v1.sql",  # the deprecated fsm_define_v5's
@@ -149,6 +150,7 @@ CURRENT_OBJECTS = (
     "functions/fsm_valid_utf8_v1.sql",
     "functions/fsm_instances_in_state_sql_v1.sql",
     "functions/fsm_account_history_sql_v1.sql",
+    "functions/fsm_quote_name_v1.sql",
     "views/fsm_held_locks_v1.sql",
     "views/fsm_v_state_counts.sql",
     "views/fsm_v_definitions.sql",
@@ -221,6 +223,8 @@ CURRENT_OBJECTS = (
     "procedures/fsm_operator_action_v3.sql",
     "procedures/fsm_operator_outcome_v1.sql",
     "procedures/fsm_schema_version_v1.sql",
+    # machines on the application's own tables
+    "procedures/fsm_attach_v1.sql",
 )
 
 #: The per-type objects of the current schema (files in sql/machine), in creation order. Each

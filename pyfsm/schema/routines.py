@@ -145,6 +145,11 @@ UPGRADE = _r("fsm_{type}_upgrade_v1", "p_to_version", "p_map", "p_only", "p_afte
 UPGRADE_PLAN = _r("fsm_{type}_upgrade_plan_v1", "p_to_version", "p_map", "p_only")
 VERSION_COUNTS = _r("fsm_instances_per_version_v1", "p_machine")
 
+# -- machines on the application's own tables ---------------------------------------------------------
+ATTACH = _r("fsm_attach_v1", "p_machine", "p_table", "p_key", "p_state", "p_on_delete", "p_dry_run")
+#: created for an attached type only (pyfsm.schema.attached), not with the type's other objects
+ADOPT = _r("fsm_{type}_adopt_v1", "p_after", "p_limit")
+
 # -- reads across types and reporting ---------------------------------------------------------------
 INSTANCES_IN_STATE = _r("fsm_instances_in_state_v1", "p_state", "p_after_machine", "p_after_id", "p_limit")
 ACCOUNT_HISTORY = _r(

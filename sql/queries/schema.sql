@@ -307,3 +307,31 @@ SELECT GET_LOCK('pyfsm_views', 60)
 -- Parameters: none.
 -- Used by: schema.views.refresh_views.
 SELECT RELEASE_LOCK('pyfsm_views')
+
+-- name: attach_installed
+-- Record an attached type's triggers installed (again, after a detach).
+-- Parameters: machine.
+-- Used by: pyfsm.schema.attached.install (Store.attach, `pyfsm attach`, `pyfsm sync`).
+UPDATE fsm_attachments SET installed_at = COALESCE(IF(detached_at IS NULL, installed_at, NULL), UTC_TIMESTAMP(6)),
+       detached_at = NULL
+ WHERE machine = %s
+
+-- name: attach_detached
+-- Record an attached type's triggers removed; its rows, instances and history stay.
+-- Parameters: machine.
+-- Used by: pyfsm.schema.attached.detach (Store.detach, `pyfsm detach`).
+UPDATE fsm_attachments SET detached_at = UTC_TIMESTAMP(6), installed_at = NULL WHERE machine = %s
+
+-- name: attach_row
+-- One type's attachment as fsm_attachments records it (none: the type owns its table).
+-- Parameters: machine.
+-- Used by: pyfsm.schema.attached, pyfsm.attach.
+SELECT machine, table_name, key_column, state_column, key_kind, key_type, on_delete, created_at,
+       installed_at, detached_at, adopted_at
+  FROM fsm_attachments WHERE machine = %s
+
+-- name: attach_adopted
+-- Record an adoption finished with every row adopted.
+-- Parameters: machine.
+-- Used by: pyfsm.attach.adopt.
+UPDATE fsm_attachments SET adopted_at = UTC_TIMESTAMP(6) WHERE machine = %s

@@ -1,0 +1,247 @@
+"""Machines on the application's own tables: attach a type to a table, adopt its existing
+rows, detach it (Store.attach, Store.attach_plan, Store.adopt, Store.detach; `pyfsm attach`,
+`pyfsm detach`; docs/own-tables.md).
+
+The database decides: ``fsm_attach_v1`` checks the table, its key and its state column and
+records the attachment (or, as a dry run, counts the table's rows per state value and writes
+nothing), the same for a DBA's call as for this module's. This module then creates the
+attached type's triggers and adoption procedure (:mod:`pyfsm.schema.attached`: MySQL cannot
+create a trigger from a routine), and runs the adoption batch after batch
+(``fsm_{type}_adopt_v1``: keyset over the table's key, each batch one transaction, so a run
+killed at any moment is finished by running it again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pymysql
+
+from . import db
+from .checks import check_int, machine_name
+from .db import queries
+from .errors import AccessDenied, Deadlock, FsmError, InvalidArgument, TableUnsupported
+from .schema import attached, routines
+
+if TYPE_CHECKING:
+    from .definition import Machine
+    from .gateway import Gateway
+
+#: Rows one adoption batch looks at (one transaction): small enough that the application's
+#: writers to those rows wait briefly.
+DEFAULT_BATCH = 1000
+ON_DELETE = ("refuse", "allow")
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A type attached to a table of the application's, as fsm_attachments records it.
+
+    ``table``, ``key`` and ``state``: the table and its key and state columns. ``key_kind``:
+    'integer', 'string' or 'binary', how a key is written as the instance key (Store.send's
+    key: ``str(42)``, the string itself, lower-case hexadecimal). ``installed``: its triggers
+    are in place (False after a DBA's fsm_attach_v1 until `pyfsm sync`, and after a detach).
+    ``adopted``: an adoption finished with every row adopted.
+    """
+
+    machine: str
+    table: str
+    key: str
+    state: str
+    key_kind: str
+    on_delete: str
+    installed: bool
+    adopted: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Attachment:
+        return cls(
+            machine=row["machine"],
+            table=row["table_name"],
+            key=row["key_column"],
+            state=row["state_column"],
+            key_kind=row["key_kind"],
+            on_delete=row["on_delete"],
+            installed=row["installed_at"] is not None,
+            adopted=row["adopted_at"] is not None,
+        )
+
+
+@dataclass(frozen=True)
+class StateValue:
+    """One value of the state column, byte for byte (None: NULL), its rows, and whether it is a
+    state of the machine's current definition version."""
+
+    state: str | None
+    rows: int
+    known: bool
+
+
+@dataclass(frozen=True)
+class AttachPlan:
+    """What an attachment would find (Store.attach_plan, `pyfsm attach --dry-run`): the
+    attachment as it would be recorded and the table's rows per state value. Nothing was
+    written."""
+
+    attachment: Attachment
+    values: tuple[StateValue, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(v.rows for v in self.values)
+
+    @property
+    def unknown(self) -> tuple[StateValue, ...]:
+        """The values that are no state of the machine: their rows would not be adopted."""
+        return tuple(v for v in self.values if not v.known)
+
+
+@dataclass(frozen=True)
+class AdoptionReport:
+    """What an adoption did: rows looked at, adopted (an instance with its first history row
+    each), and left in a state the machine lacks (``unknown``, the first one's key in
+    ``first_unknown``); after a detach, rows whose state changed meanwhile, moved by the
+    rules (``moved``) or left where the rules refuse the move (``refused``,
+    ``first_refused``). ``done``: every row was looked at."""
+
+    seen: int = 0
+    adopted: int = 0
+    unknown: int = 0
+    first_unknown: str | None = None
+    moved: int = 0
+    refused: int = 0
+    first_refused: str | None = None
+    batches: int = 0
+    done: bool = False
+
+
+def _check(machine: str | Machine, table: object, key: object, state: object, on_delete: object) -> str:
+    name = machine_name(machine)
+    for what, value in (("table", table), ("key", key), ("state", state)):
+        if not isinstance(value, str) or not 1 <= len(value) <= 64:
+            raise TableUnsupported(f"{what} must be a name of 1 to 64 characters, got {value!r:.80}", machine=name)
+    if on_delete not in ON_DELETE:
+        raise InvalidArgument(f"on_delete must be 'refuse' or 'allow', got {on_delete!r:.40}", machine=name)
+    return name
+
+
+def plan(
+    gateway: Gateway, machine: str | Machine, table: str, key: str, state: str, on_delete: str = "refuse"
+) -> AttachPlan:
+    """The dry run of :func:`attach`: the checks, and the table's rows per state value."""
+    name = _check(machine, table, key, state, on_delete)
+    rows = gateway.call(routines.ATTACH, (name, table, key, state, on_delete, 1), machine=name)
+    values = tuple(
+        StateValue(state=row["state"], rows=int(row["rows"]), known=bool(row["known"]))
+        for row in rows
+        if row["rows"] is not None
+    )
+    return AttachPlan(attachment=Attachment.from_row(rows[0]), values=values)
+
+
+def attach(
+    gateway: Gateway,
+    connect: Callable[[], Any],
+    machine: str | Machine,
+    table: str,
+    key: str,
+    state: str,
+    on_delete: str = "refuse",
+) -> Attachment:
+    """Check and record the attachment (fsm_attach_v1), then create its triggers and adoption
+    procedure on a connection of ``connect()``'s (the schema owner's). Attaching again with the
+    same table and columns changes nothing. Existing rows are not adopted here: :func:`adopt`."""
+    name = _check(machine, table, key, state, on_delete)
+    row = gateway.call_one(
+        routines.ATTACH, (name, table, key, state, on_delete, 0), machine=name, writes=True, retry_connection=True
+    )
+    install(connect, attached.Facts.from_row(row))
+    found = attachment(gateway, name)
+    assert found is not None  # recorded by fsm_attach_v1 above
+    return found
+
+
+def install(connect: Callable[[], Any], facts: attached.Facts) -> None:
+    """Create a recorded attachment's objects (also what `pyfsm sync` does after a DBA's fsm_attach_v1)."""
+    conn = connect()
+    try:
+        attached.install(conn, facts)
+    except pymysql.err.MySQLError as exc:
+        raise _owner_needed(exc, facts.machine, "attach") from exc
+    finally:
+        conn.close()
+
+
+def attachment(gateway: Gateway, machine: str | Machine) -> Attachment | None:
+    """The type's attachment, as recorded (None: the type owns its table)."""
+    rows = gateway.query("attach_row", (machine_name(machine),))
+    return Attachment.from_row(rows[0]) if rows else None
+
+
+def adopt(
+    gateway: Gateway,
+    machine: str | Machine,
+    *,
+    batch: int = DEFAULT_BATCH,
+    progress: Callable[[AdoptionReport], None] | None = None,
+) -> AdoptionReport:
+    """Give every row of the attached table without an instance yet its instance, in the state
+    the row is in, batch after batch (each one transaction). Rows in a state the machine lacks
+    are counted and left alone. Safe to run while the application writes, and again after an
+    interruption."""
+    name = machine_name(machine)
+    check_int("batch", batch, minimum=1, maximum=10000)
+    report = AdoptionReport()
+    after: str | None = None
+    while True:
+        try:
+            row = gateway.call_one(routines.ADOPT, (after, batch), machine=name, writes=True, retry_connection=True)
+        except Deadlock:
+            continue  # the batch was rolled back whole: the same batch again
+        report = AdoptionReport(
+            seen=report.seen + int(row["seen"]),
+            adopted=report.adopted + int(row["adopted"]),
+            unknown=report.unknown + int(row["unknown"]),
+            first_unknown=report.first_unknown or row["first_unknown"],
+            moved=report.moved + int(row["moved"]),
+            refused=report.refused + int(row["refused"]),
+            first_refused=report.first_refused or row["first_refused"],
+            batches=report.batches + 1,
+            done=bool(row["done"]),
+        )
+        if progress is not None:
+            progress(report)
+        if report.done:
+            break
+        after = row["last_key"]
+    if report.unknown == 0 and report.refused == 0:
+        gateway.primary.run(queries.sql("attach_adopted"), (name,), writes=True, retry_connection=True)
+    return report
+
+
+def detach(gateway: Gateway, connect: Callable[[], Any], machine: str | Machine) -> Attachment | None:
+    """Remove the attached type's triggers and adoption procedure. The table's rows, the
+    instances and their history stay; attaching again continues the history."""
+    name = machine_name(machine)
+    conn = connect()
+    try:
+        attached.detach(conn, name)
+    except pymysql.err.MySQLError as exc:
+        raise _owner_needed(exc, name, "detach") from exc
+    finally:
+        conn.close()
+    return attachment(gateway, name)
+
+
+def _owner_needed(exc: pymysql.err.MySQLError, machine: str, verb: str) -> BaseException:
+    err = db.translate(exc)
+    if isinstance(err, AccessDenied):
+        return AccessDenied(
+            f"to {verb} {machine}, pyfsm creates triggers on the table and its instance table: that needs the "
+            f"schema owner's rights (TRIGGER, CREATE ROUTINE): run `pyfsm {verb} {machine}` as the owner ({err})",
+            errno=err.errno,
+            machine=machine,
+        )
+    return err

@@ -1,0 +1,25 @@
+-- fsm_{type}_au_subject_v1: AFTER UPDATE on fsm_{type} of a type attached to {subject}: the state column follows.
+--
+-- A transition applied to the instance row by pyfsm's procedures (Store.send, the engine,
+-- timers, upgrades) or a DBA's raw UPDATE of fsm_{type} sets the attached row's state column
+-- to the new state in the same statement. @fsm_subject_write tells the table's own trigger
+-- (fsm_{type}_sbu_v1) that this write is applied already; it is set when the transition came
+-- from the table, so nothing is written twice.
+-- Errors: 31033 the attached row is missing (deleted with on_delete 'allow').
+-- Example: CALL fsm_{type}_fire_v1('42', 'pay');  -- {subject}.{state} becomes 'paid'
+CREATE TRIGGER `fsm_{type}_au_subject_v1` AFTER UPDATE ON `fsm_{type}` FOR EACH ROW
+BEGIN
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    SET @fsm_subject_write = NULL;
+    RESIGNAL;
+  END;
+  IF @fsm_subject_write IS NULL AND NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+    SET @fsm_subject_write = '{type}';
+    UPDATE {subject} SET {state} = NEW.current_state WHERE {key} = {subject_key};
+    SET @fsm_subject_write = NULL;
+    IF NOT EXISTS (SELECT 1 FROM {subject} WHERE {key} = {subject_key}) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the attached row of this instance is missing', MYSQL_ERRNO = 31033;
+    END IF;
+  END IF;
+END

@@ -1,0 +1,46 @@
+-- fsm_{type}_sbu_v1: BEFORE UPDATE on the application's table {subject} attached to machine type '{type}'.
+--
+-- Rendered for the attached table, its key column {key} and its state column {state}
+-- (pyfsm.schema.attached). An UPDATE that leaves the state column as it was, byte for byte,
+-- is not a transition and costs one comparison. One that changes it is applied as a raw
+-- UPDATE of the type's instance row: `UPDATE fsm_{type} SET current_state = <new state>`,
+-- whose trigger (fsm_{type}_bu_v11) checks the rule (the event is @fsm_event when set, else
+-- the one event leading to the new state), the locks and the pause, and writes the history,
+-- the counters and the outbox row, in this statement. The state column then takes the rule's
+-- spelling of the target. A row with no instance yet (attached, not yet adopted) is adopted
+-- from its old state first (history source 'adopt'), then moved. The key cannot change while
+-- attached. @fsm_subject_write says the write comes from the instance table
+-- (fsm_{type}_au_subject_v1, for pyfsm's procedures), which has applied it already.
+-- Runs after the table's own BEFORE UPDATE triggers (created after them), so it checks the
+-- state they leave.
+-- Errors: 31013 the key changed; the instance trigger's (31005, 31006, 31011, 31018, 31032,
+--         ...); 31038 the old state is not one of the machine's (adopting the row).
+-- Example: UPDATE {subject} SET {state} = 'paid' WHERE {key} = 42;
+CREATE TRIGGER `fsm_{type}_sbu_v1` BEFORE UPDATE ON {subject} FOR EACH ROW
+BEGIN
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    SET @fsm_subject_write = NULL;
+    RESIGNAL;
+  END;
+  IF NOT COALESCE(CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) AND {same_key}, 0) THEN
+    IF NOT COALESCE({same_key}, 0) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the key of an attached table cannot change (machine {type})', MYSQL_ERRNO = 31013;
+    END IF;
+    IF @fsm_subject_write IS NULL THEN
+      SET @fsm_subject_write = '{type}', @fsm_last_to = NULL;
+      UPDATE `fsm_{type}` SET current_state = NEW.{state} WHERE instance_key = {old_instance_key};
+      IF @fsm_last_to IS NULL AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
+        -- not adopted yet: its first history row records the state it had, then it moves
+        SET @fsm_source = 'adopt';
+        INSERT INTO `fsm_{type}` (instance_key, current_state) VALUES ({old_instance_key}, OLD.{state});
+        SET @fsm_source = NULL;
+        UPDATE `fsm_{type}` SET current_state = NEW.{state} WHERE instance_key = {old_instance_key};
+      END IF;
+      IF @fsm_last_to IS NULL THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the instance row already holds this state: run pyfsm check', MYSQL_ERRNO = 31033;
+      END IF;
+      SET NEW.{state} = @fsm_last_to, @fsm_subject_write = NULL;
+    END IF;
+  END IF;
+END
