@@ -13,7 +13,8 @@ killed at any moment is finished by running it again).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ import pymysql
 from . import db
 from .checks import check_int, machine_name
 from .db import queries
-from .errors import AccessDenied, Deadlock, FsmError, InvalidArgument, TableUnsupported
+from .errors import AccessDenied, Deadlock, InvalidArgument, StateColumnUnsupported, TableUnsupported
 from .schema import attached, routines
 
 if TYPE_CHECKING:
@@ -43,7 +44,9 @@ class Attachment:
     'integer', 'string' or 'binary', how a key is written as the instance key (Store.send's
     key: ``str(42)``, the string itself, lower-case hexadecimal). ``installed``: its triggers
     are in place (False after a DBA's fsm_attach_v1 until `pyfsm sync`, and after a detach).
-    ``adopted``: an adoption finished with every row adopted.
+    ``adopted``: an adoption finished with every row adopted. ``lookup``: the column whose
+    value is each instance's lookup key (its locks'); ``columns``: the columns copied into each
+    instance's data at every write of the row (what guards test, what outbox rows carry).
     """
 
     machine: str
@@ -54,6 +57,8 @@ class Attachment:
     on_delete: str
     installed: bool
     adopted: bool
+    lookup: str | None = None
+    columns: tuple[str, ...] = ()
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Attachment:
@@ -66,6 +71,8 @@ class Attachment:
             on_delete=row["on_delete"],
             installed=row["installed_at"] is not None,
             adopted=row["adopted_at"] is not None,
+            lookup=row.get("lookup_column"),
+            columns=tuple(json.loads(row["data_columns"])) if row.get("data_columns") else (),
         )
 
 
@@ -117,22 +124,48 @@ class AdoptionReport:
     done: bool = False
 
 
-def _check(machine: str | Machine, table: object, key: object, state: object, on_delete: object) -> str:
+def _check(
+    machine: str | Machine,
+    table: object,
+    key: object,
+    state: object,
+    lookup: object,
+    columns: object,
+    on_delete: object,
+) -> tuple[str, str | None]:
+    """The machine's name and the columns as JSON, the arguments' shapes checked."""
     name = machine_name(machine)
     for what, value in (("table", table), ("key", key), ("state", state)):
         if not isinstance(value, str) or not 1 <= len(value) <= 64:
             raise TableUnsupported(f"{what} must be a name of 1 to 64 characters, got {value!r:.80}", machine=name)
+    if lookup is not None and (not isinstance(lookup, str) or not 1 <= len(lookup) <= 64):
+        raise StateColumnUnsupported(f"lookup must be a column name or None, got {lookup!r:.80}", machine=name)
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or len(columns) > 32:
+        raise StateColumnUnsupported(
+            f"columns must be a list of at most 32 column names, got {columns!r:.80}", machine=name
+        )
+    for column in columns:
+        if not isinstance(column, str) or not 1 <= len(column) <= 64:
+            raise StateColumnUnsupported(f"columns must be column names, got {column!r:.80}", machine=name)
     if on_delete not in ON_DELETE:
         raise InvalidArgument(f"on_delete must be 'refuse' or 'allow', got {on_delete!r:.40}", machine=name)
-    return name
+    return name, (json.dumps(list(columns)) if columns else None)
 
 
 def plan(
-    gateway: Gateway, machine: str | Machine, table: str, key: str, state: str, on_delete: str = "refuse"
+    gateway: Gateway,
+    machine: str | Machine,
+    table: str,
+    key: str,
+    state: str,
+    *,
+    lookup: str | None = None,
+    columns: Sequence[str] = (),
+    on_delete: str = "refuse",
 ) -> AttachPlan:
     """The dry run of :func:`attach`: the checks, and the table's rows per state value."""
-    name = _check(machine, table, key, state, on_delete)
-    rows = gateway.call(routines.ATTACH, (name, table, key, state, on_delete, 1), machine=name)
+    name, columns_json = _check(machine, table, key, state, lookup, columns, on_delete)
+    rows = gateway.call(routines.ATTACH, (name, table, key, state, lookup, columns_json, on_delete, 1), machine=name)
     values = tuple(
         StateValue(state=row["state"], rows=int(row["rows"]), known=bool(row["known"]))
         for row in rows
@@ -148,14 +181,21 @@ def attach(
     table: str,
     key: str,
     state: str,
+    *,
+    lookup: str | None = None,
+    columns: Sequence[str] = (),
     on_delete: str = "refuse",
 ) -> Attachment:
     """Check and record the attachment (fsm_attach_v1), then create its triggers and adoption
     procedure on a connection of ``connect()``'s (the schema owner's). Attaching again with the
     same table and columns changes nothing. Existing rows are not adopted here: :func:`adopt`."""
-    name = _check(machine, table, key, state, on_delete)
+    name, columns_json = _check(machine, table, key, state, lookup, columns, on_delete)
     row = gateway.call_one(
-        routines.ATTACH, (name, table, key, state, on_delete, 0), machine=name, writes=True, retry_connection=True
+        routines.ATTACH,
+        (name, table, key, state, lookup, columns_json, on_delete, 0),
+        machine=name,
+        writes=True,
+        retry_connection=True,
     )
     install(connect, attached.Facts.from_row(row))
     found = attachment(gateway, name)

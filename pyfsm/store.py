@@ -11,7 +11,7 @@ Splitting the methods across modules would scatter one class's documentation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -745,26 +745,57 @@ class Store:
     # -- machines on the application's own tables (pyfsm/attach.py, docs/own-tables.md) ----
 
     def attach(
-        self, machine: str | Machine, *, table: str, key: str, state: str, on_delete: str = "refuse"
+        self,
+        machine: str | Machine,
+        *,
+        table: str,
+        key: str,
+        state: str,
+        lookup: str | None = None,
+        columns: Sequence[str] = (),
+        on_delete: str = "refuse",
     ) -> Attachment:
         """Put the rows of the application's ``table`` under ``machine`` (a defined type with no
         instances of its own): ``key`` is its primary key or a NOT NULL unique key of one
         column, ``state`` the column holding each row's state. From then on every write of that
         column, by any writer, is checked by the machine's rules and recorded in its history;
-        a new row is a new instance (a NULL state: the first start state); ``on_delete``
+        a new row is a new instance (a NULL state: the first start state). ``lookup``: the
+        column whose value is each instance's lookup key (the key its locks are taken by);
+        ``columns``: columns copied into each instance's data at every write of the row, so
+        that guards test them (``data("total") >= 100``) and outbox rows carry them. ``on_delete``
         'refuse' keeps rows under the machine from being deleted ('allow': the row goes, its
         history stays). Refused with a numbered error naming the problem (TableUnsupported,
         KeyUnsupported, StateColumnUnsupported, TriggerNameTaken, AttachmentConflict) and
         nothing changed. Attaching again with the same table and columns changes nothing.
         Existing rows are adopted by :meth:`adopt`. Needs the schema owner's rights."""
-        return attaching.attach(self.gateway, lambda: db.connect(self.settings), machine, table, key, state, on_delete)
+        return attaching.attach(
+            self.gateway,
+            lambda: db.connect(self.settings),
+            machine,
+            table,
+            key,
+            state,
+            lookup=lookup,
+            columns=columns,
+            on_delete=on_delete,
+        )
 
     def attach_plan(
-        self, machine: str | Machine, *, table: str, key: str, state: str, on_delete: str = "refuse"
+        self,
+        machine: str | Machine,
+        *,
+        table: str,
+        key: str,
+        state: str,
+        lookup: str | None = None,
+        columns: Sequence[str] = (),
+        on_delete: str = "refuse",
     ) -> AttachPlan:
         """The dry run of :meth:`attach`: the same checks, and the table's rows per state value
         with the values that are no state of the machine (``plan.unknown``). Writes nothing."""
-        return attaching.plan(self.gateway, machine, table, key, state, on_delete)
+        return attaching.plan(
+            self.gateway, machine, table, key, state, lookup=lookup, columns=columns, on_delete=on_delete
+        )
 
     def adopt(
         self,

@@ -22,9 +22,10 @@ templates' header comments are not sent: a name could end a comment line.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..db import queries
@@ -58,6 +59,10 @@ KEY_TYPE = re.compile(
     re.I,
 )
 SLOT = re.compile(r"\{([a-z_]+)\}")
+SPAN = re.compile(r"/\*\[(\w+)\*/(.*?)/\*\1\]\*/", re.S)
+#: a copied column's name as a JSON path key (fsm_attach_v1 checks the same)
+PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+TEMPORAL = ("date", "datetime", "timestamp", "time")
 HEADER = re.compile(r"\A(?:--[^\n]*\n)+")
 
 
@@ -72,6 +77,11 @@ class Facts:
     key_kind: str
     key_type: str
     on_delete: str
+    #: the column copied to the instance's lookup_key, and the columns copied into its data
+    lookup: str | None = None
+    columns: tuple[str, ...] = ()
+    #: information_schema's DATA_TYPE of the lookup and copied columns (read when rendering)
+    column_types: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Facts:
@@ -83,7 +93,14 @@ class Facts:
             key_kind=row["key_kind"],
             key_type=row["key_type"],
             on_delete=row["on_delete"],
+            lookup=row.get("lookup_column"),
+            columns=tuple(json.loads(row["data_columns"])) if row.get("data_columns") else (),
         )
+
+    @property
+    def tracked(self) -> tuple[str, ...]:
+        """The columns besides the state whose change reaches the instance row."""
+        return ((self.lookup,) if self.lookup else ()) + self.columns
 
 
 def quote(name: str) -> str:
@@ -110,11 +127,54 @@ def _as_key(facts: Facts, text: str, *, checked: bool = False) -> str:
     return f"CONVERT({text} USING {found.group(1)}) COLLATE {found.group(2)}"
 
 
+def _lookup_text(facts: Facts, row: str) -> str:
+    """SQL for the lookup key (text) of the lookup column of ``row`` (NEW, OLD, s)."""
+    value = f"{row}.{quote(facts.lookup or '')}"
+    kind = facts.column_types.get(facts.lookup or "", "")
+    text = f"LOWER(HEX({value}))" if kind in ("binary", "varbinary") else f"CAST({value} AS CHAR)"
+    return f"CONVERT({text} USING utf8mb4)"
+
+
+def _column_value(facts: Facts, row: str, column: str) -> str:
+    """SQL for a copied column's value in the instance's data: dates and times as text (MySQL's
+    JSON would keep a date type that no guard literal equals), anything else as it is."""
+    if not PLAIN.fullmatch(column):
+        raise ValueError(f"unexpected column name {column!r}")
+    value = f"{row}.{quote(column)}"
+    return f"CAST({value} AS CHAR)" if facts.column_types.get(column) in TEMPORAL else value
+
+
+def _tracked(facts: Facts, row: str, target: str = "") -> dict[str, str]:
+    """The tracked columns' parts for ``row``: the SET list, the column list and the values."""
+    sets, columns, values = [], [], []
+    if facts.lookup:
+        sets.append(f"{target}lookup_key = {_lookup_text(facts, row)}")
+        columns.append("lookup_key")
+        values.append(_lookup_text(facts, row))
+    if facts.columns:
+        pairs = ", ".join(f"'$.{c}', {_column_value(facts, row, c)}" for c in facts.columns)
+        objects = ", ".join(f"'{c}', {_column_value(facts, row, c)}" for c in facts.columns)
+        sets.append(f"{target}data = JSON_SET(COALESCE({target}data, '{{}}'), {pairs})")
+        columns.append("data")
+        values.append(f"JSON_OBJECT({objects})")
+    return {
+        "set": ", ".join(sets),
+        "columns": "".join(f", {c}" for c in columns),
+        "values": "".join(f", {v}" for v in values),
+    }
+
+
 def slots(facts: Facts) -> dict[str, str]:
     """The values of the templates' slots for one attachment."""
     if facts.key_kind not in ("integer", "string", "binary") or not KEY_TYPE.fullmatch(facts.key_type):
         raise ValueError(f"unexpected key type {facts.key_kind} {facts.key_type!r}")
     key = quote(facts.key)
+    new, old, s_row, i_row = (
+        _tracked(facts, "NEW"),
+        _tracked(facts, "OLD"),
+        _tracked(facts, "s"),
+        _tracked(facts, "s", "i."),
+    )
     same = (
         f"NEW.{key} <=> OLD.{key}"
         if facts.key_kind == "integer"
@@ -134,6 +194,17 @@ def slots(facts: Facts) -> dict[str, str]:
         "subject_key": _as_key(facts, "NEW.instance_key"),
         "subject_key_checked": _as_key(facts, "NEW.instance_key", checked=True),
         "after_key": _as_key(facts, "p_after"),
+        "subject_key_i": _as_key(facts, "i.instance_key"),
+        "same_tracked": "".join(
+            f" AND CAST(NEW.{quote(c)} AS BINARY) <=> CAST(OLD.{quote(c)} AS BINARY)" for c in facts.tracked
+        ),
+        "tracked_set": new["set"],
+        "tracked_comma_set": f", {new['set']}" if new["set"] else "",
+        "tracked_columns": new["columns"],
+        "new_tracked_values": new["values"],
+        "old_tracked_values": old["values"],
+        "s_tracked_values": s_row["values"],
+        "i_tracked_set": f", {i_row['set']}" if i_row["set"] else "",
     }
 
 
@@ -141,6 +212,8 @@ def render(template: str, facts: Facts) -> str:
     """One file of sql/machine/attached for one attachment, without its header comment."""
     values = slots(facts)
     body = HEADER.sub("", read_sql(template))
+    # the spans for the tracked columns: kept (without their marks) when there are any
+    body = SPAN.sub(lambda m: m.group(2) if facts.tracked else "", body)
     return SLOT.sub(lambda m: values[m.group(1)], body)
 
 
@@ -157,6 +230,7 @@ def install(conn: Any, facts: Facts) -> None:
     only with on_delete 'refuse'; with 'allow' one left from before is dropped. Creating what
     exists already is skipped, so a second call changes nothing.
     """
+    facts = with_column_types(conn, facts)
     templates = INSTANCE_OBJECTS + tuple(t for t in SUBJECT_TRIGGERS if facts.on_delete == "refuse" or "_sbd_" not in t)
     execute_ddl(conn, [render(t, facts) for t in templates])
     if facts.on_delete != "refuse":
@@ -164,6 +238,16 @@ def install(conn: Any, facts: Facts) -> None:
     with conn.cursor() as cur:
         cur.execute(queries.sql("attach_installed"), (facts.machine,))
     conn.commit()
+
+
+def with_column_types(conn: Any, facts: Facts) -> Facts:
+    """``facts`` with the types of its lookup and copied columns, as the table has them now."""
+    if not facts.tracked:
+        return facts
+    with conn.cursor() as cur:
+        cur.execute(queries.sql("attach_column_types"), (facts.table,))
+        types = {name: kind for name, kind in cur.fetchall()}
+    return replace(facts, column_types={c: types.get(c, "") for c in facts.tracked})
 
 
 def drop(conn: Any, machine: str, templates: tuple[str, ...] = ALL_OBJECTS) -> None:

@@ -146,7 +146,9 @@ UPGRADE_PLAN = _r("fsm_{type}_upgrade_plan_v1", "p_to_version", "p_map", "p_only
 VERSION_COUNTS = _r("fsm_instances_per_version_v1", "p_machine")
 
 # -- machines on the application's own tables ---------------------------------------------------------
-ATTACH = _r("fsm_attach_v1", "p_machine", "p_table", "p_key", "p_state", "p_on_delete", "p_dry_run")
+ATTACH = _r(
+    "fsm_attach_v1", "p_machine", "p_table", "p_key", "p_state", "p_lookup", "p_columns", "p_on_delete", "p_dry_run"
+)
 #: created for an attached type only (pyfsm.schema.attached), not with the type's other objects
 ADOPT = _r("fsm_{type}_adopt_v1", "p_after", "p_limit")
 

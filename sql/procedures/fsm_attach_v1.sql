@@ -17,19 +17,26 @@
 -- table and columns changes nothing; p_on_delete may change) and returned. Triggers cannot
 -- be created by a routine on MySQL (1295, 1303), so a DBA's attachment is completed by
 -- `pyfsm sync <machine>` (or Store.attach), which installs them and reports installed_at.
+-- p_lookup names the column whose value is each instance's lookup_key (the key its locks are
+-- taken by): an integer, string or binary column, or NULL. p_columns is a JSON array of the
+-- columns copied into each instance's data whenever the row is written (what guards test and
+-- the outbox carries): plain names of numeric, string, ENUM or date and time columns, or NULL.
 -- Parameters: p_machine (an installed type), p_table, p_key, p_state (names as they are, any
---   characters), p_on_delete ('refuse' or 'allow'; NULL: 'refuse'), p_dry_run (0 or 1).
--- Result: machine, table_name, key_column, state_column, key_kind, key_type, on_delete,
+--   characters), p_lookup, p_columns (see above), p_on_delete ('refuse' or 'allow'; NULL: 'refuse'), p_dry_run (0 or 1).
+-- Result: machine, table_name, key_column, state_column, key_kind, key_type, lookup_column,
+--   data_columns, on_delete,
 --   installed_at, adopted_at; with p_dry_run also state, `rows`, known (see above).
 -- Errors: 31002 unknown machine; 31009 bad p_on_delete; 31034 the table cannot be attached;
---   31035 the key cannot; 31036 the state column cannot; 31037 a trigger has one of pyfsm's
+--   31035 the key cannot; 31036 the state column (or the lookup column, a copied column) cannot; 31037 a trigger has one of pyfsm's
 --   names; 31039 the type or the column is attached already, or the type has instances.
--- Example: CALL fsm_attach_v1('order', 'orders', 'id', 'status', 'refuse', 1);
+-- Example: CALL fsm_attach_v1('order', 'orders', 'id', 'status', NULL, '["total"]', 'refuse', 1);
 CREATE PROCEDURE `fsm_attach_v1`(
   IN p_machine TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_table TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_state TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_lookup TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_columns TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_on_delete TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_dry_run TINYINT)
 MODIFIES SQL DATA SQL SECURITY INVOKER
@@ -129,6 +136,40 @@ BEGIN
     SET v_msg = LEFT(CONCAT('fsm: state column ', QUOTE(p_state), ' (', v_state_column_type, ') cannot hold ', v_missing), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31036;
   END IF;
+  -- the lookup column and the columns copied into the instance's data: plain columns of the table
+  IF p_columns IS NOT NULL AND NOT (JSON_VALID(p_columns) AND JSON_TYPE(p_columns) = 'ARRAY' AND JSON_LENGTH(p_columns) <= 32) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: p_columns must be a JSON array of at most 32 column names', MYSQL_ERRNO = 31036;
+  END IF;
+  BEGIN
+    DECLARE v_i INT DEFAULT 0;
+    DECLARE v_name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_type VARCHAR(64) CHARACTER SET utf8mb4;
+    DECLARE v_gen TINYINT;
+    WHILE v_i <= COALESCE(JSON_LENGTH(p_columns), 0) DO
+      -- the lookup column first (v_i 0), then each copied column
+      SET v_name = IF(v_i = 0, p_lookup, JSON_UNQUOTE(JSON_EXTRACT(p_columns, CONCAT('$[', v_i - 1, ']'))));
+      IF v_name IS NOT NULL OR v_i > 0 THEN
+        SELECT MIN(DATA_TYPE), MAX(COALESCE(GENERATION_EXPRESSION, '') <> ''), COUNT(*) INTO v_type, v_gen, v_n
+          FROM information_schema.COLUMNS
+         WHERE TABLE_SCHEMA = DATABASE() AND CAST(TABLE_NAME AS BINARY) = CAST(p_table AS BINARY)
+           AND CAST(COLUMN_NAME AS BINARY) = CAST(v_name AS BINARY);
+        IF v_n = 0 OR v_gen OR CAST(v_name AS BINARY) = CAST(p_state AS BINARY)
+           OR (v_i > 0 AND NOT (v_name REGEXP '^[A-Za-z_][A-Za-z0-9_]*$'
+                                AND v_type IN ('tinyint', 'smallint', 'mediumint', 'int', 'bigint', 'decimal', 'float', 'double',
+                                               'char', 'varchar', 'enum', 'date', 'datetime', 'timestamp', 'time', 'year')))
+           OR (v_i = 0 AND v_type NOT IN ('tinyint', 'smallint', 'mediumint', 'int', 'bigint', 'char', 'varchar', 'binary', 'varbinary')) THEN
+          SET v_msg = LEFT(CONCAT('fsm: ', IF(v_i = 0, 'lookup column ', 'column '), COALESCE(QUOTE(v_name), 'NULL'), ' ',
+                                  CASE WHEN v_n = 0 THEN CONCAT('is not a column of ', QUOTE(p_table))
+                                       WHEN v_gen THEN 'is generated'
+                                       WHEN CAST(v_name AS BINARY) = CAST(p_state AS BINARY) THEN 'is the state column'
+                                       WHEN v_i > 0 AND NOT v_name REGEXP '^[A-Za-z_][A-Za-z0-9_]*$' THEN 'is not a plain name (letters, digits, _)'
+                                       ELSE CONCAT('is ', v_type, ', which ', IF(v_i = 0, 'a lookup key', 'the data'), ' cannot take') END), 128);
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31036;
+        END IF;
+      END IF;
+      SET v_i = v_i + 1;
+    END WHILE;
+  END;
   -- pyfsm's trigger names, on the table or on fsm_<machine>, taken by a trigger pyfsm did not install
   SET v_missing = (SELECT GROUP_CONCAT(TRIGGER_NAME ORDER BY TRIGGER_NAME SEPARATOR ', ') FROM information_schema.TRIGGERS
                     WHERE TRIGGER_SCHEMA = DATABASE()
@@ -168,7 +209,7 @@ BEGIN
     -- the rows per state value: the only dynamic statement, its names quoted ('`' doubled)
     SET @fsm_attach_sql = CONCAT(
           'SELECT ? AS machine, ? AS table_name, ? AS key_column, ? AS state_column, ? AS key_kind, ? AS key_type, ',
-          '? AS on_delete, a.installed_at, a.adopted_at, c.state, c.`rows`, c.known ',
+          '? AS lookup_column, ? AS data_columns, ? AS on_delete, a.installed_at, a.adopted_at, c.state, c.`rows`, c.known ',
           'FROM (SELECT 1 AS one) o LEFT JOIN fsm_attachments a ON a.machine = ? LEFT JOIN (',
           'SELECT CONVERT(g.b USING utf8mb4) AS state, g.n AS `rows`, ',
           'EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = ? AND st.version = ? AND CAST(st.state AS BINARY) = g.b) AS known ',
@@ -176,18 +217,24 @@ BEGIN
           ' s GROUP BY b) g) c ON 1 = 1 ',
           'ORDER BY c.state'),
         @fsm_attach_1 = p_machine, @fsm_attach_2 = p_table, @fsm_attach_3 = p_key, @fsm_attach_4 = p_state,
-        @fsm_attach_5 = v_kind, @fsm_attach_6 = v_column_type, @fsm_attach_7 = v_on_delete, @fsm_attach_8 = v_version;
+        @fsm_attach_5 = v_kind, @fsm_attach_6 = v_column_type, @fsm_attach_7 = v_on_delete, @fsm_attach_8 = v_version,
+        @fsm_attach_9 = p_lookup, @fsm_attach_10 = p_columns;
     PREPARE fsm_attach_counts FROM @fsm_attach_sql;
     EXECUTE fsm_attach_counts USING @fsm_attach_1, @fsm_attach_2, @fsm_attach_3, @fsm_attach_4, @fsm_attach_5,
-                                    @fsm_attach_6, @fsm_attach_7, @fsm_attach_1, @fsm_attach_1, @fsm_attach_8;
+                                    @fsm_attach_6, @fsm_attach_9, @fsm_attach_10, @fsm_attach_7, @fsm_attach_1,
+                                    @fsm_attach_1, @fsm_attach_8;
     DEALLOCATE PREPARE fsm_attach_counts;
     SET @fsm_attach_sql = NULL, @fsm_attach_1 = NULL, @fsm_attach_2 = NULL, @fsm_attach_3 = NULL, @fsm_attach_4 = NULL,
-        @fsm_attach_5 = NULL, @fsm_attach_6 = NULL, @fsm_attach_7 = NULL, @fsm_attach_8 = NULL;
+        @fsm_attach_5 = NULL, @fsm_attach_6 = NULL, @fsm_attach_7 = NULL, @fsm_attach_8 = NULL,
+        @fsm_attach_9 = NULL, @fsm_attach_10 = NULL;
   ELSE
-    INSERT INTO fsm_attachments (machine, table_name, key_column, state_column, key_kind, key_type, on_delete, created_at)
-    VALUES (p_machine, p_table, p_key, p_state, v_kind, v_column_type, v_on_delete, UTC_TIMESTAMP(6))
-    ON DUPLICATE KEY UPDATE on_delete = VALUES(on_delete), key_kind = VALUES(key_kind), key_type = VALUES(key_type);
-    SELECT machine, table_name, key_column, state_column, key_kind, key_type, on_delete, installed_at, adopted_at
+    INSERT INTO fsm_attachments (machine, table_name, key_column, state_column, key_kind, key_type, lookup_column,
+                                 data_columns, on_delete, created_at)
+    VALUES (p_machine, p_table, p_key, p_state, v_kind, v_column_type, p_lookup, p_columns, v_on_delete, UTC_TIMESTAMP(6))
+    ON DUPLICATE KEY UPDATE on_delete = VALUES(on_delete), key_kind = VALUES(key_kind), key_type = VALUES(key_type),
+                            lookup_column = VALUES(lookup_column), data_columns = VALUES(data_columns);
+    SELECT machine, table_name, key_column, state_column, key_kind, key_type, lookup_column, data_columns, on_delete,
+           installed_at, adopted_at
       FROM fsm_attachments WHERE machine = p_machine;
   END IF;
 END

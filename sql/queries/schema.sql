@@ -326,8 +326,8 @@ UPDATE fsm_attachments SET detached_at = UTC_TIMESTAMP(6), installed_at = NULL W
 -- One type's attachment as fsm_attachments records it (none: the type owns its table).
 -- Parameters: machine.
 -- Used by: pyfsm.schema.attached, pyfsm.attach.
-SELECT machine, table_name, key_column, state_column, key_kind, key_type, on_delete, created_at,
-       installed_at, detached_at, adopted_at
+SELECT machine, table_name, key_column, state_column, key_kind, key_type, lookup_column, data_columns,
+       on_delete, created_at, installed_at, detached_at, adopted_at
   FROM fsm_attachments WHERE machine = %s
 
 -- name: attach_adopted
@@ -335,3 +335,12 @@ SELECT machine, table_name, key_column, state_column, key_kind, key_type, on_del
 -- Parameters: machine.
 -- Used by: pyfsm.attach.adopt.
 UPDATE fsm_attachments SET adopted_at = UTC_TIMESTAMP(6) WHERE machine = %s
+
+-- name: attach_column_types
+-- The columns of an attached table with their types (information_schema's DATA_TYPE): how the
+-- lookup column and the copied columns are rendered into the triggers.
+-- Parameters: table name.
+-- Result: (column name, data type) per column.
+-- Used by: pyfsm.schema.attached.with_column_types.
+SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS
+ WHERE TABLE_SCHEMA = DATABASE() AND CAST(TABLE_NAME AS BINARY) = CAST(%s AS BINARY)

@@ -60,8 +60,8 @@ BEGIN
      AND NOT EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = '{type}' AND st.version = v_version
                         AND CAST(st.state AS BINARY) = CAST(s.{state} AS BINARY));
   SET @fsm_source = 'adopt';
-  INSERT INTO `fsm_{type}` (instance_key, current_state)
-  SELECT {instance_key_s}, s.{state} FROM {subject} s
+  INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns})
+  SELECT {instance_key_s}, s.{state}{s_tracked_values} FROM {subject} s
    WHERE (p_after IS NULL OR s.{key} > {after_key}) AND s.{key} <= v_last
      AND EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = '{type}' AND st.version = v_version
                     AND CAST(st.state AS BINARY) = CAST(s.{state} AS BINARY))
@@ -95,7 +95,7 @@ BEGIN
         -- the rules' refusals only (SIGNAL's 45000): a deadlock still ends the batch
         DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' SET v_ok = 0;
         SET @fsm_subject_write = '{type}', @fsm_metadata = '{"reattached": true}';
-        UPDATE `fsm_{type}` SET current_state = v_to WHERE id = v_id;
+        UPDATE `fsm_{type}` i JOIN {subject} s ON s.{key} = {subject_key_i} SET i.current_state = v_to{i_tracked_set} WHERE i.id = v_id;
       END;
       SET @fsm_subject_write = NULL, @fsm_metadata = NULL;
       IF v_ok THEN

@@ -11,6 +11,10 @@
 -- from its old state first (history source 'adopt'), then moved. The key cannot change while
 -- attached. @fsm_subject_write says the write comes from the instance table
 -- (fsm_{type}_au_subject_v1, for pyfsm's procedures), which has applied it already.
+-- The lookup column and the copied columns (the attachment's lookup_column, data_columns) are
+-- copied to the instance's lookup_key and data in the same UPDATE, so the guards judge the row
+-- as this write leaves it; an UPDATE that changes only them updates the instance's copy
+-- without a transition. Without them those parts are not rendered.
 -- Runs after the table's own BEFORE UPDATE triggers (created after them), so it checks the
 -- state they leave.
 -- Errors: 31013 the key changed; the instance trigger's (31005, 31006, 31011, 31018, 31032,
@@ -20,27 +24,34 @@ CREATE TRIGGER `fsm_{type}_sbu_v1` BEFORE UPDATE ON {subject} FOR EACH ROW
 BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    SET @fsm_subject_write = NULL;
+    SET @fsm_subject_write = NULL, @fsm_source = IF(@fsm_source = 'adopt', NULL, @fsm_source);
     RESIGNAL;
   END;
-  IF NOT COALESCE(CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) AND {same_key}, 0) THEN
+  IF NOT COALESCE(CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) AND {same_key}{same_tracked}, 0) THEN
     IF NOT COALESCE({same_key}, 0) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the key of an attached table cannot change (machine {type})', MYSQL_ERRNO = 31013;
     END IF;
+    -- @fsm_subject_write: the instance table's trigger moving this row's state, applied already
     IF @fsm_subject_write IS NULL THEN
+      /*[tracked*/IF CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) THEN
+        -- the lookup column or a copied column changed, not the state: the instance's copy
+        -- follows (no transition; a row not adopted yet has none)
+        UPDATE `fsm_{type}` SET {tracked_set} WHERE instance_key = {old_instance_key};
+      ELSE/*tracked]*/
       SET @fsm_subject_write = '{type}', @fsm_last_to = NULL;
-      UPDATE `fsm_{type}` SET current_state = NEW.{state} WHERE instance_key = {old_instance_key};
+      UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
       IF @fsm_last_to IS NULL AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
         -- not adopted yet: its first history row records the state it had, then it moves
         SET @fsm_source = 'adopt';
-        INSERT INTO `fsm_{type}` (instance_key, current_state) VALUES ({old_instance_key}, OLD.{state});
+        INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns}) VALUES ({old_instance_key}, OLD.{state}{old_tracked_values});
         SET @fsm_source = NULL;
-        UPDATE `fsm_{type}` SET current_state = NEW.{state} WHERE instance_key = {old_instance_key};
+        UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
       END IF;
       IF @fsm_last_to IS NULL THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the instance row already holds this state: run pyfsm check', MYSQL_ERRNO = 31033;
       END IF;
       SET NEW.{state} = @fsm_last_to, @fsm_subject_write = NULL;
+      /*[tracked*/END IF;/*tracked]*/
     END IF;
   END IF;
 END

@@ -8,6 +8,9 @@
 --                unique key of one column; state_column the column that holds the state.
 -- key_kind       'integer', 'string' or 'binary': how a key is written as the instance key (decimal
 --                digits, the text itself, lower-case hexadecimal); key_type its column type.
+-- lookup_column  the column whose value is the instance's lookup_key (the key of its locks), or NULL.
+-- data_columns   a JSON array of the columns copied into the instance's data at each write of the row
+--                (what guards test and outbox rows carry), or NULL.
 -- on_delete      'refuse' (a row under the machine is not deleted) or 'allow' (it goes; its
 --                instance and history stay).
 -- installed_at   when the triggers were installed (NULL: recorded by a DBA's fsm_attach_v1, not
@@ -22,6 +25,8 @@ CREATE TABLE IF NOT EXISTS `fsm_attachments` (
   `state_column` VARCHAR(64) NOT NULL,
   `key_kind`     VARCHAR(8) NOT NULL,
   `key_type`     VARCHAR(255) NOT NULL,
+  `lookup_column` VARCHAR(64) NULL,
+  `data_columns` TEXT NULL,
   `on_delete`    VARCHAR(8) NOT NULL DEFAULT 'refuse',
   `created_at`   DATETIME(6) NOT NULL,
   `installed_at` DATETIME(6) NULL,
