@@ -1,5 +1,6 @@
 """pyfsm: persistent finite state machines whose rules MySQL itself enforces."""
 
+from .attach import AdoptionReport, Attachment, AttachPlan, StateValue
 from .definition import Machine, Timeout, Transition, UnreachableStateWarning, transition
 from .engine.context import RunResult
 from .engine.process import Context, Outcome, Process
@@ -7,6 +8,8 @@ from .engine.worker import Worker, WorkerStats
 from .errors import (
     AccessDenied,
     AmbiguousTransition,
+    AttachedRowMissing,
+    AttachmentConflict,
     ClaimLost,
     Conflict,
     DatabaseUnavailable,
@@ -24,6 +27,7 @@ from .errors import (
     InvalidDefinition,
     InvalidEncoding,
     InvalidStatus,
+    KeyUnsupported,
     LockHeld,
     LockLost,
     LockNotAcquired,
@@ -34,17 +38,22 @@ from .errors import (
     RequestIdReused,
     RunClaimed,
     SchemaVersionMismatch,
+    StateColumnUnsupported,
     SyncNeeded,
+    TableUnsupported,
     TransactionOpen,
     TransitionNotAllowed,
+    TriggerNameTaken,
     UnknownDatabase,
     UnknownEvent,
     UnknownInstance,
     UnknownMachine,
+    UnknownStateValue,
     UnknownTimer,
     UpgradeRefused,
+    from_database_error,
 )
-from .guards import Guard, all_of, any_of, data, not_
+from .guards import Guard, all_of, any_of, column, data, not_
 from .locks import HeldLock, Lease
 from .models import (
     AccountHistoryEntry,
@@ -85,7 +94,12 @@ def __dir__() -> list[str]:
 __all__ = [
     "AccessDenied",
     "AccountHistoryEntry",
+    "AdoptionReport",
     "AmbiguousTransition",
+    "AttachPlan",
+    "AttachedRowMissing",
+    "Attachment",
+    "AttachmentConflict",
     "CancelledTimer",
     "ClaimLost",
     "Conflict",
@@ -110,6 +124,7 @@ __all__ = [
     "InvalidDefinition",
     "InvalidEncoding",
     "InvalidStatus",
+    "KeyUnsupported",
     "Lag",
     "Lease",
     "LockHeld",
@@ -128,8 +143,11 @@ __all__ = [
     "RunResult",
     "ScheduledTimer",
     "SchemaVersionMismatch",
+    "StateColumnUnsupported",
+    "StateValue",
     "Store",
     "SyncNeeded",
+    "TableUnsupported",
     "Timeout",
     "Timer",
     "TimerOutcome",
@@ -137,10 +155,12 @@ __all__ = [
     "Transition",
     "TransitionNotAllowed",
     "TransitionResult",
+    "TriggerNameTaken",
     "UnknownDatabase",
     "UnknownEvent",
     "UnknownInstance",
     "UnknownMachine",
+    "UnknownStateValue",
     "UnknownTimer",
     "UnreachableStateWarning",
     "UpgradeGroup",
@@ -150,8 +170,10 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "all_of",
+    "column",
     "any_of",
     "data",
+    "from_database_error",
     "not_",
     "retry",
     "transition",

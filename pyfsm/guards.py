@@ -214,6 +214,26 @@ def data(path: str) -> Path:
     return Path(path if path.startswith("$") else "$" + ("" if path.startswith("[") else ".") + path)
 
 
+#: a column name as an attached type copies it into data (pyfsm.schema.attached.PLAIN)
+COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def column(name: str) -> Path:
+    """A column of an attached type's table (docs/own-tables.md), as the write leaves the row:
+    ``column("total") >= 100``. The type copies the columns it was attached with
+    (``Store.attach(..., columns=["total"])``) into each instance's data at every write of the
+    row, so this is the path ``$.total`` of that copy, tested as any other; a column it does
+    not copy is missing there (``==`` and the orderings false). Dates and times are copied as
+    text (``'2026-11-28 10:00:00'``), numbers as numbers."""
+    if not isinstance(name, str) or not COLUMN.fullmatch(name):
+        raise InvalidDefinition(
+            f"a column's name must be letters, digits and _ (at most 64), got {name!r:.80}",
+            field="transitions",
+            part="guard",
+        )
+    return Path("$." + name)
+
+
 def all_of(*conditions: Condition) -> Condition:
     return All(tuple(conditions))
 

@@ -33,6 +33,8 @@ SCHEMA_GENERATED = {
     "rendering.py": lambda text: text.startswith("SET v_"),
     "guard_sql.py": lambda text: text in (" AND ", " OR "),
     "routines.py": lambda text: text == "CALL `{}`({})",
+    # an attached type's trigger code: the test of its tracked columns, rendered per table
+    "attached.py": lambda text: text.startswith(" AND CAST(NEW.{} AS BINARY) <=> CAST(OLD.{} AS BINARY)"),
 }
 #: (file, text) of the strings of pyfsm/schema/ that look like statements and stay, with why.
 SCHEMA_LEFT = {
