@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
 from . import __version__
-from .commands import bulk, graph, instances, machines, operations, upgrade, web
+from .commands import attachments, bulk, graph, instances, machines, operations, upgrade, web
 from .commands import metrics as metrics_commands
 from .commands import schema as schema_commands
 from .commands import timers as timers_commands
@@ -42,6 +42,7 @@ EPILOG = f"""examples:
   pyfsm types
   pyfsm stats
   pyfsm upgrade order --dry-run && pyfsm upgrade order --map shipped=sent
+  pyfsm attach order --table orders --key id --state status --dry-run
   pyfsm grant --app shop_app --reporting analyst --create
   pyfsm worker myapp.processes:checkout
   pyfsm timers schedule order o-1001 cancel --after 30m && pyfsm timers run --until-idle
@@ -50,7 +51,8 @@ EPILOG = f"""examples:
 every command takes --dsn (default $PYFSM_DSN) and --help; all but {_TEXT_ONLY_NAMES} (text only) take --json
 exit 0 on success; 1 on an error, with one line on stderr (pyfsm: Class (errno): what is wrong, what to do);
 2 on a usage error, a number out of its range too (send-many: 1 also when an item was refused, each refusal listed;
-upgrade: 1 also when instances were left behind, the summary says why);
+upgrade: 1 also when instances were left behind, attach and adopt when rows were, the summary says why;
+check: 1 also when an attached type no longer fits its table);
 141 when stdout is closed before all is written (`| head`), nothing said; 130 on Ctrl-C
 """
 
@@ -97,7 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    for module in (schema_commands, instances, machines, upgrade, bulk, graph, operations, timers_commands, web):
+    for module in (
+        schema_commands,
+        instances,
+        machines,
+        upgrade,
+        attachments,
+        bulk,
+        graph,
+        operations,
+        timers_commands,
+        web,
+    ):
         module.register(add)
     metrics_commands.register(add)
     return parser

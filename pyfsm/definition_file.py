@@ -20,6 +20,14 @@ A file holds one machine, written as the JSON object :meth:`Machine.to_dict` giv
     timeouts:                             # optional: at most one per state, never a final one
       new: {after: 30m, event: cancel}    # after: whole seconds, or a number and s, m, h or d
       paid: {after: 172800, event: ship}  # event: one allowed from that state
+    attach:                               # optional: the machine runs on a table of the application's
+      table: orders                       # (Store.attach after the install; docs/own-tables.md)
+      key: id
+      state: status
+      lookup: customer_id                 # optional, and so are columns, on_delete and adopt
+      columns: [total]
+      on_delete: refuse                   # or allow
+      adopt: true                         # give the table's existing rows their instances (Store.adopt)
 
 Every problem raises :class:`~pyfsm.errors.InvalidDefinition` whose message starts with the
 file and the path of the offending field, e.g. ``order.yaml: transitions[2].to: event 'ship'
@@ -35,6 +43,10 @@ Traceback (most recent call last):
 ...
 pyfsm.errors.InvalidDefinition: door.json: states: must be a list, got string 'shut'
 
+:func:`load_definitions` and :func:`parse_definitions` give each machine with its ``attach``
+section (:class:`AttachSection`, or None); :func:`load_machines` and :func:`parse_machines`
+the machines alone.
+
 Why over 500 lines: one parser whose every field check names the file, the machine and the
 field in its error (a DBA's only feedback); the checks are small and read top to bottom in the
 file format's order.
@@ -45,6 +57,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +76,7 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_NODES = 1_000_000
 
 SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options", "timeouts")
+MACHINE_FIELDS = ("name", "states", "start", "final", "transitions", "topic", "options", "timeouts", "attach")
 REQUIRED_FIELDS = ("name", "states", "start", "transitions")
 TRANSITION_FIELDS = ("event", "from", "to")
 #: a transition's optional fields: its guard (pyfsm.guards' JSON form) and the guard's name
@@ -71,6 +84,12 @@ GUARD_FIELDS = ("guard", "guard_name")
 TIMEOUT_FIELDS = ("after", "event")
 BOOL_OPTIONS = ("save_after_step", "uses_global_lock", "uses_local_lock", "event_data")
 OPTION_FIELDS = ("save_after_step", "uses_global_lock", "uses_local_lock", "lock_lease_seconds", "event_data")
+#: the attach section's fields: table, key and state are required (Store.attach's arguments, and adopt)
+ATTACH_FIELDS = ("table", "key", "state", "lookup", "columns", "on_delete", "adopt")
+ATTACH_REQUIRED = ("table", "key", "state")
+ON_DELETE = ("refuse", "allow")
+#: the most columns an attached type copies into its instances' data (fsm_attach_v1's limit)
+MAX_ATTACH_COLUMNS = 32
 
 _SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _YAML_HINT = " (YAML reads unquoted yes/no/on/off/null and numbers as non-strings: put it in quotes)"
@@ -79,12 +98,42 @@ _YAML_HINT = " (YAML reads unquoted yes/no/on/off/null and numbers as non-string
 # --- public API ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class AttachSection:
+    """A machine's ``attach`` section: the table of the application's it runs on, as
+    :meth:`pyfsm.Store.attach` takes it, and whether to adopt the table's existing rows after
+    attaching (``adopt``, default true: :meth:`pyfsm.Store.adopt`)."""
+
+    table: str
+    key: str
+    state: str
+    lookup: str | None = None
+    columns: tuple[str, ...] = ()
+    on_delete: str = "refuse"
+    adopt: bool = True
+
+
+@dataclass(frozen=True)
+class Definition:
+    """One machine of a definition file and its ``attach`` section (None: it owns its table)."""
+
+    machine: Machine
+    attach: AttachSection | None = None
+
+
 def load_machines(path: str | Path) -> list[Machine]:
-    """The machines in a ``.json``, ``.yaml`` or ``.yml`` file, in file order.
+    """The machines in a ``.json``, ``.yaml`` or ``.yml`` file, in file order (their ``attach``
+    sections checked, and left out: :func:`load_definitions` gives them).
 
     Raises InvalidArgument for another suffix or a file that cannot be read, and
     InvalidDefinition for anything wrong with its content.
     """
+    return [d.machine for d in load_definitions(path)]
+
+
+def load_definitions(path: str | Path) -> list[Definition]:
+    """The machines in a definition file with their ``attach`` sections, in file order (the
+    errors of :func:`load_machines`)."""
     path = Path(path)
     source = str(path)
     fmt = SUFFIXES.get(path.suffix.lower())
@@ -102,7 +151,7 @@ def load_machines(path: str | Path) -> list[Machine]:
         text = data.decode("utf-8-sig")  # -sig: editors on Windows like to start files with a BOM
     except UnicodeDecodeError as exc:
         raise _document_error(source, f"not UTF-8 text (bad byte at offset {exc.start})") from None
-    return parse_machines(text, fmt=fmt, source=source)
+    return parse_definitions(text, fmt=fmt, source=source)
 
 
 def parse_machines(text: str, *, fmt: str, source: str = "<string>") -> list[Machine]:
@@ -110,6 +159,11 @@ def parse_machines(text: str, *, fmt: str, source: str = "<string>") -> list[Mac
 
     ``source`` names the document in error messages (load_machines passes the file name).
     """
+    return [d.machine for d in parse_definitions(text, fmt=fmt, source=source)]
+
+
+def parse_definitions(text: str, *, fmt: str, source: str = "<string>") -> list[Definition]:
+    """The machines in ``text`` with their ``attach`` sections (see :func:`parse_machines`)."""
     if fmt not in ("json", "yaml"):
         raise InvalidArgument(f"definition format must be 'json' or 'yaml', got {fmt!r:.40}", field="fmt")
     if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "replace")) > MAX_FILE_BYTES:
@@ -431,13 +485,13 @@ class _Reader:
 
     # -- structure --
 
-    def document(self, doc: Any) -> list[Machine]:
+    def document(self, doc: Any) -> list[Definition]:
         if not isinstance(doc, dict):
             raise self.fail(
                 "", f'the top level must be an object: one machine, or {{"machines": [...]}}, got {_describe(doc)}'
             )
         if "machines" not in doc:
-            return [self.machine(doc, "")]
+            return [self.definition(doc, "")]
         self.mapping(doc, "", tuple(key for key in doc if isinstance(key, str)), "an object")  # odd/duplicate keys
         for key in doc:
             if key != "machines":
@@ -445,19 +499,86 @@ class _Reader:
         entries = self.items(doc["machines"], "machines")
         if not entries:
             raise self.fail("machines", "must list at least one machine")
-        machines: list[Machine] = []
+        definitions: list[Definition] = []
         first: dict[str, int] = {}
+        columns: dict[tuple[str, str], int] = {}  # (table, state column) -> the machine that holds it
         for index, entry in enumerate(entries):
-            machine = self.machine(entry, f"machines[{index}]")
+            found = self.definition(entry, f"machines[{index}]")
+            machine, attach = found.machine, found.attach
             if machine.name in first:
                 raise self.fail(
                     f"machines[{index}].name",
                     f"machine {machine.name!r} is already defined at machines[{first[machine.name]}]",
                     machine=machine.name,
                 )
+            if attach is not None and (attach.table, attach.state) in columns:
+                raise self.fail(
+                    f"machines[{index}].attach.state",
+                    f"column {attach.state!r} of table {attach.table!r} holds the state of "
+                    f"machines[{columns[(attach.table, attach.state)]}] already: one column holds one machine's state",
+                    machine=machine.name,
+                )
             first[machine.name] = index
-            machines.append(machine)
-        return machines
+            if attach is not None:
+                columns[(attach.table, attach.state)] = index
+            definitions.append(found)
+        return definitions
+
+    def definition(self, value: Any, prefix: str) -> Definition:
+        """One machine and its attach section (checked after the machine)."""
+        machine = self.machine(value, prefix)
+        spec = value.get("attach")
+        at = f"{prefix}.attach" if prefix else "attach"
+        return Definition(machine, None if spec is None else self.attach_section(spec, at, machine.name))
+
+    def attach_section(self, value: Any, path: str, machine: str) -> AttachSection:
+        """The ``attach`` section: each field's type and size checked here, the table and its
+        columns by the database when the section is applied (fsm_attach_v1)."""
+        spec = self.mapping(
+            value, path, ATTACH_FIELDS, "an object (table, key, state, lookup, columns, on_delete, adopt)"
+        )
+        for field in ATTACH_REQUIRED:
+            if field not in spec:
+                raise self.fail(f"{path}.{field}", "required field is missing", machine=machine)
+        names = {f: self.column_name(spec[f], f"{path}.{f}", machine) for f in ATTACH_REQUIRED}
+        lookup = None if spec.get("lookup") is None else self.column_name(spec["lookup"], f"{path}.lookup", machine)
+        columns = [] if spec.get("columns") is None else self.strings(spec["columns"], f"{path}.columns")
+        if len(columns) > MAX_ATTACH_COLUMNS:
+            raise self.fail(
+                f"{path}.columns", f"lists {len(columns)} columns, at most {MAX_ATTACH_COLUMNS}", machine=machine
+            )
+        for i, column in enumerate(columns):
+            self.column_name(column, f"{path}.columns[{i}]", machine)
+            if column in columns[:i]:
+                raise self.fail(
+                    f"{path}.columns[{i}]",
+                    f"{column!r} is listed twice (first at columns[{columns.index(column)}])",
+                    machine=machine,
+                )
+        on_delete = spec.get("on_delete", "refuse")
+        if on_delete not in ON_DELETE:
+            raise self.fail(
+                f"{path}.on_delete", f"must be 'refuse' or 'allow', got {_describe(on_delete)}", machine=machine
+            )
+        adopt = spec.get("adopt", True)
+        if not isinstance(adopt, bool):
+            raise self.fail(f"{path}.adopt", f"must be true or false, got {_describe(adopt)}", machine=machine)
+        return AttachSection(
+            table=names["table"],
+            key=names["key"],
+            state=names["state"],
+            lookup=lookup,
+            columns=tuple(columns),
+            on_delete=str(on_delete),
+            adopt=adopt,
+        )
+
+    def column_name(self, value: Any, path: str, machine: str) -> str:
+        """A table's or column's name: a string of 1 to 64 characters (MySQL's limit)."""
+        name = self.string(value, path)
+        if not 1 <= len(name) <= 64:
+            raise self.fail(path, f"must be a name of 1 to 64 characters, got {_describe(name)}", machine=machine)
+        return name
 
     def machine(self, value: Any, prefix: str) -> Machine:
         def at(field: str) -> str:

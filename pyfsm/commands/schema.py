@@ -7,15 +7,19 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from .. import db
+from .. import attach_health, db
+from ..attach import DEFAULT_BATCH
+from ..attach_health import AttachmentHealth
 from ..definition import Machine
-from ..definition_file import load_machines
+from ..definition_file import AttachSection, Definition, load_definitions
 from ..engine.process import Process
 from ..errors import FsmError, InvalidArgument
 from ..schema import install as schema
 from ..schema.grants import Account, exists, grant
 from ..store import Store
-from .common import Add, Progress, emit, env_password, load, progress_flag, table
+from .attachments import adopt_with_progress, adoption_lines, describe
+from .attachments import left_behind as rows_left_behind
+from .common import Add, Progress, emit, env_password, load, plain, progress_flag, table
 
 DEFINITION_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -36,6 +40,7 @@ def cmd_check(args: argparse.Namespace) -> None:
     try:
         schema.check(conn)
         deprecated = schema.deprecated_present(conn)
+        attachments = attach_health.check(conn)
     finally:
         conn.close()
     found = [
@@ -49,7 +54,15 @@ def cmd_check(args: argparse.Namespace) -> None:
         for name, replaced_by, entry in deprecated
     ]
     lines = [f"pyfsm schema is at {schema.HEAD_REVISION}, as this pyfsm needs"]
-    notes = []
+    notes: list[dict[str, Any]] = []
+    if attachments is None:  # the application's and reporting accounts may not read fsm_attachments
+        text = "attached types not checked: this account may not read fsm_attachments (run it as the schema owner)"
+        notes.append({"level": "info", "kind": "attachments_not_checked", "message": text})
+        lines.append(f"info: {text}")
+    else:
+        lines += attachment_lines(attachments)
+        if not all(a.ok for a in attachments):
+            args.exit_code = 1
     if found:  # information, not a fault: every database has them, fresh or upgraded, until they go
         releases = sorted({d["removed_in"] for d in found})
         removes = f"{' and '.join(releases)} {'removes' if len(releases) == 1 else 'remove'}"
@@ -64,24 +77,63 @@ def cmd_check(args: argparse.Namespace) -> None:
             f"  {d['name']}: use {d['replaced_by']} (deprecated in {d['deprecated_in']}, removed in {d['removed_in']})"
             for d in found
         ]
-    emit(args, {"revision": schema.HEAD_REVISION, "ok": True, "notes": notes, "deprecated": found}, lines)
+    emit(
+        args,
+        {
+            "revision": schema.HEAD_REVISION,
+            "ok": attachments is None or all(a.ok for a in attachments),
+            "notes": notes,
+            "deprecated": found,
+            "attachments": None if attachments is None else [attachment_fields(a) for a in attachments],
+        },
+        lines,
+    )
 
 
-def machines_from(source: str) -> list[Machine]:
-    """The machines a source names: a definition file, or module.path:attribute (a Machine or Process)."""
+def attachment_lines(attachments: list[AttachmentHealth]) -> list[str]:
+    """One line per attached type (its table, key and state column, whether installed and
+    adopted), then one line per problem, ``error: `` or ``warning: `` first."""
+    lines = []
+    for health in attachments:
+        a = health.attachment
+        status = {
+            "installed": "installed" + (", every row adopted" if a.adopted else ""),
+            "recorded": "recorded, not installed",
+            "detached": "detached (its instances and history stay)",
+        }[health.status]
+        verdict = "" if health.status == "detached" else ": ok" if not health.problems else ""
+        lines.append(f"attached: {describe(a)}: {status}{verdict}")
+        lines += [f"{p.level}: {p.message}" for p in health.problems]
+    return lines
+
+
+def attachment_fields(health: AttachmentHealth) -> dict[str, Any]:
+    return {
+        **plain(health.attachment),
+        "status": health.status,
+        "ok": health.ok,
+        "problems": [plain(p) for p in health.problems],
+    }
+
+
+def definitions_from(source: str) -> list[Definition]:
+    """The machines a source names, each with its attach section: a definition file, or
+    module.path:attribute (a Machine or Process, no attach section)."""
     if source.lower().endswith(DEFINITION_SUFFIXES) or Path(source).is_file():
-        return load_machines(source)
+        return load_definitions(source)
     found = load(source, Machine, Process)
-    return [found.machine if isinstance(found, Process) else found]
+    return [Definition(found.machine if isinstance(found, Process) else found)]
 
 
 def cmd_install(args: argparse.Namespace) -> None:
-    machines = [(source, m) for source in args.source for m in machines_from(source)]  # all valid before any is stored
+    # all valid before any is stored
+    definitions = [(source, d) for source in args.source for d in definitions_from(source)]
     results = []
     lines: list[str] = []
-    bar = Progress(len(machines), "installing", enabled=args.progress)
+    bar = Progress(len(definitions), "installing", enabled=args.progress)
     with Store(args.dsn) as store:
-        for n, (source, machine) in enumerate(machines, 1):
+        for n, (source, definition) in enumerate(definitions, 1):
+            machine = definition.machine
             result = store.define(machine)
             results.append(
                 {"machine": result.machine, "version": result.version, "changed": result.changed, "source": source}
@@ -94,6 +146,11 @@ def cmd_install(args: argparse.Namespace) -> None:
                 behind, line = left_behind(store, machine, result.version)
                 results[-1].update(behind)
                 lines += [line] if line else []
+            if definition.attach is not None:
+                fields, more, rows_left = attach_section(store, machine.name, definition.attach, args.progress)
+                results[-1].update(fields)
+                lines += more
+                args.exit_code = 1 if rows_left else getattr(args, "exit_code", 0)
             bar.update(n)
     bar.close()
     if args.command == "define" and len(results) == 1 and not args.json:  # the 0.1 output, kept for scripts
@@ -101,6 +158,36 @@ def cmd_install(args: argparse.Namespace) -> None:
         emit(args, {k: results[0][k] for k in ("machine", "version", "changed")})
         return
     emit(args, results, lines)
+
+
+def attach_section(
+    store: Store, machine: str, section: AttachSection, progress: bool | None
+) -> tuple[dict[str, Any], list[str], bool]:
+    """A definition file's attach section applied as `pyfsm attach` does it: attach, then
+    adopt the existing rows (unless ``adopt: false``, or the type was attached to this table
+    already with every row adopted: the triggers have given each row since its instance).
+    --json's fields, the lines, and whether rows were left without an instance (exit 1)."""
+    before = store.attachment(machine)
+    attachment = store.attach(
+        machine,
+        table=section.table,
+        key=section.key,
+        state=section.state,
+        lookup=section.lookup,
+        columns=section.columns,
+        on_delete=section.on_delete,
+    )
+    lines = [f"  {describe(attachment)}: attached"]
+    report = None
+    if not section.adopt:
+        lines.append(f"  existing rows not adopted (adopt: false): `pyfsm adopt {machine}` adopts them")
+    elif before is not None and before.installed and before.adopted and before == attachment:
+        lines.append("  attached so already, every row adopted: nothing to adopt")
+    else:
+        report = adopt_with_progress(store, machine, DEFAULT_BATCH, progress)
+        lines += [f"  {line}" for line in adoption_lines(attachment, report)]
+    fields = {"attachment": plain(attachment), "adoption": plain(report)}
+    return fields, lines, report is not None and rows_left_behind(report)
 
 
 def left_behind(store: Store, machine: Machine, version: int) -> tuple[dict[str, Any], str | None]:
@@ -208,7 +295,8 @@ def register(add: Add) -> None:
     add(
         "check",
         cmd_check,
-        "check that the schema matches this pyfsm, and list deprecated procedures still installed",
+        "check that the schema matches this pyfsm and that each attached type still fits its table (exit status "
+        "1 if one does not), and list deprecated procedures still installed",
         "pyfsm check",
     )
     for name, text in (

@@ -344,3 +344,52 @@ UPDATE fsm_attachments SET adopted_at = UTC_TIMESTAMP(6) WHERE machine = %s
 -- Used by: pyfsm.schema.attached.with_column_types.
 SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS
  WHERE TABLE_SCHEMA = DATABASE() AND CAST(TABLE_NAME AS BINARY) = CAST(%s AS BINARY)
+
+-- name: attach_health_attachments
+-- Every attachment fsm_attachments records, for `pyfsm check` (1142 for an account that may
+-- not read the table, as the application's and reporting accounts may not: then not checked).
+-- Parameters: none.
+-- Result: the rows of attach_row, by machine.
+-- Used by: pyfsm.attach_health.check (`pyfsm check`).
+SELECT machine, table_name, key_column, state_column, key_kind, key_type, lookup_column, data_columns,
+       on_delete, created_at, installed_at, detached_at, adopted_at
+  FROM fsm_attachments ORDER BY machine
+
+-- name: attach_health_columns
+-- The columns an attached table has now (none: the table is gone), byte for byte by name.
+-- Parameters: table name.
+-- Result: (name, data_type, column_type, length) per column.
+-- Used by: pyfsm.attach_health.check (`pyfsm check`).
+SELECT COLUMN_NAME AS name, DATA_TYPE AS data_type, COLUMN_TYPE AS column_type, CHARACTER_MAXIMUM_LENGTH AS length
+  FROM information_schema.COLUMNS
+ WHERE TABLE_SCHEMA = DATABASE() AND CAST(TABLE_NAME AS BINARY) = CAST(%s AS BINARY)
+
+-- name: attach_health_triggers
+-- The triggers on an attached table and on its type's instance table, and the type's own
+-- (named fsm_<type>_...) wherever they are: a renamed table takes its triggers along.
+-- ACTION_ORDER is the order of the triggers of one table, timing and event.
+-- Parameters: table name, instance table name (fsm_<type>), the prefix fsm_<type>_ twice.
+-- Result: (name, table_name, timing, event, action_order) per trigger.
+-- Used by: pyfsm.attach_health.check (`pyfsm check`).
+SELECT TRIGGER_NAME AS name, EVENT_OBJECT_TABLE AS table_name, ACTION_TIMING AS timing,
+       EVENT_MANIPULATION AS event, ACTION_ORDER AS action_order
+  FROM information_schema.TRIGGERS
+ WHERE TRIGGER_SCHEMA = DATABASE()
+   AND (CAST(EVENT_OBJECT_TABLE AS BINARY) IN (CAST(%s AS BINARY), CAST(%s AS BINARY))
+        OR LEFT(TRIGGER_NAME, CHAR_LENGTH(%s)) = %s)
+
+-- name: attach_health_procedure
+-- Whether an attached type's adoption procedure exists.
+-- Parameters: procedure name (fsm_<type>_adopt_v1).
+-- Result: one row when it exists, none when not.
+-- Used by: pyfsm.attach_health.check (`pyfsm check`).
+SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES
+ WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME = %s
+
+-- name: attach_health_states
+-- Every state of every definition version of a type (its state column must hold each), with
+-- the first version that has it.
+-- Parameters: machine.
+-- Result: (state, version) per state, by version then name.
+-- Used by: pyfsm.attach_health.check (`pyfsm check`).
+SELECT state, MIN(version) AS version FROM fsm_states WHERE machine = %s GROUP BY state ORDER BY MIN(version), state

@@ -337,7 +337,7 @@ BAD_INPUT = [
         "json",
         json_with(colour="red"),
         "colour",
-        "colour: unknown field; expected name, states, start, final, transitions, topic, options, timeouts",
+        "colour: unknown field; expected name, states, start, final, transitions, topic, options, timeouts, attach",
         id="unknown-machine-field",
     ),
     pytest.param(
@@ -380,7 +380,7 @@ BAD_INPUT = [
         "yaml",
         yaml_with("transitions:\n", "moves:\n"),
         "moves",
-        "moves: unknown field; expected name, states, start, final, transitions, topic, options, timeouts (line 5)",
+        "moves: unknown field; expected name, states, start, final, transitions, topic, options, timeouts, attach (line 5)",
         id="misspelt-required-field",
     ),
     pytest.param(
