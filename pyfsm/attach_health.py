@@ -125,7 +125,7 @@ def _problems(conn: Any, a: Attachment, status: str, everyone: Sequence[dict[str
 
 
 def _table_missing(a: Attachment, triggers: list[dict[str, Any]], status: str) -> Problem:
-    sbu = attached.object_name("machine/attached/fsm_{type}_sbu_v1.sql", a.machine)
+    sbu = attached.object_name("machine/attached/triggers/fsm_{type}_sbu_v1.sql", a.machine)
     moved = sorted({t["table_name"] for t in triggers if t["name"] == sbu and t["table_name"] != a.table})
     now = f"; its triggers are on {attached.quote(moved[0])} now" if moved else ""
     fails = (
@@ -234,7 +234,7 @@ def _triggers(
                 f"run `pyfsm sync {a.machine}` as the schema owner to create it again",
             )
         )
-    procedure = attached.object_name("machine/attached/fsm_{type}_adopt_v1.sql", a.machine)
+    procedure = attached.object_name("machine/attached/procedures/fsm_{type}_adopt_v1.sql", a.machine)
     if not _rows(conn, "attach_health_procedure", (procedure,)):
         found.append(
             Problem(
@@ -250,7 +250,7 @@ def _triggers(
 def _order(a: Attachment, triggers: list[dict[str, Any]], everyone: Sequence[dict[str, Any]]) -> list[Problem]:
     """The application's BEFORE UPDATE triggers on the table that run after pyfsm's: what they
     set NEW.<state> to is what the row keeps, after pyfsm checked the change."""
-    sbu = attached.object_name("machine/attached/fsm_{type}_sbu_v1.sql", a.machine)
+    sbu = attached.object_name("machine/attached/triggers/fsm_{type}_sbu_v1.sql", a.machine)
     ours = next((t for t in triggers if t["name"] == sbu and t["table_name"] == a.table), None)
     if ours is None:
         return []  # reported missing

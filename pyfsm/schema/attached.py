@@ -35,18 +35,18 @@ from .resources import check_machine_name, read_sql
 #: The attached type's triggers on the application's table, in creation order (the delete
 #: trigger only with on_delete 'refuse').
 SUBJECT_TRIGGERS = (
-    "machine/attached/fsm_{type}_sbi_v1.sql",
-    "machine/attached/fsm_{type}_sai_v1.sql",
-    "machine/attached/fsm_{type}_sbu_v1.sql",
-    "machine/attached/fsm_{type}_sbd_v1.sql",
+    "machine/attached/triggers/fsm_{type}_sbi_v1.sql",
+    "machine/attached/triggers/fsm_{type}_sai_v1.sql",
+    "machine/attached/triggers/fsm_{type}_sbu_v1.sql",
+    "machine/attached/triggers/fsm_{type}_sbd_v1.sql",
 )
 #: Its triggers on its instance table and its adoption procedure, created before those.
 INSTANCE_OBJECTS = (
-    "machine/attached/fsm_{type}_bi_adopt_v1.sql",
-    "machine/attached/fsm_{type}_bi_adopted_v1.sql",
-    "machine/attached/fsm_{type}_ai_subject_v1.sql",
-    "machine/attached/fsm_{type}_au_subject_v1.sql",
-    "machine/attached/fsm_{type}_adopt_v1.sql",
+    "machine/attached/triggers/fsm_{type}_bi_adopt_v1.sql",
+    "machine/attached/triggers/fsm_{type}_bi_adopted_v1.sql",
+    "machine/attached/triggers/fsm_{type}_ai_subject_v1.sql",
+    "machine/attached/triggers/fsm_{type}_au_subject_v1.sql",
+    "machine/attached/procedures/fsm_{type}_adopt_v1.sql",
 )
 ALL_OBJECTS = INSTANCE_OBJECTS + SUBJECT_TRIGGERS
 
@@ -234,7 +234,7 @@ def install(conn: Any, facts: Facts) -> None:
     templates = INSTANCE_OBJECTS + tuple(t for t in SUBJECT_TRIGGERS if facts.on_delete == "refuse" or "_sbd_" not in t)
     execute_ddl(conn, [render(t, facts) for t in templates])
     if facts.on_delete != "refuse":
-        drop(conn, facts.machine, ("machine/attached/fsm_{type}_sbd_v1.sql",))
+        drop(conn, facts.machine, ("machine/attached/triggers/fsm_{type}_sbd_v1.sql",))
     with conn.cursor() as cur:
         cur.execute(queries.sql("attach_installed"), (facts.machine,))
     conn.commit()
@@ -254,7 +254,7 @@ def drop(conn: Any, machine: str, templates: tuple[str, ...] = ALL_OBJECTS) -> N
     """Drop the attached type's objects of ``templates`` where present (the table's triggers first)."""
     statements = []
     for template in sorted(templates, key=lambda t: t not in SUBJECT_TRIGGERS):
-        kind = "PROCEDURE" if template.endswith("/fsm_{type}_adopt_v1.sql") else "TRIGGER"
+        kind = "PROCEDURE" if template.startswith("machine/attached/procedures/") else "TRIGGER"
         statements.append(f"DROP {kind} IF EXISTS {quote(object_name(template, machine))}")
     execute_ddl(conn, statements)
 

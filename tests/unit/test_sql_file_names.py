@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from pyfsm.schema.attached import ALL_OBJECTS as ATTACHED_OBJECTS
 from pyfsm.schema.ddl import object_name
 from pyfsm.schema.install import CURRENT_OBJECTS, CURRENT_TRIGGERS, MACHINE_OBJECTS, MACHINE_TIMER_OBJECTS, _family
 from pyfsm.schema.resources import PLACEHOLDER, sql_dir, template_revisions
@@ -38,6 +39,9 @@ KINDS = {
     "machine/internal": "PROCEDURE",
     "machine/procedures": "PROCEDURE",
     "machine/views": "VIEW",
+    # an attached type's objects, rendered for its table (pyfsm.schema.attached)
+    "machine/attached/triggers": "TRIGGER",
+    "machine/attached/procedures": "PROCEDURE",
 }
 # the files of objects; sql/queries/ holds the runtime queries (tests/unit/test_queries.py)
 SQL_FILES = sorted(
@@ -93,13 +97,21 @@ def test_no_two_files_create_one_object() -> None:
 
 
 def test_every_file_is_listed_by_the_installer() -> None:
-    """CURRENT_OBJECTS (global), MACHINE_OBJECTS and MACHINE_TIMER_OBJECTS (per type) and the
-    views rebuilt over every type (UNION_VIEWS, DEPENDENT_VIEWS) name every file of sql/, each
-    once, and no other."""
-    listed = [*CURRENT_OBJECTS, *MACHINE_OBJECTS, *MACHINE_TIMER_OBJECTS, *UNION_VIEWS, *DEPENDENT_VIEWS]
+    """CURRENT_OBJECTS (global), MACHINE_OBJECTS and MACHINE_TIMER_OBJECTS (per type), an
+    attached type's objects (pyfsm.schema.attached.ALL_OBJECTS) and the views rebuilt over every
+    type (UNION_VIEWS, DEPENDENT_VIEWS) name every file of sql/, each once, and no other."""
+    listed = [
+        *CURRENT_OBJECTS,
+        *MACHINE_OBJECTS,
+        *MACHINE_TIMER_OBJECTS,
+        *ATTACHED_OBJECTS,
+        *UNION_VIEWS,
+        *DEPENDENT_VIEWS,
+    ]
     assert len(listed) == len(set(listed)), "a file listed twice"
     assert sorted(listed) == SQL_FILES
     assert all(name.startswith("machine/") for name in (*MACHINE_OBJECTS, *MACHINE_TIMER_OBJECTS))
+    assert all(name.startswith("machine/attached/") for name in ATTACHED_OBJECTS)
     assert not any(name.startswith("machine/") for name in (*CURRENT_OBJECTS, *UNION_VIEWS, *DEPENDENT_VIEWS))
 
 
