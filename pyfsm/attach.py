@@ -23,7 +23,14 @@ import pymysql
 from . import db
 from .checks import check_int, machine_name
 from .db import queries
-from .errors import AccessDenied, Deadlock, InvalidArgument, StateColumnUnsupported, TableUnsupported
+from .errors import (
+    AccessDenied,
+    Deadlock,
+    InvalidArgument,
+    NotAttached,
+    StateColumnUnsupported,
+    TableUnsupported,
+)
 from .schema import attached, routines
 
 if TYPE_CHECKING:
@@ -220,6 +227,25 @@ def attachment(gateway: Gateway, machine: str | Machine) -> Attachment | None:
     return Attachment.from_row(rows[0]) if rows else None
 
 
+def installed(gateway: Gateway, machine: str) -> Attachment:
+    """The type's attachment, installed; else NotAttached (31040) saying what to run."""
+    found = attachment(gateway, machine)
+    if found is None:
+        raise NotAttached(
+            f"{machine} is not attached to a table, so there is nothing to adopt: "
+            f"`pyfsm attach {machine} --table T --key K --state S` attaches it",
+            machine=machine,
+        )
+    if not found.installed:
+        raise NotAttached(
+            f"{machine}'s attachment to `{found.table}` is not installed, so there is nothing to adopt: after a "
+            f"detach, Store.attach (`pyfsm attach`) installs it again; after a DBA's fsm_attach_v1, `pyfsm sync "
+            f"{machine}` installs it",
+            machine=machine,
+        )
+    return found
+
+
 def adopt(
     gateway: Gateway,
     machine: str | Machine,
@@ -233,6 +259,7 @@ def adopt(
     interruption."""
     name = machine_name(machine)
     check_int("batch", batch, minimum=1, maximum=10000)
+    installed(gateway, name)
     report = AdoptionReport()
     after: str | None = None
     while True:

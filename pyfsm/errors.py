@@ -332,6 +332,14 @@ class UnknownStateValue(InvalidArgument):
     errno = 31038
 
 
+class NotAttached(FsmError):
+    """The type is not attached to a table now, so there is nothing to adopt: never attached,
+    detached, or recorded by a DBA's fsm_attach_v1 and not installed yet (the message says which
+    and what to run: ``pyfsm attach ...`` or ``pyfsm sync``)."""
+
+    errno = 31040
+
+
 class AttachmentConflict(FsmError):
     """The attachment asked for clashes with one that exists: the type is (or was) attached to
     another table or column, another type holds that state column, or the type already has
@@ -442,6 +450,7 @@ SIGNALLED: dict[int, type[FsmError]] = {
         TriggerNameTaken,
         UnknownStateValue,
         AttachmentConflict,
+        NotAttached,
     )
 }
 

@@ -16,8 +16,9 @@ import shlex
 import sys
 from typing import Any
 
+from .. import attach as attaching
 from ..attach import DEFAULT_BATCH, ON_DELETE, AdoptionReport, Attachment, AttachPlan
-from ..errors import InvalidArgument
+from ..errors import NotAttached
 from ..schema.attached import quote
 from ..store import Store
 from .common import Add, Progress, emit, plain, progress_flag, table, whole
@@ -87,10 +88,10 @@ def adoption_lines(a: Attachment, report: AdoptionReport) -> list[str]:
     if report.unknown:
         lines.append(
             f"  {report.unknown} {'row is' if report.unknown == 1 else 'rows are'} in a value of {quote(a.state)} "
-            f"that is no state of {a.machine} (the first: key {report.first_unknown}): no instance, and an UPDATE "
-            f"of {quote(a.state)} is refused (UnknownStateValue, 31038); add the state in a new definition version "
-            f"and run `pyfsm adopt {a.machine}`, or `pyfsm detach {a.machine}`, give those rows a state of "
-            f"{a.machine} and attach again"
+            f"that is no state of {a.machine} (the first: key {report.first_unknown}): no instance yet; an UPDATE "
+            f"giving such a row a state of {a.machine} adopts it there (another value is refused: "
+            f"UnknownStateValue, 31038), or add the state in a new definition version and run "
+            f"`pyfsm adopt {a.machine}`"
         )
     if report.refused:
         lines.append(
@@ -161,29 +162,24 @@ def cmd_attach(args: argparse.Namespace) -> None:
         args.exit_code = 1
 
 
-def _attached(store: Store, machine: str, verb: str) -> Attachment:
-    """The type's attachment, installed; else the error that says how to attach it."""
+def _attached(store: Store, machine: str) -> Attachment:
+    """The type's attachment, installed; else NotAttached (31040), which says how to attach it
+    (after a detach, the very command that attaches it again as it was)."""
     store.definition(machine)  # UnknownMachine, naming the types there are
     found = store.attachment(machine)
-    if found is None:
-        raise InvalidArgument(
-            f"{machine} is not attached to a table, so there is nothing to {verb}: "
-            f"`pyfsm attach {machine} --table T --key K --state S` attaches it",
-            machine=machine,
-        )
-    if not found.installed:
-        raise InvalidArgument(
-            f"{machine}'s attachment to {quote(found.table)} is not installed, so there is nothing to {verb}: "
+    if found is not None and not found.installed:
+        raise NotAttached(
+            f"{machine}'s attachment to {quote(found.table)} is not installed, so there is nothing to adopt: "
             f"after a detach `{attach_command(found)}` installs it again (and adopts), after a DBA's "
             f"fsm_attach_v1 `pyfsm sync {machine}` installs it",
             machine=machine,
         )
-    return found
+    return attaching.installed(store.gateway, machine)
 
 
 def cmd_adopt(args: argparse.Namespace) -> None:
     with Store(args.dsn) as store:
-        attachment = _attached(store, args.machine, "adopt")
+        attachment = _attached(store, args.machine)
         report = adopt_with_progress(store, args.machine, args.batch, args.progress)
     emit(args, {"machine": args.machine, **plain(report)}, adoption_lines(attachment, report))
     if left_behind(report):

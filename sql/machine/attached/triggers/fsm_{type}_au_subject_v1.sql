@@ -9,6 +9,7 @@
 -- Example: CALL fsm_{type}_fire_v1('42', 'pay');  -- {subject}.{state} becomes 'paid'
 CREATE TRIGGER `fsm_{type}_au_subject_v1` AFTER UPDATE ON `fsm_{type}` FOR EACH ROW
 BEGIN
+  DECLARE v_n INT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     SET @fsm_subject_write = NULL;
@@ -17,8 +18,10 @@ BEGIN
   IF @fsm_subject_write IS NULL AND NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
     SET @fsm_subject_write = '{type}';
     UPDATE {subject} SET {state} = NEW.current_state WHERE {key} = {subject_key};
-    SET @fsm_subject_write = NULL;
-    IF NOT EXISTS (SELECT 1 FROM {subject} WHERE {key} = {subject_key}) THEN
+    -- ROW_COUNT() of the UPDATE, read in the statement that clears the mark: 0 is rare (the
+    -- row is gone, or already held the state), so only then is the row looked for
+    SET v_n = ROW_COUNT(), @fsm_subject_write = NULL;
+    IF v_n = 0 AND NOT EXISTS (SELECT 1 FROM {subject} WHERE {key} = {subject_key}) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the attached row of this instance is missing', MYSQL_ERRNO = 31033;
     END IF;
   END IF;

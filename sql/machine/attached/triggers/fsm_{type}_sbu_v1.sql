@@ -18,13 +18,14 @@
 -- Runs after the table's own BEFORE UPDATE triggers (created after them), so it checks the
 -- state they leave.
 -- Errors: 31013 the key changed; the instance trigger's (31005, 31006, 31011, 31018, 31032,
---         ...); 31038 the old state is not one of the machine's (adopting the row).
+--         ...); 31038 a row not adopted yet is given a value that is no state of the machine.
 -- Example: UPDATE {subject} SET {state} = 'paid' WHERE {key} = 42;
 CREATE TRIGGER `fsm_{type}_sbu_v1` BEFORE UPDATE ON {subject} FOR EACH ROW
 BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    SET @fsm_subject_write = NULL, @fsm_source = IF(@fsm_source = 'adopt', NULL, @fsm_source);
+    SET @fsm_subject_write = NULL, @fsm_metadata = IF(@fsm_source = 'adopt', NULL, @fsm_metadata),
+        @fsm_source = IF(@fsm_source = 'adopt', NULL, @fsm_source);
     RESIGNAL;
   END;
   IF NOT COALESCE(CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) AND {same_key}{same_tracked}, 0) THEN
@@ -41,11 +42,22 @@ BEGIN
       SET @fsm_subject_write = '{type}', @fsm_last_to = NULL;
       UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
       IF @fsm_last_to IS NULL AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
-        -- not adopted yet: its first history row records the state it had, then it moves
         SET @fsm_source = 'adopt';
-        INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns}) VALUES ({old_instance_key}, OLD.{state}{old_tracked_values});
-        SET @fsm_source = NULL;
-        UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
+        IF EXISTS (SELECT 1 FROM fsm_states st JOIN fsm_machines m ON m.machine = st.machine AND m.current_version = st.version
+                    WHERE st.machine = '{type}' AND CAST(st.state AS BINARY) = CAST(OLD.{state} AS BINARY)) THEN
+          -- not adopted yet: its first history row records the state it had, then it moves
+          INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns}) VALUES ({old_instance_key}, OLD.{state}{old_tracked_values});
+          SET @fsm_source = NULL;
+          UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
+        ELSE
+          -- a value the machine lacks (NULL included): the row enters the machine at the state
+          -- this write gives it, recorded as its adoption with the value it had (a value the
+          -- machine lacks again is refused, 31038)
+          SET @fsm_metadata = JSON_OBJECT('adopted_from', CONVERT(CAST(OLD.{state} AS BINARY) USING utf8mb4));
+          INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns}) VALUES ({old_instance_key}, NEW.{state}{new_tracked_values});
+          SET @fsm_source = NULL, @fsm_metadata = NULL,
+              @fsm_last_to = (SELECT current_state FROM `fsm_{type}` WHERE instance_key = {old_instance_key});
+        END IF;
       END IF;
       IF @fsm_last_to IS NULL THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the instance row already holds this state: run pyfsm check', MYSQL_ERRNO = 31033;
