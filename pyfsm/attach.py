@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pymysql
-
 from . import db
 from .checks import check_int, machine_name
 from .db import queries
+from .db.driver import errors as pymysql_errors
 from .errors import (
     AccessDenied,
     Deadlock,
@@ -215,7 +214,7 @@ def install(connect: Callable[[], Any], facts: attached.Facts) -> None:
     conn = connect()
     try:
         attached.install(conn, facts)
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         raise _owner_needed(exc, facts.machine, "attach") from exc
     finally:
         conn.close()
@@ -295,14 +294,14 @@ def detach(gateway: Gateway, connect: Callable[[], Any], machine: str | Machine)
     conn = connect()
     try:
         attached.detach(conn, name)
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         raise _owner_needed(exc, name, "detach") from exc
     finally:
         conn.close()
     return attachment(gateway, name)
 
 
-def _owner_needed(exc: pymysql.err.MySQLError, machine: str, verb: str) -> BaseException:
+def _owner_needed(exc: pymysql_errors.MySQLError, machine: str, verb: str) -> BaseException:
     err = db.translate(exc)
     if isinstance(err, AccessDenied):
         return AccessDenied(

@@ -28,6 +28,7 @@ import pymysql
 from . import db
 from .attach import Attachment
 from .db import queries
+from .db.driver import errors as pymysql_errors
 from .errors import AccessDenied
 from .schema import attached
 
@@ -95,7 +96,7 @@ def _rows(conn: Any, query: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
             cur.execute(queries.sql(query), args)
             return list(cur.fetchall())
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         raise db.translate(exc) from exc
 
 

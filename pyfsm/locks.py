@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from . import db
+from .db.driver import errors as pymysql_errors
 from .errors import DatabaseUnavailable, FsmError, InvalidArgument, LockLost
 from .schema import routines
 from .schema.routines import Routine
@@ -495,7 +496,7 @@ def _holders(conn: Any, machine: str, key: str) -> list[HeldLock]:
             while cur.nextset():
                 pass
             return holders
-    except pymysql.err.MySQLError:
+    except pymysql_errors.MySQLError:
         return []
 
 

@@ -16,12 +16,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import pymysql
-
 from . import attach as attaching
 from . import bulk, db, timers, versions
 from .attach import AdoptionReport, Attachment, AttachPlan
 from .checks import check_after, check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
+from .db.driver import errors as pymysql_errors
 from .definition import Machine
 from .errors import (
     AccessDenied,
@@ -200,7 +199,7 @@ class Store:
             recorded = attached_schema.recorded(conn, name)
             if recorded is not None:  # a DBA's fsm_attach_v1: its triggers are created here
                 attached_schema.install(conn, recorded)
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             err = db.translate(exc)
             if isinstance(err, AccessDenied):
                 raise AccessDenied(

@@ -26,6 +26,7 @@ import pymysql
 
 from .checks import check_int, machine_name
 from .db import queries
+from .db.driver import errors as pymysql_errors
 from .db.driver import raw_connection
 from .db.pool import discard
 from .db.translation import translate
@@ -341,7 +342,7 @@ def _batch(conn: Any, sql: str, args: tuple[Any, ...], name: str) -> list[dict[s
             while cur.nextset():
                 pass
             return rows
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         raise translate(exc, machine=name) from exc
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pymysql
 
 from .. import db
+from ..db.driver import errors as pymysql_errors
 from ..definition import Machine
 from ..definition_file import load_machines
 from ..errors import InvalidArgument, UnknownMachine
@@ -113,7 +114,7 @@ def _current_machine(conn: Any, name: str) -> Machine:
             with conn.cursor(pymysql.cursors.DictCursor) as cur:
                 cur.execute(db.queries.sql("types_defined"))
                 rows = cur.fetchall()
-        except pymysql.err.MySQLError:
+        except pymysql_errors.MySQLError:
             raise exc from None
         raise unknown_type(name, [str(r["machine"]) for r in rows if r["installed"]]) from None
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pymysql
-
 from ..errors import NotWriterNode
 from . import queries
+from .driver import errors as pymysql_errors
 from .driver import is_mariadb
 from .marks import mark_cluster, read_cluster
 
@@ -68,7 +67,7 @@ def refuse_unless_writer(cur: Any) -> bool:
     if variables.get("wsrep_on", "").upper() == "ON":
         mark_cluster(conn, "galera")
         if not is_writer(cur):
-            raise pymysql.err.OperationalError(
+            raise pymysql_errors.OperationalError(
                 NotWriterNode.errno,
                 "this Galera node is not the cluster's writer node (wsrep_local_index 0): "
                 "pyfsm writes through one node at a time; list every node in the DSN, or add "
@@ -78,7 +77,7 @@ def refuse_unless_writer(cur: Any) -> bool:
     if variables.get("group_replication_group_name"):
         mark_cluster(conn, "group")
         if variables.get("super_read_only", "").upper() == "ON" or not is_writer(cur):
-            raise pymysql.err.OperationalError(
+            raise pymysql_errors.OperationalError(
                 NotWriterNode.errno,
                 "this MySQL Group Replication member is not its group's primary (ONLINE, "
                 "PRIMARY, super_read_only OFF): pyfsm writes through the primary; list every "
@@ -95,7 +94,7 @@ def is_writer(cur: Any) -> bool:
     if read_cluster(cur.connection) == "group":
         try:
             cur.execute(GROUP_PRIMARY_SQL)
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             if not exc.args or exc.args[0] != _TABLE_ACCESS_DENIED:
                 raise
             cur.execute(queries.sql("cluster_super_read_only"))  # the account may not read performance_schema

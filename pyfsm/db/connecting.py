@@ -33,6 +33,7 @@ import pymysql
 from ..errors import AccessDenied, DatabaseUnavailable, InvalidArgument, UnknownDatabase
 from . import queries
 from .cluster import refuse_unless_writer
+from .driver import errors as pymysql_errors
 from .driver import is_mariadb
 from .hosts import where
 from .marks import mark_named, mark_tried, mark_used, mark_writer_checked, read_named, read_server, read_tried
@@ -93,7 +94,7 @@ def connect(settings: Settings, *, database: bool = True, timeouts: bool = False
     """
     try:
         return open_connection(settings, database=database, timeouts=timeouts)
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         err = translate(exc)
         if isinstance(err, DatabaseUnavailable):
             name_servers(err, settings)  # which of the servers were tried, what each said, and what to try
@@ -107,7 +108,7 @@ def snapshot_isolation_off(cur: Any) -> None:
     a MariaDB too old to have it has nothing to turn off."""
     try:
         cur.execute(SNAPSHOT_ISOLATION_OFF)
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         if not (exc.args and exc.args[0] == UNKNOWN_VARIABLE):
             raise
 
@@ -135,7 +136,7 @@ def _connect_to(kwargs: dict[str, Any], settings: Settings) -> tuple[pymysql.con
             with suppress(Exception):
                 conn.close()
             if not (
-                isinstance(exc, pymysql.err.MySQLError)
+                isinstance(exc, pymysql_errors.MySQLError)
                 and exc.args
                 and exc.args[0] in DEADLOCKS
                 and attempt < SETUP_DEADLOCK_ATTEMPTS
@@ -165,7 +166,7 @@ def open_connection(
     for n, (host, port) in enumerate(order, 1):
         try:
             conn, galera = _connect_to({**kwargs, "host": host, "port": port}, settings)
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             tried.append((where(host, port), str(exc)))
             mark_tried(exc, tried)
             if not transient(translate(exc)):
@@ -251,7 +252,7 @@ def create_database(settings: Settings) -> bool:
         with conn.cursor() as cur:
             try:
                 cur.execute(statement)
-            except pymysql.err.MySQLError as exc:
+            except pymysql_errors.MySQLError as exc:
                 err = translate(exc)
                 if not isinstance(err, AccessDenied):
                     raise

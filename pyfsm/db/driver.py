@@ -7,9 +7,23 @@ either renames one, this module is the one to change.
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+#: PyMySQL's error classes, as its connections raise them. Read from sys.modules, never as the
+#: attribute ``pymysql.err``: an application that installs PyMySQL as MySQLdb for Django
+#: (``pymysql.install_as_MySQLdb()``) gets a second copy of that module when Django imports
+#: ``MySQLdb.err``, and the import sets ``pymysql.err`` to the copy, whose classes no
+#: connection raises: ``except pymysql.err.MySQLError`` would then catch nothing.
+__all__ = ["errors"]
+
+if TYPE_CHECKING:
+    import pymysql.err as errors
+else:
+    errors = importlib.import_module("pymysql.err")
 
 
 def is_mariadb(conn: Any) -> bool:
@@ -74,3 +88,28 @@ def force_close(conn: Any) -> None:
     checkout and replaces it.
     """
     raw_connection(conn)._force_close()
+
+
+def install_as_mysqldb() -> None:
+    """Install PyMySQL as MySQLdb for Django's MySQL backend, its submodules included.
+
+    ``pymysql.install_as_MySQLdb()`` alone registers the package only: when Django then imports
+    ``MySQLdb.err`` or ``MySQLdb.constants``, Python loads PyMySQL's files a second time under
+    those names and sets ``pymysql.err`` to the copy, whose classes no connection raises, so every
+    ``except pymysql.err.MySQLError`` in the process (the application's, a test's) stops
+    catching. Registering each loaded submodule under its MySQLdb name first avoids the copy
+    (docs/own-tables.md#django).
+    """
+    import pymysql
+    import pymysql.constants.CLIENT
+    import pymysql.constants.ER
+    import pymysql.constants.FIELD_TYPE
+    import pymysql.constants.FLAG
+    import pymysql.converters
+    import pymysql.cursors
+    import pymysql.times  # each loaded so that it is registered below
+
+    pymysql.install_as_MySQLdb()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("pymysql.") and module is not None:
+            sys.modules.setdefault("MySQLdb." + name.removeprefix("pymysql."), module)

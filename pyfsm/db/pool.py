@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
-import pymysql
 from dbutils.pooled_db import PooledDB
 from pymysql.constants import SERVER_STATUS
 
@@ -37,6 +36,7 @@ from . import queries
 from .cluster import is_writer
 from .connecting import name_servers, open_connection
 from .driver import bounded, force_close, get_timeouts, raw_connection
+from .driver import errors as pymysql_errors
 from .marks import (
     mark_server,
     mark_timeout_bound,
@@ -99,7 +99,7 @@ def is_alive(conn: Any) -> bool:
         try:
             with bounded(conn, conn.connect_timeout or CONNECT_TIMEOUT), conn.cursor() as cur:
                 writer = is_writer(cur)
-        except pymysql.err.MySQLError:
+        except pymysql_errors.MySQLError:
             return False
         if not writer:
             # closed, not only reported: DBUtils hands out a connection it could not replace
@@ -114,7 +114,7 @@ def is_alive(conn: Any) -> bool:
     try:
         with bounded(conn, conn.connect_timeout or CONNECT_TIMEOUT):  # a round trip: no call's wait is in it
             conn.ping(reconnect=False)
-    except pymysql.err.MySQLError:
+    except pymysql_errors.MySQLError:
         return False
     mark_used(conn)
     return True
@@ -156,7 +156,7 @@ class Database:
         """A pooled connection (autocommit, UTC, READ COMMITTED), returned to the pool after."""
         try:
             conn = self._pool.connection()
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             err = translate(exc)
             raise err from cause(err, exc)
         try:
@@ -219,7 +219,7 @@ class Database:
                 retry = retries.next(err, sent=False, repeatable=retry_connection, deadlocks=False)
                 if retry is None:
                     raise self.with_server(err) from cause(err, failed)
-            except pymysql.err.MySQLError as exc:
+            except pymysql_errors.MySQLError as exc:
                 err = translate(exc, **context)
                 if timed_out(exc):
                     seconds = read_timeout_bound(exc)
@@ -239,7 +239,7 @@ class Database:
                     return fn(raw_connection(pooled))
             except UnicodeError as exc:  # the connection was discarded by connection()
                 raise encoding_error(exc) from exc
-            except pymysql.err.MySQLError as exc:
+            except pymysql_errors.MySQLError as exc:
                 err = translate(exc)
                 if timed_out(exc):
                     seconds = read_timeout_bound(exc, self.settings.read_timeout)
@@ -266,7 +266,7 @@ class Database:
     def _run_pooled(self, sql: str, args: Sequence[Any], *, writes: bool) -> list[Row]:
         try:
             pooled = self._pool.connection()
-        except pymysql.err.MySQLError as exc:  # no connection could be had: nothing was sent
+        except pymysql_errors.MySQLError as exc:  # no connection could be had: nothing was sent
             raise NotSent(translate(exc)) from exc
         try:
             return _run_statement(pooled, sql, args, writes=writes)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import pymysql
-
 from ..errors import (
     TRANSIENT,
     DatabaseUnavailable,
@@ -28,6 +26,7 @@ from ..errors import (
     UnknownDatabase,
     from_mysql_error,
 )
+from .driver import errors as pymysql_errors
 from .marks import CHAIN_DEPTH, mark_server, read_server, read_tried
 
 #: The server's error numbers that mean the whole transaction was rolled back for meeting
@@ -141,10 +140,12 @@ def encoding_error(exc: UnicodeError) -> InvalidEncoding:
     )
 
 
-def lost_reply(exc: struct.error, conn: Any) -> pymysql.err.OperationalError:
+def lost_reply(exc: struct.error, conn: Any) -> pymysql_errors.OperationalError:
     """A reply PyMySQL could not parse (seen from a Galera node whose applier aborted the call
     mid-reply) is lost, as with a cut connection (the caller has closed it): 2013, retried as one."""
-    lost = pymysql.err.OperationalError(2013, f"Lost connection to MySQL server: its reply could not be read ({exc})")
+    lost = pymysql_errors.OperationalError(
+        2013, f"Lost connection to MySQL server: its reply could not be read ({exc})"
+    )
     mark_server(lost, conn)
     return lost
 
@@ -156,7 +157,7 @@ def keeps_connection(exc: BaseException) -> bool:
     errno = (
         getattr(exc, "errno", None)
         if isinstance(exc, FsmError)
-        else (exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None)
+        else (exc.args[0] if isinstance(exc, pymysql_errors.MySQLError) and exc.args else None)
     )
     return isinstance(errno, int) and FSM_ERRNO_FIRST <= errno <= FSM_ERRNO_LAST
 
@@ -164,7 +165,7 @@ def keeps_connection(exc: BaseException) -> bool:
 def is_server_error(exc: BaseException) -> bool:
     """An error the server sent as a whole reply (an error packet), not a broken connection
     (PyMySQL's client errors are 0 and 2000-2999)."""
-    errno = exc.args[0] if isinstance(exc, pymysql.err.MySQLError) and exc.args else None
+    errno = exc.args[0] if isinstance(exc, pymysql_errors.MySQLError) and exc.args else None
     return isinstance(errno, int) and errno >= 1000 and not 2000 <= errno < 3000
 
 

@@ -30,9 +30,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pymysql
-
 from .. import db
+from ..db.driver import errors as pymysql_errors
 from ..errors import DatabaseUnavailable, FsmError
 from ..schema import routines
 from .context import ProcessLike, RunResult
@@ -173,7 +172,9 @@ def _commit_group(
     for (run, _request, _item), answer in zip(group, answers, strict=True):
         if "errno" in answer:
             error = db.translate(
-                pymysql.err.OperationalError(int(answer["errno"]), answer["message"]), machine=process.name, key=run.key
+                pymysql_errors.OperationalError(int(answer["errno"]), answer["message"]),
+                machine=process.name,
+                key=run.key,
             )
             if not isinstance(error, FsmError):
                 error = FsmError(str(answer["message"]), errno=int(answer["errno"]), machine=process.name, key=run.key)

@@ -29,10 +29,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-import pymysql
-
 from .. import db
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from ..errors import Deadlock, FsmError
 from ..schema import routines
 
@@ -108,7 +107,7 @@ class Leadership:
             # bounded by what is left of the lease: past it, this relay no longer leads anyway
             with db.bounded(self._conn, max(0.1, self.lease - (now - self._renewed))):
                 row = self._lead(self._conn)
-        except (pymysql.err.MySQLError, FsmError) as exc:
+        except (pymysql_errors.MySQLError, FsmError) as exc:
             err = self._db.with_server(db.translate(exc))
             log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
             self.resign(broken=True)
@@ -131,7 +130,7 @@ class Leadership:
             ):
                 cur.execute(queries.sql("relay_holds_lock"), (self.name,))
                 row = cur.fetchone()
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             err = self._db.with_server(db.translate(exc))
             log.warning("leadership lost: the lock connection failed (%s); events are kept", err)
             self.resign(broken=True)
@@ -190,7 +189,7 @@ class Leadership:
             with pooled.cursor() as cur:
                 cur.execute(queries.sql("relay_get_lock"), (self.name, self.standby_wait))
                 return bool(cur.fetchone()[0] == 1)
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             if exc.args and exc.args[0] == NOT_SUPPORTED_YET:
                 log.warning(
                     "the server refuses GET_LOCK (%s): relay leadership rests on the row of "
@@ -231,7 +230,7 @@ class Leadership:
                 if self._advisory:
                     with conn.cursor() as cur:
                         cur.execute(queries.sql("relay_release_lock"), (self.name,))
-            except (pymysql.err.MySQLError, FsmError):
+            except (pymysql_errors.MySQLError, FsmError):
                 broken = True
         if broken:
             _hard_close(stack, conn)

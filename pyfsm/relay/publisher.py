@@ -55,11 +55,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import pymysql
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .. import db
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from ..errors import Deadlock, FsmError, InvalidArgument, SchemaVersionMismatch
 from ..schema import install as schema
 from ..schema import routines
@@ -199,7 +199,7 @@ class Relay:
                     if not self._lead():
                         continue  # _lead waited in GET_LOCK
                     handled = self.step()
-                except (FsmError, pymysql.err.MySQLError) as exc:
+                except (FsmError, pymysql_errors.MySQLError) as exc:
                     err = self._db.with_server(db.translate(exc))
                     if isinstance(err, SchemaVersionMismatch | InvalidArgument):
                         raise err from exc  # a configuration to fix, not a fault to wait out

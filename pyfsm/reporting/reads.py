@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 
 from .. import db
+from ..db.driver import errors as pymysql_errors
 from ..definition import Machine
 from ..definition_file import parse_machines
 from ..errors import AccessDenied, SchemaVersionMismatch, UnknownInstance, UnknownMachine
@@ -31,7 +32,7 @@ def _rows(conn: Any, query: str, args: tuple[Any, ...], machine: str | None = No
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
             cur.execute(db.queries.sql(query, type=machine), args)
             return list(cur.fetchall())
-    except pymysql.err.MySQLError as exc:
+    except pymysql_errors.MySQLError as exc:
         if exc.args and exc.args[0] == 1146:  # no such view: no pyfsm here, or a schema older than 0004
             raise SchemaVersionMismatch(
                 f"this database has no pyfsm reporting views ({exc.args[1]}): run `pyfsm migrate` (revision 0004 "

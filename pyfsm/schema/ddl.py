@@ -8,9 +8,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pymysql
-
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from .resources import render
 
 _ALREADY_EXISTS = {1050, 1060, 1061, 1304, 1359}  # table, column, index, routine, trigger already exists
@@ -27,7 +26,7 @@ def execute_ddl(conn: Any, statements: Iterable[str]) -> None:
         for statement in statements:
             try:
                 cur.execute(statement)
-            except pymysql.err.MySQLError as exc:
+            except pymysql_errors.MySQLError as exc:
                 if exc.args and exc.args[0] in _ALREADY_EXISTS:
                     continue  # created concurrently by another installer
                 raise
@@ -62,7 +61,7 @@ def ddl_waiting_briefly(conn: Any, statements: list[str], *, wait_seconds: int =
                 try:
                     execute_ddl(conn, [statement])
                     break
-                except pymysql.err.OperationalError as exc:
+                except pymysql_errors.OperationalError as exc:
                     if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
                         raise
                     time.sleep(1.0)

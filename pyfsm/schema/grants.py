@@ -27,9 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
-
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from ..errors import InvalidArgument
 from . import routines
 
@@ -100,7 +99,7 @@ def exists(conn: Any, account: Account) -> bool:
             cur.execute(queries.sql("schema_account_exists"), (account.user, account.host))
             cur.fetchall()
             return True
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             if exc.args and exc.args[0] in (1133, 1396):  # MariaDB, MySQL: no such account
                 return False
             raise
@@ -193,7 +192,7 @@ def recorded(conn: Any) -> list[Account]:
     with conn.cursor() as cur:
         try:
             cur.execute(queries.sql("schema_recorded_accounts"))
-        except pymysql.err.ProgrammingError as exc:
+        except pymysql_errors.ProgrammingError as exc:
             if exc.args and exc.args[0] == 1146:  # no such table: an older schema
                 return []
             raise

@@ -20,10 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
-
 from .. import db
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from ..errors import SchemaVersionMismatch
 from . import routines
 from .ddl import ddl_waiting_briefly, execute_ddl, has_column, machine_triggers, object_name
@@ -525,14 +524,14 @@ def current_revision(conn: Any) -> str | None:
             while cur.nextset():
                 pass
             return None if row is None else str(row[0])
-        except pymysql.err.MySQLError as exc:
+        except pymysql_errors.MySQLError as exc:
             if exc.args and exc.args[0] == 1146:  # the procedure is there, its version table is not
                 return None
             if not (exc.args and exc.args[0] == 1305):  # 1305: no such procedure
                 raise
         try:
             cur.execute(queries.sql("schema_revision_table"))  # VERSION_TABLE (a unit test checks)
-        except pymysql.err.ProgrammingError as exc:
+        except pymysql_errors.ProgrammingError as exc:
             if exc.args and exc.args[0] == 1146:  # table does not exist
                 return None
             raise

@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import pymysql
-
 from ..db import queries
+from ..db.driver import errors as pymysql_errors
 from .ddl import ddl_session, execute_ddl, lock_wait, machine_triggers, object_name
 from .resources import FIRST_REVISIONS, check_machine_name, read_frozen, render
 from .views import refresh_views
@@ -278,7 +277,7 @@ def replace_machine_triggers(
                 try:
                     cur.execute("LOCK TABLES " + ", ".join(f"`{t}` WRITE" for t in (table, *also_lock)))
                     break
-                except pymysql.err.OperationalError as exc:
+                except pymysql_errors.OperationalError as exc:
                     if exc.args[0] != 1205 or attempt + 1 == attempts:  # 1205: lock wait timeout
                         raise
                     time.sleep(1.0)
@@ -296,7 +295,7 @@ def replace_machine_triggers(
                             done[-1] = (old, new, had_old, True)
                     if while_locked is not None:
                         while_locked(cur)
-                except pymysql.err.MySQLError:
+                except pymysql_errors.MySQLError:
                     for old, new, had_old, created in reversed(done):  # leave the tables as they were
                         if created or old == new:
                             cur.execute(f"DROP TRIGGER IF EXISTS `{object_name(new, machine)}`")
