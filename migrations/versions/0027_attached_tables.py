@@ -11,6 +11,9 @@ Adds:
 * fsm_attach_v1: a DBA's attachment, checked and recorded (or a dry run: the table's rows per
   state value). The triggers an attachment needs are created by pyfsm (Store.attach,
   `pyfsm attach`, `pyfsm sync`): MySQL cannot create a trigger from a routine.
+* fsm_reserved_name_v2 replaced in place (same name and answers, 'attachments' added): a new
+  type may not be named so, its instance table would be fsm_attachments. A database with such
+  a type already cannot take this revision: it stops before changing anything, saying so.
 No per-type object changes: an attached type's own triggers and adoption procedure
 (sql/machine/attached) are created when it is attached.
 
@@ -20,6 +23,9 @@ number instead.
 
 from alembic import op
 
+from pyfsm.errors import SchemaVersionMismatch
+from pyfsm.schema.ddl import execute_ddl
+from pyfsm.schema.resources import read_frozen
 from pyfsm.schema.upgrades import apply_files
 
 revision = "0027"
@@ -36,7 +42,20 @@ FILES = [
 
 def upgrade() -> None:
     raw = op.get_bind().connection.dbapi_connection
+    with raw.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM fsm_machines WHERE machine = 'attachments'")
+        (taken,) = cur.fetchone()
+    if taken:
+        raise SchemaVersionMismatch(
+            "a machine type named 'attachments' exists: its table fsm_attachments is the name revision 0027 "
+            "gives its catalogue of attached tables; rename the type (define it under another name and move "
+            "its instances) before migrating"
+        )
     apply_files(raw, FILES, revisions="0027")
+    execute_ddl(
+        raw,
+        ["DROP FUNCTION IF EXISTS `fsm_reserved_name_v2`", read_frozen("functions/fsm_reserved_name_v2.sql", "0027")],
+    )
 
 
 def downgrade() -> None:

@@ -66,6 +66,8 @@ RESERVED_MACHINE_NAMES = frozenset(
         # revision 0019 (fsm_define_v6, fsm_reserved_name_v2): the timers' tables
         "timers",
         "timer_log",
+        # revision 0027 (fsm_reserved_name_v2 replaced in place): fsm_attachments
+        "attachments",
     }
 )
 

@@ -9,7 +9,8 @@
 -- (tests/server/test_reserved_names.py keeps them equal); a revision that adds an object whose name a
 -- type could spell adds the name to both. Binary collation: 'Locks' is not reserved, it is
 -- invalid. Internal: fsm_define_v6's helper. Differs from v1 in
--- timers and timer_log (revision 0019's tables fsm_timers, fsm_timer_log).
+-- timers and timer_log (revision 0019's tables fsm_timers, fsm_timer_log); attachments
+-- (revision 0027's fsm_attachments) added in place by that revision.
 -- Parameters: p_machine (text, may be NULL).
 -- Returns: 1 or 0 (0 for NULL).
 -- Errors: none.
@@ -21,6 +22,6 @@ RETURN COALESCE(
                 'queue', 'workers', 'relay', 'archive', 'settings', 'errors', 'schema',
                 'alembic_version', 'runs', 'accounts', 'state_counts', 'held_locks_v1',
                 'instances', 'history', 'failed', 'funnel', 'stuck', 'relay_leaders',
-                'operator_log', 'account', 'timers', 'timer_log')
+                'operator_log', 'account', 'timers', 'timer_log', 'attachments')
   OR p_machine LIKE 'v\_%'
   OR p_machine LIKE '%\_transitions', 0)

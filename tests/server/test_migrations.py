@@ -37,13 +37,16 @@ def test_revisions_are_numbered_without_gaps_and_chained() -> None:
 
 def test_every_sql_file_is_current_and_installed() -> None:
     """sql/ holds the current schema only: every file there is created by a fresh install
-    (globally or per type), and every file a fresh install names is there."""
+    (globally or per type), by attaching a type to a table (pyfsm.schema.attached), and every
+    file a fresh install names is there."""
+    from pyfsm.schema.attached import ALL_OBJECTS as ATTACHED_OBJECTS
     from pyfsm.schema.install import MACHINE_OBJECTS, MACHINE_TIMER_OBJECTS
 
     installed = (
         set(CURRENT_OBJECTS)
         | set(MACHINE_OBJECTS)
         | set(MACHINE_TIMER_OBJECTS)
+        | set(ATTACHED_OBJECTS)
         | set(UNION_VIEWS)
         | set(DEPENDENT_VIEWS)
     )
