@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 
@@ -29,8 +29,11 @@ from . import db
 from .attach import Attachment
 from .db import queries
 from .db.driver import errors as pymysql_errors
-from .errors import AccessDenied
+from .errors import AccessDenied, StateColumnUnsupported
 from .schema import attached
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
 
 #: What each of pyfsm's triggers of an attached type does, said when it is missing.
 TRIGGER_ROLES = {
@@ -280,3 +283,25 @@ def _order(a: Attachment, triggers: list[dict[str, Any]], everyone: Sequence[dic
         )
         for t in sorted(later, key=lambda t: int(t["action_order"]))
     ]
+
+
+def refuse_unholdable_states(gateway: Gateway, machine: str, states: Sequence[str]) -> None:
+    """Before a new definition of an attached type is stored: StateColumnUnsupported (31036),
+    nothing stored, when its table's state column cannot hold one of its ``states`` (an ENUM
+    lacking it, a VARCHAR too short); a transition into it would fail with the server's own
+    1265 otherwise, and an upgrade into it would move nothing. A type that is not attached, or
+    an account that may not read fsm_attachments, passes: the database still refuses the write."""
+    try:
+        found = gateway.query("attach_row", (machine,))
+    except AccessDenied:
+        return
+    if not found or found[0]["detached_at"] is not None:
+        return
+    a = Attachment.from_row(found[0])
+    columns = {c["name"]: c for c in gateway.query("attach_health_columns", (a.table,))}
+    problems = _state_capacity(a, columns.get(a.state), [{"state": s, "version": "new"} for s in states])
+    if problems:
+        raise StateColumnUnsupported(
+            f"{problems[0].message.replace('(version new)', '(the new definition)')}; nothing was stored",
+            machine=machine,
+        )

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import attach as attaching
-from . import bulk, db, timers, versions
+from . import attach_health, bulk, db, timers, versions
 from .attach import AdoptionReport, Attachment, AttachPlan
 from .checks import check_after, check_int, check_key, check_name, check_text, dump, machine_name, naive_utc
 from .db.driver import errors as pymysql_errors
@@ -155,7 +155,9 @@ class Store:
 
     def define(self, machine: Machine) -> DefineResult:
         """Store ``machine``'s definition and create its tables and triggers if missing (or
-        bring them up to date when an older pyfsm installed them).
+        bring them up to date when an older pyfsm installed them). For a type attached to a
+        table whose state column cannot hold one of its states (an ENUM lacking it, a VARCHAR
+        too short): StateColumnUnsupported (31036), nothing stored.
 
         An identical definition changes nothing; a changed one becomes a new version, used
         by instances created from now on, whose rules are then rendered into the type's
@@ -163,6 +165,8 @@ class Store:
         """
         if not isinstance(machine, Machine):
             raise InvalidArgument("define() takes a pyfsm.Machine")
+        # an attached type's table must hold every state: refused before anything is stored
+        attach_health.refuse_unholdable_states(self.gateway, machine.name, machine.states)
         row = self.gateway.call_one(
             routines.DEFINE, (machine.name, machine.to_json()), machine=machine.name, retry_connection=False
         )

@@ -25,6 +25,7 @@ from pyfsm import (
     DeleteRefused,
     ImmutableColumn,
     KeyUnsupported,
+    Machine,
     NotAttached,
     StateColumnUnsupported,
     Store,
@@ -473,3 +474,32 @@ def test_the_applications_account_keeps_its_privileges_and_its_writes_are_checke
         assert history(cur, name, "1")[-1][2:6] == ("pay", "new", "paid", "update")
     finally:
         cur.execute(f"DROP USER '{user}'@'%'")
+
+
+def test_a_definition_whose_state_the_column_cannot_hold_is_refused_and_nothing_stored(store: Store, cur: Any) -> None:
+    machine = order_machine()
+    store.define(machine)
+    table = f"{machine.name}_e"
+    cur.execute(
+        f"CREATE TABLE `{table}` (id INT PRIMARY KEY, "
+        "status ENUM('new', 'paid', 'shipped', 'delivered', 'cancelled')) ENGINE=InnoDB"
+    )
+    store.attach(machine.name, table=table, key="id", state="status")
+    renamed = Machine(
+        name=machine.name,
+        states=["new", "paid", "sent", "delivered", "cancelled"],
+        start=["new"],
+        final=["delivered", "cancelled"],
+        transitions=[
+            ("pay", "new", "paid"),
+            ("ship", "paid", "sent"),
+            ("deliver", "sent", "delivered"),
+            ("cancel", ["new", "paid"], "cancelled"),
+        ],
+    )
+    with pytest.raises(StateColumnUnsupported) as refused:
+        store.define(renamed)
+    assert "lacks sent" in str(refused.value)
+    assert store.definition(machine.name).version == 1  # nothing stored
+    cur.execute(f"ALTER TABLE `{table}` MODIFY status ENUM('new', 'paid', 'shipped', 'sent', 'delivered', 'cancelled')")
+    assert store.define(renamed).version == 2
