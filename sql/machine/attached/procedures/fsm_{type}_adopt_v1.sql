@@ -94,7 +94,7 @@ BEGIN
       BEGIN
         -- the rules' refusals only (SIGNAL's 45000): a deadlock still ends the batch
         DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' SET v_ok = 0;
-        SET @fsm_subject_write = '{type}', @fsm_metadata = '{"reattached": true}';
+        SET @fsm_subject_write = CONCAT('{type}:', v_key), @fsm_metadata = '{"reattached": true}';
         UPDATE `fsm_{type}` i JOIN {subject} s ON s.{key} = {subject_key_i} SET i.current_state = v_to{i_tracked_set} WHERE i.id = v_id;
       END;
       SET @fsm_subject_write = NULL, @fsm_metadata = NULL;

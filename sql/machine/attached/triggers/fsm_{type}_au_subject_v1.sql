@@ -2,9 +2,11 @@
 --
 -- A transition applied to the instance row by pyfsm's procedures (Store.send, the engine,
 -- timers, upgrades) or a DBA's raw UPDATE of fsm_{type} sets the attached row's state column
--- to the new state in the same statement. @fsm_subject_write tells the table's own trigger
--- (fsm_{type}_sbu_v1) that this write is applied already; it is set when the transition came
--- from the table, so nothing is written twice.
+-- to the new state in the same statement. @fsm_subject_write = '{type}:<instance key>' tells the
+-- table's own trigger (fsm_{type}_sbu_v1) that this write is applied already; it is set for this
+-- instance when the transition came from the table (or from adoption), so nothing is written
+-- twice. A mark for another key is stale (a statement that failed with a deadlock leaves it:
+-- MySQL runs no handler then) and ignored.
 -- Errors: 31033 the attached row is missing (deleted with on_delete 'allow').
 -- Example: CALL fsm_{type}_fire_v1('42', 'pay');  -- {subject}.{state} becomes 'paid'
 CREATE TRIGGER `fsm_{type}_au_subject_v1` AFTER UPDATE ON `fsm_{type}` FOR EACH ROW
@@ -15,8 +17,9 @@ BEGIN
     SET @fsm_subject_write = NULL;
     RESIGNAL;
   END;
-  IF @fsm_subject_write IS NULL AND NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
-    SET @fsm_subject_write = '{type}';
+  IF NOT (@fsm_subject_write <=> CONCAT('{type}:', NEW.instance_key))
+     AND NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
+    SET @fsm_subject_write = CONCAT('{type}:', NEW.instance_key);
     UPDATE {subject} SET {state} = NEW.current_state WHERE {key} = {subject_key};
     -- ROW_COUNT() of the UPDATE, read in the statement that clears the mark: 0 is rare (the
     -- row is gone, or already held the state), so only then is the row looked for

@@ -10,5 +10,8 @@
 -- Example: INSERT INTO {subject} ({key}, {state}) VALUES (42, 'new');
 CREATE TRIGGER `fsm_{type}_sai_v1` AFTER INSERT ON {subject} FOR EACH ROW
 BEGIN
+  -- @fsm_source 'adopt' is adoption's, never a new row's: one left by a statement that failed
+  -- with a deadlock (MySQL runs no handler then) must not let this row skip the start check
+  SET @fsm_source = IF(@fsm_source = 'adopt', NULL, @fsm_source);
   INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns}) VALUES ({new_instance_key}, NEW.{state}{new_tracked_values});
 END

@@ -9,8 +9,12 @@
 -- the counters and the outbox row, in this statement. The state column then takes the rule's
 -- spelling of the target. A row with no instance yet (attached, not yet adopted) is adopted
 -- from its old state first (history source 'adopt'), then moved. The key cannot change while
--- attached. @fsm_subject_write says the write comes from the instance table
--- (fsm_{type}_au_subject_v1, for pyfsm's procedures), which has applied it already.
+-- attached. @fsm_subject_write = '{type}:<instance key>' says the write comes from the instance
+-- table (fsm_{type}_au_subject_v1, for pyfsm's procedures), which has applied it already: it is
+-- believed only for this row and when the instance holds the new state, because a statement
+-- that failed with a deadlock or a lock wait timeout leaves the session's variables as they
+-- were (MySQL runs no handler then), so a mark may be stale; a stale @fsm_source 'adopt' is
+-- cleared the same way before the row's own transition.
 -- The lookup column and the copied columns (the attachment's lookup_column, data_columns) are
 -- copied to the instance's lookup_key and data in the same UPDATE, so the guards judge the row
 -- as this write leaves it; an UPDATE that changes only them updates the instance's copy
@@ -32,14 +36,17 @@ BEGIN
     IF NOT COALESCE({same_key}, 0) THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the key of an attached table cannot change (machine {type})', MYSQL_ERRNO = 31013;
     END IF;
-    -- @fsm_subject_write: the instance table's trigger moving this row's state, applied already
-    IF @fsm_subject_write IS NULL THEN
+    -- the instance table's trigger moving this row's state, applied already (see above)
+    IF NOT (@fsm_subject_write <=> CONCAT('{type}:', {old_instance_key})
+            AND EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}
+                          AND CAST(current_state AS BINARY) = CAST(NEW.{state} AS BINARY))) THEN
+      SET @fsm_source = IF(@fsm_source = 'adopt', NULL, @fsm_source);
       /*[tracked*/IF CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) THEN
         -- the lookup column or a copied column changed, not the state: the instance's copy
         -- follows (no transition; a row not adopted yet has none)
         UPDATE `fsm_{type}` SET {tracked_set} WHERE instance_key = {old_instance_key};
       ELSE/*tracked]*/
-      SET @fsm_subject_write = '{type}', @fsm_last_to = NULL;
+      SET @fsm_subject_write = CONCAT('{type}:', {old_instance_key}), @fsm_last_to = NULL;
       UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
       IF @fsm_last_to IS NULL AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
         SET @fsm_source = 'adopt';
