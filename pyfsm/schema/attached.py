@@ -169,12 +169,7 @@ def slots(facts: Facts) -> dict[str, str]:
     if facts.key_kind not in ("integer", "string", "binary") or not KEY_TYPE.fullmatch(facts.key_type):
         raise ValueError(f"unexpected key type {facts.key_kind} {facts.key_type!r}")
     key = quote(facts.key)
-    new, old, s_row, i_row = (
-        _tracked(facts, "NEW"),
-        _tracked(facts, "OLD"),
-        _tracked(facts, "s"),
-        _tracked(facts, "s", "i."),
-    )
+    new, old, i_row = _tracked(facts, "NEW"), _tracked(facts, "OLD"), _tracked(facts, "s", "i.")
     same = (
         f"NEW.{key} <=> OLD.{key}"
         if facts.key_kind == "integer"
@@ -203,7 +198,13 @@ def slots(facts: Facts) -> dict[str, str]:
         "tracked_columns": new["columns"],
         "new_tracked_values": new["values"],
         "old_tracked_values": old["values"],
-        "s_tracked_values": s_row["values"],
+        # adoption's single-row inserts: the lookup key and the data of row s, or NULL
+        "s_lookup_value": _lookup_text(facts, "s") if facts.lookup else "NULL",
+        "s_data_value": (
+            "JSON_OBJECT(" + ", ".join(f"'{c}', {_column_value(facts, 's', c)}" for c in facts.columns) + ")"
+            if facts.columns
+            else "NULL"
+        ),
         "i_tracked_set": f", {i_row['set']}" if i_row["set"] else "",
     }
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from helpers.common import granted_accounts, is_mariadb, order_machine, unique
+from helpers.common import granted_accounts, order_machine, unique
 
 from pyfsm import (
     AmbiguousTransition,
@@ -391,9 +391,14 @@ def test_several_adopting_processes_killed_with_sigkill_leave_rows_whole(
         os.kill(child.pid, signal.SIGKILL)
     for child in children:
         child.join()
-    # a killed session's transaction is rolled back once the server notices: wait for it
+    # the server finishes (and commits) a CALL whose client was killed, noticing the client only
+    # when it answers: wait until no session of this database runs a statement any more
     deadline = time.monotonic() + 30
-    while q(cur, "SELECT COUNT(*) FROM information_schema.INNODB_TRX") != [(1,)] and time.monotonic() < deadline:
+    while time.monotonic() < deadline and q(
+        cur,
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() "
+        "AND COMMAND <> 'Sleep'",
+    ) != [(0,)]:
         time.sleep(0.05)
     adopted = int(q(cur, f"SELECT COUNT(*) FROM `fsm_{machine}`")[0][0])
     assert 600 <= adopted < 6000
@@ -405,15 +410,13 @@ def test_several_adopting_processes_killed_with_sigkill_leave_rows_whole(
     assert store.attachment(machine).adopted  # type: ignore[union-attr]
 
 
-def _write_while_adopting(dsn: str, table: str, stop_after: float, mariadb: bool) -> None:
+def _write_while_adopting(dsn: str, table: str, stop_after: float) -> None:
     """The application meanwhile: new rows, and state changes on old rows (deadlocks made again).
 
-    MariaDB (innodb_autoinc_lock_mode 1) reports a deadlock on fsm_<type>'s AUTO-INC lock as
-    1467: adoption's INSERT ... SELECT holds that lock while waiting for the gap lock a
-    REPEATABLE READ writer took when its UPDATE found no instance yet, the writer then waits
-    for the AUTO-INC lock to adopt its row itself. The writer's statement is rolled back whole.
+    Nothing else may reach it: on MariaDB (innodb_autoinc_lock_mode 1) adoption's former
+    INSERT ... SELECT held fsm_<type>'s AUTO-INC lock while a writer adopting its row itself
+    held a gap that insert needed, and the writer got 1467, which no retry loop knows.
     """
-    retryable = (1213, 1205, 1467) if mariadb else (1213, 1205)
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     end = time.monotonic() + stop_after
     i = 0
@@ -428,7 +431,7 @@ def _write_while_adopting(dsn: str, table: str, stop_after: float, mariadb: bool
         try:
             conn.cursor().execute(sql)
         except pymysql.err.OperationalError as exc:
-            if exc.args[0] not in retryable:
+            if exc.args[0] not in (1213, 1205):
                 raise
     conn.close()
 
@@ -436,7 +439,7 @@ def _write_while_adopting(dsn: str, table: str, stop_after: float, mariadb: bool
 def test_adoption_beside_the_applications_writers(store: Store, cur: Any, dsn: str, machine: str) -> None:
     table = _table_with_rows(store, cur, machine, 3000)
     spawn = multiprocessing.get_context("spawn")
-    writers = [spawn.Process(target=_write_while_adopting, args=(dsn, table, 4.0, is_mariadb(dsn))) for _ in range(2)]
+    writers = [spawn.Process(target=_write_while_adopting, args=(dsn, table, 4.0)) for _ in range(2)]
     for w in writers:
         w.start()
     time.sleep(1.0)  # the writers are at work
@@ -509,6 +512,64 @@ def test_raw_writers_on_a_state_with_two_events_and_writers_refused_change_nothi
         store.create(name, "99")
     assert q(cur, f"SELECT COUNT(*) FROM `fsm_{name}` WHERE instance_key = '99'") == [(0,)]
     assert counts(cur, name) == grouped(cur, name) == {"new": 2, "cancelled": 1}
+
+
+def test_a_write_that_failed_with_a_deadlock_leaves_the_sessions_next_writes_checked(
+    store: Store, cur: Any, dsn: str, machine: str
+) -> None:
+    """A deadlock inside the table's trigger ends the statement with no handler run (MySQL
+    9.7), so the session's variables stay as the trigger left them: the next write of that
+    session must still be checked, and still be recorded."""
+    table = f"{machine}_dl"
+    cur.execute(f"CREATE TABLE `{table}` (id INT PRIMARY KEY, status VARCHAR(20), note TEXT) ENGINE=InnoDB")
+    cur.execute(f"CREATE TABLE `{table}_weight` (id INT PRIMARY KEY) ENGINE=InnoDB")
+    cur.execute(f"INSERT INTO `{table}` (id, status) VALUES (1, 'new'), (2, 'new'), (3, 'new'), (4, 'new')")
+    store.attach(machine, table=table, key="id", state="status")
+    store.adopt(machine)
+    a, b = (pymysql.connect(**parse_dsn(dsn).connect_kwargs()) for _ in range(2))
+    try:
+        ca, cb = a.cursor(), b.cursor()
+        ca.execute("BEGIN")
+        # A weighs more (rows changed), so InnoDB makes B the victim
+        ca.execute(
+            f"INSERT INTO `{table}_weight` WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+            "WHERE i < 200) SELECT i FROM n"
+        )
+        ca.execute(f"SELECT id FROM `fsm_{machine}` WHERE instance_key = '1' FOR UPDATE")
+        cb.execute("BEGIN")
+        cb.execute(f"UPDATE `{table}` SET note = 'b' WHERE id = 2")
+        failed: list[int] = []
+
+        def b_moves_1() -> None:
+            failed.append(errno(cb, f"UPDATE `{table}` SET status = 'paid' WHERE id = 1") or 0)
+
+        waiter = threading.Thread(target=b_moves_1)
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and q(
+            cur,
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = %s "
+            "AND trx_state = 'LOCK WAIT'",
+            (b.thread_id(),),  # type: ignore[no-untyped-call]
+        ) != [(1,)]:
+            time.sleep(0.01)
+        a_failed = errno(ca, f"UPDATE `{table}` SET note = 'a' WHERE id = 2")  # waits for B: a deadlock
+        waiter.join()
+        assert (a_failed, failed) == (None, [1213])
+        a.commit()
+        b.rollback()
+        # B's session: its next writes checked and recorded as ever
+        assert errno(cb, f"UPDATE `{table}` SET status = 'delivered' WHERE id = 3") == TransitionNotAllowed.errno
+        cb.execute(f"UPDATE `{table}` SET status = 'paid' WHERE id = 4")
+        b.commit()
+        assert errno(cb, f"INSERT INTO `{table}` (id, status) VALUES (5, 'shipped')") == TransitionNotAllowed.errno
+        b.rollback()
+    finally:
+        a.close()
+        b.close()
+    assert history(cur, machine, "4")[-1][1:5] == ("pay", "new", "paid", "update")
+    assert q(cur, f"SELECT id, status FROM `{table}` ORDER BY id") == [(1, "new"), (2, "new"), (3, "new"), (4, "paid")]
+    consistent(cur, machine, table)
 
 
 # -- item 5: detach and attach again --------------------------------------------------------------

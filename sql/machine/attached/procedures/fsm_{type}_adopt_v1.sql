@@ -59,15 +59,40 @@ BEGIN
    WHERE (p_after IS NULL OR s.{key} > {after_key}) AND s.{key} <= v_last
      AND NOT EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = '{type}' AND st.version = v_version
                         AND CAST(st.state AS BINARY) = CAST(s.{state} AS BINARY));
-  SET @fsm_source = 'adopt';
-  INSERT INTO `fsm_{type}` (instance_key, current_state{tracked_columns})
-  SELECT {instance_key_s}, s.{state}{s_tracked_values} FROM {subject} s
-   WHERE (p_after IS NULL OR s.{key} > {after_key}) AND s.{key} <= v_last
-     AND EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = '{type}' AND st.version = v_version
-                    AND CAST(st.state AS BINARY) = CAST(s.{state} AS BINARY))
-     AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` i WHERE i.instance_key = {instance_key_s})
-   ORDER BY s.{key};
-  SET v_adopted = ROW_COUNT(), @fsm_source = NULL;
+  -- each instance by its own single-row INSERT ... VALUES, not one INSERT ... SELECT: MariaDB
+  -- (innodb_autoinc_lock_mode 1) holds fsm_{type}'s table AUTO-INC lock for the whole of an
+  -- INSERT ... SELECT, while a REPEATABLE READ writer adopting a row itself (fsm_{type}_sbu_v1)
+  -- holds the gap its UPDATE found empty and waits for that lock: a deadlock MariaDB reports
+  -- to the writer as 1467, which no retry loop knows
+  BEGIN
+    DECLARE v_end TINYINT DEFAULT 0;
+    DECLARE v_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_lookup TEXT CHARACTER SET utf8mb4;
+    DECLARE v_data JSON;
+    DECLARE c_new CURSOR FOR
+      SELECT {instance_key_s}, s.{state}, {s_lookup_value}, {s_data_value} FROM {subject} s
+       WHERE (p_after IS NULL OR s.{key} > {after_key}) AND s.{key} <= v_last
+         AND EXISTS (SELECT 1 FROM fsm_states st WHERE st.machine = '{type}' AND st.version = v_version
+                        AND CAST(st.state AS BINARY) = CAST(s.{state} AS BINARY))
+         AND NOT EXISTS (SELECT 1 FROM `fsm_{type}` i WHERE i.instance_key = {instance_key_s})
+       ORDER BY s.{key};
+    DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = 1;
+    OPEN c_new;
+    adopting: LOOP
+      -- reset before each FETCH: only the FETCH's own NOT FOUND ends the loop
+      SET v_end = 0;
+      FETCH c_new INTO v_key, v_state, v_lookup, v_data;
+      IF v_end THEN
+        LEAVE adopting;
+      END IF;
+      SET @fsm_source = 'adopt';
+      INSERT INTO `fsm_{type}` (instance_key, current_state, lookup_key, data) VALUES (v_key, v_state, v_lookup, v_data);
+      SET v_adopted = v_adopted + 1;
+    END LOOP;
+    CLOSE c_new;
+    SET @fsm_source = NULL;
+  END;
   -- rows whose state changed while the type was detached: moved by the rules, as a raw UPDATE
   -- of the instance would be (metadata {"reattached": true}); a move the rules refuse is
   -- counted and left, the instance where its history ends
