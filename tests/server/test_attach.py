@@ -655,6 +655,38 @@ def test_a_renamed_state_column_stops_every_write_until_renamed_back(store: Stor
     consistent(cur, machine, table)
 
 
+def test_a_state_too_long_for_the_column_is_refused_by_number_and_moves_nothing(store: Store, cur: Any) -> None:
+    """A DBA's new version (fsm_define_v8, where nothing looks at the table) with a state longer
+    than the VARCHAR: a send into it gets 31036 naming the state, not the server's 1406."""
+    first = order_machine()
+    store.define(first)
+    name, table = first.name, f"{first.name}_v"
+    cur.execute(f"CREATE TABLE `{table}` (id INT PRIMARY KEY, status VARCHAR(9)) ENGINE=InnoDB")
+    cur.execute(f"INSERT INTO `{table}` VALUES (1, 'new')")
+    store.attach(name, table=table, key="id", state="status")
+    store.adopt(name)
+    longer = Machine(
+        name=name,
+        states=[*first.states, "returned_to_sender"],
+        start=["new"],
+        final=["delivered", "cancelled", "returned_to_sender"],
+        transitions=[*first.transitions, ("bounce", "new", "returned_to_sender")],
+    )
+    cur.execute("CALL fsm_define_v8(%s, %s)", (name, longer.to_json()))
+    while cur.nextset():
+        pass
+    store.sync(name)
+    cur.execute(f"INSERT INTO `{table}` VALUES (2, 'new')")  # an instance of the new version
+    before = (q(cur, f"SELECT * FROM `{table}`"), q(cur, f"SELECT current_state, version FROM `fsm_{name}`"))
+    with pytest.raises(StateColumnUnsupported) as refused:
+        store.send(name, "2", "bounce")
+    assert refused.value.errno == 31036 and "returned_to_sender" in str(refused.value)
+    assert (q(cur, f"SELECT * FROM `{table}`"), q(cur, f"SELECT current_state, version FROM `fsm_{name}`")) == before
+    assert len(history(cur, name, "2")) == 1
+    # the application's own UPDATE: the column refuses the value before any trigger runs
+    assert errno(cur, f"UPDATE `{table}` SET status = 'returned_to_sender' WHERE id = 2") == 1406
+
+
 def test_two_types_on_two_state_columns_of_one_table(store: Store, cur: Any) -> None:
     payment, shipping = order_machine(), order_machine()
     store.define(payment)

@@ -7,15 +7,26 @@
 -- instance when the transition came from the table (or from adoption), so nothing is written
 -- twice. A mark for another key is stale (a statement that failed with a deadlock leaves it:
 -- MySQL runs no handler then) and ignored.
--- Errors: 31033 the attached row is missing (deleted with on_delete 'allow').
+-- Errors: 31033 the attached row is missing (deleted with on_delete 'allow'); 31036 the state
+--   column cannot hold the new state (an ENUM lacking it, a VARCHAR too short: the server's
+--   1265 or 1406, named with the state; the names are not spliced into the message, they may
+--   hold quotes).
 -- Example: CALL fsm_{type}_fire_v1('42', 'pay');  -- {subject}.{state} becomes 'paid'
 CREATE TRIGGER `fsm_{type}_au_subject_v1` AFTER UPDATE ON `fsm_{type}` FOR EACH ROW
 BEGIN
   DECLARE v_n INT;
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     SET @fsm_subject_write = NULL;
     RESIGNAL;
+  END;
+  DECLARE EXIT HANDLER FOR 1265, 1406
+  BEGIN
+    SET @fsm_subject_write = NULL,
+        v_msg = LEFT(CONCAT('fsm: the state column of the table {type} is attached to cannot hold ',
+                            QUOTE(NEW.current_state), ': add it (ALTER TABLE ... MODIFY)'), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31036;
   END;
   IF NOT (@fsm_subject_write <=> CONCAT('{type}:', NEW.instance_key))
      AND NOT (CAST(NEW.current_state AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
