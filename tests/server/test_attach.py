@@ -36,6 +36,7 @@ from pyfsm import (
     Store,
     TableUnsupported,
     TransitionNotAllowed,
+    TriggerNameTaken,
     UnknownStateValue,
 )
 from pyfsm.db import Settings, parse_dsn
@@ -740,7 +741,19 @@ def test_odd_names_for_the_table_the_key_and_the_state(store: Store, cur: Any, m
 
 
 BAD = [
-    # (DDL making `{t}` (may be empty), the table to attach, key, state, error)
+    # (DDL making `{t}`, the table to attach, key, state, error)
+    ("CREATE VIEW `{t}` AS SELECT 1 AS id, 'new' AS status", "{t}", "id", "status", TableUnsupported),
+    (
+        "CREATE TABLE `{t}` (id INT PRIMARY KEY, status VARCHAR(20)) ENGINE=MyISAM",
+        "{t}",
+        "id",
+        "status",
+        TableUnsupported,
+    ),
+    ("CREATE TABLE `{t}` (a INT, b INT, status VARCHAR(20), PRIMARY KEY (a, b))", "{t}", "a", "status", KeyUnsupported),
+    ("CREATE TABLE `{t}` (id INT PRIMARY KEY, j JSON, status VARCHAR(20))", "{t}", "j", "status", KeyUnsupported),
+    ("CREATE TABLE `{t}` (id FLOAT PRIMARY KEY, status VARCHAR(20))", "{t}", "id", "status", KeyUnsupported),
+    ("CREATE TABLE `{t}` (id VARCHAR(20) PRIMARY KEY)", "{t}", "id", "id", StateColumnUnsupported),
     ("CREATE TEMPORARY TABLE `{t}` (id INT PRIMARY KEY, status VARCHAR(20))", "{t}", "id", "status", TableUnsupported),
     ("CREATE TABLE `{t}` (id INT PRIMARY KEY, status VARCHAR(20))", "otherdb.{t}", "id", "status", TableUnsupported),
     ("CREATE TABLE `{t}` (id INT NULL, status VARCHAR(20), UNIQUE KEY (id))", "{t}", "id", "status", KeyUnsupported),
@@ -777,6 +790,12 @@ BAD = [
     "ddl, table, key, state, error",
     BAD,
     ids=[
+        "view",
+        "myisam",
+        "composite",
+        "json-key",
+        "float-key",
+        "state-is-key",
         "temporary",
         "otherdb",
         "nullable-unique",
@@ -810,6 +829,42 @@ def test_refused_attachments_change_nothing(
             errno(cur, "CALL fsm_attach_v1(%s, %s, 'id', 'status', NULL, NULL, NULL, 0)", (machine, t))
             == TableUnsupported.errno
         )
+
+
+def test_a_taken_trigger_name_a_type_with_instances_and_deletes(store: Store, cur: Any, machine: str) -> None:
+    table = f"{machine}_t"
+    cur.execute(f"CREATE TABLE `{table}` (id INT PRIMARY KEY, status VARCHAR(20), note TEXT) ENGINE=InnoDB")
+    cur.execute(f"INSERT INTO `{table}` VALUES (1, 'new', NULL), (2, 'paid', NULL)")
+    cur.execute(f"CREATE TRIGGER `fsm_{machine}_sbu_v1` BEFORE UPDATE ON `{table}` FOR EACH ROW SET NEW.note = 'mine'")
+    before = snapshot(cur, table)
+    with pytest.raises(TriggerNameTaken) as taken:
+        store.attach(machine, table=table, key="id", state="status")
+    assert taken.value.errno == 31037 and f"fsm_{machine}_sbu_v1" in str(taken.value)
+    assert snapshot(cur, table) == before
+    cur.execute(f"DROP TRIGGER `fsm_{machine}_sbu_v1`")
+    used = order_machine()
+    store.define(used)
+    store.create(used.name, "1")
+    before = snapshot(cur, table)
+    with pytest.raises(AttachmentConflict) as conflict:
+        store.attach(used.name, table=table, key="id", state="status")
+    assert conflict.value.errno == 31039 and snapshot(cur, table) == before
+    with pytest.raises(InvalidArgument):
+        store.attach(machine, table=table, key="id", state="status", on_delete="bogus")
+    assert snapshot(cur, table) == before
+    # deletes: refused under the machine (31017, nothing changed), then allowed
+    store.attach(machine, table=table, key="id", state="status")
+    store.adopt(machine)
+    assert errno(cur, f"DELETE FROM `{table}` WHERE id IN (1, 2)") == 31017
+    assert q(cur, f"SELECT COUNT(*) FROM `{table}`") == [(2,)]
+    store.attach(machine, table=table, key="id", state="status", on_delete="allow")
+    assert f"fsm_{machine}_sbd_v1" not in {t[0] for t in triggers(cur)}
+    cur.execute(f"DELETE FROM `{table}` WHERE id = 2")
+    assert history(cur, machine, "2") == [(1, None, None, "paid", "adopt", "{}")]
+    with pytest.raises(AttachedRowMissing):
+        store.send(machine, "2", "ship")
+    assert q(cur, f"SELECT current_state FROM `fsm_{machine}` WHERE instance_key = '2'") == [("paid",)]
+    assert counts(cur, machine) == grouped(cur, machine) == {"new": 1, "paid": 1}
 
 
 def test_a_partitioned_table_works(store: Store, cur: Any, machine: str) -> None:
