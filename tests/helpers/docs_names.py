@@ -35,7 +35,7 @@ from typing import Any
 from pyfsm import errors as pyfsm_errors
 
 #: The type names the docs' examples use; `fsm_door_send_v2` is `fsm_{type}_send_v2`.
-EXAMPLE_TYPES = ("order", "door", "ticket", "parcel")
+EXAMPLE_TYPES = ("order", "door", "ticket", "parcel", "legacy_ticket")
 #: The only page that may name deprecated procedures (it documents them for their callers).
 DEPRECATED_PAGE = "docs/sql-api.md"
 
