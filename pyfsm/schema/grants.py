@@ -14,6 +14,13 @@ migrations), so the accounts applications and analysts use need no rights on any
 * ``relay``: the Kafka relay's outbox rows (SELECT, UPDATE, DELETE on fsm_outbox) and the
   procedures it calls (lag, schema revision, leadership).
 
+No role gets ``fsm_attach_v1`` (issue 48): it is SQL SECURITY INVOKER, so it reads the
+application's table and records the attachment in ``fsm_attachments`` with the caller's own
+rights; it is for the schema owner or a DBA, who holds those rights, and granting it to ``app``
+would let an application account attach machines to tables it may not even read. The per-type
+``fsm_<type>_adopt_v1`` is SQL SECURITY DEFINER like the other public procedures and goes to
+``app`` by the same rule (adoption only applies the machine's rules to rows already there).
+
 The accounts are recorded in ``fsm_accounts``; objects created later (a new machine type's
 procedures and views, a new revision's routines) are granted to them by ``pyfsm sync`` /
 ``Store.define`` / ``pyfsm migrate`` through :func:`grant_recorded`.

@@ -95,6 +95,9 @@ def test_app_account_transitions_but_cannot_touch_a_table(accounts) -> None:  # 
     for call in found["internal"] + found["define"]:  # the INVOKER helpers and definitions are the owner's
         assert errno_of(app, call) == 1370, call
     assert errno_of(app, "CALL fsm_update_instance_v1('order', 1, 'pay', NULL, NULL, NULL, NULL, NULL)") == 1370
+    # fsm_attach_v1 is the schema owner's or a DBA's (pyfsm.schema.grants): INVOKER, granted to no role
+    assert "CALL `fsm_attach_v1`(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)" in found["internal"]
+    assert errno_of(app, "CALL fsm_attach_v1('order', 't', 'id', 's', NULL, NULL, 'refuse', 1)") == 1370
     granted = [c for c in found["public"] if c not in found["define"]]
     assert len(granted) > 30 and all(errno_of(app, c) != 1370 for c in granted)  # every other public one is granted
     process = checkout("shipping")  # the handler engine too: claims, steps, heartbeats, all procedures
