@@ -324,8 +324,10 @@ class TriggerNameTaken(FsmError):
 
 
 class UnknownStateValue(InvalidArgument):
-    """A row of an attached table is in a state its machine does not have (NULL included): it
-    cannot be adopted, nor change state, until its value is one of the machine's. The dry run
+    """A row of an attached table is in a state its machine does not have (NULL included):
+    adoption counts it and leaves it, and a write moving it to another unknown value is refused.
+    An UPDATE setting it to one of the machine's states is allowed: the row is adopted at that
+    state (history source 'adopt', metadata {"adopted_from": <old value or null>}). The dry run
     lists such values (Store.attach_plan, `pyfsm attach --dry-run`). A subclass of
     InvalidArgument."""
 
