@@ -8,7 +8,10 @@
 -- the one event leading to the new state), the locks and the pause, and writes the history,
 -- the counters and the outbox row, in this statement. The state column then takes the rule's
 -- spelling of the target. A row with no instance yet (attached, not yet adopted) is adopted
--- from its old state first (history source 'adopt'), then moved. The key cannot change while
+-- from its old state first (history source 'adopt'), then moved; if its old value is no state
+-- of the machine (NULL included), it is adopted at the new value instead (source 'adopt',
+-- metadata {"adopted_from": <old value or null>}), so such rows are put right by an UPDATE,
+-- and a new value that is no state either is refused (31038). The key cannot change while
 -- attached. @fsm_subject_write = '{type}:<instance key>' says the write comes from the instance
 -- table (fsm_{type}_au_subject_v1, for pyfsm's procedures), which has applied it already: it is
 -- believed only for this row and when the instance holds the new state, because a statement
