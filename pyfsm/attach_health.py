@@ -45,6 +45,7 @@ TRIGGER_ROLES = {
     "bi_adopted": "adoption fails",
     "ai_subject": "an instance can be created for a key the table lacks",
     "au_subject": "pyfsm's transitions (Store.send, workers, timers) no longer move the state column",
+    "bu_copy": "data written by pyfsm's calls can replace the copied columns, which guards then judge",
 }
 ROLE = re.compile(r"/fsm_\{type\}_(\w+)_v\d+\.sql$")
 ENUM_VALUE = re.compile(r"'((?:[^']|'')*)'")
@@ -224,7 +225,12 @@ def _triggers(
     found: list[Problem] = []
     for template in attached.ALL_OBJECTS:
         role = ROLE.search(template)
-        if role is None or role.group(1) not in TRIGGER_ROLES or (role.group(1) == "sbd" and a.on_delete != "refuse"):
+        if (
+            role is None
+            or role.group(1) not in TRIGGER_ROLES
+            or (role.group(1) == "sbd" and a.on_delete != "refuse")
+            or (role.group(1) == "bu_copy" and not a.columns)
+        ):
             continue
         name = attached.object_name(template, a.machine)
         on = a.table if template in attached.SUBJECT_TRIGGERS else instance_table

@@ -46,8 +46,11 @@ INSTANCE_OBJECTS = (
     "machine/attached/triggers/fsm_{type}_bi_adopted_v1.sql",
     "machine/attached/triggers/fsm_{type}_ai_subject_v1.sql",
     "machine/attached/triggers/fsm_{type}_au_subject_v1.sql",
+    "machine/attached/triggers/fsm_{type}_bu_copy_v1.sql",
     "machine/attached/procedures/fsm_{type}_adopt_v1.sql",
 )
+#: created only for an attachment with copied columns (data_columns)
+COPY_TRIGGER = "machine/attached/triggers/fsm_{type}_bu_copy_v1.sql"
 ALL_OBJECTS = INSTANCE_OBJECTS + SUBJECT_TRIGGERS
 
 #: A key column's type as information_schema.COLUMNS.COLUMN_TYPE gives it (fsm_attach_v1
@@ -190,6 +193,7 @@ def slots(facts: Facts) -> dict[str, str]:
         "subject_key_checked": _as_key(facts, "NEW.instance_key", checked=True),
         "after_key": _as_key(facts, "p_after"),
         "subject_key_i": _as_key(facts, "i.instance_key"),
+        "copy_pairs": ", ".join(f"'$.{c}', {_column_value(facts, 's', c)}" for c in facts.columns),
         "same_tracked": "".join(
             f" AND CAST(NEW.{quote(c)} AS BINARY) <=> CAST(OLD.{quote(c)} AS BINARY)" for c in facts.tracked
         ),
@@ -232,10 +236,14 @@ def install(conn: Any, facts: Facts) -> None:
     exists already is skipped, so a second call changes nothing.
     """
     facts = with_column_types(conn, facts)
-    templates = INSTANCE_OBJECTS + tuple(t for t in SUBJECT_TRIGGERS if facts.on_delete == "refuse" or "_sbd_" not in t)
+    templates = tuple(t for t in INSTANCE_OBJECTS if facts.columns or t != COPY_TRIGGER) + tuple(
+        t for t in SUBJECT_TRIGGERS if facts.on_delete == "refuse" or "_sbd_" not in t
+    )
     execute_ddl(conn, [render(t, facts) for t in templates])
     if facts.on_delete != "refuse":
         drop(conn, facts.machine, ("machine/attached/triggers/fsm_{type}_sbd_v1.sql",))
+    if not facts.columns:
+        drop(conn, facts.machine, (COPY_TRIGGER,))
     with conn.cursor() as cur:
         cur.execute(queries.sql("attach_installed"), (facts.machine,))
     conn.commit()

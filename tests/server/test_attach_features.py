@@ -160,28 +160,12 @@ def test_send_get_history_and_allowed_events_by_the_tables_key(fstore: Store, cu
     assert instance_states(cur, name) == statuses(cur, table) == {key: "paid", other: "shipped"}
 
 
-COPY_FIX = (
-    "needs fix: a send's data replaces the instance's data, copied columns included, so the guards judge "
-    "what the caller wrote, not the row: a BEFORE UPDATE trigger on fsm_<type> (fsm_<type>_bu_copy_v1, "
-    "PRECEDES fsm_<type>_bu_v11) should set the copied columns again from the row for a write that does "
-    "not come from the table (H2's report has the trigger)"
-)
-
-
 def test_a_sends_data_neither_drops_nor_forges_the_copied_column(fstore: Store, cur: Any) -> None:
     table = orders(fstore, cur, machine := shop())
     name = machine.name
     key = insert(cur, table, "50.00")
     fstore.send(name, key, "pay", data={"note": "n", "total": 1000})  # says 1000; the row says 50
-    forged = fstore.get(name, key).data
-    if forged.get("total") != 50:
-        # measured on MariaDB 10.11 and MySQL 9.7: the data is the send's, {"note": "n", "total": 1000}; ship
-        # then passes its guard on a row whose total is 50, and a send with data {"note": ...} alone drops
-        # the total, so ship is refused on a row of 150
-        assert forged == {"note": "n", "total": 1000}
-        assert fstore.send(name, key, "ship").to_state == "shipped"  # the guard judged 1000
-        assert status(cur, table, key) == "shipped"
-        pytest.xfail(COPY_FIX)
+    forged = fstore.get(name, key).data  # the copied column set again from the row (fsm_<type>_bu_copy_v1)
     assert forged == {"note": "n", "total": 50}
     with pytest.raises(GuardRefused):  # judged on the row's 50
         fstore.send(name, key, "ship", data={"total": 1000})

@@ -20,7 +20,7 @@ import pytest
 from helpers.cli import pyfsm
 from helpers.common import fetch, granted_accounts, unique
 
-from pyfsm import Machine
+from pyfsm import Machine, StateColumnUnsupported
 from pyfsm.aio import AsyncStore
 from pyfsm.attach import AdoptionReport
 from pyfsm.db import Settings, parse_dsn
@@ -426,10 +426,15 @@ def test_check_names_each_way_an_attachment_stops_fitting_its_table(fresh, serve
     assert f"`{e}_first`" not in warned.stdout
 
     # new definition versions with a state the ENUM lacks, and one the VARCHAR(8) is too short for
-    store.define(order(e, "lost"))
+    # (Store.define refuses them, nothing stored; a DBA's fsm_define_v8 stores them)
+    with pytest.raises(StateColumnUnsupported):
+        store.define(order(e, "lost"))
+    dba.cursor().execute("CALL fsm_define_v8(%s, %s)", (e, order(e, "lost").to_json()))
     s = names["short"]
     store.define(order(s, "returned"))  # 8 characters: fits
-    store.define(order(s, "returned", "undeliverable"))
+    with pytest.raises(StateColumnUnsupported):
+        store.define(order(s, "returned", "undeliverable"))
+    dba.cursor().execute("CALL fsm_define_v8(%s, %s)", (s, order(s, "returned", "undeliverable").to_json()))
     # the application's DDL: a copied column and a state column renamed, a trigger and the
     # adoption procedure dropped, a table renamed
     dba.cursor().execute(f"ALTER TABLE `{e}_t` RENAME COLUMN total TO amount")

@@ -176,7 +176,8 @@ BEGIN
                       AND TRIGGER_NAME IN (CONCAT('fsm_', p_machine, '_sbi_v1'), CONCAT('fsm_', p_machine, '_sai_v1'),
                                            CONCAT('fsm_', p_machine, '_sbu_v1'), CONCAT('fsm_', p_machine, '_sbd_v1'),
                                            CONCAT('fsm_', p_machine, '_au_subject_v1'), CONCAT('fsm_', p_machine, '_ai_subject_v1'),
-                                           CONCAT('fsm_', p_machine, '_bi_adopt_v1'), CONCAT('fsm_', p_machine, '_bi_adopted_v1'))
+                                           CONCAT('fsm_', p_machine, '_bi_adopt_v1'), CONCAT('fsm_', p_machine, '_bi_adopted_v1'),
+                                           CONCAT('fsm_', p_machine, '_bu_copy_v1'))
                       AND NOT EXISTS (SELECT 1 FROM fsm_attachments a WHERE a.machine = p_machine
                                          AND CAST(a.table_name AS BINARY) = CAST(p_table AS BINARY)));
   IF v_missing IS NOT NULL THEN
@@ -184,9 +185,13 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31037;
   END IF;
   -- attached already: elsewhere, or this column by another type; a type with instances of its own
+  -- a detached attachment may come back on the same table under other column names (a column
+  -- renamed meanwhile): its instances are that table's rows, by the same key values
   IF EXISTS (SELECT 1 FROM fsm_attachments WHERE machine = p_machine
-                AND NOT (CAST(table_name AS BINARY) = CAST(p_table AS BINARY) AND CAST(key_column AS BINARY) = CAST(p_key AS BINARY)
-                         AND CAST(state_column AS BINARY) = CAST(p_state AS BINARY))) THEN
+                AND NOT (CAST(table_name AS BINARY) = CAST(p_table AS BINARY)
+                         AND ((CAST(key_column AS BINARY) = CAST(p_key AS BINARY)
+                               AND CAST(state_column AS BINARY) = CAST(p_state AS BINARY))
+                              OR detached_at IS NOT NULL))) THEN
     SET v_msg = LEFT(CONCAT('fsm: ', p_machine, ' is attached to ', (SELECT CONCAT(table_name, '.', state_column) FROM fsm_attachments
                             WHERE machine = p_machine), ' already: detach it first'), 128);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31039;
@@ -231,7 +236,8 @@ BEGIN
     INSERT INTO fsm_attachments (machine, table_name, key_column, state_column, key_kind, key_type, lookup_column,
                                  data_columns, on_delete, created_at)
     VALUES (p_machine, p_table, p_key, p_state, v_kind, v_column_type, p_lookup, p_columns, v_on_delete, UTC_TIMESTAMP(6))
-    ON DUPLICATE KEY UPDATE on_delete = VALUES(on_delete), key_kind = VALUES(key_kind), key_type = VALUES(key_type),
+    ON DUPLICATE KEY UPDATE key_column = VALUES(key_column), state_column = VALUES(state_column),
+                            on_delete = VALUES(on_delete), key_kind = VALUES(key_kind), key_type = VALUES(key_type),
                             lookup_column = VALUES(lookup_column), data_columns = VALUES(data_columns);
     SELECT machine, table_name, key_column, state_column, key_kind, key_type, lookup_column, data_columns, on_delete,
            installed_at, adopted_at

@@ -47,7 +47,11 @@ BEGIN
       /*[tracked*/IF CAST(NEW.{state} AS BINARY) <=> CAST(OLD.{state} AS BINARY) THEN
         -- the lookup column or a copied column changed, not the state: the instance's copy
         -- follows (no transition; a row not adopted yet has none)
+        -- marked: the copy trigger (fsm_{type}_bu_copy_v1) must not read the row back, which
+        -- still holds its old values in this BEFORE UPDATE
+        SET @fsm_subject_write = CONCAT('{type}:', {old_instance_key});
         UPDATE `fsm_{type}` SET {tracked_set} WHERE instance_key = {old_instance_key};
+        SET @fsm_subject_write = NULL;
       ELSE/*tracked]*/
       SET @fsm_subject_write = CONCAT('{type}:', {old_instance_key}), @fsm_last_to = NULL;
       UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
