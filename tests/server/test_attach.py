@@ -32,6 +32,7 @@ from pyfsm import (
     InvalidArgument,
     KeyUnsupported,
     Machine,
+    NotAttached,
     StateColumnUnsupported,
     Store,
     TableUnsupported,
@@ -313,6 +314,11 @@ def test_adoption_in_batches_leaves_unknown_values_alone(store: Store, cur: Any,
     assert q(cur, f"SELECT status FROM `{table}` WHERE id IN (3, 5) ORDER BY id") == [(None,), ("bogus",)]
     assert q(cur, f"SELECT COUNT(*) FROM `fsm_{machine}` WHERE instance_key IN ('3', '5')") == [(0,)]
     assert store.adopt(machine, batch=batch).adopted == 0  # still left, never adopted as they are
+    # an UPDATE to one of the machine's states puts such a row right: adopted at the new value
+    cur.execute(f"UPDATE `{table}` SET status = 'paid' WHERE id IN (3, 5)")
+    assert history(cur, machine, "3") == [(1, None, None, "paid", "adopt", '{"adopted_from":null}')]
+    assert history(cur, machine, "5") == [(1, None, None, "paid", "adopt", '{"adopted_from":"bogus"}')]
+    consistent(cur, machine, table)
 
 
 def _adopt_in_child(dsn: str, name: str, batch: int) -> None:
@@ -621,6 +627,25 @@ def test_detach_keeps_everything_and_attaching_again_continues(store: Store, cur
 
 
 # -- item 6: the table changes --------------------------------------------------------------------
+
+
+def test_adopt_of_a_type_not_attached_raises_not_attached(store: Store, cur: Any, machine: str) -> None:
+    with pytest.raises(NotAttached):
+        store.adopt(machine)  # never attached
+    assert store.detach(machine) is None  # detach stays idempotent (the CLI says "nothing to detach")
+    table = f"{machine}_n"
+    cur.execute(f"CREATE TABLE `{table}` (id INT PRIMARY KEY, status VARCHAR(20) NULL) ENGINE=InnoDB")
+    cur.execute("CALL fsm_attach_v1(%s, %s, 'id', 'status', NULL, NULL, NULL, 0)", (machine, table))
+    while cur.nextset():
+        pass
+    with pytest.raises(NotAttached, match="sync"):
+        store.adopt(machine)  # recorded, triggers not installed
+    assert not [t for t in triggers(cur) if t[0].startswith(f"fsm_{machine}_s")]
+    store.sync(machine)
+    store.detach(machine)
+    with pytest.raises(NotAttached):
+        store.adopt(machine)  # detached
+    assert NotAttached.errno == 31040
 
 
 def test_a_renamed_state_column_stops_every_write_until_renamed_back(store: Store, cur: Any, machine: str) -> None:
