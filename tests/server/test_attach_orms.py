@@ -16,15 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
 import pytest
 from helpers.common import order_machine, unique
 
 import pyfsm
 from pyfsm import Store
 from pyfsm.db import parse_dsn
+from pyfsm.db.driver import install_as_mysqldb
 
-pymysql.install_as_MySQLdb()
+# PyMySQL as MySQLdb with its submodules: pymysql.install_as_MySQLdb() alone lets Django load a
+# second pymysql.err, after which every later test's `except pymysql.err.MySQLError` catches nothing
+install_as_mysqldb()
 
 django = pytest.importorskip("django")
 sqlalchemy = pytest.importorskip("sqlalchemy")

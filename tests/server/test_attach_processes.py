@@ -27,6 +27,7 @@ from helpers.processes import run_processes
 import pyfsm
 from pyfsm import Machine, Store
 from pyfsm.db import parse_dsn
+from pyfsm.db.driver import install_as_mysqldb
 
 ROWS = 6
 SECONDS = 6.0
@@ -67,7 +68,7 @@ def writer(kind: str, dsn: str, name: str, table: str, seed: int, barrier: Any, 
         raw = pymysql.connect(**{**s.connect_kwargs(), "autocommit": True})
         move: Any
         if kind == "django":
-            pymysql.install_as_MySQLdb()
+            install_as_mysqldb()  # PyMySQL as MySQLdb, submodules included (no second pymysql.err)
             import django
             from django.conf import settings
             from django.db import models
