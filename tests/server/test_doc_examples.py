@@ -10,8 +10,11 @@ docs/index.md says every page may assume."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +149,14 @@ def test_the_readme_example_runs_with_its_sql(make_database, monkeypatch: pytest
         close_stores(namespace)
 
 
-@pytest.mark.parametrize("page", pages_with_examples(), ids=lambda p: p.name)
-def test_each_page_runs_on_its_own(page: Path, make_database, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    settings = make_database("pyfsm_page")
-    monkeypatch.setenv("PYFSM_DSN", settings.dsn())
+def configures_django(page: Path) -> bool:
+    """Whether the page's examples configure Django, which a process can do only once."""
+    return "settings.configure(" in page.read_text()
+
+
+def run_page(page: Path, settings: db.Settings) -> None:
+    """The page's blocks, in a database `pyfsm migrate` set up unless the page says otherwise."""
+    os.environ["PYFSM_DSN"] = settings.dsn()
     found = page_blocks(page)
     namespace: dict[str, Any] = {}
     try:
@@ -161,6 +168,20 @@ def test_each_page_runs_on_its_own(page: Path, make_database, monkeypatch: pytes
         run_blocks(settings, page, found, namespace)
     finally:
         close_stores(namespace)
+
+
+@pytest.mark.parametrize("page", pages_with_examples(), ids=lambda p: p.name)
+def test_each_page_runs_on_its_own(page: Path, make_database, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A page that configures Django runs in a process of its own, as a reader's would: Django's
+    settings are the process's, and another test of this process (test_attach_orms) may have
+    configured them for its own database."""
+    settings = make_database("pyfsm_page")
+    monkeypatch.setenv("PYFSM_DSN", settings.dsn())
+    if not configures_django(page):
+        run_page(page, settings)
+        return
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(run_page, page, settings).result()
 
 
 def test_a_page_that_leans_on_another_fails_alone(

@@ -23,8 +23,8 @@ SAMPLE = "docsample"  # a type name that occurs in no other object's name
 def known(make_database) -> Known:  # type: ignore[no-untyped-def]
     """What a fresh install with one type defined holds, and pyfsm's errors and commands. The
     type has a timeout, so that its objects include the timer triggers, which only types
-    with timeouts get, and is attached to a table, so that they include the triggers and the
-    adoption procedure only attached types get (docs/own-tables.md)."""
+    with timeouts get, and is attached to a table with a copied column, so that they include
+    the triggers and the adoption procedure only attached types get (docs/own-tables.md)."""
     settings = make_database("pyfsm_docnames")
     with Store(settings.dsn()) as store:
         store.migrate()
@@ -42,11 +42,11 @@ def known(make_database) -> Known:  # type: ignore[no-untyped-def]
         try:
             with table.cursor() as cur:
                 cur.execute(
-                    f"CREATE TABLE {SAMPLE}_rows (id INT NOT NULL PRIMARY KEY, st VARCHAR(8) NULL) ENGINE=InnoDB"
+                    f"CREATE TABLE {SAMPLE}_rows (id INT NOT NULL PRIMARY KEY, st VARCHAR(8) NULL, n INT NOT NULL DEFAULT 0) ENGINE=InnoDB"
                 )
         finally:
             table.close()
-        store.attach(SAMPLE, table=f"{SAMPLE}_rows", key="id", state="st")
+        store.attach(SAMPLE, table=f"{SAMPLE}_rows", key="id", state="st", columns=["n"])
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         objects = installed_objects(conn, SAMPLE)
