@@ -68,17 +68,19 @@ class Attachment:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Attachment:
+        """A row of fsm_attachments, read by the one parser the renderer uses (attached.Facts)."""
+        facts = attached.Facts.from_row(row)
         return cls(
-            machine=row["machine"],
-            table=row["table_name"],
-            key=row["key_column"],
-            state=row["state_column"],
-            key_kind=row["key_kind"],
-            on_delete=row["on_delete"],
+            machine=facts.machine,
+            table=facts.table,
+            key=facts.key,
+            state=facts.state,
+            key_kind=facts.key_kind,
+            on_delete=facts.on_delete,
             installed=row["installed_at"] is not None,
             adopted=row["adopted_at"] is not None,
-            lookup=row.get("lookup_column"),
-            columns=tuple(json.loads(row["data_columns"])) if row.get("data_columns") else (),
+            lookup=facts.lookup,
+            columns=facts.columns,
         )
 
 

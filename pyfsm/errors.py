@@ -342,6 +342,16 @@ class NotAttached(FsmError):
     errno = 31040
 
 
+class ColumnMissing(FsmError):
+    """A column pyfsm's triggers or procedures name is not there: the server's 1054. The one
+    way it happens is a DBA's ``ALTER TABLE`` renaming or dropping the state, key, lookup or a
+    copied column of a table a type is attached to; every write of that table and every
+    transition of the type fails this way, and nothing is written, until the column is put
+    back or the type is detached and attached again (``pyfsm check`` says which)."""
+
+    errno = 1054
+
+
 class AttachmentConflict(FsmError):
     """The attachment asked for clashes with one that exists: the type is (or was) attached to
     another table or column, another type holds that state column, or the type already has
@@ -475,6 +485,7 @@ SERVER: dict[int, type[FsmError]] = {
     3058: Deadlock,  # MySQL 8: deadlock while waiting for a user lock
     1305: UnknownMachine,  # procedure does not exist: a machine without its routines
     1146: UnknownMachine,  # table or view does not exist: a type not installed (or by an older pyfsm: `pyfsm sync`)
+    1054: ColumnMissing,  # unknown column: an attached table's column renamed or dropped under its triggers
     1568: TransactionOpen,  # transaction characteristics can't change inside a transaction
     1046: InvalidArgument,  # no database selected: the DSN lacks /database
     1406: InvalidArgument,  # data too long for a column (raw SQL past the checks)
@@ -630,6 +641,11 @@ def error_for(
         text = (
             f"{text}: machine type {machine!r} is not installed, or its procedures are older than this "
             f"pyfsm: run `pyfsm sync {machine}` (or Store.sync) as the owner of pyfsm's schema"
+        )
+    if errno == 1054 and machine is not None:  # an attached table's column renamed or dropped
+        text = (
+            f"{text}: a column machine type {machine!r} is attached by is gone (renamed or dropped); "
+            "nothing was written: run `pyfsm check` to see which, and rename it back"
         )
     if errno == 1020 and SNAPSHOT_CHANGED_HINT not in text:  # MariaDB 11.6+: say why, and what to do
         text = f"{text} ({SNAPSHOT_CHANGED_HINT})"

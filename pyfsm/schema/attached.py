@@ -147,17 +147,17 @@ def _column_value(facts: Facts, row: str, column: str) -> str:
     return f"CAST({value} AS CHAR)" if facts.column_types.get(column) in TEMPORAL else value
 
 
-def _tracked(facts: Facts, row: str, target: str = "") -> dict[str, str]:
+def _tracked(facts: Facts, row: str) -> dict[str, str]:
     """The tracked columns' parts for ``row``: the SET list, the column list and the values."""
     sets, columns, values = [], [], []
     if facts.lookup:
-        sets.append(f"{target}lookup_key = {_lookup_text(facts, row)}")
+        sets.append(f"lookup_key = {_lookup_text(facts, row)}")
         columns.append("lookup_key")
         values.append(_lookup_text(facts, row))
     if facts.columns:
         pairs = ", ".join(f"'$.{c}', {_column_value(facts, row, c)}" for c in facts.columns)
         objects = ", ".join(f"'{c}', {_column_value(facts, row, c)}" for c in facts.columns)
-        sets.append(f"{target}data = JSON_SET(COALESCE({target}data, '{{}}'), {pairs})")
+        sets.append(f"data = JSON_SET(COALESCE(data, '{{}}'), {pairs})")
         columns.append("data")
         values.append(f"JSON_OBJECT({objects})")
     return {
@@ -172,7 +172,7 @@ def slots(facts: Facts) -> dict[str, str]:
     if facts.key_kind not in ("integer", "string", "binary") or not KEY_TYPE.fullmatch(facts.key_type):
         raise ValueError(f"unexpected key type {facts.key_kind} {facts.key_type!r}")
     key = quote(facts.key)
-    new, old, i_row = _tracked(facts, "NEW"), _tracked(facts, "OLD"), _tracked(facts, "s", "i.")
+    new, old = _tracked(facts, "NEW"), _tracked(facts, "OLD")
     same = (
         f"NEW.{key} <=> OLD.{key}"
         if facts.key_kind == "integer"
@@ -192,7 +192,6 @@ def slots(facts: Facts) -> dict[str, str]:
         "subject_key": _as_key(facts, "NEW.instance_key"),
         "subject_key_checked": _as_key(facts, "NEW.instance_key", checked=True),
         "after_key": _as_key(facts, "p_after"),
-        "subject_key_i": _as_key(facts, "i.instance_key"),
         "copy_pairs": ", ".join(f"'$.{c}', {_column_value(facts, 's', c)}" for c in facts.columns),
         "same_tracked": "".join(
             f" AND CAST(NEW.{quote(c)} AS BINARY) <=> CAST(OLD.{quote(c)} AS BINARY)" for c in facts.tracked
@@ -209,7 +208,9 @@ def slots(facts: Facts) -> dict[str, str]:
             if facts.columns
             else "NULL"
         ),
-        "i_tracked_set": f", {i_row['set']}" if i_row["set"] else "",
+        # adoption's move of a row whose state changed while detached: from the cursor's values
+        "drift_tracked_set": (", lookup_key = v_lookup" if facts.lookup else "")
+        + (", data = JSON_MERGE_PATCH(COALESCE(data, '{}'), v_data)" if facts.columns else ""),
     }
 
 

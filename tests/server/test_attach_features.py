@@ -16,6 +16,8 @@ from __future__ import annotations
 import html
 import json
 import re
+import threading
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -175,6 +177,65 @@ def test_a_sends_data_neither_drops_nor_forges_the_copied_column(fstore: Store, 
     assert (status(cur, table, key), fstore.get(name, key).data) == ("shipped", {"note": "m", "total": 150})
     fstore.send(name, key, "deliver", data_patch={"total": None, "note": None})  # a patch cannot remove it
     assert (status(cur, table, key), fstore.get(name, key).data) == ("delivered", {"total": 150})
+
+
+def test_a_mark_left_by_a_deadlock_is_not_taken_for_the_next_statement(
+    fstore: Store, cur: Any, settings: Settings
+) -> None:
+    """The mark that keeps a write from being applied twice (@fsm_subject_write, set by the
+    table's trigger for the instance table's and the other way round) names the row and the
+    statement. A deadlock inside a trigger leaves it set on MySQL (no handler runs then): the
+    session's next statement, here a CALL of the send procedure for the same instance as a
+    retrying Store.send makes, must still move the table's column, and a raw UPDATE must still
+    be recorded. The deadlock is made for real: the session updates the table's row (locking
+    it) and waits in its trigger for the instance row, which a heavier transaction holds and
+    which then asks for the table's row; InnoDB rolls back the lighter, our session."""
+    table = orders(fstore, cur, machine := shop())
+    name = machine.name
+    key, other = insert(cur, table, "150.00"), insert(cur, table, "150.00")
+    cur.execute(f"CREATE TABLE `{name}_ballast` (n INT PRIMARY KEY) ENGINE=InnoDB")
+    victim = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": True})
+    heavy = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": False})
+    try:
+        with heavy.cursor() as h:
+            h.execute("BEGIN")
+            h.executemany(f"INSERT INTO `{name}_ballast` VALUES (%s)", [(i,) for i in range(200)])  # the weight
+            h.execute(f"SELECT id FROM `fsm_{name}` WHERE instance_key = %s FOR UPDATE", (key,))
+            failed: list[BaseException] = []
+
+            def raw_update() -> None:
+                try:
+                    with victim.cursor() as v:
+                        v.execute(f"UPDATE `{table}` SET status = 'paid' WHERE id = %s", (int(key),))
+                except pymysql.err.MySQLError as exc:
+                    failed.append(exc)
+
+            waiting = threading.Thread(target=raw_update)
+            waiting.start()
+            time.sleep(0.5)  # the victim holds the table's row and waits in its trigger
+            h.execute(f"UPDATE `{table}` SET total = 151 WHERE id = %s", (int(key),))
+            waiting.join(30)
+            heavy.rollback()
+        assert [e.args[0] for e in failed] == [1213]
+        with victim.cursor() as v:
+            v.execute("SELECT @fsm_subject_write")
+            left = v.fetchone()[0]
+            # MySQL runs no handler on a deadlock inside a trigger, MariaDB does (and clears it)
+            assert left is None or left.startswith(f"{name}:{key}")
+            v.execute(f"CALL `fsm_{name}_send_v5`(%s, 'pay', NULL, NULL, NULL, NULL, NULL, NULL, NULL)", (key,))
+            while v.nextset():
+                pass
+            assert status(cur, table, key) == "paid" and instance_states(cur, name)[key] == "paid"
+            # and a raw UPDATE on that session: recorded, not taken as applied already
+            v.execute(f"SET @fsm_subject_write = CONCAT('{name}:', %s, '@', NOW(6))", (other,))
+            v.execute(f"UPDATE `{table}` SET status = 'paid' WHERE id = %s", (int(other),))
+        assert status(cur, table, other) == "paid" and instance_states(cur, name)[other] == "paid"
+        last = fstore.history(name, other)[-1]
+        assert (last.event, last.from_state, last.to_state, last.source) == ("pay", "new", "paid", "update")
+        assert [(h.event, h.to_state) for h in fstore.history(name, key)] == [(None, "new"), ("pay", "paid")]
+    finally:
+        victim.close()
+        heavy.close()
 
 
 def test_send_many_on_the_tables_keys(fstore: Store, cur: Any) -> None:

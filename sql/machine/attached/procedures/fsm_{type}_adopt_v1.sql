@@ -101,9 +101,12 @@ BEGIN
     DECLARE v_id BIGINT UNSIGNED;
     DECLARE v_key TEXT CHARACTER SET utf8mb4;
     DECLARE v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+    DECLARE v_lookup TEXT CHARACTER SET utf8mb4;
+    DECLARE v_data JSON;
     DECLARE v_ok TINYINT;
     DECLARE c_drifted CURSOR FOR
-      SELECT i.id, i.instance_key, CONVERT(CAST(s.{state} AS BINARY) USING utf8mb4) FROM {subject} s
+      SELECT i.id, i.instance_key, CONVERT(CAST(s.{state} AS BINARY) USING utf8mb4), {s_lookup_value}, {s_data_value}
+        FROM {subject} s
         JOIN `fsm_{type}` i ON i.instance_key = {instance_key_s}
        WHERE (p_after IS NULL OR s.{key} > {after_key}) AND s.{key} <= v_last
          AND NOT (CAST(i.current_state AS BINARY) <=> CAST(s.{state} AS BINARY))
@@ -111,7 +114,7 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = 1;
     OPEN c_drifted;
     drifted: LOOP
-      FETCH c_drifted INTO v_id, v_key, v_to;
+      FETCH c_drifted INTO v_id, v_key, v_to, v_lookup, v_data;
       IF v_end THEN
         LEAVE drifted;
       END IF;
@@ -119,10 +122,13 @@ BEGIN
       BEGIN
         -- the rules' refusals only (SIGNAL's 45000): a deadlock still ends the batch
         DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' SET v_ok = 0;
-        SET @fsm_subject_write = CONCAT('{type}:', v_key), @fsm_metadata = '{"reattached": true}';
-        UPDATE `fsm_{type}` i JOIN {subject} s ON s.{key} = {subject_key_i} SET i.current_state = v_to{i_tracked_set} WHERE i.id = v_id;
+        -- the instance alone (the row holds v_to already: the instance's trigger that moves
+        -- the row's column finds nothing to change); the row's lookup and copied columns as
+        -- read above (the copy trigger sets each copied column again from the row)
+        SET @fsm_metadata = '{"reattached": true}';
+        UPDATE `fsm_{type}` SET current_state = v_to{drift_tracked_set} WHERE id = v_id;
       END;
-      SET @fsm_subject_write = NULL, @fsm_metadata = NULL;
+      SET @fsm_metadata = NULL;
       IF v_ok THEN
         SET v_moved = v_moved + 1;
       ELSE
