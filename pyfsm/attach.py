@@ -253,11 +253,19 @@ def adopt(
     *,
     batch: int = DEFAULT_BATCH,
     progress: Callable[[AdoptionReport], None] | None = None,
+    connect: Callable[[], Any] | None = None,
 ) -> AdoptionReport:
     """Give every row of the attached table without an instance yet its instance, in the state
     the row is in, batch after batch (each one transaction). Rows in a state the machine lacks
     are counted and left alone. Safe to run while the application writes, and again after an
-    interruption."""
+    interruption.
+
+    When every row has its instance, that is recorded (fsm_attachments.adopted_at) and, on a
+    connection of ``connect()``'s, the table's update trigger is created again without the part
+    that adopts a row on its first write, which each UPDATE of the table paid for in tables
+    opened and locked (docs/own-tables.md). Without the rights to create triggers (an
+    application's account) the trigger stays as it was, correct, until `pyfsm sync` as the
+    owner."""
     name = machine_name(machine)
     check_int("batch", batch, minimum=1, maximum=10000)
     installed(gateway, name)
@@ -286,7 +294,24 @@ def adopt(
         after = row["last_key"]
     if report.unknown == 0 and report.refused == 0:
         gateway.primary.run(queries.sql("attach_adopted"), (name,), writes=True, retry_connection=True)
+        if connect is not None:
+            _install_adopted(connect, name)
     return report
+
+
+def _install_adopted(connect: Callable[[], Any], machine: str) -> None:
+    """The attachment's objects as rendered for an adopted table (the leaner update trigger);
+    left as they are where the account may not create triggers."""
+    conn = connect()
+    try:
+        facts = attached.recorded(conn, machine)
+        if facts is not None and not facts.adopting:
+            attached.install(conn, facts)
+    except pymysql_errors.MySQLError as exc:
+        if not isinstance(db.translate(exc), AccessDenied):
+            raise _owner_needed(exc, machine, "adopt") from exc
+    finally:
+        conn.close()
 
 
 def detach(gateway: Gateway, connect: Callable[[], Any], machine: str | Machine) -> Attachment | None:

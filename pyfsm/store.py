@@ -812,7 +812,9 @@ class Store:
         application goes on writing. Rows in a state the machine lacks are counted
         (``report.unknown``) and left alone. A run stopped at any moment is finished by running
         it again."""
-        return attaching.adopt(self.gateway, machine, batch=batch, progress=progress)
+        return attaching.adopt(
+            self.gateway, machine, batch=batch, progress=progress, connect=lambda: db.connect(self.settings)
+        )
 
     def detach(self, machine: str | Machine) -> Attachment | None:
         """Remove the machine's triggers from its attached table. The rows, the instances and

@@ -14,6 +14,9 @@ Adds:
 * fsm_reserved_name_v2 replaced in place (same name and answers, 'attachments' added): a new
   type may not be named so, its instance table would be fsm_attachments. A database with such
   a type already cannot take this revision: it stops before changing anything, saying so.
+* fsm_require_machine_v1 replaced in place (same parameters and errors): an unknown type's
+  31002 message lists the first twelve installed types, not every one, whose GROUP_CONCAT
+  past 1,024 bytes (some forty types) raised MySQL's 1260 in place of 31002.
 No per-type object changes: an attached type's own triggers and adoption procedure
 (sql/machine/attached) are created when it is attached.
 
@@ -54,7 +57,12 @@ def upgrade() -> None:
     apply_files(raw, FILES, revisions="0027")
     execute_ddl(
         raw,
-        ["DROP FUNCTION IF EXISTS `fsm_reserved_name_v2`", read_frozen("functions/fsm_reserved_name_v2.sql", "0027")],
+        [
+            "DROP FUNCTION IF EXISTS `fsm_reserved_name_v2`",
+            read_frozen("functions/fsm_reserved_name_v2.sql", "0027"),
+            "DROP PROCEDURE IF EXISTS `fsm_require_machine_v1`",
+            read_frozen("internal/fsm_require_machine_v1.sql", "0027"),
+        ],
     )
 
 

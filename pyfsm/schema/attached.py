@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..db import queries
-from .ddl import execute_ddl
+from ..db.driver import errors as pymysql_errors
+from .ddl import ddl_session, execute_ddl, lock_wait
 from .resources import check_machine_name, read_sql
 
 #: The attached type's triggers on the application's table, in creation order (the delete
@@ -85,6 +86,9 @@ class Facts:
     columns: tuple[str, ...] = ()
     #: information_schema's DATA_TYPE of the lookup and copied columns (read when rendering)
     column_types: Mapping[str, str] = field(default_factory=dict)
+    #: rows may lack their instance still (no adoption finished with every row adopted since
+    #: the type was attached): the table's update trigger adopts such a row when it is written
+    adopting: bool = True
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Facts:
@@ -98,6 +102,7 @@ class Facts:
             on_delete=row["on_delete"],
             lookup=row.get("lookup_column"),
             columns=tuple(json.loads(row["data_columns"])) if row.get("data_columns") else (),
+            adopting=row.get("adopted_at") is None,
         )
 
     @property
@@ -218,8 +223,10 @@ def render(template: str, facts: Facts) -> str:
     """One file of sql/machine/attached for one attachment, without its header comment."""
     values = slots(facts)
     body = HEADER.sub("", read_sql(template))
-    # the spans for the tracked columns: kept (without their marks) when there are any
-    body = SPAN.sub(lambda m: m.group(2) if facts.tracked else "", body)
+    # the spans, kept (without their marks) when the attachment needs them: the tracked
+    # columns' when there are any, the adoption of a row without its instance while adopting
+    keep = {"tracked": bool(facts.tracked), "adopting": facts.adopting}
+    body = SPAN.sub(lambda m: m.group(2) if keep[m.group(1)] else "", body)
     return SLOT.sub(lambda m: values[m.group(1)], body)
 
 
@@ -229,18 +236,34 @@ def object_name(template: str, machine: str) -> str:
 
 
 def install(conn: Any, facts: Facts) -> None:
-    """Create the attached type's objects where missing, then record them installed.
+    """Create the attached type's objects where missing, replace its triggers rendered
+    differently, then record them installed.
 
     The instance table's triggers and the adoption procedure first, then the table's
     triggers (after the table's own, which therefore run before them). The delete trigger
-    only with on_delete 'refuse'; with 'allow' one left from before is dropped. Creating what
-    exists already is skipped, so a second call changes nothing.
+    only with on_delete 'refuse'; with 'allow' one left from before is dropped. A trigger
+    whose body differs from this rendering (a newer pyfsm's, or the update trigger once every
+    row is adopted) is replaced while its table is locked (:func:`replace_trigger`), so no
+    write of the table runs between; what exists as rendered is left, so a second call
+    changes nothing.
     """
     facts = with_column_types(conn, facts)
     templates = tuple(t for t in INSTANCE_OBJECTS if facts.columns or t != COPY_TRIGGER) + tuple(
         t for t in SUBJECT_TRIGGERS if facts.on_delete == "refuse" or "_sbd_" not in t
     )
-    execute_ddl(conn, [render(t, facts) for t in templates])
+    rendered = {t: render(t, facts) for t in templates}
+    execute_ddl(conn, [rendered[t] for t in templates])
+    triggers = {object_name(t, facts.machine): t for t in templates if t.startswith("machine/attached/triggers/")}
+    with conn.cursor() as cur:
+        cur.execute(queries.sql("attach_triggers"), (tuple(triggers),))
+        bodies = {name: (table, body) for name, table, body in cur.fetchall()}
+    for name, template in triggers.items():
+        table, body = bodies.get(name, ("", ""))
+        new_body = rendered_body(template, facts)
+        if body and body.rstrip() != new_body.rstrip():  # the servers keep no trailing newline
+            # the same header (name, timing, event, table, order), the body it has now
+            before = rendered[template][: len(rendered[template]) - len(new_body)] + body
+            replace_trigger(conn, table, name, rendered[template], before)
     if facts.on_delete != "refuse":
         drop(conn, facts.machine, ("machine/attached/triggers/fsm_{type}_sbd_v1.sql",))
     if not facts.columns:
@@ -248,6 +271,45 @@ def install(conn: Any, facts: Facts) -> None:
     with conn.cursor() as cur:
         cur.execute(queries.sql("attach_installed"), (facts.machine,))
     conn.commit()
+
+
+def rendered_body(template: str, facts: Facts) -> str:
+    """The body of a rendered trigger (what information_schema.TRIGGERS.ACTION_STATEMENT holds):
+    from its BEGIN, the rendering of the template's part after its first line ending before BEGIN."""
+    head = HEADER.sub("", read_sql(template)).partition("\nBEGIN\n")[0]
+    values = slots(facts)
+    return render(template, facts)[len(SLOT.sub(lambda m: values[m.group(1)], head)) + 1 :]
+
+
+#: How long replacing a trigger waits for the table's lock (writers of the table wait behind
+#: it meanwhile): a table busy longer keeps the trigger it has until the next `pyfsm sync`.
+REPLACE_LOCK_WAIT = 3
+
+
+def replace_trigger(conn: Any, table: str, name: str, statement: str, before: str) -> bool:
+    """Drop trigger ``name`` of ``table`` and create it as ``statement`` while the session holds
+    the table's write lock (LOCK TABLES), so that no write of the table runs between without
+    it; if the new one cannot be created, it is created again as ``before``. False when the
+    lock was not had within :data:`REPLACE_LOCK_WAIT` seconds (nothing changed)."""
+    with conn.cursor() as cur:
+        ddl_session(cur)
+        with lock_wait(cur, REPLACE_LOCK_WAIT):
+            try:
+                cur.execute(f"LOCK TABLES {quote(table)} WRITE")
+            except pymysql_errors.OperationalError as exc:
+                if exc.args and exc.args[0] == 1205:  # lock wait timeout: a long transaction holds the table
+                    return False
+                raise
+            try:
+                cur.execute(f"DROP TRIGGER IF EXISTS {quote(name)}")
+                try:
+                    cur.execute(statement)
+                except pymysql_errors.MySQLError:
+                    cur.execute(before)
+                    raise
+            finally:
+                cur.execute("UNLOCK TABLES")
+    return True
 
 
 def with_column_types(conn: Any, facts: Facts) -> Facts:

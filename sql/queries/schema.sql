@@ -317,10 +317,11 @@ UPDATE fsm_attachments SET installed_at = COALESCE(IF(detached_at IS NULL, insta
  WHERE machine = %s
 
 -- name: attach_detached
--- Record an attached type's triggers removed; its rows, instances and history stay.
+-- Record an attached type's triggers removed; its rows, instances and history stay. Rows
+-- written meanwhile have no instance: attached again, it is adopting again (adopted_at NULL).
 -- Parameters: machine.
 -- Used by: pyfsm.schema.attached.detach (Store.detach, `pyfsm detach`).
-UPDATE fsm_attachments SET detached_at = UTC_TIMESTAMP(6), installed_at = NULL WHERE machine = %s
+UPDATE fsm_attachments SET detached_at = UTC_TIMESTAMP(6), installed_at = NULL, adopted_at = NULL WHERE machine = %s
 
 -- name: attach_row
 -- One type's attachment as fsm_attachments records it (none: the type owns its table).
@@ -335,6 +336,16 @@ SELECT machine, table_name, key_column, state_column, key_kind, key_type, lookup
 -- Parameters: machine.
 -- Used by: pyfsm.attach.adopt.
 UPDATE fsm_attachments SET adopted_at = UTC_TIMESTAMP(6) WHERE machine = %s
+
+-- name: attach_triggers
+-- The attached type's triggers as the server has them: their table and their body, so that
+-- one rendered differently (a newer pyfsm's, or the update trigger once adoption finished) is
+-- created again.
+-- Parameters: the trigger names (a list).
+-- Result: (trigger name, table, body) per trigger.
+-- Used by: pyfsm.schema.attached.install.
+SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
+ WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN %s
 
 -- name: attach_column_types
 -- The columns of an attached table with their types (information_schema's DATA_TYPE): how the

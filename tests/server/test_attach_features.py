@@ -238,6 +238,57 @@ def test_a_mark_left_by_a_deadlock_is_not_taken_for_the_next_statement(
         heavy.close()
 
 
+def test_the_update_trigger_drops_its_adoption_part_once_every_row_is_adopted(fstore: Store, cur: Any) -> None:
+    """While rows may lack their instance, the table's update trigger adopts such a row on its
+    first write; once an adoption finished with every row adopted it is created again without
+    that part (each UPDATE of the table then opens and locks fewer tables), a detach makes the
+    type adopting again (rows written meanwhile have no instance), and attaching or syncing
+    again changes nothing."""
+    machine = shop()
+    fstore.define(machine)
+    name, table = machine.name, f"{machine.name}_t"
+    cur.execute(f"CREATE TABLE `{table}` (id BIGINT AUTO_INCREMENT PRIMARY KEY, status VARCHAR(32) NULL) ENGINE=InnoDB")
+    cur.execute(f"INSERT INTO `{table}` (status) VALUES ('new'), ('paid'), ('bogus')")
+
+    def trigger() -> tuple[str, Any]:
+        cur.execute(
+            "SELECT ACTION_STATEMENT, CREATED FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = %s",
+            (f"fsm_{name}_sbu_v1",),
+        )
+        body, created = cur.fetchone()
+        return body, created
+
+    def adopting() -> bool:
+        return f"INSERT INTO `fsm_{name}`" in trigger()[0]
+
+    fstore.attach(name, table=table, key="id", state="status")
+    assert adopting()
+    report = fstore.adopt(name)
+    assert (report.adopted, report.unknown) == (2, 1)
+    assert adopting() and not fstore.attachment(name).adopted  # the 'bogus' row still has no instance
+    cur.execute(f"UPDATE `{table}` SET status = 'cancelled' WHERE id = 3")  # adopted by this write
+    assert fstore.adopt(name).unknown == 0
+    assert not adopting() and fstore.attachment(name).adopted
+    lean = trigger()
+    # still checked and recorded
+    cur.execute(f"UPDATE `{table}` SET status = 'cancelled' WHERE id = 2")
+    assert (status(cur, table, "2"), instance_states(cur, name)["2"]) == ("cancelled", "cancelled")
+    assert errno_of(cur.connection, f"UPDATE `{table}` SET status = 'new' WHERE id = 2") == 31005
+    fstore.attach(name, table=table, key="id", state="status")  # again: nothing changes
+    fstore.sync(name)
+    assert trigger() == lean
+    # detached, a row written meanwhile has no instance; attached again, its write adopts it
+    fstore.detach(name)
+    cur.execute(f"INSERT INTO `{table}` (status) VALUES ('paid')")
+    late = str(cur.lastrowid)
+    fstore.attach(name, table=table, key="id", state="status")
+    assert adopting() and not fstore.attachment(name).adopted
+    cur.execute(f"UPDATE `{table}` SET status = 'cancelled' WHERE id = %s", (int(late),))
+    assert [(h.source, h.to_state) for h in fstore.history(name, late)] == [("adopt", "paid"), ("update", "cancelled")]
+    assert fstore.adopt(name).unknown == 0 and not adopting()
+
+
 def test_send_many_on_the_tables_keys(fstore: Store, cur: Any) -> None:
     table = orders(fstore, cur, machine := shop())
     name = machine.name

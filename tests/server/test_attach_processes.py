@@ -204,3 +204,81 @@ def test_racing_writers_keep_every_history_valid(store: Store, dsn: str, raw: An
 
 
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def test_the_update_trigger_replaced_under_racing_writers_lets_no_write_through_unchecked(
+    store: Store, dsn: str, raw: Any
+) -> None:
+    """Adoption finished, pyfsm creates the table's update trigger again without its adoption
+    part (pyfsm.schema.attached.replace_trigger: DROP and CREATE while the session holds the
+    table's write lock). Raw UPDATEs and Store.send race while the trigger is replaced back and
+    forth as often as it can be: afterwards every history chain is valid and every row's state
+    column equals its instance's state and its last history row, so no write ran between the
+    DROP and the CREATE unchecked, and the acknowledged moves are exactly the history's."""
+    import dataclasses
+    import threading
+
+    from pyfsm.schema import attached
+
+    name, table = unique("swap"), unique("swap_orders")
+    machine = ring(name)
+    store.define(machine)
+    with raw.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE `{table}` (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, status VARCHAR(32) NULL) "
+            "ENGINE=InnoDB"
+        )
+    raw.commit()
+    store.attach(name, table=table, key="id", state="status")
+    with raw.cursor() as cur:
+        cur.executemany(f"INSERT INTO `{table}` (status) VALUES (%s)", [(None,)] * ROWS)
+    raw.commit()
+    assert store.adopt(name).unknown == 0
+
+    swapped: list[bool] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def swap() -> None:
+        conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
+        try:
+            facts = attached.recorded(conn, name)
+            assert facts is not None
+            adopting = True
+            while not stop.is_set():
+                attached.install(conn, dataclasses.replace(facts, adopting=adopting))
+                swapped.append(adopting)
+                adopting = not adopting
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    try:
+        reports = run_processes(writer, lambda w: (("raw", "send")[w % 2], dsn, name, table, w), n=6)
+    finally:
+        stop.set()
+        swapper.join(60)
+    assert not failures, failures
+    assert len(swapped) >= 10, swapped  # replaced again and again while they wrote
+
+    moves = check_chains(parse_dsn(dsn), machine)
+    assert len(moves) == ROWS
+    raw.commit()
+    with raw.cursor() as cur:
+        cur.execute(
+            f"SELECT t.status, i.current_state, h.to_state FROM `{table}` t "
+            f"JOIN `fsm_{name}` i ON i.instance_key = CAST(t.id AS CHAR) "
+            f"JOIN `fsm_{name}_transitions` h ON h.instance_id = i.id AND h.most_recent = 1"
+        )
+        ends = cur.fetchall()
+        cur.execute(
+            f"SELECT CAST(i.instance_key AS SIGNED), h.from_state, h.to_state FROM `fsm_{name}_transitions` h "
+            f"JOIN `fsm_{name}` i ON i.id = h.instance_id WHERE h.from_state IS NOT NULL"
+        )
+        history_moves = Counter((int(k), f, t) for k, f, t in cur.fetchall())
+    assert len(ends) == ROWS and all(s == c == last for s, c, last in ends), ends
+    assert Counter(tuple(a) for r in reports for a in r["acks"]) == history_moves
+    assert all(r["acks"] for r in reports), [r["errors"] for r in reports]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pymysql
 import pytest
 
 from pyfsm import FsmError, InvalidArgument, InvalidData, Machine, Store, TransactionOpen, UnknownMachine
@@ -177,6 +178,33 @@ def test_unknown_machine_is_its_own_error(store: Store) -> None:
     with pytest.raises(UnknownMachine) as info:
         store.counts("ghost")
     assert isinstance(info.value, FsmError)
+
+
+def test_an_unknown_machine_among_many_types_is_31002_naming_the_first(make_database) -> None:  # type: ignore[no-untyped-def]
+    """The message names installed types, the first twelve: listing every one of a database with
+    more than about forty types overflowed GROUP_CONCAT, which MySQL reported as 1260 ('Row N
+    was cut by GROUP_CONCAT()') in place of 31002 (revision 0027). Rows of fsm_machines stand
+    in for the types (what the check reads); the check is the one every generic procedure
+    makes, called as a DBA's CALL of one would."""
+    settings = make_database("pyfsm_many_types")
+    with Store(settings.dsn()) as many:
+        many.migrate()
+    conn = pymysql.connect(**settings.connect_kwargs())
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO fsm_machines (machine, created_at, updated_at) VALUES (%s, NOW(6), NOW(6))",
+                [(f"type_number_{i:03d}_with_a_long_name",) for i in range(80)],
+            )
+            conn.commit()
+            with pytest.raises(pymysql.err.OperationalError) as info:
+                cur.execute("CALL fsm_require_machine_v1('ghost')")
+    finally:
+        conn.close()
+    number, message = info.value.args
+    assert number == 31002
+    assert message.startswith("fsm: unknown machine ghost; installed: type_number_000_with_a_long_name, type_n")
+    assert message.endswith("...") and len(message) == 128
 
 
 @pytest.mark.parametrize("where", ["data", "metadata", "key", "request_id"])

@@ -25,6 +25,11 @@
 -- copied to the instance's lookup_key and data in the same UPDATE, so the guards judge the row
 -- as this write leaves it; an UPDATE that changes only them updates the instance's copy
 -- without a transition. Without them those parts are not rendered.
+-- Once every row has its instance (an adoption finished with no row left: fsm_attachments'
+-- adopted_at), the trigger is created again without the part that adopts a row (pyfsm.attach
+-- .adopt, `pyfsm sync`): the statements a trigger may run decide the tables each UPDATE of the
+-- table opens and locks, and an INSERT into fsm_{type} brings in that table's insert triggers
+-- and theirs. A row without its instance then gets 31033.
 -- Runs after the table's own BEFORE UPDATE triggers (created after them), so it checks the
 -- state they leave.
 -- Errors: 31013 the key changed; the instance trigger's (31005, 31006, 31011, 31018, 31032,
@@ -61,7 +66,7 @@ BEGIN
           @fsm_subject_write = CONCAT('{type}:', {old_instance_key}, '@', NOW(6)), @fsm_last_to = NULL;
       UPDATE `fsm_{type}` SET current_state = NEW.{state}{tracked_comma_set} WHERE instance_key = {old_instance_key};
       IF @fsm_last_to IS NULL THEN
-        IF NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
+        /*[adopting*/IF NOT EXISTS (SELECT 1 FROM `fsm_{type}` WHERE instance_key = {old_instance_key}) THEN
           SET @fsm_source = 'adopt';
           IF EXISTS (SELECT 1 FROM fsm_states st JOIN fsm_machines m ON m.machine = st.machine AND m.current_version = st.version
                       WHERE st.machine = '{type}' AND CAST(st.state AS BINARY) = CAST(OLD.{state} AS BINARY)) THEN
@@ -78,9 +83,9 @@ BEGIN
             SET @fsm_source = NULL, @fsm_metadata = NULL,
                 @fsm_last_to = (SELECT current_state FROM `fsm_{type}` WHERE instance_key = {old_instance_key});
           END IF;
-        END IF;
+        END IF;/*adopting]*/
         IF @fsm_last_to IS NULL THEN
-          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: the instance row already holds this state: run pyfsm check', MYSQL_ERRNO = 31033;
+          SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: no transition was applied to the instance of this row (missing, or in this state already): run pyfsm check', MYSQL_ERRNO = 31033;
         END IF;
       END IF;
       SET NEW.{state} = @fsm_last_to, @fsm_subject_write = NULL;
