@@ -7,6 +7,11 @@
    Target: attached <= 1.1x the owned type's cost.
 2. An UPDATE of a non-state column of the attached table against the same UPDATE of a second
    table of the same schema without pyfsm's triggers. Target: <= 1.05x.
+   Floors, measured beside them: the same UPDATE of a table whose BEFORE UPDATE trigger runs
+   no statement (``orders_empty``: what any trigger costs), and of a table whose hand-written
+   trigger hands a state change to a third type's instance row and does nothing else
+   (``orders_glue``: no marks, no adoption, no key check; the least a trigger that enforces the
+   machine can be). The same glue table's raw state UPDATE is the floor of item 1's raw path.
 3. Adopting ``--adopt-rows`` existing rows (Store.adopt, batch sizes ``--batches``) in rows per
    second, beside the same run's single-row INSERT+COMMIT ceiling and a batched
    ``INSERT ... SELECT`` of the same number of rows into a plain table.
@@ -39,7 +44,7 @@ import bench_transitions as bt
 from pyfsm import Machine, Store
 from pyfsm.db import Settings
 
-OWNED, ATTACHED = "bench_own", "bench_att"
+OWNED, ATTACHED, GLUE = "bench_own", "bench_att", "bench_glue"
 MACHINE_KW: dict[str, Any] = {
     "states": ["open", "held"],
     "start": ["open"],
@@ -58,6 +63,25 @@ APPROACHES = (
     "attached raw UPDATE orders.status",
     "plain UPDATE orders_plain.amount",
     "attached UPDATE orders.amount",
+    "floor: glue raw UPDATE orders_glue.status",
+    "floor: empty trigger UPDATE orders_empty.amount",
+    "floor: glue UPDATE orders_glue.amount",
+)
+#: (floor, its reference): what no trigger of this design can go below
+FLOORS = (
+    ("floor: glue raw UPDATE orders_glue.status", "owned raw UPDATE fsm_<type>"),
+    ("floor: empty trigger UPDATE orders_empty.amount", "plain UPDATE orders_plain.amount"),
+    ("floor: glue UPDATE orders_glue.amount", "plain UPDATE orders_plain.amount"),
+)
+#: the hand-written triggers of the floors
+EMPTY_TRIGGER = (
+    "CREATE TRIGGER orders_empty_bu BEFORE UPDATE ON orders_empty FOR EACH ROW "
+    "BEGIN IF NOT (NEW.status <=> OLD.status) THEN SET @bench_changed = 1; END IF; END"
+)
+GLUE_TRIGGER = (
+    "CREATE TRIGGER orders_glue_bu BEFORE UPDATE ON orders_glue FOR EACH ROW "
+    "BEGIN IF NOT (NEW.status <=> OLD.status) THEN "
+    f"UPDATE `fsm_{GLUE}` SET current_state = NEW.status WHERE instance_key = CAST(OLD.id AS CHAR); END IF; END"
 )
 #: (attached, its reference, target ratio)
 PAIRS = (
@@ -103,15 +127,34 @@ def client_step(job: Job) -> Step:
             conn.commit()
 
         return ceiling
-    if approach.startswith("plain") or approach == "attached UPDATE orders.amount":
-        table = "orders_plain" if approach.startswith("plain") else "orders"
+    if approach.endswith(".amount"):
+        table = approach.rsplit(" ", 1)[1].removesuffix(".amount")
         ids = order_rows(conn, table, job)
+        if table == "orders_glue":
+            with Store(job.settings.dsn(), pool_size=1) as glue:
+                for i in ids:
+                    glue.create(GLUE, str(i))
 
         def amount(i: int) -> None:
             if cur.execute(f"UPDATE `{table}` SET amount = amount + 1 WHERE id = %s", (ids[i % len(ids)],)) != 1:
                 raise RuntimeError("no row updated")
 
         return amount
+    if approach.startswith("floor: glue raw"):
+        ids = order_rows(conn, "orders_glue", job)
+        with Store(job.settings.dsn(), pool_size=1) as glue:
+            for i in ids:
+                glue.create(GLUE, str(i))
+        glue_states = dict.fromkeys(ids, "open")
+
+        def glue_raw(i: int) -> None:
+            key = ids[i % len(ids)]
+            to_state = NEXT[glue_states[key]][1]
+            if cur.execute("UPDATE orders_glue SET status = %s WHERE id = %s", (to_state, key)) != 1:
+                raise RuntimeError(f"UPDATE of {key} changed no row")
+            glue_states[key] = to_state
+
+        return glue_raw
     attached = approach.startswith("attached")
     machine = ATTACHED if attached else OWNED
     store = Store(job.settings.dsn(), pool_size=1)
@@ -195,13 +238,18 @@ def prepared(settings: Settings) -> None:
     """The two types (one attached to ``orders``) and the trigger-less ``orders_plain``."""
     conn = bt.plain_connect(settings)
     with conn.cursor() as cur:
-        cur.execute(ORDERS.format(name="orders"))
-        cur.execute(ORDERS.format(name="orders_plain"))
-    conn.close()
+        for name in ("orders", "orders_plain", "orders_empty", "orders_glue"):
+            cur.execute(ORDERS.format(name=name))
     with Store(settings.dsn(), pool_size=1) as store:
         store.define(Machine(name=OWNED, **MACHINE_KW))
         store.define(Machine(name=ATTACHED, **MACHINE_KW))
+        store.define(Machine(name=GLUE, **MACHINE_KW))
         store.attach(ATTACHED, table="orders", key="id", state="status")
+        store.adopt(ATTACHED)  # no rows yet: adopted, so the update trigger is the adopted table's
+    with conn.cursor() as cur:
+        cur.execute(EMPTY_TRIGGER)
+        cur.execute(GLUE_TRIGGER)
+    conn.close()
 
 
 def load(cur: Any, table: str, rows: int, chunk: int = 100_000) -> float:
@@ -338,6 +386,11 @@ def report(
             t = rate[(ref, n)] / rate[(att, n)]
             met = "yes" if c <= target and t <= target else "no"
             lines.append(f"| {att} / {ref} | {n} | {c:.2f}x | {t:.2f}x | {target:g}x | {met} |")
+    for floor, ref in FLOORS:
+        for n in clients:
+            c = cpu[(floor, n)] / cpu[(ref, n)]
+            t = rate[(ref, n)] / rate[(floor, n)]
+            lines.append(f"| {floor} / {ref} | {n} | {c:.2f}x | {t:.2f}x | (floor) | |")
     if adopt:
         ceiling1 = rate[("ceiling INSERT+COMMIT", clients[0])]
         lines += [
