@@ -157,8 +157,9 @@ def writer(kind: str, dsn: str, name: str, table: str, seed: int, barrier: Any, 
     out.put(report)
 
 
-def test_racing_writers_keep_every_history_valid(store: Store, dsn: str, raw: Any) -> None:
-    name, table = unique("race"), unique("race_orders")
+def attached_ring(store: Store, raw: Any, prefix: str) -> tuple[Machine, str]:
+    """A ring type attached to a new table of ROWS rows (NULL: the start state); the machine and table."""
+    name, table = unique(prefix), unique(f"{prefix}_orders")
     machine = ring(name)
     store.define(machine)
     with raw.cursor() as cur:
@@ -171,10 +172,13 @@ def test_racing_writers_keep_every_history_valid(store: Store, dsn: str, raw: An
     with raw.cursor() as cur:
         cur.executemany(f"INSERT INTO `{table}` (status) VALUES (%s)", [(None,)] * ROWS)
     raw.commit()
+    return machine, table
 
-    n = 8
-    reports = run_processes(writer, lambda w: (KINDS[w % len(KINDS)], dsn, name, table, w), n=n)
 
+def check_the_tables_agree(dsn: str, raw: Any, machine: Machine, table: str, reports: list[dict[str, Any]]) -> None:
+    """Every history chain valid; each row's state column = its instance's state = its last
+    history row; the acknowledged moves exactly the history's (none lost, none without its write)."""
+    name = machine.name
     moves = check_chains(parse_dsn(dsn), machine)
     assert len(moves) == ROWS
     raw.commit()
@@ -195,6 +199,13 @@ def test_racing_writers_keep_every_history_valid(store: Store, dsn: str, raw: An
     acked = Counter(tuple(a) for r in reports for a in r["acks"])
     # every acknowledged move is in history, and every history move was acknowledged by its writer
     assert acked == history_moves
+
+
+def test_racing_writers_keep_every_history_valid(store: Store, dsn: str, raw: Any) -> None:
+    machine, table = attached_ring(store, raw, "race")
+    n = 8
+    reports = run_processes(writer, lambda w: (KINDS[w % len(KINDS)], dsn, machine.name, table, w), n=n)
+    check_the_tables_agree(dsn, raw, machine, table, reports)
     by_kind: dict[str, Counter[str]] = {}
     for r in reports:
         by_kind.setdefault(r["kind"], Counter()).update(r["errors"])
@@ -220,19 +231,8 @@ def test_the_update_trigger_replaced_under_racing_writers_lets_no_write_through_
 
     from pyfsm.schema import attached
 
-    name, table = unique("swap"), unique("swap_orders")
-    machine = ring(name)
-    store.define(machine)
-    with raw.cursor() as cur:
-        cur.execute(
-            f"CREATE TABLE `{table}` (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, status VARCHAR(32) NULL) "
-            "ENGINE=InnoDB"
-        )
-    raw.commit()
-    store.attach(name, table=table, key="id", state="status")
-    with raw.cursor() as cur:
-        cur.executemany(f"INSERT INTO `{table}` (status) VALUES (%s)", [(None,)] * ROWS)
-    raw.commit()
+    machine, table = attached_ring(store, raw, "swap")
+    name = machine.name
     assert store.adopt(name).unknown == 0
 
     swapped: list[bool] = []
@@ -264,21 +264,5 @@ def test_the_update_trigger_replaced_under_racing_writers_lets_no_write_through_
     assert not failures, failures
     assert len(swapped) >= 10, swapped  # replaced again and again while they wrote
 
-    moves = check_chains(parse_dsn(dsn), machine)
-    assert len(moves) == ROWS
-    raw.commit()
-    with raw.cursor() as cur:
-        cur.execute(
-            f"SELECT t.status, i.current_state, h.to_state FROM `{table}` t "
-            f"JOIN `fsm_{name}` i ON i.instance_key = CAST(t.id AS CHAR) "
-            f"JOIN `fsm_{name}_transitions` h ON h.instance_id = i.id AND h.most_recent = 1"
-        )
-        ends = cur.fetchall()
-        cur.execute(
-            f"SELECT CAST(i.instance_key AS SIGNED), h.from_state, h.to_state FROM `fsm_{name}_transitions` h "
-            f"JOIN `fsm_{name}` i ON i.id = h.instance_id WHERE h.from_state IS NOT NULL"
-        )
-        history_moves = Counter((int(k), f, t) for k, f, t in cur.fetchall())
-    assert len(ends) == ROWS and all(s == c == last for s, c, last in ends), ends
-    assert Counter(tuple(a) for r in reports for a in r["acks"]) == history_moves
+    check_the_tables_agree(dsn, raw, machine, table, reports)
     assert all(r["acks"] for r in reports), [r["errors"] for r in reports]
