@@ -28,6 +28,7 @@ from pyfsm import (
     AmbiguousTransition,
     AttachedRowMissing,
     AttachmentConflict,
+    ColumnMissing,
     ImmutableColumn,
     InvalidArgument,
     KeyUnsupported,
@@ -667,9 +668,10 @@ def test_a_renamed_state_column_stops_every_write_until_renamed_back(store: Stor
         f"INSERT INTO `{table}` (id, state) VALUES (3, 'new')",
     ):
         assert errno(cur, sql) == 1054, sql
-    with pytest.raises(pymysql.err.OperationalError) as sent:
+    with pytest.raises(ColumnMissing) as sent:
         store.send(machine, "2", "pay")
-    assert sent.value.args[0] == 1054
+    assert sent.value.errno == 1054 and "pyfsm check" in str(sent.value)
+    assert isinstance(sent.value.__cause__, pymysql.err.OperationalError)
     assert errno(cur, f"DELETE FROM `{table}` WHERE id = 2") == 31017  # the delete trigger names no state
     assert (
         q(cur, f"SELECT * FROM `{table}` ORDER BY id"),
