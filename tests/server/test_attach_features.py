@@ -5,7 +5,7 @@ status, total DECIMAL(10,2), account_id INT)``, attaches its type with ``lookup=
 and ``columns=['total']``, drives one of pyfsm's features by the table's key (``str(id)``)
 and checks the raw tables: the application's row first, then the type's instance table,
 history, outbox, timers and views. The attaching itself, adoption and raw SQL writers are
-test_attached_tables.py's; the CLI is test_cli_attach.py's.
+test_attach.py's; the CLI is test_cli_attach.py's.
 
 The module has a database of its own: firing timers and the relay act on every type of a
 database.
