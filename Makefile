@@ -84,8 +84,8 @@ bench-ops: venv ## the operators' benchmarks: every web console page and a metri
 bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB 10.11), BENCH_MYSQL_DSN (MySQL 9.7, `make mysql`) and BENCH_MARIADB118_DSN (MariaDB 11.8, `make mariadb`) back to back, twice, each beside its own ceiling; updates BENCHMARKS.md's servers section (about 35 minutes)
 	$(PY) bench/bench_servers.py --runs 2 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' --dsn '$(BENCH_MARIADB118_DSN)' --write BENCHMARKS.md
 
-bench-attach: venv ## issue 48: a transition of an attached table's row beside a pyfsm-owned type's, a non-state UPDATE beside a table without triggers (1 and 8 clients), adoption of 1,000,000 rows beside INSERT ... SELECT, on BENCH_DSN and BENCH_MYSQL_DSN; three alternating rounds, medians; prints the tables for BENCHMARKS.md (about an hour: adoption runs near 1,500 rows/s)
-	$(PY) bench/bench_attach.py --runs 3 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)'
+bench-attach: venv ## issue 48: a transition of an attached table's row beside a pyfsm-owned type's, a non-state UPDATE beside a table without triggers (1 and 8 clients), adoption of 1,000,000 rows beside INSERT ... SELECT, on BENCH_DSN and BENCH_MYSQL_DSN; three alternating rounds, medians, with the floors (an empty trigger, a hand-written glue trigger); prints the tables for BENCHMARKS.md (about 30 minutes; adoption runs at 5,000-7,500 rows/s where the buffer pool holds the instance table; BENCH_ARGS=--adopt-only for adoption alone)
+	$(PY) bench/bench_attach.py --runs 3 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' $(BENCH_ARGS)
 
 instructions: venv ## count the server's instructions per transition with callgrind, for each part of a transition, on the system's MariaDB 10.11, the private MariaDB 11.8 and the private MySQL 9.7, each a fresh server of its own (needs valgrind; INSTRUCTIONS_ARGS='--server mariadb-11.8' for one; about 8 minutes; a table per server)
 	$(PY) bench/bench_instructions.py $(INSTRUCTIONS_ARGS)

@@ -312,9 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adopt-rows", type=int, default=1_000_000)
     parser.add_argument("--batches", default="1000,5000")
     parser.add_argument("--adopt-runs", type=int, default=1)
+    parser.add_argument(
+        "--adopt-only", action="store_true", help="adoption only (no transitions): 1 client's ceiling and adoption"
+    )
     args = parser.parse_args(argv)
     dsns = args.dsn or ["mysql://root@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3307/test"]
-    clients = [int(c) for c in args.clients.split(",")]
+    clients = [1] if args.adopt_only else [int(c) for c in args.clients.split(",")]
     for dsn in dsns:
         samples: dict[tuple[str, int], list[bt.Result]] = {}
         adopt: dict[str, list[float]] = {}
@@ -329,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
                 with bt.migrated_database(dsn) as (settings, _):
                     prepared(settings)
                     order = APPROACHES if run % 2 == 0 else APPROACHES[::-1]
+                    if args.adopt_only:
+                        order = ("ceiling INSERT+COMMIT",)
                     for approach in order:
                         r = measure(approach, n, settings, args.seconds, pid)
                         samples.setdefault((approach, n), []).append(r)
@@ -371,10 +376,13 @@ def report(
         "| approach | clients | tx/s | vs ceiling | server CPU us/tx |",
         "|---|---:|---:|---:|---:|",
     ]
+    shown = [a for a in APPROACHES if all((a, n) in rate for n in clients)]
     for n in clients:
         ceiling = rate[("ceiling INSERT+COMMIT", n)]
-        for a in APPROACHES:
+        for a in shown:
             lines.append(f"| {a} | {n} | {rate[(a, n)]:,.0f} | {rate[(a, n)] / ceiling:.0%} | {cpu[(a, n)]:,.0f} |")
+    if args.adopt_only:
+        return "\n".join(lines + adoption_lines(rate, adopt, args, clients)) + "\n"
     lines += [
         "",
         "| attached vs reference | clients | CPU ratio | tx/s ratio (ref/att) | target | met |",
@@ -391,19 +399,26 @@ def report(
             c = cpu[(floor, n)] / cpu[(ref, n)]
             t = rate[(ref, n)] / rate[(floor, n)]
             lines.append(f"| {floor} / {ref} | {n} | {c:.2f}x | {t:.2f}x | (floor) | |")
-    if adopt:
-        ceiling1 = rate[("ceiling INSERT+COMMIT", clients[0])]
-        lines += [
-            "",
-            f"Adoption of {args.adopt_rows:,} rows ({args.adopt_runs} run(s)):",
-            "",
-            "| what | rows/s | vs INSERT+COMMIT (1 client) |",
-            "|---|---:|---:|",
-        ]
-        lines.append(f"| single-row INSERT+COMMIT, 1 client | {ceiling1:,.0f} | 100% |")
-        for key, values in adopt.items():
-            lines.append(f"| {key} | {med(values):,.0f} | {med(values) / ceiling1:.1f}x |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + adoption_lines(rate, adopt, args, clients)) + "\n"
+
+
+def adoption_lines(
+    rate: dict[tuple[str, int], float], adopt: dict[str, list[float]], args: argparse.Namespace, clients: list[int]
+) -> list[str]:
+    if not adopt:
+        return []
+    ceiling1 = rate[("ceiling INSERT+COMMIT", clients[0])]
+    lines = [
+        "",
+        f"Adoption of {args.adopt_rows:,} rows ({args.adopt_runs} run(s)):",
+        "",
+        "| what | rows/s | vs INSERT+COMMIT (1 client) |",
+        "|---|---:|---:|",
+        f"| single-row INSERT+COMMIT, 1 client | {ceiling1:,.0f} | 100% |",
+    ]
+    for key, values in adopt.items():
+        lines.append(f"| {key} | {med(values):,.0f} | {med(values) / ceiling1:.1f}x |")
+    return lines
 
 
 if __name__ == "__main__":
