@@ -259,7 +259,7 @@ def install(conn: Any, facts: Facts) -> None:
         bodies = {name: (table, body) for name, table, body in cur.fetchall()}
     for name, template in triggers.items():
         table, body = bodies.get(name, ("", ""))
-        new_body = rendered_body(template, facts)
+        new_body = rendered_body(template, facts, rendered[template])
         if body and body.rstrip() != new_body.rstrip():  # the servers keep no trailing newline
             # the same header (name, timing, event, table, order), the body it has now
             before = rendered[template][: len(rendered[template]) - len(new_body)] + body
@@ -273,12 +273,13 @@ def install(conn: Any, facts: Facts) -> None:
     conn.commit()
 
 
-def rendered_body(template: str, facts: Facts) -> str:
-    """The body of a rendered trigger (what information_schema.TRIGGERS.ACTION_STATEMENT holds):
-    from its BEGIN, the rendering of the template's part after its first line ending before BEGIN."""
+def rendered_body(template: str, facts: Facts, statement: str) -> str:
+    """The body of ``statement``, the rendering of a trigger's template (what
+    information_schema.TRIGGERS.ACTION_STATEMENT holds): from the BEGIN that ends the template's
+    header, found in the template, where no name spliced in can fake it."""
     head = HEADER.sub("", read_sql(template)).partition("\nBEGIN\n")[0]
     values = slots(facts)
-    return render(template, facts)[len(SLOT.sub(lambda m: values[m.group(1)], head)) + 1 :]
+    return statement[len(SLOT.sub(lambda m: values[m.group(1)], head)) + 1 :]
 
 
 #: How long replacing a trigger waits for the table's lock (writers of the table wait behind
