@@ -69,6 +69,7 @@ from .schema import attached as attached_schema
 from .schema import install as schema
 from .schema import routines
 from .schema.resources import check_machine_name
+from .schema.routines import Routine
 from .versions import UpgradeReport, VersionCount
 
 
@@ -295,26 +296,41 @@ class Store:
         type that uses locks, a transition while another owner holds the lock raises LockHeld.
         """
         name = machine_name(machine)
-        if expected_version is not None:
-            check_int("expected_version", expected_version, minimum=0)
-        if lease is not None and not isinstance(lease, Lease):
-            raise InvalidArgument(f"lease must be a Lease from Store.lock() or None, got {type(lease).__name__}")
-        if data is not None and data_patch is not None:
-            raise InvalidArgument("give data (it replaces the data) or data_patch (it is merged into it), not both")
-        args = (
-            check_key("key", key),
-            check_name("event", event),
-            dump("data", data, MAX_DATA_BYTES),
-            dump("metadata", metadata, MAX_METADATA_BYTES),
-            expected_version,
-            check_text("request_id", request_id, REQUEST_ID_CHARS),
-            check_text("handler", handler, HANDLER_CHARS),
-            check_text("lookup_key", lookup_key, KEY_CHARS),
-            dump("data_patch", data_patch, MAX_DATA_BYTES),
-        )
-        # nothing but key and event: fire_v1, the same answers as send_v5 at a lower database cost
-        fire = all(a is None for a in args[2:])
-        routine, call_args = (routines.FIRE, args[:2]) if fire else (routines.SEND, args)
+        routine: Routine
+        call_args: tuple[Any, ...]
+        if (
+            data is None
+            and data_patch is None
+            and metadata is None
+            and expected_version is None
+            and request_id is None
+            and handler is None
+            and lookup_key is None
+        ):
+            # nothing but key and event: fire_v1, the same answers as send_v5 at a lower database
+            # cost (and the fewest checks here: this is the call a worker makes most)
+            _check_lease(lease)
+            routine, call_args = routines.FIRE, (check_key("key", key), check_name("event", event))
+        else:
+            if expected_version is not None:
+                check_int("expected_version", expected_version, minimum=0)
+            _check_lease(lease)
+            if data is not None and data_patch is not None:
+                raise InvalidArgument("give data (it replaces the data) or data_patch (it is merged into it), not both")
+            routine, call_args = (
+                routines.SEND,
+                (
+                    check_key("key", key),
+                    check_name("event", event),
+                    dump("data", data, MAX_DATA_BYTES),
+                    dump("metadata", metadata, MAX_METADATA_BYTES),
+                    expected_version,
+                    check_text("request_id", request_id, REQUEST_ID_CHARS),
+                    check_text("handler", handler, HANDLER_CHARS),
+                    check_text("lookup_key", lookup_key, KEY_CHARS),
+                    dump("data_patch", data_patch, MAX_DATA_BYTES),
+                ),
+            )
         try:
             if lease is not None:
                 row = lease.call(routine, call_args, writes=True, machine=name, key=key, event=event)[0]
@@ -969,3 +985,8 @@ def _with_message(err: FsmError, message: str) -> FsmError:
     err.message = message
     err.args = (message,)
     return err
+
+
+def _check_lease(lease: object) -> None:
+    if lease is not None and not isinstance(lease, Lease):
+        raise InvalidArgument(f"lease must be a Lease from Store.lock() or None, got {type(lease).__name__}")

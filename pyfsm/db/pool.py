@@ -204,7 +204,7 @@ class Database:
         2006 on a write, retryable as a lost reply is) whose message says that a write's
         outcome is unknown, and ``fields["timed_out"]`` is True.
         """
-        retries = Retries()
+        retries: Retries | None = None  # made on the first failure: most calls never need one
         while True:
             try:
                 if on is not None:
@@ -216,6 +216,7 @@ class Database:
                     raise self.with_server(
                         timeout_error(err, sent=False, writes=writes, seconds=self.settings.read_timeout)
                     ) from failed
+                retries = retries or Retries()
                 retry = retries.next(err, sent=False, repeatable=retry_connection, deadlocks=False)
                 if retry is None:
                     raise self.with_server(err) from cause(err, failed)
@@ -224,6 +225,7 @@ class Database:
                 if timed_out(exc):
                     seconds = read_timeout_bound(exc)
                     raise self.with_server(timeout_error(err, sent=True, writes=writes, seconds=seconds)) from exc
+                retries = retries or Retries()
                 retry = retries.next(err, sent=True, repeatable=retry_connection, dedicated=on is not None)
                 if retry is None:
                     raise self.with_server(err) from cause(err, exc)
@@ -283,7 +285,11 @@ def _run_statement(pooled: Any, sql: str, args: Sequence[Any], *, writes: bool, 
     raw = raw_connection(pooled)
     if writes and raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS:
         raise TransactionOpen("this connection is inside a transaction; pyfsm's procedures commit their own")
-    cur = pooled.cursor()
+    # PyMySQL's own cursor, not DBUtils' steady one: with failover off (isfatal) and no
+    # maxusage, the steady cursor's wrapper around each method (execute, fetchall, each
+    # nextset, close) decides nothing here, and it was a sixth of a call's client CPU
+    # (bench/bench_layers.py). The checkout (liveness, the pool's bound) stays DBUtils'.
+    cur = raw.cursor()
     try:
         cur.execute(sql, args)
         rows = _result_rows(cur)
