@@ -238,6 +238,48 @@ def test_a_mark_left_by_a_deadlock_is_not_taken_for_the_next_statement(
         heavy.close()
 
 
+def test_which_rows_a_write_of_the_table_locks_as_the_docs_say(fstore: Store, cur: Any, settings: Settings) -> None:
+    """docs/own-tables.md, "Every writer": a write that changes the state column locks the
+    table's row and then the instance row; one that leaves the state as it was locks the
+    table's row only, so a Store.send of that row waits for it and never deadlocks with it."""
+    table = orders(fstore, cur, machine := shop())
+    name = machine.name
+    calm, moving = insert(cur, table), insert(cur, table)
+    app = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": False})
+    probe = pymysql.connect(**{**settings.connect_kwargs(), "autocommit": False})
+
+    def instance_row_free(key: str) -> bool:
+        with probe.cursor() as p:
+            try:
+                p.execute(f"SELECT id FROM `fsm_{name}` WHERE instance_key = %s FOR UPDATE NOWAIT", (key,))
+                return True
+            except pymysql.err.MySQLError as exc:
+                # NOWAIT's refusal: MySQL 3572 (ER_LOCK_NOWAIT), MariaDB 1205 (lock wait timeout)
+                assert exc.args[0] in (3572, 1205), exc
+                return False
+            finally:
+                probe.rollback()
+
+    try:
+        with app.cursor() as a:
+            a.execute("BEGIN")
+            a.execute(f"UPDATE `{table}` SET account_id = account_id WHERE id = %s", (int(calm),))
+            a.execute(f"UPDATE `{table}` SET status = 'paid' WHERE id = %s", (int(moving),))
+            assert instance_row_free(calm) and not instance_row_free(moving)
+            sent: list[Any] = []
+            sender = threading.Thread(target=lambda: sent.append(fstore.send(name, calm, "pay")))
+            sender.start()
+            sender.join(1.0)
+            assert sender.is_alive(), "Store.send waits for the table's row the open transaction holds"
+            app.commit()
+        sender.join(30)
+        assert [r.to_state for r in sent] == ["paid"]
+        assert statuses(cur, table) == instance_states(cur, name) == {calm: "paid", moving: "paid"}
+    finally:
+        app.close()
+        probe.close()
+
+
 def test_the_update_trigger_drops_its_adoption_part_once_every_row_is_adopted(fstore: Store, cur: Any) -> None:
     """While rows may lack their instance, the table's update trigger adopts such a row on its
     first write; once an adoption finished with every row adopted it is created again without
