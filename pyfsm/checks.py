@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from .db.jsondata import dump_object
@@ -18,11 +19,19 @@ from .schema.resources import check_machine_name
 
 
 def machine_name(machine: str | Machine) -> str:
-    return check_machine_name(machine.name if isinstance(machine, Machine) else machine)
+    if isinstance(machine, Machine):
+        return machine.name  # checked when the Machine was made, and a Machine is frozen
+    return check_machine_name(machine)
+
+
+@lru_cache(maxsize=4096)
+def _is_name(value: str) -> bool:
+    # an event's name is checked on every send: the few names an application uses, remembered
+    return NAME.fullmatch(value) is not None
 
 
 def check_name(what: str, value: object) -> str:
-    if not isinstance(value, str) or not NAME.fullmatch(value):
+    if not isinstance(value, str) or not _is_name(value):
         raise InvalidArgument(
             f"{what} must match [a-z][a-z0-9_]* and have at most {NAME_CHARS} characters, got {value!r:.80}"
         )

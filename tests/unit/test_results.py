@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pyfsm.models import PauseResult, StatePeriod, StoredDefinition, TypeStats
+from pyfsm.models import PauseResult, StatePeriod, StoredDefinition, TransitionResult, TypeStats
 
 STATS_ROW = {
     "machine": "order",
@@ -35,6 +35,32 @@ def test_a_result_is_typed_frozen_and_built_from_its_row() -> None:
     assert TypeStats.from_row(older).idle == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.instances = 6  # type: ignore[misc]
+
+
+def test_a_send_result_made_without_init_is_the_same_as_one_made_by_it() -> None:
+    """TransitionResult.from_send_row fills the fields in one step (the send path's cost):
+    what it makes must be indistinguishable from ``__init__``'s result."""
+    row = {"transition_id": 7, "instance_id": 3, "from_state": "a", "to_state": "b", "version": 4}
+    made = TransitionResult.from_send_row({**row, "status": "idle", "created": 0, "replayed": 1}, "k1", "go")
+    built = TransitionResult(
+        transition_id=7,
+        instance_id=3,
+        key="k1",
+        event="go",
+        from_state="a",
+        to_state="b",
+        sort_key=4,
+        version=4,
+        status="idle",
+        created=False,
+        replayed=True,
+    )
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert dataclasses.asdict(made) == dataclasses.asdict(built)
+    assert list(vars(made)) == [f.name for f in dataclasses.fields(TransitionResult)]
+    assert made.created is False and made.replayed is True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.to_state = "c"  # type: ignore[misc]
 
 
 def test_indexing_still_works_with_a_deprecation_warning() -> None:
