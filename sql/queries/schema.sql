@@ -41,7 +41,9 @@ AND table_name = %s AND column_name = %s
 -- Parameters: instance table name (fsm_{type}), history table name (fsm_{type}_transitions).
 -- Result: (trigger_name).
 -- Used by: schema.ddl.machine_triggers.
-SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()
+-- Filtered by the table's schema (a trigger's is always its table's): MariaDB looks that one
+-- database up, where a filter on trigger_schema reads the triggers of every database.
+SELECT trigger_name FROM information_schema.triggers WHERE event_object_schema = DATABASE()
 AND event_object_table IN (%s, %s)
 
 -- name: schema_current_database
@@ -344,8 +346,9 @@ UPDATE fsm_attachments SET adopted_at = UTC_TIMESTAMP(6) WHERE machine = %s
 -- Parameters: the trigger names (a list).
 -- Result: (trigger name, table, body) per trigger.
 -- Used by: pyfsm.schema.attached.install.
+-- EVENT_OBJECT_SCHEMA, not TRIGGER_SCHEMA (the same value): see schema_machine_triggers.
 SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS
- WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN %s
+ WHERE EVENT_OBJECT_SCHEMA = DATABASE() AND TRIGGER_NAME IN %s
 
 -- name: attach_column_types
 -- The columns of an attached table with their types (information_schema's DATA_TYPE): how the
@@ -382,10 +385,11 @@ SELECT COLUMN_NAME AS name, DATA_TYPE AS data_type, COLUMN_TYPE AS column_type, 
 -- Parameters: table name, instance table name (fsm_<type>), the prefix fsm_<type>_ twice.
 -- Result: (name, table_name, timing, event, action_order) per trigger.
 -- Used by: pyfsm.attach_health.check (`pyfsm check`).
+-- EVENT_OBJECT_SCHEMA, not TRIGGER_SCHEMA (the same value): see schema_machine_triggers.
 SELECT TRIGGER_NAME AS name, EVENT_OBJECT_TABLE AS table_name, ACTION_TIMING AS timing,
        EVENT_MANIPULATION AS event, ACTION_ORDER AS action_order
   FROM information_schema.TRIGGERS
- WHERE TRIGGER_SCHEMA = DATABASE()
+ WHERE EVENT_OBJECT_SCHEMA = DATABASE()
    AND (CAST(EVENT_OBJECT_TABLE AS BINARY) IN (CAST(%s AS BINARY), CAST(%s AS BINARY))
         OR LEFT(TRIGGER_NAME, CHAR_LENGTH(%s)) = %s)
 
