@@ -17,9 +17,9 @@ import asyncio
 import re
 import subprocess
 import sys
-import uuid
 from typing import Any
 
+import bench_transitions as bt
 import pymysql
 
 from pyfsm import Machine, Store
@@ -110,33 +110,24 @@ def main() -> None:
     if args.child:
         child(args.dsn, args.child, args.count)
         return
-    settings = parse_dsn(args.dsn)
-    name = f"pyfsm_bci_{uuid.uuid4().hex[:8]}"
-    admin = pymysql.connect(**settings.connect_kwargs(database=False))
-    admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    dsn = args.dsn.rsplit("/", 1)[0] + "/" + name
-    try:
+    with bt.migrated_database(args.dsn) as (settings, server):  # a fresh database, dropped after
+        dsn = settings.dsn()
         with Store(dsn, pool_size=1) as store:
-            store.migrate()
             store.define(MACHINE)
             for key in KEYS:
                 store.create(MACHINE, key)
-            server = store.gateway.on_primary(lambda c: c.get_server_info())
         per_call = {}
         for approach in ("plain CALL", "Store.send", "plain CALL in a thread", "AsyncStore.send"):
             low = instructions(dsn, approach, args.base)
             high = instructions(dsn, approach, args.base + args.count)
             per_call[approach] = (high - low) / args.count
-        print(f"{server}: client instructions per call (callgrind; {args.count} calls beyond {args.base})")
-        print("| approach | instructions per call | vs its plain call |")
-        print("|---|---:|---:|")
-        for approach, n in per_call.items():
-            plain = PAIRS.get(approach)
-            ratio = f"{n / per_call[plain]:.3f}x ({n - per_call[plain]:+,.0f})" if plain else ""
-            print(f"| {approach} | {n:,.0f} | {ratio} |")
-    finally:
-        admin.cursor().execute(f"DROP DATABASE `{name}`")
-        admin.close()
+    print(f"{server['version']}: client instructions per call (callgrind; {args.count} calls beyond {args.base})")
+    print("| approach | instructions per call | vs its plain call |")
+    print("|---|---:|---:|")
+    for approach, n in per_call.items():
+        plain = PAIRS.get(approach)
+        ratio = f"{n / per_call[plain]:.3f}x ({n - per_call[plain]:+,.0f})" if plain else ""
+        print(f"| {approach} | {n:,.0f} | {ratio} |")
 
 
 if __name__ == "__main__":
