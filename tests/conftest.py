@@ -1,4 +1,4 @@
-"""Test fixtures: a real MySQL/MariaDB server, databases created and dropped per session.
+"""Test fixtures: a real MySQL/MariaDB server, and databases the tests create and drop.
 
 The server comes from $PYFSM_TEST_DSN (any database name; the tests create their own).
 Without it, the same choice as `make test` (scripts/dev_server.py): a server answering at
@@ -36,43 +36,82 @@ def server() -> Iterator[Settings]:
         pytest.exit(str(exc), returncode=2)
 
 
-@pytest.fixture(scope="session")
-def make_database(server: Settings) -> Iterator[object]:
-    """A factory of empty databases, all dropped at the end of the session.
+class TestDatabases:
+    """A factory of empty databases on the test server: ``make_database(prefix)``.
 
     Each takes the server's default utf8mb4 collation, as a user's database does (MariaDB 11.8
     utf8mb4_uca1400_ai_ci, 10.11 utf8mb4_general_ci, MySQL utf8mb4_0900_ai_ci): pyfsm's routines
     are created in it, so a comparison they leave to the database's collation would show.
     (`pyfsm migrate` makes a missing database utf8mb4_bin; test_collation.py has the
-    look-alike keys.)"""
-    made: list[str] = []
+    look-alike keys.)
 
-    def make(prefix: str = "pyfsm_t") -> Settings:
+    A database is dropped when what made it is done (tests/server/conftest.py: the test's, the
+    module's), the rest at the end of the session. Why not all at the end: a pass makes some
+    hundreds of migrated databases, and a server holding all of them at once answered ever more
+    slowly (its table cache and trigger parsing over tens of thousands of tables) and kept
+    gigabytes it had freed.
+    """
+
+    def __init__(self, server: Settings) -> None:
+        self.server = server
+        self.made: list[str] = []
+
+    def __call__(self, prefix: str = "pyfsm_t") -> Settings:
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-        conn = admin(server)
+        conn = admin(self.server)
         try:
             conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         finally:
             conn.close()
-        made.append(name)
-        return server.with_database(name)
+        self.made.append(name)
+        return self.server.with_database(name)
 
-    yield make
+    def mark(self) -> int:
+        """Where the list stands now: ``drop_since(mark)`` drops what was made after."""
+        return len(self.made)
 
-    def drop(names: list[str]) -> None:
-        conn = admin(server)
+    def drop_since(self, mark: int) -> None:
+        """Drop the databases made since ``mark``; one that cannot be dropped within a few
+        seconds (a connection a test left open holds a lock on it) waits for the session's end."""
+        names, self.made[mark:] = self.made[mark:], []
+        if not names:
+            return
+        conn = admin(self.server)
         try:
-            # a test that leaked an open transaction must fail the teardown, not hang it for a year
-            conn.cursor().execute("SET SESSION lock_wait_timeout = 30")
+            conn.cursor().execute("SET SESSION lock_wait_timeout = 5")
             for name in names:
-                conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+                try:
+                    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+                except pymysql.err.OperationalError:
+                    self.made.append(name)
         finally:
             conn.close()
 
-    # a hundred databases of many tables: dropping them four at a time takes a third as long
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        for done in [pool.submit(drop, made[i::4]) for i in range(4)]:
-            done.result()
+    def drop_all(self) -> None:
+        """Drop every database left, four at a time (a third as long as one by one)."""
+
+        def drop(names: list[str]) -> None:
+            conn = admin(self.server)
+            try:
+                # a test that leaked an open transaction must fail the teardown, not hang it for a year
+                conn.cursor().execute("SET SESSION lock_wait_timeout = 30")
+                for name in names:
+                    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+            finally:
+                conn.close()
+
+        made, self.made = self.made, []
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            for done in [pool.submit(drop, made[i::4]) for i in range(4)]:
+                done.result()
+
+
+@pytest.fixture(scope="session")
+def make_database(server: Settings) -> Iterator[TestDatabases]:
+    """The session's TestDatabases; whatever is left of them is dropped at its end."""
+    databases = TestDatabases(server)
+    yield databases
+    databases.drop_all()
 
 
 @pytest.fixture(scope="session")

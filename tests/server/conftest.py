@@ -13,6 +13,23 @@ from pyfsm import Store
 from pyfsm.db import Settings, parse_dsn
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _drop_the_modules_databases(make_database) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Drop the databases a module's own fixtures made (module_db ...) when the module is done."""
+    mark = make_database.mark()
+    yield
+    make_database.drop_since(mark)
+
+
+@pytest.fixture(autouse=True)
+def _drop_the_tests_databases(make_database) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Drop the databases a test made (fresh, make_database in its body) when it is done: set up
+    before and torn down after the test's other fixtures, so their stores are closed by then."""
+    mark = make_database.mark()
+    yield
+    make_database.drop_since(mark)
+
+
 @pytest.fixture
 def fresh(make_database) -> Iterator[tuple[Settings, Store]]:  # type: ignore[no-untyped-def]
     """A migrated database of its own (the relay lock and the outbox are per database)."""
