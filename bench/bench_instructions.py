@@ -26,8 +26,11 @@ Variants (all on the two-state machine of bench_transitions, one CALL per transi
 * ``pyfsm``: ``Store.send()`` (fire_v1 and the current triggers: the call with no option).
 * ``pyfsm, send_v4 (bu_v11)``: the same call through send_v4, as Store.send() makes it when it
   has an option to pass (data, metadata, a request id ...), on the current trigger.
-* ``pyfsm, revision 0023 (fire_v1, bu_v10)``: Store.send() on the trigger revision 0023 left
-  (bu_v10, rendered for the type): what a type without guards cost before revision 0024.
+* ``pyfsm, revision 0023 (fire_v1, bu_v10)``: a CALL of fire_v1 (Store.send()'s call then) on
+  the trigger revision 0023 left (bu_v10, rendered for the type): what a type without guards
+  cost before revision 0024.
+* ``pyfsm, revision 0027 (fire_v1, bu_v11)``: a CALL of fire_v1 on bu_v11 (revisions 0024 to
+  0027): Store.send()'s path before revision 0028.
 * ``pyfsm, three guards (two refuse, the third holds)``: Store.send() on a type whose every
   event has three guarded rules, the first two refusing (a number, a list), the third
   holding (a boolean): the most three guards cost a transition (guards.md).
@@ -147,6 +150,7 @@ NAMES = (
     "prev",
     "r0022",
     "r0023",
+    "r0027",
     "opts",
     "sendv3",
     "generic",
@@ -214,6 +218,14 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "v15",
         also_lock=("fsm_r0023_transitions",),
         texts={"trigger_bu_v10": bt.rendered_0023(raw, "r0023")},
+    )
+    schema.replace_machine_triggers(
+        raw,
+        "r0027",
+        bt.TRIGGERS_0027,
+        "v17",
+        also_lock=("fsm_r0027_transitions",),
+        texts={"trigger_bu_v11": bt.rendered_0027(raw, "r0027")},
     )
     floor.replace_transition_trigger(raw, "generic", render(bu, "generic"))  # the template as it stands
     floor.replace_transition_trigger(raw, "widegen", render(bu, "widegen"))
@@ -296,7 +308,12 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
         "pyfsm, revision 0022 (send_v4, bu_v9)": calls(
             "pyfsm, revision 0022 (send_v4, bu_v9)", SEND_V4.format("r0022")
         ),
-        "pyfsm, revision 0023 (fire_v1, bu_v10)": sends("pyfsm, revision 0023 (fire_v1, bu_v10)", "r0023"),
+        "pyfsm, revision 0023 (fire_v1, bu_v10)": calls(
+            "pyfsm, revision 0023 (fire_v1, bu_v10)", "CALL fsm_r0023_fire_v1(%s, %s)"
+        ),
+        "pyfsm, revision 0027 (fire_v1, bu_v11)": calls(
+            "pyfsm, revision 0027 (fire_v1, bu_v11)", "CALL fsm_r0027_fire_v1(%s, %s)"
+        ),
         "pyfsm, three guards (two refuse, the third holds)": sends(
             "pyfsm, three guards (two refuse, the third holds)", "guarded"
         ),

@@ -48,8 +48,11 @@ Why each reference exists:
 * ``pyfsm, 0016 history triggers``: the same with the history triggers of revisions 0010 to
   0016 (``_hbi_v2``, ``_hbu_v4``), so that what revision 0017's stricter guard costs shows
   in one run.
-* ``pyfsm, revision 0023``: ``Store.send()`` on a type whose transition trigger is put back to
-  revision 0023's (bu_v10, rendered for the type): a type without guards before revision 0024.
+* ``pyfsm, revision 0023``: ``CALL fire_v1`` (``Store.send()``'s call then) on a type whose
+  transition trigger is put back to revision 0023's (bu_v10, rendered for the type): a type
+  without guards before revision 0024.
+* ``pyfsm, revision 0027``: ``CALL fire_v1`` on a type whose transition trigger is put back to
+  bu_v11 (revisions 0024 to 0027): ``Store.send()``'s path before revision 0028's fire_v2 and bu_v12.
 * ``pyfsm, three guards``: ``Store.send()`` on a type whose every event has three guarded rules,
   two refusing before the one that holds (``guarded_machine``): what three guards cost.
 * ``trigger design floor``: the least a transition can cost in pyfsm's design (design_floor.py:
@@ -121,6 +124,7 @@ APPROACHES = (
     "pyfsm, revision 0021",
     "pyfsm, revision 0022",
     "pyfsm, revision 0023",
+    "pyfsm, revision 0027",
     "pyfsm, three guards",
     "pyfsm, send_v4",
     "pyfsm send_many",
@@ -144,6 +148,7 @@ ROUND_TRIPS = {
     "pyfsm, revision 0021": 1,
     "pyfsm, revision 0022": 1,
     "pyfsm, revision 0023": 1,
+    "pyfsm, revision 0027": 1,
     "pyfsm, three guards": 1,
     "pyfsm, send_v4": 1,
     "pyfsm send_many": 1 / BULK,
@@ -210,6 +215,17 @@ TRIGGERS_0023 = [(schema.current_template("trigger_bu"), "trigger_bu_v10")]
 def rendered_0023(conn: Any, machine: str) -> str:
     """bu_v10 as revision 0023 renders it for ``machine`` (its rules inline)."""
     return render_transition_trigger(read_frozen("templates/trigger_bu_v10.sql", "0023"), read_rules(conn, machine))
+
+
+MACHINE_0027 = Machine(
+    name="bench_0027", states=MACHINE.states, start=MACHINE.start, transitions=[("go", "a", "b"), ("back", "b", "a")]
+)
+TRIGGERS_0027 = [(schema.current_template("trigger_bu"), "trigger_bu_v11")]
+
+
+def rendered_0027(conn: Any, machine: str) -> str:
+    """bu_v11 as revisions 0024 to 0027 render it for ``machine`` (its rules inline)."""
+    return render_transition_trigger(read_frozen("templates/trigger_bu_v11.sql", "0024"), read_rules(conn, machine))
 
 
 def guarded_machine(name: str) -> Machine:
@@ -527,7 +543,8 @@ def pyfsm_client(
     def send(key: str, event: str) -> str:
         if procedure is None:
             return store.send(machine, key, event).to_state
-        args = (key, event, None, None, None, None, None, None)
+        # a fire procedure takes key and event; a send procedure six more (all NULL here)
+        args = (key, event) if "_fire_v" in procedure else (key, event, None, None, None, None, None, None)
         return str(
             store.gateway.call_one(
                 Routine(procedure, tuple(f"p{n}" for n in range(len(args)))),
@@ -609,7 +626,12 @@ CLIENTS = {
     "pyfsm, revision 0022": functools.partial(
         pyfsm_client, machine=MACHINE_0022.name, procedure=f"fsm_{MACHINE_0022.name}_send_v4"
     ),
-    "pyfsm, revision 0023": functools.partial(pyfsm_client, machine=MACHINE_0023.name),
+    "pyfsm, revision 0023": functools.partial(
+        pyfsm_client, machine=MACHINE_0023.name, procedure=f"fsm_{MACHINE_0023.name}_fire_v1"
+    ),
+    "pyfsm, revision 0027": functools.partial(
+        pyfsm_client, machine=MACHINE_0027.name, procedure=f"fsm_{MACHINE_0027.name}_fire_v1"
+    ),
     "pyfsm, three guards": functools.partial(pyfsm_client, machine="bench_guarded", data=GUARDED_DATA),
     "pyfsm, send_v4": functools.partial(pyfsm_client, procedure=f"fsm_{MACHINE.name}_send_v4"),
     "pyfsm send_many": send_many_client,
@@ -932,6 +954,7 @@ def main(argv: list[str] | None = None) -> int:
             define_with_older_triggers(store, MACHINE_0021, TRIGGERS_0021, "v13")
             define_with_older_triggers(store, MACHINE_0022, TRIGGERS_0022, "v14", rendered=rendered_0022)
             define_with_older_triggers(store, MACHINE_0023, TRIGGERS_0023, "v15", rendered=rendered_0023)
+            define_with_older_triggers(store, MACHINE_0027, TRIGGERS_0027, "v17", rendered=rendered_0027)
             store.define(guarded_machine("bench_guarded"))
             store.define(MACHINE_FLOOR)
             store.define(MACHINE_UNCHECKED)

@@ -307,7 +307,7 @@ class Store:
             and handler is None
             and lookup_key is None
         ):
-            # nothing but key and event: fire_v1, the same answers as send_v5 at a lower database
+            # nothing but key and event: fire_v2, the same answers as send_v5 at a lower database
             # cost (and the fewest checks here: this is the call a worker makes most)
             _check_lease(lease)
             routine, call_args = routines.FIRE, (check_key("key", key), check_name("event", event))
@@ -348,7 +348,7 @@ class Store:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
             events = _Events(self, name)
-            if not isinstance(exc, UnknownEvent):  # send_v5 (or fire_v1) looked the event up: the type has it
+            if not isinstance(exc, UnknownEvent):  # send_v5 (or fire_v2) looked the event up: the type has it
                 raise _explained(exc, events, instance) from exc.__cause__
             # 31028: the events in definition order, and the version the instance follows
             raise self._event_checked(exc, events, instance) from exc.__cause__

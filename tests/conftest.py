@@ -55,16 +55,27 @@ class TestDatabases:
     def __init__(self, server: Settings) -> None:
         self.server = server
         self.made: list[str] = []
+        self.kept: list[str] = []  # the session fixtures': dropped only at the session's end
 
     def __call__(self, prefix: str = "pyfsm_t") -> Settings:
+        name = self._create(prefix)
+        self.made.append(name)
+        return self.server.with_database(name)
+
+    def for_session(self, prefix: str = "pyfsm_t") -> Settings:
+        """A database a session-scoped fixture keeps to the end, whichever test first asked for it."""
+        name = self._create(prefix)
+        self.kept.append(name)
+        return self.server.with_database(name)
+
+    def _create(self, prefix: str) -> str:
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"
         conn = admin(self.server)
         try:
             conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         finally:
             conn.close()
-        self.made.append(name)
-        return self.server.with_database(name)
+        return name
 
     def mark(self) -> int:
         """Where the list stands now: ``drop_since(mark)`` drops what was made after."""
@@ -100,7 +111,7 @@ class TestDatabases:
             finally:
                 conn.close()
 
-        made, self.made = self.made, []
+        made, self.made, self.kept = self.made + self.kept, [], []
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             for done in [pool.submit(drop, made[i::4]) for i in range(4)]:
                 done.result()
@@ -117,7 +128,7 @@ def make_database(server: Settings) -> Iterator[TestDatabases]:
 @pytest.fixture(scope="session")
 def dsn(make_database) -> str:  # type: ignore[no-untyped-def]
     """A migrated database shared by the session; tests isolate themselves by machine name."""
-    settings = make_database()
+    settings = make_database.for_session()
     store = Store(settings.dsn())
     store.migrate()
     store.close()

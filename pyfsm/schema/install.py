@@ -34,7 +34,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0027"
+HEAD_REVISION = "0028"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
@@ -112,6 +112,8 @@ DEPRECATED = (
         "procedures/fsm_operator_action_v2.sql",
         "0019",
     ),
+    # revision 0028 (issue 49): the common call with one context variable and one result variable
+    Deprecated("fsm_{type}_fire_v1", "fsm_{type}_fire_v2", "0.3.0", "0.4.0", "fire_v1", "0023"),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "{type}" not in d.name)
@@ -234,7 +236,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_{type}_transitions.sql",
     "machine/triggers/fsm_{type}_bi_v1.sql",
     "machine/triggers/fsm_{type}_ai_v4.sql",
-    "machine/triggers/fsm_{type}_bu_v11.sql",
+    "machine/triggers/fsm_{type}_bu_v12.sql",
     "machine/triggers/fsm_{type}_bd_v1.sql",
     "machine/triggers/fsm_{type}_hbi_v3.sql",
     "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -246,7 +248,7 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_{type}_in_state_v1.sql",
     "machine/procedures/fsm_{type}_counts_v1.sql",
     "machine/procedures/fsm_{type}_send_v5.sql",
-    "machine/procedures/fsm_{type}_fire_v1.sql",
+    "machine/procedures/fsm_{type}_fire_v2.sql",
     "machine/internal/fsm_{type}_apply_send_v1.sql",
     "machine/procedures/fsm_{type}_send_many_v3.sql",
     "machine/procedures/fsm_{type}_step_v2.sql",
@@ -265,7 +267,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_{type}_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v17"
+MACHINE_OBJECTS_VERSION = "v18"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_{type}_bu_vN and is frozen in migrations/sql
@@ -275,7 +277,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_{type}_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_{type}_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_{type}_bu_v11.sql",
+    "trigger_bu": "machine/triggers/fsm_{type}_bu_v12.sql",
     "trigger_bd": "machine/triggers/fsm_{type}_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_{type}_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -350,7 +352,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v11.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v12.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

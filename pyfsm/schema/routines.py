@@ -77,7 +77,7 @@ SEND = _r(
     "p_data_patch",
 )
 #: SEND with key and event alone, at a lower cost (the same answers): Store.send without options
-FIRE = _r("fsm_{type}_fire_v1", "p_key", "p_event")
+FIRE = _r("fsm_{type}_fire_v2", "p_key", "p_event")
 SEND_MANY = _r("fsm_{type}_send_many_v3", "p_items")
 GET = _r("fsm_{type}_get_v1", "p_key")
 #: the rules an instance may take now, their guards and its data (Store.allowed_events tests them)

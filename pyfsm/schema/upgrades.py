@@ -160,6 +160,14 @@ MACHINE_TEMPLATE_SETS["v17"] = tuple(
         {"send_v4": ("send_v4", "send_v5"), "send_many_v2": ("send_many_v2", "send_many_v3")}.get(name, (name,))
     )
 )
+# v18 (revision 0028): the transition trigger takes the common call's context from one variable
+# and leaves its result in one (trigger_bu_v12, rendered per type as bu_v11) and moves the state
+# counters with one UPDATE; fire_v2, the call that uses them, beside fire_v1.
+MACHINE_TEMPLATE_SETS["v18"] = tuple(
+    new
+    for name in MACHINE_TEMPLATE_SETS["v17"]
+    for new in ({"trigger_bu_v11": ("trigger_bu_v12",), "fire_v1": ("fire_v1", "fire_v2")}.get(name, (name,)))
+)
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

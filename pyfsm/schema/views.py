@@ -42,6 +42,7 @@ VIEW_OBJECT_VERSIONS = (
     "v15",
     "v16",
     "v17",
+    "v18",
 )
 
 

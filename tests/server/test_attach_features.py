@@ -147,7 +147,7 @@ def test_send_get_history_and_allowed_events_by_the_tables_key(fstore: Store, cu
     assert (again.transition_id, again.replayed) == (sent.transition_id, True)
     assert status(cur, table, key) == "paid" and len(fstore.history(name, key)) == 2
 
-    # key and event only: the fire path (fsm_<type>_fire_v1)
+    # key and event only: the fire path (fsm_<type>_fire_v2)
     other = insert(cur, table, "120.00", 8)
     assert fstore.send(name, other, "pay").to_state == "paid"
     assert fstore.send(name, other, "ship").to_state == "shipped"  # total 120: the guard lets it through

@@ -117,7 +117,7 @@ def test_a_guard_name_beyond_the_bmp_is_a_question_mark_in_the_message_only(dsn:
         assert str(refused.value).startswith("fsm: guard ? boxed refuses go from a")
         assert name not in json.dumps(refused.value.fields, ensure_ascii=False)  # no field carries the names
         with pytest.raises(pymysql.err.OperationalError) as raw:
-            fetch(conn, f"CALL `fsm_{machine}_fire_v1`('e-1', 'go')")
+            fetch(conn, f"CALL `fsm_{machine}_fire_v2`('e-1', 'go')")
         assert raw.value.args[0] == 31032 and str(raw.value.args[1]).startswith("fsm: guard ? boxed refuses")
         # where the exact name is readable
         [event] = store.allowed_events(machine, "e-1")

@@ -359,7 +359,7 @@ def test_write_without_request_id_cut_before_it_ran_fails_and_applies_nothing(  
     store.create(name, key)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(name, key)
-        proxy.drop_on_next_query(routines.FIRE.name_for(name), when=when)  # key and event alone: fire_v1
+        proxy.drop_on_next_query(routines.FIRE.name_for(name), when=when)  # key and event alone: fire_v2
         with pytest.raises(DatabaseUnavailable):
             through.send(name, key, "next")
         assert [h.event for h in store.history(name, key)] == [None]
@@ -1072,7 +1072,7 @@ def test_a_reply_the_driver_cannot_read_is_a_lost_reply(
     store.create(order, other)
     with Store(proxy.dsn(settings), pool_size=1) as through:
         through.get(order, key)  # connected and checked before the fault
-        fault = proxy.drop_on_next_query(routines.FIRE.suffix, when="garble_reply")  # key and event alone: fire_v1
+        fault = proxy.drop_on_next_query(routines.FIRE.suffix, when="garble_reply")  # key and event alone: fire_v2
         with pytest.raises(DatabaseUnavailable) as lost:
             through.send(order, key, "pay")
         assert fault.fired.is_set() and lost.value.errno == 2013 and lost.value.retryable

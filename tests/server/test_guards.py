@@ -1,7 +1,7 @@
 """Guards the database enforces, and branching by them (issue 37, revision 0024).
 
 A guard is a condition on an instance's data, rendered into the type's transition trigger
-(fsm_{type}_bu_v11), so every writer meets it: Store.send (fire_v1 and send_v4), send_many,
+(fsm_{type}_bu_v12), so every writer meets it: Store.send (fire_v2 and send_v5), send_many,
 a DBA's CALL, a raw UPDATE with or without @fsm_event, timers, the engine. What each test
 compares as is stated once, in pyfsm/guards.py's docstring, and checked here on both servers
 (the same answers from MySQL and MariaDB, and from pyfsm.guards.holds, which
@@ -243,7 +243,7 @@ def paid_orders() -> Machine:
 def orders(store: Store) -> Machine:
     machine = paid_orders()
     store.define(machine)
-    for key in ("w-1", "w-2", "w-3", "w-4", "w-5", "w-6", "w-7"):
+    for key in [f"w-{i}" for i in range(1, 9)]:
         store.create(machine, key)
         store.send(machine, key, "pay")
     return machine
@@ -263,10 +263,11 @@ def set_address(raw: Any, machine: Machine, key: str) -> None:
 def test_every_writers_path_is_refused_and_allowed_by_the_same_guard(store: Store, raw: Any, orders: Machine) -> None:
     m = orders.name
     writers = {
-        "Store.send (fire_v1)": lambda key: store.send(orders, key, "ship"),
+        "Store.send (fire_v2)": lambda key: store.send(orders, key, "ship"),
         "Store.send with options (send_v4)": lambda key: store.send(orders, key, "ship", metadata={"by": "t"}),
         "send_many": lambda key: _send_many(store, orders, key),
-        "CALL fire_v1": lambda key: raw.cursor().execute(f"CALL `fsm_{m}_fire_v1`(%s, 'ship')", (key,)),
+        "CALL fire_v2": lambda key: raw.cursor().execute(f"CALL `fsm_{m}_fire_v2`(%s, 'ship')", (key,)),
+        "CALL fire_v1 (deprecated)": lambda key: raw.cursor().execute(f"CALL `fsm_{m}_fire_v1`(%s, 'ship')", (key,)),
         "CALL fsm_send_v4": lambda key: raw.cursor().execute(
             "CALL fsm_send_v4(%s, %s, 'ship', NULL, NULL, NULL, NULL, NULL, NULL)", (m, key)
         ),
@@ -564,7 +565,7 @@ def racer(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
                     else:
                         cur.execute(f"SELECT current_state FROM `fsm_{machine}` WHERE instance_key = %s", (key,))
                         event = "go" if cur.fetchone()[0] == "a" else "back"
-                        cur.execute(f"CALL `fsm_{machine}_fire_v1`(%s, %s)", (key, event))
+                        cur.execute(f"CALL `fsm_{machine}_fire_v2`(%s, %s)", (key, event))
                         while cur.nextset():
                             pass
                         report["sent"] += 1

@@ -491,6 +491,7 @@ BAD_INPUT = (
     ("CALL fsm_ticket_send_v5('b-1', 'assign', '{\"a\": 1}', NULL, NULL, NULL, NULL, NULL, '{\"b\": 2}')", 31009),
     ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_fire_v1('b-1 ', 'assign')", 31009),  # a key ending in a space: never b-1's instance
+    ("CALL fsm_ticket_fire_v2('b-1 ', 'assign')", 31009),  # the same, from the current version
     ("CALL fsm_send_v4('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     (
         'CALL fsm_define_v6(\'ticket\', \'{"states": ["open", "closed"], "start": ["open"], "transitions": '

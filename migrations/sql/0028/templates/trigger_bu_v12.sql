@@ -1,4 +1,4 @@
--- fsm_{type}_bu_v11: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
+-- fsm___M___bu_v12: BEFORE UPDATE on fsm___M__ — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -12,7 +12,7 @@
 -- state. Any other change of the instance bumps version; unlocked_at and last_retry_at alone
 -- are bookkeeping and do not.
 -- Upgrades: definition_version changes only when @fsm_upgrade names this row and its new
--- version ('<id>/<version>', as fsm_{type}_upgrade_v1 sets it; anything else is 31013). Such
+-- version ('<id>/<version>', as fsm___M___upgrade_v1 sets it; anything else is 31013). Such
 -- an UPDATE may change definition_version and current_state and nothing else; the new state
 -- must be one of the new version's (its spelling is stored) and the version newer (31030).
 -- It is recorded as one history row (source 'upgrade', event NULL, metadata {"upgrade":
@@ -29,31 +29,38 @@
 -- Its cost is paid on every transition, so the common path is short: the checks every
 -- update passes are one IF, and those every transition passes another (which check failed
 -- is told apart inside it, so the errors come in a fixed order); data is checked only when
--- it changes; the two counter rows are one INSERT, rows in key order so that opposite moves
--- never deadlock; what the move did is left in session variables (below) so that the
+-- it changes; the two counter rows are one UPDATE, which meets them in key order so that
+-- opposite moves never deadlock (when one of them is not there yet, the first move into a
+-- state in a shard, the UPDATE is undone and one INSERT writes both); what the move did is left in session variables (below) so that the
 -- procedures need not read the row back (BENCHMARKS.md measures each part).
 -- Times: a statement's UTC_TIMESTAMP() is when it began, before any wait for the row lock,
 -- so a transition is stamped no earlier than the instance's updated_at.
 -- Context: pyfsm's procedures (@fsm_source 'procedure' or 'engine'; their UPDATEs change
 -- one row) have their context taken into local variables and cleared before the first
--- write. fsm_{type}_fire_v1, the common call, sets two variables only: @fsm_source 'fire'
--- says that @fsm_event is the whole context (no metadata, handler or request id, whatever
--- those variables hold: a context a failed call left behind is never read; recorded as
--- source 'procedure'; @fsm_count_later is not honoured). A deadlock inside this trigger (on the history's
+-- write. fsm___M___fire_v2, the common call, sets one variable only: @fsm_source 'fire/'
+-- followed by the event, which is then the whole context (no metadata, handler or request
+-- id, whatever those variables hold: a context a failed call left behind is never read;
+-- recorded as source 'procedure'; @fsm_count_later is not honoured). It is the variable every
+-- procedure sets, so what a killed call of one left behind never steers the next call of
+-- another. Its result goes back in one variable, @fsm_last (below). fsm___M___fire_v1 (an
+-- older pyfsm's call) sets two: @fsm_source 'fire' and @fsm_event, the event. A deadlock inside this trigger (on the history's
 -- most_recent flip) can end the CALL without running any handler (seen on MariaDB 10.11),
 -- so a context cleared only there would outlive the failed call. A context a DBA set (no
 -- @fsm_source) is read for every row of the statement, and cleared by the handler on failure. With @fsm_count_later = 1
 -- (honoured only beside @fsm_source 'procedure') the counters are left to the procedure:
--- fsm_{type}_send_many_v1 moves those of all its items with one statement at the end.
+-- fsm___M___send_many_v1 moves those of all its items with one statement at the end.
 -- @fsm_guard is set to the instance and time of the history rows written; the history
 -- triggers allow exactly those. Text that is not valid UTF-8 (encoded surrogates) is
 -- refused in new data and lookup_key, and in the event, metadata, handler and request id.
 -- Session context read: @fsm_event, @fsm_metadata (JSON object), @fsm_handler,
 -- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
--- Written: @fsm_last_transition_id (the history row just inserted), @fsm_last_instance_id,
--- @fsm_last_from, @fsm_last_to, @fsm_last_version and @fsm_last_status (the instance's
--- state, version and status after it).
+-- Written: @fsm_last_transition_id (the history row just inserted) and @fsm_last_status (the
+-- instance's status after it), always; for every call but fire_v2's also @fsm_last_instance_id,
+-- @fsm_last_from, @fsm_last_to and @fsm_last_version (the procedures read them back), and for
+-- fire_v2's @fsm_last instead: 'transition id/instance id/version/status/from/to' in one
+-- variable (names never hold a '/'), one statement where four would be (each user variable
+-- set inside a trigger is a statement of its own: bench/bench_statements.py counts them).
 -- Errors: 31024 text not valid UTF-8; 31005 transition not allowed; 31032 refused by the
 --         rules' guards; 31031 a guarded rule of a version the trigger was not rendered with; 31006 several events lead to the new state (set
 --         @fsm_event); 31008 data or @fsm_metadata not a JSON object; 31009 invalid status;
@@ -70,15 +77,17 @@
 -- (pyfsm.schema.rendering, pyfsm.schema.guard_sql): a definition version the trigger was not
 -- rendered with (a DBA's fsm_define_v8 before `pyfsm sync`) is checked against fsm_rules,
 -- which cannot test a guard, so a guarded rule of it is refused (31031) until then.
--- Changes against bu_v10: guards and branching (revision 0024); everything else is bu_v10's.
--- Example: SET @fsm_event = 'pay'; UPDATE `fsm_{type}` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm_{type}_bu_v11` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
+-- Changes against bu_v11 (revision 0028): fire_v2's one-variable context and result, and the
+-- counters moved by one UPDATE; what it enforces and records is bu_v11's (guards and
+-- branching came in bu_v11, revision 0024).
+-- Example: SET @fsm_event = 'pay'; UPDATE `fsm___M__` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
+CREATE TRIGGER `fsm___M___bu_v12` BEFORE UPDATE ON `fsm___M__` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
   -- what refused the transition: the guards of the rules tried, by name (rendered code sets it)
   DECLARE v_refused VARCHAR(255) CHARACTER SET utf8mb4;
-  DECLARE v_count_later, v_upgrade TINYINT DEFAULT 0;
+  DECLARE v_count_later, v_upgrade, v_fire TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6);
   DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_handler, v_request_id, v_source TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
@@ -92,8 +101,11 @@ BEGIN
     RESIGNAL;
   END;
   -- after the handlers: an event too long for v_event fails with the context cleared
-  IF @fsm_source = 'fire' THEN
-    -- fsm_{type}_fire_v1's context: the event alone, two variables read and cleared
+  IF LEFT(@fsm_source, 5) = 'fire/' THEN
+    -- fsm___M___fire_v2's context: the event alone, one variable read and cleared
+    SET v_event = SUBSTRING(@fsm_source, 6), v_source = 'procedure', v_fire = 1, @fsm_source = NULL;
+  ELSEIF @fsm_source = 'fire' THEN
+    -- fsm___M___fire_v1's (an older pyfsm's call): the event alone, two variables read and cleared
     SET v_event = @fsm_event, v_source = 'procedure', @fsm_event = NULL, @fsm_source = NULL;
   ELSE
     SET v_event = @fsm_event, v_metadata = @fsm_metadata, v_handler = @fsm_handler,
@@ -162,11 +174,11 @@ BEGIN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: an upgrade changes definition_version and current_state only', MYSQL_ERRNO = 31013;
     END IF;
     SELECT state, is_final INTO v_to, v_final FROM fsm_states
-     WHERE machine = '{type}' AND version = NEW.definition_version AND state = NEW.current_state
+     WHERE machine = '__M__' AND version = NEW.definition_version AND state = NEW.current_state
        AND CAST(state AS BINARY) = CAST(NEW.current_state AS BINARY);
     IF v_to IS NULL OR NOT NEW.definition_version > OLD.definition_version THEN
       BEGIN
-        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: cannot upgrade {type} ', OLD.instance_key,
+        DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: cannot upgrade __M__ ', OLD.instance_key,
                                 ' to version ', NEW.definition_version, ' state ', COALESCE(NEW.current_state, 'NULL')), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31030;
       END;
@@ -179,22 +191,22 @@ BEGIN
     SET NEW.current_state = v_to, NEW.version = OLD.version + 1, NEW.updated_at = v_now;
     IF v_final THEN
       SET NEW.status = 'completed';
-      DELETE FROM fsm_runs WHERE machine = '{type}' AND instance_id = OLD.id;
+      DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
     ELSEIF OLD.status = 'completed' THEN
       SET NEW.status = 'running';  -- its state has a way out in the new version
     END IF;
     IF NOT (CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
       INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
-        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
-        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+        ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
          IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
       ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
-    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
      WHERE instance_id = OLD.id AND most_recent = 1;
-    INSERT INTO `fsm_{type}_transitions`
+    INSERT INTO `fsm___M___transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
     VALUES (OLD.id, NEW.version, 1, NULL, OLD.current_state, v_to, NULL, OLD.data,
@@ -206,9 +218,9 @@ BEGIN
       INSERT INTO fsm_outbox
         (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
          from_state, to_state, data, metadata, occurred_at)
-      VALUES ('{type}', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
+      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, NULL, OLD.current_state, v_to,
-         IF((SELECT event_data FROM fsm_definitions WHERE machine = '{type}' AND version = NEW.definition_version) = 0,
+         IF((SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = NEW.definition_version) = 0,
             NULL, NEW.data),
          v_metadata, v_now);
     END IF;
@@ -225,7 +237,7 @@ BEGIN
       IF OLD.status = 'paused' THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT
-            LEFT(CONCAT('fsm: {type} ', COALESCE(OLD.instance_key, 'NULL'), ' is paused'), 128);
+            LEFT(CONCAT('fsm: __M__ ', COALESCE(OLD.instance_key, 'NULL'), ' is paused'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31011;
         END;
       END IF;
@@ -237,11 +249,11 @@ BEGIN
           -- not DECLARE ... DEFAULT: a subquery there is not accepted by every server)
           SET v_holder = (SELECT owner FROM fsm_locks
             WHERE lookup_key = OLD.lookup_key
-              AND ((scope = '*' AND OLD.uses_global_lock) OR (scope = '{type}' AND OLD.uses_local_lock))
+              AND ((scope = '*' AND OLD.uses_global_lock) OR (scope = '__M__' AND OLD.uses_local_lock))
               AND unlocked_at IS NULL AND expires_at > v_now AND NOT (owner <=> @fsm_lock_owner)
             LIMIT 1);
           IF v_holder IS NOT NULL THEN
-            SET v_msg = LEFT(CONCAT('fsm: {type} ', OLD.instance_key, ' is locked by ', v_holder), 128);
+            SET v_msg = LEFT(CONCAT('fsm: __M__ ', OLD.instance_key, ' is locked by ', v_holder), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31018;
           END IF;
         END;
@@ -256,21 +268,21 @@ BEGIN
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
         -- fsm_rules cannot test a guard: a guarded rule waits for the rendered trigger
         SELECT to_state, to_final, guard IS NOT NULL INTO v_to, v_final, v_guarded FROM fsm_rules
-         WHERE machine = '{type}' AND version = OLD.definition_version
+         WHERE machine = '__M__' AND version = OLD.definition_version
            AND from_state = OLD.current_state AND event = v_event
            AND CAST(event AS BINARY) = CAST(v_event AS BINARY) ORDER BY position LIMIT 1;
         IF v_guarded THEN
-          SET v_msg = LEFT(CONCAT('fsm: {type} version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync {type}'), 128);
+          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
         END IF;
       END;/*rules_by_event]*/
       IF v_to IS NULL OR NOT (NEW.current_state <=> OLD.current_state OR NEW.current_state <=> v_to) THEN
         BEGIN
           DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT LEFT(CONCAT('fsm: event ', COALESCE(v_event, 'NULL'), ' not allowed from ',
-                                  COALESCE(OLD.current_state, 'NULL'), ' ({type} ', OLD.instance_key, ')'), 128);
+                                  COALESCE(OLD.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
           IF v_to IS NULL AND v_refused IS NOT NULL THEN
             SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
-                                    ' ({type} ', OLD.instance_key, ')'), 128);
+                                    ' (__M__ ', OLD.instance_key, ')'), 128);
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
           END IF;
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
@@ -281,16 +293,16 @@ BEGIN
         DECLARE v_n INT;
         DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
         /*[rules_by_target*/SELECT COUNT(DISTINCT event), MIN(event), MIN(to_state), MAX(to_final) INTO v_n, v_event, v_to, v_final FROM fsm_rules
-         WHERE machine = '{type}' AND version = OLD.definition_version
+         WHERE machine = '__M__' AND version = OLD.definition_version
            AND from_state = OLD.current_state AND to_state = NEW.current_state;
-        IF v_n = 1 AND EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '{type}' AND version = OLD.definition_version
+        IF v_n = 1 AND EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = OLD.definition_version
                                   AND from_state = OLD.current_state AND event = v_event AND guard IS NOT NULL) THEN
-          SET v_msg = LEFT(CONCAT('fsm: {type} version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync {type}'), 128);
+          SET v_msg = LEFT(CONCAT('fsm: __M__ version ', OLD.definition_version, ' has guards its trigger lacks: run pyfsm sync __M__'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31031;
         END IF;/*rules_by_target]*/
         IF v_n = 0 THEN
           SET v_msg = LEFT(CONCAT('fsm: no transition from ', COALESCE(OLD.current_state, 'NULL'), ' to ',
-                                  COALESCE(NEW.current_state, 'NULL'), ' ({type} ', OLD.instance_key, ')'), 128);
+                                  COALESCE(NEW.current_state, 'NULL'), ' (__M__ ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END IF;
         IF v_n > 1 THEN
@@ -302,12 +314,12 @@ BEGIN
         -- taken must lead to the new state
         IF v_to IS NULL THEN
           SET v_msg = LEFT(CONCAT('fsm: guard ', v_refused, ' refuses ', v_event, ' from ', OLD.current_state,
-                                  ' ({type} ', OLD.instance_key, ')'), 128);
+                                  ' (__M__ ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31032;
         END IF;
         IF NOT (v_to <=> NEW.current_state) THEN
           SET v_msg = LEFT(CONCAT('fsm: event ', v_event, ' leads from ', OLD.current_state, ' to ', v_to, ' here, not ',
-                                  NEW.current_state, ' ({type} ', OLD.instance_key, ')'), 128);
+                                  NEW.current_state, ' (__M__ ', OLD.instance_key, ')'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31005;
         END IF;
       END;
@@ -320,11 +332,11 @@ BEGIN
       IF OLD.status = 'waiting' THEN
         -- the external event an engine-run instance was waiting for: it runs again (or is done)
         IF v_final THEN
-          DELETE FROM fsm_runs WHERE machine = '{type}' AND instance_id = OLD.id;
+          DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = OLD.id;
         ELSE
           SET NEW.status = 'running';
           INSERT INTO fsm_runs (machine, instance_id, instance_key, due_at, attempt, created_at, updated_at)
-          VALUES ('{type}', OLD.id, OLD.instance_key, v_now, 0, v_now, v_now)
+          VALUES ('__M__', OLD.id, OLD.instance_key, v_now, 0, v_now, v_now)
           ON DUPLICATE KEY UPDATE due_at = v_now, claimed_by = NULL, attempt = 0, updated_at = v_now;
         END IF;
       END IF;
@@ -333,36 +345,51 @@ BEGIN
       -- one statement for both counter rows, given in key order whatever the direction of the
       -- move, so opposite moves never deadlock; on a duplicate the row's own state says which
       -- (trimmed: a row written before revision 0005 may spell it with trailing spaces)
-      INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
-        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
-         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
-        ('{type}', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
-         IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
-      ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
+      UPDATE fsm_state_counts
+         SET instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1)
+       WHERE machine = '__M__' AND state IN (OLD.current_state, v_to) AND shard = OLD.id % 16;
+      IF ROW_COUNT() < 2 THEN
+        -- a row is not there yet: undo what was moved (its lock is held) and write both rows
+        -- as one INSERT, rows in key order
+        UPDATE fsm_state_counts
+           SET instances = instances - IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1)
+         WHERE machine = '__M__' AND state IN (OLD.current_state, v_to) AND shard = OLD.id % 16;
+        INSERT INTO fsm_state_counts (machine, state, shard, instances) VALUES
+          ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), v_to, OLD.current_state), OLD.id % 16,
+           IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), 1, -1)),
+          ('__M__', IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), OLD.current_state, v_to), OLD.id % 16,
+           IF(CAST(v_to AS BINARY) < CAST(OLD.current_state AS BINARY), -1, 1))
+        ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
+      END IF;
     END IF;
     -- @fsm_guard lets the history triggers tell pyfsm's own writes from anyone else's. It
-    -- names this write (instance and time, as fsm_{type}_hbi_v2 and _hbu_v4 check), so a guard
+    -- names this write (instance and time, as fsm___M___hbi_v2 and _hbu_v4 check), so a guard
     -- that a deadlock left behind allows no other write.
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
     -- GREATEST: a clock stepped back must not make a state end before it began
-    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+    UPDATE `fsm___M___transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
      WHERE instance_id = OLD.id AND most_recent = 1;
-    INSERT INTO `fsm_{type}_transitions`
+    INSERT INTO `fsm___M___transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
     VALUES (OLD.id, NEW.version, 1, v_event, OLD.current_state, v_to, v_handler, OLD.data,
        NEW.data, COALESCE(v_metadata, '{}'), OLD.definition_version, v_request_id,
        COALESCE(v_source, 'update'), v_now);
-    SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID(), @fsm_last_status = NEW.status,
-        @fsm_last_instance_id = OLD.id, @fsm_last_from = OLD.current_state, @fsm_last_to = v_to,
-        @fsm_last_version = NEW.version;
+    IF v_fire THEN
+      SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID(), @fsm_last_status = NEW.status,
+          @fsm_last = CONCAT_WS('/', LAST_INSERT_ID(), OLD.id, NEW.version, NEW.status, OLD.current_state, v_to);
+    ELSE
+      SET @fsm_guard = NULL, @fsm_last_transition_id = LAST_INSERT_ID(), @fsm_last_status = NEW.status,
+          @fsm_last_instance_id = OLD.id, @fsm_last_from = OLD.current_state, @fsm_last_to = v_to,
+          @fsm_last_version = NEW.version;
+    END IF;
     IF NEW.kafka_topic IS NOT NULL THEN
       INSERT INTO fsm_outbox
         (machine, topic, instance_id, instance_key, lookup_key, transition_id, sort_key, event,
          from_state, to_state, data, metadata, occurred_at)
-      VALUES ('{type}', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
+      VALUES ('__M__', NEW.kafka_topic, OLD.id, OLD.instance_key, NEW.lookup_key, @fsm_last_transition_id,
          NEW.version, v_event, OLD.current_state, v_to,
-         IF(/*[event_data*/(SELECT event_data FROM fsm_definitions WHERE machine = '{type}' AND version = OLD.definition_version)/*event_data]*/ = 0,
+         IF(/*[event_data*/(SELECT event_data FROM fsm_definitions WHERE machine = '__M__' AND version = OLD.definition_version)/*event_data]*/ = 0,
             NULL, NEW.data),
          COALESCE(v_metadata, '{}'), v_now);
     END IF;
