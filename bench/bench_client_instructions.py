@@ -25,6 +25,7 @@ import pymysql
 from pyfsm import Machine, Store
 from pyfsm.aio import AsyncStore
 from pyfsm.db import parse_dsn
+from pyfsm.schema import routines
 
 MACHINE = Machine(name="bench_ci", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
 KEYS = [f"k{n}" for n in range(8)]
@@ -38,7 +39,7 @@ def child(dsn: str, approach: str, count: int) -> None:
     with raw.cursor() as cur:
         cur.execute(f"SELECT instance_key, current_state FROM `fsm_{MACHINE.name}`")
         states = dict(cur.fetchall())
-    sql = f"CALL `fsm_{MACHINE.name}_fire_v1`(%s, %s)"
+    sql = f"CALL `{routines.FIRE.name_for(MACHINE.name)}`(%s, %s)"  # the procedure Store.send calls
     store = Store(dsn, pool_size=1)
     store.get(MACHINE, KEYS[0])  # the schema check, once, outside the calls counted
     loop = asyncio.new_event_loop()

@@ -28,6 +28,7 @@ import pyfsm
 from pyfsm import Machine, Store
 from pyfsm.aio import AsyncStore
 from pyfsm.db import parse_dsn
+from pyfsm.schema import routines
 
 MACHINE = Machine(
     name="bench_layers", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")]
@@ -82,7 +83,7 @@ def main() -> None:
             cur.execute("INSERT INTO bl_ceiling (v) VALUES (%s)", (n,))
             cur.execute("COMMIT")
 
-    send_sql = f"CALL `fsm_{MACHINE.name}_fire_v1`(%s, %s)"  # the procedure Store.send calls
+    send_sql = f"CALL `{routines.FIRE.name_for(MACHINE.name)}`(%s, %s)"  # the procedure Store.send calls
 
     def bare_call(n: int) -> None:
         with raw.cursor() as cur:
@@ -114,7 +115,7 @@ def main() -> None:
 
     approaches = {
         "ceiling (INSERT+COMMIT)": ceiling,
-        "bare CALL fire_v1 (PyMySQL)": bare_call,
+        "bare CALL of the fire procedure (PyMySQL)": bare_call,
         "Store.send": store_send,
         "Store.get": store_get,
         "bare CALL in a thread (asyncio)": in_loop(bare_in_thread),
@@ -132,8 +133,8 @@ def main() -> None:
     ceiling_wall = medians["ceiling (INSERT+COMMIT)"][0]
     # each pyfsm call beside the plain call it stands for (issue 49's client target: 1.2x at most)
     baseline = {
-        "Store.send": "bare CALL fire_v1 (PyMySQL)",
-        "Store.get": "bare CALL fire_v1 (PyMySQL)",
+        "Store.send": "bare CALL of the fire procedure (PyMySQL)",
+        "Store.get": "bare CALL of the fire procedure (PyMySQL)",
         "AsyncStore.send": "bare CALL in a thread (asyncio)",
     }
     print(f"pyfsm {pyfsm.__version__} from {pyfsm.__file__}; {args.rounds} rounds x {args.count} calls, medians")
