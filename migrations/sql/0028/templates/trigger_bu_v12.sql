@@ -31,8 +31,9 @@
 -- is told apart inside it, so the errors come in a fixed order); data is checked only when
 -- it changes; the two counter rows are one UPDATE, which meets them in key order so that
 -- opposite moves never deadlock (when one of them is not there yet, the first move into a
--- state in a shard, the UPDATE is undone and one INSERT writes both); what the move did is left in session variables (below) so that the
--- procedures need not read the row back (BENCHMARKS.md measures each part).
+-- state in a shard, the UPDATE is undone and one INSERT writes both); what the move did is
+-- left in session variables (below) so that the procedures need not read the row back
+-- (BENCHMARKS.md measures each part).
 -- Times: a statement's UTC_TIMESTAMP() is when it began, before any wait for the row lock,
 -- so a transition is stamped no earlier than the instance's updated_at.
 -- Context: pyfsm's procedures (@fsm_source 'procedure' or 'engine'; their UPDATEs change
@@ -43,8 +44,8 @@
 -- recorded as source 'procedure'; @fsm_count_later is not honoured). It is the variable every
 -- procedure sets, so what a killed call of one left behind never steers the next call of
 -- another. Its result goes back in one variable, @fsm_last (below). fsm___M___fire_v1 (an
--- older pyfsm's call) sets two: @fsm_source 'fire' and @fsm_event, the event. A deadlock inside this trigger (on the history's
--- most_recent flip) can end the CALL without running any handler (seen on MariaDB 10.11),
+-- older pyfsm's call) sets two: @fsm_source 'fire' and @fsm_event, the event. A deadlock
+-- inside this trigger (on the history's most_recent flip) can end the CALL without running any handler (seen on MariaDB 10.11),
 -- so a context cleared only there would outlive the failed call. A context a DBA set (no
 -- @fsm_source) is read for every row of the statement, and cleared by the handler on failure. With @fsm_count_later = 1
 -- (honoured only beside @fsm_source 'procedure') the counters are left to the procedure:
@@ -342,8 +343,8 @@ BEGIN
       END IF;
     END IF;
     IF NOT (v_count_later OR CAST(v_to AS BINARY) <=> CAST(OLD.current_state AS BINARY)) THEN
-      -- one statement for both counter rows, given in key order whatever the direction of the
-      -- move, so opposite moves never deadlock; on a duplicate the row's own state says which
+      -- one statement for both counter rows, met in key order whatever the direction of the
+      -- move, so opposite moves never deadlock; the row's own state says which way it moves
       -- (trimmed: a row written before revision 0005 may spell it with trailing spaces)
       UPDATE fsm_state_counts
          SET instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1)
