@@ -96,8 +96,9 @@ DEPRECATED = (
         "fsm_fire_timers_v1", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
     ),
     # revision 0025 (issue 46): data_patch, the statuses idle and running, timers in the order they fall due
-    # still called by fsm_{type}_fire_v1's long path and the generic fsm_send_v4: both move to a
-    # version that calls send_v5 before the release that removes it (test_migrations holds that date)
+    # still called by the generic fsm_send_v4 (which moves to a version that calls send_v5 before
+    # the release that removes it: test_migrations holds that date) and by the deprecated
+    # fsm_{type}_fire_v1's long path (fire_v2, since revision 0028, calls send_v5)
     Deprecated("fsm_{type}_send_v4", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v4", "0022"),
     Deprecated("fsm_{type}_send_many_v2", "fsm_{type}_send_many_v3", "0.3.0", "0.4.0", "send_many_v2", "0018"),
     Deprecated("fsm_stats_v2", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v2.sql", "0015"),
