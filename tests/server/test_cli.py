@@ -66,9 +66,11 @@ def test_check_lists_the_deprecated_procedures(make_database) -> None:  # type: 
         "fsm_stats_v2": ("fsm_stats_v3", "0.4.0"),
         "fsm_fire_timers_v2": ("fsm_fire_timers_v3", "0.4.0"),
         "fsm_operator_action_v2": ("fsm_operator_action_v3", "0.4.0"),
+        # revision 0028's
+        "fsm_order_line_fire_v1": ("fsm_order_line_fire_v2", "0.4.0"),
     }
     text = pyfsm("check", "--dsn", upgraded.dsn()).stdout
-    assert "29 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v5" in text
+    assert "30 deprecated procedures" in text and "fsm_order_line_send_v1: use fsm_order_line_send_v5" in text
 
 
 def test_errors_are_one_line_with_a_nonzero_exit() -> None:
