@@ -236,17 +236,7 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
     for family in ("trigger_hbi", "trigger_hbu"):
         cur.execute(f"DROP TRIGGER `{object_name(schema.current_template(family), 'nohist')}`")
     for table in ("same", "trig"):
-        for k in range(8):
-            cur.execute(
-                f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "
-                f"VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{{}}')",
-                (f"k{k}",),
-            )
-            cur.execute(
-                f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
-                "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
-                "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')"
-            )
+        bt.seed_same_rows(cur.execute, table, [f"k{k}" for k in range(8)])
     for name in NAMES + WIDE_NAMES:
         for k in range(8):
             store.create(name, f"k{k}")

@@ -164,18 +164,8 @@ def measure(dsn: str, n: int) -> tuple[str, dict[str, dict[str, float]]]:
 
             store.gateway.on_primary(run)
 
+        bt.seed_same_rows(raw_sql, "same", [f"k{k}" for k in range(8)])
         for k in range(8):
-            raw_sql(
-                "INSERT INTO same_instance (instance_key, state, version, updated_at, data) "
-                "VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{}')",
-                (f"k{k}",),
-            )
-            raw_sql(
-                "INSERT INTO same_history (instance_id, sort_key, most_recent, to_state, created_at, data_after, "
-                "metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', UTC_TIMESTAMP(6), "
-                "'{}', '{}', 1, 'bare')",
-                (),
-            )
             for machine in ("st_send", "st_raw"):
                 store.create(machine, f"k{k}")
         for i in range(100):

@@ -299,6 +299,25 @@ TABLES = (
              v_version + 1 AS version, 'running' AS status, 0 AS created, 0 AS replayed;
     END""",
 )
+
+
+def seed_same_rows(execute: Callable[[str, tuple[Any, ...]], Any], table: str, keys: list[str]) -> None:
+    """Instances of the "same row" tables (``same``, or a copy such as ``trig``) at state a, each
+    with its first history row: what the bare CALL (and its variants) move."""
+    for key in keys:
+        execute(
+            f"INSERT INTO {table}_instance (instance_key, state, version, updated_at, data) "
+            "VALUES (%s, 'a', 1, UTC_TIMESTAMP(6), '{}')",
+            (key,),
+        )
+        execute(
+            f"INSERT INTO {table}_history (instance_id, sort_key, most_recent, to_state, created_at, "
+            "data_after, metadata, definition_version, source) VALUES (LAST_INSERT_ID(), 1, 1, 'a', "
+            "UTC_TIMESTAMP(6), '{}', '{}', 1, 'bare')",
+            (),
+        )
+
+
 MARK_START, MARK_END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 #: (one step: a transition, or a call that returns how many it made; the session's Questions counter)

@@ -85,36 +85,32 @@ class TestDatabases:
         """Drop the databases made since ``mark``; one that cannot be dropped within a few
         seconds (a connection a test left open holds a lock on it) waits for the session's end."""
         names, self.made[mark:] = self.made[mark:], []
+        self.made += self._drop(names, wait=5)
+
+    def drop_all(self) -> None:
+        """Drop every database left, four at a time (a third as long as one by one)."""
+        made, self.made, self.kept = self.made + self.kept, [], []
+        # a test that leaked an open transaction must fail the teardown, not hang it for a year
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            left = [name for part in pool.map(lambda i: self._drop(made[i::4], wait=30), range(4)) for name in part]
+        assert not left, f"databases a lock kept from being dropped for 30 s: {left}"
+
+    def _drop(self, names: list[str], *, wait: int) -> list[str]:
+        """Drop ``names`` on one connection; return those a lock held longer than ``wait`` seconds."""
+        left: list[str] = []
         if not names:
-            return
+            return left
         conn = admin(self.server)
         try:
-            conn.cursor().execute("SET SESSION lock_wait_timeout = 5")
+            conn.cursor().execute(f"SET SESSION lock_wait_timeout = {wait}")
             for name in names:
                 try:
                     conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
                 except pymysql.err.OperationalError:
-                    self.made.append(name)
+                    left.append(name)
         finally:
             conn.close()
-
-    def drop_all(self) -> None:
-        """Drop every database left, four at a time (a third as long as one by one)."""
-
-        def drop(names: list[str]) -> None:
-            conn = admin(self.server)
-            try:
-                # a test that leaked an open transaction must fail the teardown, not hang it for a year
-                conn.cursor().execute("SET SESSION lock_wait_timeout = 30")
-                for name in names:
-                    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
-            finally:
-                conn.close()
-
-        made, self.made, self.kept = self.made + self.kept, [], []
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            for done in [pool.submit(drop, made[i::4]) for i in range(4)]:
-                done.result()
+        return left
 
 
 @pytest.fixture(scope="session")
