@@ -27,7 +27,7 @@ LINT := $(VENV)/bin/ruff check $(LINT_PATHS) && $(VENV)/bin/ruff format --check 
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers bench-attach client-instructions instructions lint docs mysql mysql-stop mariadb mariadb-stop
+.PHONY: help venv system test test-unit test-server test-clusters test-browser demo bench bench-ops bench-servers bench-attach bench-scale client-instructions instructions lint docs mysql mysql-stop mariadb mariadb-stop
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -86,6 +86,11 @@ bench-servers: venv ## the transition benchmark on BENCH_DSN (MariaDB 10.11), BE
 
 bench-attach: venv ## issue 48: a transition of an attached table's row beside a pyfsm-owned type's, a non-state UPDATE beside a table without triggers (1 and 8 clients), adoption of 1,000,000 rows beside INSERT ... SELECT, on BENCH_DSN and BENCH_MYSQL_DSN; three alternating rounds, medians, with the floors (an empty trigger, a hand-written glue trigger); prints the tables for BENCHMARKS.md (about 30 minutes; adoption runs at 5,000-7,500 rows/s where the buffer pool holds the instance table; BENCH_ARGS=--adopt-only for adoption alone)
 	$(PY) bench/bench_attach.py --runs 3 --dsn '$(BENCH_DSN)' --dsn '$(BENCH_MYSQL_DSN)' $(BENCH_ARGS)
+
+bench-scale: venv ## issue 49 item 5: Store.send on a type holding 1,000,000 instances and 10,000,000 history rows (bench_reporting's data set, built into pyfsm_bench_scale if missing, ~2 min per server) beside an empty type, 1 and 8 clients, on BENCH_DSN and BENCH_MYSQL_DSN, each with the server's buffer pool and with one of 4 GiB that holds the data set (set for the run, then back); about 25 minutes
+	for dsn in '$(BENCH_DSN)' '$(BENCH_MYSQL_DSN)'; do \
+	  $(PY) bench/bench_scale.py --dsn "$$dsn" $(BENCH_ARGS) && $(PY) bench/bench_scale.py --dsn "$$dsn" --pool-mb 4096 $(BENCH_ARGS) || exit 1; \
+	done
 
 client-instructions: venv ## issue 49: the client's instructions per Store.send and AsyncStore.send beside a plain PyMySQL CALL of the same procedure (in a thread for the async one), counted by callgrind, on BENCH_DSN and BENCH_MYSQL_DSN (needs valgrind; about 5 minutes per server)
 	$(PY) bench/bench_client_instructions.py --dsn '$(BENCH_DSN)'

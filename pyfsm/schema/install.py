@@ -34,7 +34,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0028"
+HEAD_REVISION = "0029"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
@@ -237,7 +237,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_{type}_transitions.sql",
     "machine/triggers/fsm_{type}_bi_v1.sql",
     "machine/triggers/fsm_{type}_ai_v4.sql",
-    "machine/triggers/fsm_{type}_bu_v12.sql",
+    "machine/triggers/fsm_{type}_bu_v13.sql",
     "machine/triggers/fsm_{type}_bd_v1.sql",
     "machine/triggers/fsm_{type}_hbi_v3.sql",
     "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -268,7 +268,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_{type}_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v18"
+MACHINE_OBJECTS_VERSION = "v19"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_{type}_bu_vN and is frozen in migrations/sql
@@ -278,7 +278,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_{type}_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_{type}_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_{type}_bu_v12.sql",
+    "trigger_bu": "machine/triggers/fsm_{type}_bu_v13.sql",
     "trigger_bd": "machine/triggers/fsm_{type}_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_{type}_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -353,7 +353,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v12.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v13.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

@@ -168,6 +168,11 @@ MACHINE_TEMPLATE_SETS["v18"] = tuple(
     for name in MACHINE_TEMPLATE_SETS["v17"]
     for new in ({"trigger_bu_v11": ("trigger_bu_v12",), "fire_v1": ("fire_v1", "fire_v2")}.get(name, (name,)))
 )
+# v19 (revision 0029): the transition trigger finds the previous history row through sort_key
+# (trigger_bu_v13, rendered per type as bu_v12).
+MACHINE_TEMPLATE_SETS["v19"] = tuple(
+    {"trigger_bu_v12": "trigger_bu_v13"}.get(name, name) for name in MACHINE_TEMPLATE_SETS["v18"]
+)
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

@@ -43,6 +43,7 @@ VIEW_OBJECT_VERSIONS = (
     "v16",
     "v17",
     "v18",
+    "v19",
 )
 
 

@@ -313,7 +313,7 @@ def test_fire_v2_leaves_the_documented_results_set(store: Store, order: Machine,
 
 
 def test_the_counters_moved_by_one_update_count_as_group_by(store: Store, order: Machine, raw: Any) -> None:
-    """bu_v12 moves the two counter rows of a transition with one UPDATE; the first move into a
+    """The transition trigger (bu_v12 and later) moves the two counter rows of a transition with one UPDATE; the first move into a
     state in a shard finds a row missing, undoes the UPDATE and inserts both. Instances spread
     over every shard, moved by fire_v2, send_v5 and a raw UPDATE: the counters stay exact."""
     keys = [f"g-{i}" for i in range(40)]

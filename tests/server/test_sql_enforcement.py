@@ -89,6 +89,44 @@ def test_raw_update_of_other_columns_bumps_version_only(store: Store, order: Mac
     assert errno_of(raw, f"UPDATE `fsm_{order.name}` SET status = 'bogus' WHERE instance_key = 'u3'") == 31009
 
 
+def test_the_previous_history_row_is_the_last_by_sort_key_whatever_the_version_says(
+    store: Store, order: Machine, raw: Any
+) -> None:
+    """The transition trigger finds the row whose most_recent it turns off through (instance_id,
+    sort_key) (bu_v13): the instance's last row, which is not at sort_key = version once a write
+    that is no transition has bumped the version. Each writer's transitions, a raw UPDATE's and
+    Store.send's, between such writes: one most recent row, the last, and every earlier row
+    closed when the next began."""
+    store.create(order, "s1")
+    steps = [
+        ("data", '{"note": 1}'),
+        ("send", "pay"),
+        ("data", '{"note": 2}'),
+        ("data", '{"note": 3}'),
+        ("raw", "shipped"),
+        ("data", '{"note": 4}'),
+        ("send", "deliver"),
+    ]
+    for kind, value in steps:
+        if kind == "data":
+            run(raw, f"UPDATE `fsm_{order.name}` SET data = %s WHERE instance_key = 's1'", (value,))
+        elif kind == "raw":
+            run(raw, f"UPDATE `fsm_{order.name}` SET current_state = %s WHERE instance_key = 's1'", (value,))
+        else:
+            store.send(order, "s1", value)
+    inst = store.get(order, "s1")
+    assert (inst.state, inst.version) == ("delivered", 8)
+    rows = history(raw, order.name, "s1")
+    assert [(r["to_state"], r["sort_key"], r["most_recent"]) for r in rows] == [
+        ("new", 1, None),
+        ("paid", 3, None),
+        ("shipped", 6, None),
+        ("delivered", 8, 1),
+    ]
+    assert [r["left_at"] for r in rows[:-1]] == [r["created_at"] for r in rows[1:]]
+    assert rows[-1]["left_at"] is None
+
+
 def test_paused_instance_accepts_no_event(store: Store, order: Machine, raw: Any) -> None:
     store.create(order, "pz")
     run(raw, f"UPDATE `fsm_{order.name}` SET status = 'paused' WHERE instance_key = 'pz'")

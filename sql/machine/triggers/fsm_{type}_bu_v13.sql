@@ -1,4 +1,4 @@
--- fsm_{type}_bu_v12: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
+-- fsm_{type}_bu_v13: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -78,11 +78,21 @@
 -- (pyfsm.schema.rendering, pyfsm.schema.guard_sql): a definition version the trigger was not
 -- rendered with (a DBA's fsm_define_v8 before `pyfsm sync`) is checked against fsm_rules,
 -- which cannot test a guard, so a guarded rule of it is refused (31031) until then.
--- Changes against bu_v11 (revision 0028): fire_v2's one-variable context and result, and the
--- counters moved by one UPDATE; what it enforces and records is bu_v11's (guards and
--- branching came in bu_v11, revision 0024).
+-- The previous history row: found through (instance_id, sort_key), the last of the instance's
+-- rows, not through (instance_id, most_recent). Every transition delete-marks the entry
+-- (instance, 1) of that index and inserts a new one; until the server's purge removes the
+-- marked ones, a lookup of (instance, 1) meets each of them and reads its row to see which is
+-- current, so an instance that moves often paid for every move the purge had not caught up
+-- with (measured on MariaDB 10.11: 1,000-1,600 buffer pool page reads per transition of one
+-- busy instance, about 600 through sort_key; BENCHMARKS.md, "Issue 49, item 5"). Entries of
+-- (instance_id, sort_key) are never changed. The most_recent test stays in the WHERE: the row
+-- found is the most recent one (the history's own triggers keep it so), and if it were not,
+-- the scan would go on to the one that is.
+-- Changes against bu_v12 (revision 0029): the previous row found through sort_key (above);
+-- what it enforces and records is bu_v12's (fire_v2's one-variable context and result and the
+-- counters moved by one UPDATE came in bu_v12, revision 0028; guards in bu_v11, 0024).
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm_{type}` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm_{type}_bu_v12` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
+CREATE TRIGGER `fsm_{type}_bu_v13` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
@@ -205,8 +215,9 @@ BEGIN
       ON DUPLICATE KEY UPDATE instances = instances + IF(CAST(TRIM(TRAILING ' ' FROM state) AS BINARY) = CAST(v_to AS BINARY), 1, -1);
     END IF;
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
-    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
-     WHERE instance_id = OLD.id AND most_recent = 1;
+    UPDATE `fsm_{type}_transitions` FORCE INDEX (`fsm_{type}_t_sort`)
+       SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+     WHERE instance_id = OLD.id AND most_recent = 1 ORDER BY sort_key DESC LIMIT 1;
     INSERT INTO `fsm_{type}_transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
@@ -367,9 +378,11 @@ BEGIN
     -- names this write (instance and time, as fsm_{type}_hbi_v2 and _hbu_v4 check), so a guard
     -- that a deadlock left behind allows no other write.
     SET @fsm_guard = CONCAT(OLD.id, '/', v_now);
-    -- GREATEST: a clock stepped back must not make a state end before it began
-    UPDATE `fsm_{type}_transitions` SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
-     WHERE instance_id = OLD.id AND most_recent = 1;
+    -- GREATEST: a clock stepped back must not make a state end before it began; the previous
+    -- row through sort_key, not most_recent (see above)
+    UPDATE `fsm_{type}_transitions` FORCE INDEX (`fsm_{type}_t_sort`)
+       SET most_recent = NULL, left_at = GREATEST(v_now, created_at)
+     WHERE instance_id = OLD.id AND most_recent = 1 ORDER BY sort_key DESC LIMIT 1;
     INSERT INTO `fsm_{type}_transitions`
       (instance_id, sort_key, most_recent, event, from_state, to_state, handler, data_before,
        data_after, metadata, definition_version, request_id, source, created_at)
