@@ -10,7 +10,7 @@ unique key (instance_id, sort_key) instead of (instance_id, most_recent). Every 
 delete-marks an entry of the latter; until the server purges them, a lookup there meets every
 marked entry of the instance and reads its row, so a busy instance's transitions cost more the
 further the purge lags (on MariaDB 10.11, 1,000-1,600 buffer pool page reads per transition of
-one busy instance, about 600 through sort_key). What it enforces and records is bu_v12's. Every
+one busy instance, about 700 through sort_key). What it enforces and records is bu_v12's. Every
 type at object set v18 gets the trigger swapped under LOCK TABLES as in 0023, 0024 and 0028 (no
 moment with neither version on the table), and is marked v19.
 

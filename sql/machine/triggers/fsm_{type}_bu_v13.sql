@@ -84,7 +84,7 @@
 -- marked ones, a lookup of (instance, 1) meets each of them and reads its row to see which is
 -- current, so an instance that moves often paid for every move the purge had not caught up
 -- with (measured on MariaDB 10.11: 1,000-1,600 buffer pool page reads per transition of one
--- busy instance, about 600 through sort_key; BENCHMARKS.md, "Issue 49, item 5"). Entries of
+-- busy instance, about 700 through sort_key; BENCHMARKS.md, "Issue 49, item 5"). Entries of
 -- (instance_id, sort_key) are never changed. The most_recent test stays in the WHERE: the row
 -- found is the most recent one (the history's own triggers keep it so), and if it were not,
 -- the scan would go on to the one that is.
