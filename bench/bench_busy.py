@@ -34,18 +34,11 @@ import bench_transitions as bt
 
 from pyfsm import Machine, Store
 from pyfsm.schema import install as schema
-from pyfsm.schema.rendering import read_rules, render_transition_trigger
-from pyfsm.schema.resources import read_frozen
 
 CURRENT = Machine(name="busy", states=["a", "b"], start=["a"], transitions=[("go", "a", "b"), ("back", "b", "a")])
 OLDER = Machine(name="busy_0028", states=CURRENT.states, start=CURRENT.start, transitions=CURRENT.transitions)
 LABELS = {CURRENT.name: "bu_v13 (revision 0029)", OLDER.name: "bu_v12 (revision 0028)"}
 NEXT = {"a": "go", "b": "back"}
-
-
-def rendered_0028(conn: Any, machine: str) -> str:
-    """bu_v12 as revision 0028 renders it for ``machine``."""
-    return render_transition_trigger(read_frozen("templates/trigger_bu_v12.sql", "0028"), read_rules(conn, machine))
 
 
 def server_status(cur: Any) -> tuple[int, int]:
@@ -67,9 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     with bt.migrated_database(args.dsn) as (settings, server):
         with Store(settings.dsn(), pool_size=1) as store:
             store.define(CURRENT)
-            bt.define_with_older_triggers(
-                store, OLDER, [(schema.current_template("trigger_bu"), "trigger_bu_v12")], "v18", rendered=rendered_0028
-            )
+            swap = [(schema.current_template("trigger_bu"), "trigger_bu_v12")]
+            bt.define_with_older_triggers(store, OLDER, swap, "v18", rendered=bt.rendered_0028)
             pid = bt.server_pid(settings)
             admin = pymysql.connect(**settings.connect_kwargs())
             cur = admin.cursor()

@@ -234,13 +234,11 @@ def resize_pool(settings: Settings, size: int) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("SET GLOBAL innodb_buffer_pool_size = %s", (size,))
-            cur.execute("SELECT @@innodb_buffer_pool_size")
-            wanted = int(cur.fetchone()[0])  # rounded to the server's chunk size
+            cur.execute("SELECT @@innodb_buffer_pool_size, @@innodb_page_size")
+            wanted, page = map(int, cur.fetchone())  # the size rounded to the server's chunk size
             for _ in range(600):
                 cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_total'")
-                pages = int(cur.fetchone()[1])
-                cur.execute("SELECT @@innodb_page_size")
-                if pages * int(cur.fetchone()[0]) >= wanted * 0.95 or size < wanted * 0.95:
+                if int(cur.fetchone()[1]) * page >= wanted * 0.95 or size < wanted * 0.95:
                     break
                 time.sleep(1)
         print(f"innodb_buffer_pool_size is {wanted // 2**20} MiB", file=sys.stderr, flush=True)
@@ -253,12 +251,12 @@ def warm(settings: Settings) -> None:
     conn = pymysql.connect(**settings.connect_kwargs())
     try:
         with conn.cursor() as cur:
-            for table in (f"fsm_{br.NAME}", f"fsm_{br.NAME}_transitions"):
+            # the primary key through a column of the row itself, so that each of its pages is read
+            for table, row_column in ((f"fsm_{br.NAME}", "data"), (f"fsm_{br.NAME}_transitions", "data_after")):
                 cur.execute(f"SHOW INDEX FROM `{table}`")
                 first = {row[2]: row[4] for row in cur.fetchall() if row[3] == 1}  # index -> its first column
                 for index, column in first.items():
-                    column = "data_after" if index == "PRIMARY" and table.endswith("_transitions") else column
-                    column = "data" if index == "PRIMARY" and not table.endswith("_transitions") else column
+                    column = row_column if index == "PRIMARY" else column
                     started = time.perf_counter()
                     cur.execute(f"SELECT SUM(CRC32(`{column}`)) FROM `{table}` FORCE INDEX (`{index}`)")
                     cur.fetchall()

@@ -228,6 +228,11 @@ def rendered_0027(conn: Any, machine: str) -> str:
     return render_transition_trigger(read_frozen("templates/trigger_bu_v11.sql", "0024"), read_rules(conn, machine))
 
 
+def rendered_0028(conn: Any, machine: str) -> str:
+    """bu_v12 as revision 0028 renders it for ``machine`` (bench_busy's "before")."""
+    return render_transition_trigger(read_frozen("templates/trigger_bu_v12.sql", "0028"), read_rules(conn, machine))
+
+
 def guarded_machine(name: str) -> Machine:
     """The two-state flip with three guards on each event (revision 0024), the worst case of
     three: two rules whose guards do not hold (to a third state) tried before the one whose
