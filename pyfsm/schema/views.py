@@ -44,6 +44,7 @@ VIEW_OBJECT_VERSIONS = (
     "v17",
     "v18",
     "v19",
+    "v20",
 )
 
 

@@ -1,0 +1,143 @@
+-- fsm___M___apply_step_v2: apply what the handler engine did for one claimed instance of __M__, inside the caller's transaction (internal).
+--
+-- The body of fsm___M___step_v3 without its transaction: fsm___M___steps_v2 calls this once
+-- per instance of a batch, each inside a savepoint. The caller has begun the transaction
+-- (fsm_begin_v1) and commits or rolls back; on an error nothing is undone here (the caller
+-- rolls back to its savepoint), only the transition context is cleared. Against
+-- apply_step_v1 (steps_v1's), as step_v3 against step_v2: each step's context goes to the
+-- transition trigger in one variable and its answer comes back in one.
+-- Checks that p_owner still holds the instance's claim in fsm_runs and that the instance is
+-- at p_expected_version (so a step re-run after a crash can never apply its transition
+-- twice), applies each step of p_steps through the transition trigger, then sets what
+-- happens next: p_status 'running' (p_continue = 1: the claimer goes on, and its claim is
+-- extended to p_claim_seconds from now once less than half of that is left; 0: back to the
+-- queue, due after p_requeue_seconds), 'waiting', 'paused', 'completed' or 'failed'. A final
+-- state completes the instance whatever p_status says, and a pause requested meanwhile wins
+-- over 'running'. The run leaves fsm_runs when the instance is completed or failed.
+-- Parameters: as fsm___M___step_v3; OUT o_id, o_state, o_status, o_version, o_continue: its
+--   result row.
+-- Errors: as fsm___M___step_v3 (31003, 31005, 31007, 31008, 31009, 31011, 31018, 31021), but
+--   never 31016: the caller's transaction is the point.
+-- Example: CALL `fsm___M___apply_step_v2`('k-1', 'worker-1:ab12', 3, '[{"event": "pay", "handler": "charge", "data": {}}]', 'running', 1, 60, NULL, NULL, @id, @state, @status, @version, @go_on);
+CREATE PROCEDURE `fsm___M___apply_step_v2`(
+  IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  IN p_expected_version BIGINT,
+  IN p_steps LONGTEXT CHARACTER SET utf8mb4,
+  IN p_status VARCHAR(16) CHARACTER SET utf8mb4,
+  IN p_continue TINYINT,
+  IN p_claim_seconds DECIMAL(12,3),
+  IN p_requeue_seconds DECIMAL(12,3),
+  IN p_data LONGTEXT CHARACTER SET utf8mb4,
+  OUT o_id BIGINT UNSIGNED,
+  OUT o_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+  OUT o_status VARCHAR(16) CHARACTER SET utf8mb4,
+  OUT o_version BIGINT UNSIGNED,
+  OUT o_continue TINYINT)
+MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_id, v_version BIGINT UNSIGNED;
+  DECLARE v_i, v_n INT DEFAULT 0;
+  DECLARE v_pause, v_continue TINYINT DEFAULT 0;
+  DECLARE v_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_status, v_was VARCHAR(16) CHARACTER SET utf8mb4;
+  DECLARE v_claimed VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_due DATETIME(6);
+  DECLARE v_attempt INT;
+  DECLARE v_step, v_data LONGTEXT CHARACTER SET utf8mb4;
+  -- TEXT, not the name's VARCHAR(64): a step's event too long is refused by the trigger, as before
+  DECLARE v_event, v_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_source = NULL;
+    RESIGNAL;
+  END;
+  IF p_key IS NULL OR CHAR_LENGTH(p_key) NOT BETWEEN 1 AND 191 OR p_key LIKE '% ' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: key must be 1 to 191 characters, not ending in a space', MYSQL_ERRNO = 31009;
+  END IF;
+  IF p_owner IS NULL OR CHAR_LENGTH(p_owner) NOT BETWEEN 1 AND 64 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: owner must be 1 to 64 characters of [A-Za-z0-9._:-]', MYSQL_ERRNO = 31009;
+  END IF;
+  IF p_status IS NULL OR p_status NOT IN ('running', 'waiting', 'paused', 'completed', 'failed')
+     OR p_continue IS NULL OR p_continue NOT IN (0, 1) OR p_expected_version IS NULL OR p_expected_version < 1
+     OR p_claim_seconds IS NULL OR p_claim_seconds NOT BETWEEN 0.1 AND 86400
+     OR (p_requeue_seconds IS NOT NULL AND p_requeue_seconds NOT BETWEEN 0 AND 86400) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: invalid status, continue, expected_version or claim_seconds', MYSQL_ERRNO = 31009;
+  END IF;
+  -- CASE: JSON_TYPE must never see invalid JSON (an error on MySQL)
+  IF NOT (p_steps IS NOT NULL AND CASE WHEN JSON_VALID(p_steps) THEN JSON_TYPE(p_steps) = 'ARRAY' ELSE 0 END) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: steps must be a JSON array', MYSQL_ERRNO = 31009;
+  END IF;
+  -- MAX(): no row gives NULLs, not NOT FOUND. Instance row first, then its run: always that order.
+  SELECT MAX(id), MAX(version), MAX(status), MAX(current_state) INTO v_id, v_version, v_was, v_state
+    FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+  IF v_id IS NULL THEN
+    SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
+  END IF;
+  SELECT MAX(claimed_by), MAX(pause_requested), MAX(due_at), MAX(attempt) INTO v_claimed, v_pause, v_due, v_attempt
+    FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id FOR UPDATE;
+  IF NOT (v_claimed <=> p_owner) THEN
+    SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is not claimed by ', p_owner, ' any more'), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31021;
+  END IF;
+  IF NOT (v_version <=> p_expected_version) THEN
+    SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is at version ', v_version, ', not ', p_expected_version), 128);
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
+  END IF;
+  SET v_pause = COALESCE(v_pause, 0), v_n = JSON_LENGTH(p_steps);
+  WHILE v_i < v_n DO
+    SET v_step = JSON_EXTRACT(p_steps, CONCAT('$[', v_i, ']'));
+    IF NOT (JSON_TYPE(JSON_EXTRACT(v_step, '$.event')) <=> 'STRING') THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: every step needs an event', MYSQL_ERRNO = 31009;
+    END IF;
+    SET v_data = JSON_EXTRACT(v_step, '$.data'), v_event = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.event')),
+        v_handler = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler'));
+    -- the step's context in one variable (fsm___M___bu_v14: kind 'e', source 'engine'), which
+    -- the trigger reads and clears; the row is locked, so the trigger runs
+    SET @fsm_source = CONCAT('ctx/e0/', CHAR_LENGTH(v_event), '/', COALESCE(CHAR_LENGTH(v_handler), ''), '///',
+                             v_event, COALESCE(v_handler, ''));
+    UPDATE `fsm___M__` SET data = COALESCE(v_data, data) WHERE id = v_id;
+    -- where the step left the instance, as the transition trigger reports it in @fsm_last:
+    -- 'transition id/instance id/version/status/from/to'
+    SET v_state = SUBSTRING_INDEX(@fsm_last, '/', -1),
+        v_version = SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 3), '/', -1),
+        v_was = SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 4), '/', -1);
+    SET v_i = v_i + 1;
+  END WHILE;
+  SET v_status = v_was;
+  IF v_status <> 'completed' THEN
+    SET v_status = IF(v_pause AND p_status = 'running', 'paused', p_status);
+    IF v_status <> v_was OR p_data IS NOT NULL THEN
+      -- not a transition, whatever a failed raw UPDATE left in @fsm_event: an engine context
+      -- with no event, which the trigger takes (and clears) instead of the session's
+      SET @fsm_source = 'ctx/e0/////';
+      UPDATE `fsm___M__` SET status = v_status,
+             resume_from_step = IF(v_status = 'paused', v_state, resume_from_step), data = COALESCE(p_data, data)
+       WHERE id = v_id;
+      SELECT version INTO v_version FROM `fsm___M__` WHERE id = v_id;
+    END IF;
+  END IF;
+  IF v_status IN ('completed', 'failed') THEN
+    DELETE FROM fsm_runs WHERE machine = '__M__' AND instance_id = v_id;
+  ELSEIF v_status = 'running' AND p_continue THEN
+    SET v_continue = 1;
+    -- The claim is extended only once half of it is used up (the claimer's heartbeat renews it
+    -- too), and the attempt reset only when there is one: most steps write nothing here.
+    IF v_due IS NULL OR v_due < DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 500000) MICROSECOND)
+       OR (v_n > 0 AND v_attempt <> 0) THEN
+      UPDATE fsm_runs SET due_at = DATE_ADD(v_now, INTERVAL ROUND(p_claim_seconds * 1000000) MICROSECOND),
+             attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
+       WHERE machine = '__M__' AND instance_id = v_id;
+    END IF;
+  ELSE
+    UPDATE fsm_runs SET due_at = IF(v_status = 'running',
+             DATE_ADD(v_now, INTERVAL ROUND(COALESCE(p_requeue_seconds, 0) * 1000000) MICROSECOND), NULL),
+           claimed_by = NULL, pause_requested = 0,
+           attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
+     WHERE machine = '__M__' AND instance_id = v_id;
+  END IF;
+  SET o_id = v_id, o_state = v_state, o_status = v_status, o_version = v_version, o_continue = v_continue;
+END
