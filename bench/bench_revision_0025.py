@@ -296,7 +296,10 @@ def part_send(meter: Meter, rounds: int, count: int) -> dict[str, Row]:
 # -- 2. timers drained ---------------------------------------------------------------------------
 
 
-def part_timers(meter: Meter, rounds: int, count: int, instances: int) -> tuple[dict[str, Row], int]:
+def part_timers(
+    meter: Meter, rounds: int, count: int, instances: int, versions: tuple[int, int] = (2, 3)
+) -> tuple[dict[str, Row], int]:
+    """Timers drained by two versions of fsm_fire_timers (bench_revision_0030 compares 3 and 4)."""
     raw, store = meter.raw, meter.store
     store.define(TIMED)
     keys = [f"t{n}" for n in range(instances)]
@@ -340,7 +343,7 @@ def part_timers(meter: Meter, rounds: int, count: int, instances: int) -> tuple[
             cur.execute("SELECT COUNT(*) FROM fsm_timers WHERE machine = %s", (TIMED.name,))
             assert one(cur) == 0, "timers left armed"
 
-    drains = {"fire_timers_v2": drain(2), "fire_timers_v3": drain(3)}
+    drains = {f"fire_timers_v{v}": drain(v) for v in versions}
     rows = {name: Row(name) for name in [CEILING, *drains]}
     ceiling = ceiling_work(raw, count)
     for work in drains.values():  # warm up

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -48,9 +46,7 @@ from pyfsm.schema import routines
 STATES, EDGES = ["a", "b"], [("go", "a", "b"), ("back", "b", "a")]
 SEND = Machine(name="bench_r30_send", states=STATES, start=["a"], transitions=EDGES)
 MANY = Machine(name="bench_r30_many", states=STATES, start=["a"], transitions=EDGES)
-TIMED = Machine(name="bench_r30_timers", states=STATES, start=["a"], transitions=EDGES)
 CEILING = r25.CEILING
-OWNER, BATCH, CLAIM_SECONDS = "bench-r30", 100, 30
 METADATA = json.dumps({"by": "bench", "ticket": "OPS-7"})
 #: each new approach and the old one it replaces
 TWINS = {
@@ -154,59 +150,6 @@ def part_steps(meter: r25.Meter, steps: int, processes: int) -> dict[str, Callab
     }
 
 
-def part_timers(meter: r25.Meter, rounds: int, count: int, instances: int) -> tuple[dict[str, r25.Row], int]:
-    raw, store = meter.raw, meter.store
-    store.define(TIMED)
-    keys = [f"t{n}" for n in range(instances)]
-    for key in keys:
-        store.create(TIMED, key)
-
-    def arm() -> None:
-        """Two timers per instance, due in an hour, each instance's back just after its go; then
-        two hours pass for them (their order kept)."""
-        base = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) + datetime.timedelta(hours=1)
-        for n, key in enumerate(keys):
-            at = base + datetime.timedelta(milliseconds=n)
-            store.send_at(TIMED, key, "go", at=at)
-            store.send_at(TIMED, key, "back", at=at + datetime.timedelta(microseconds=500))
-        with raw.cursor() as cur:
-            cur.execute(
-                "UPDATE fsm_timers SET due_at = due_at - INTERVAL 2 HOUR, fire_at = fire_at - INTERVAL 2 HOUR "
-                "WHERE machine = %s",
-                (TIMED.name,),
-            )
-
-    def drain(version: int) -> Callable[[], int]:
-        def work() -> int:
-            outcomes: Counter[str] = Counter()
-            with raw.cursor() as cur:
-                while True:
-                    cur.execute(f"CALL fsm_fire_timers_v{version}(%s, %s, %s)", (OWNER, BATCH, CLAIM_SECONDS))
-                    rows = cur.fetchall()
-                    r25.drain_results(cur)
-                    outcomes.update(row[6] for row in rows)
-                    if len(rows) < BATCH:
-                        break
-            assert outcomes == {"fired": 2 * instances}, outcomes
-            return 2 * instances
-
-        return work
-
-    drains = {"fire_timers_v3": drain(3), "fire_timers_v4": drain(4)}
-    rows = {name: r25.Row(name) for name in [CEILING, *drains]}
-    ceiling = r25.ceiling_work(raw, count)
-    for work in drains.values():  # warm up
-        arm()
-        work()
-    for r in range(rounds):
-        print(f"timers: round {r + 1} of {rounds}", file=sys.stderr, flush=True)
-        rows[CEILING].samples.append(meter.run(ceiling))
-        for name in list(drains) if r % 2 == 0 else list(reversed(drains)):
-            arm()
-            rows[name].samples.append(meter.run(drains[name]))
-    return rows, 2 * instances
-
-
 def table(rows: dict[str, r25.Row], unit: str) -> list[str]:
     ceiling = rows[CEILING]
     lines = [
@@ -288,9 +231,9 @@ def main() -> None:
                 print(f"\n{number}. {title}, {args.rounds} rounds")
                 print("\n".join(table(rows, unit)), flush=True)
             if "timers" in parts:
-                rows, timers = part_timers(meter, args.rounds, args.count, args.timer_instances)
+                rows, timers = r25.part_timers(meter, args.rounds, args.count, args.timer_instances, (3, 4))
                 out["timers"] = {name: row.as_dict() for name, row in rows.items()}
-                print(f"\n4. Timers drained ({args.rounds} rounds; batches of {BATCH}, {timers:,} timers per drain)")
+                print(f"\n4. Timers drained ({args.rounds} rounds; batches of {r25.BATCH}, {timers:,} per drain)")
                 print("\n".join(table(rows, "timer")))
         print(f"\n{time.perf_counter() - started:.0f} s", file=sys.stderr)
         if args.json:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from helpers.common import errno_of, fetch, order_machine, unique
+from helpers.common import answer, errno_of, fetch, order_machine, unique
 from helpers.processes import run_processes
 from pymysql.constants import SERVER_STATUS
 
@@ -39,15 +39,6 @@ FIRES = {
 #: what a call of each, killed before its trigger ran, leaves in the session (event 'cancel')
 KILLED = {"fire_v2": "SET @fsm_source = 'fire/cancel'", "fire_v1": "SET @fsm_event = 'cancel', @fsm_source = 'fire'"}
 each_fire = pytest.mark.parametrize("fire", list(FIRES))
-
-
-def answer(raw: Any, sql: str, args: tuple[Any, ...]) -> tuple[str, Any]:
-    """('row', the result row without its ids) or ('errno', the error number) of one CALL."""
-    try:
-        (row,) = fetch(raw, sql, args)
-    except pymysql.err.MySQLError as exc:
-        return "errno", int(exc.args[0])
-    return "row", {k: v for k, v in row.items() if k not in ("transition_id", "instance_id")}
 
 
 def written(raw: Any, machine: str, key: str | None) -> list[tuple[Any, ...]]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pymysql
-from helpers.common import fetch, order_machine
+from helpers.common import answer, fetch, order_machine
 
 from pyfsm import Store
 
@@ -28,15 +27,6 @@ CONTEXT = (
 CLEAR = dict.fromkeys("emhrsgc")
 SEND = "CALL `fsm_{m}_{p}`(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 HANDLER = "h/1/2//é" + "ü" * 120  # 128 characters, separators and digits in it
-
-
-def answer(raw: Any, sql: str, args: tuple[Any, ...]) -> tuple[str, Any]:
-    """('row', the result row without its ids) or ('errno', the error number) of one CALL."""
-    try:
-        (row,) = fetch(raw, sql, args)
-    except pymysql.err.MySQLError as exc:
-        return "errno", int(exc.args[0])
-    return "row", {k: v for k, v in row.items() if k not in ("transition_id", "instance_id")}
 
 
 def written(raw: Any, machine: str, key: str) -> list[tuple[Any, ...]]:
@@ -201,3 +191,41 @@ def test_a_packed_context_a_failed_call_left_is_taken_by_no_other_call(store: St
         last = store.history(machine, key)[-1]
         assert (last.event, last.to_state, last.handler) == ("pay", "paid", None), key
     assert store.counts(machine) == {"paid": 3}
+
+
+def test_a_timer_of_a_type_whose_trigger_is_older_is_held_not_fired(store: Store, raw: Any) -> None:
+    """fsm_fire_timers_v4 hands the context in the form bu_v14 takes; a type whose objects are
+    behind (an older trigger, `pyfsm sync` not run) would apply nothing. Its timer is held
+    with 31031 (SyncNeeded), the instance left alone, and fires once the type is synced."""
+    from pyfsm.schema.resources import render
+
+    machine = order_machine()
+    store.define(machine)
+    name = machine.name
+    store.create(machine, "t-1")
+    store.send_at(machine, "t-1", "pay", after=3600)
+    raw.cursor().execute(
+        "UPDATE fsm_timers SET due_at = due_at - INTERVAL 2 HOUR, fire_at = fire_at - INTERVAL 2 HOUR WHERE machine = %s",
+        (name,),
+    )
+    with raw.cursor() as cur:  # revision 0029's trigger in place of bu_v14, as on a type not synced
+        cur.execute(f"DROP TRIGGER `fsm_{name}_bu_v14`")
+        cur.execute(render("trigger_bu_v13", name))
+    try:
+        (held,) = fetch(raw, "CALL fsm_fire_timers_v4('t-old', 10, 30)", ())
+        assert (held["outcome"], held["errno"]) == ("held", 31031)
+        assert fetch(raw, CONTEXT) == [CLEAR]
+        assert store.get(machine, "t-1").state == "new"
+        assert [h.event for h in store.history(machine, "t-1")] == [None]
+        (timer,) = fetch(raw, "SELECT last_errno, holds FROM fsm_timers WHERE machine = %s", (name,))
+        assert (timer["last_errno"], timer["holds"]) == (31031, 1)
+    finally:
+        with raw.cursor() as cur:
+            cur.execute(f"DROP TRIGGER IF EXISTS `fsm_{name}_bu_v13`")
+        store.sync(name)
+    raw.cursor().execute(
+        "UPDATE fsm_timers SET fire_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE machine = %s", (name,)
+    )
+    (fired,) = fetch(raw, "CALL fsm_fire_timers_v4('t-old', 10, 30)", ())
+    assert fired["outcome"] == "fired"
+    assert store.get(machine, "t-1").state == "paid"
