@@ -129,8 +129,6 @@ BARE_IN_TRIGGER = (
 
 SEND_V3 = "CALL fsm_{}_send_v3(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
 SEND_V4 = "CALL fsm_{}_send_v4(%s, %s, NULL, NULL, NULL, NULL, NULL, NULL)"
-#: a send with options (metadata and a handler), as Store.send(metadata=..., handler=...) makes it
-SEND_OPTIONS = "CALL fsm_{0}_send_v{1}(%s, %s, NULL, '{{\"by\": \"bench\"}}', NULL, NULL, 'bench', NULL, NULL)"
 #: types of 16 states whose a and b each have 15 events: go and back, sorted last, and 14 more
 WIDE_NAMES = ("wide", "widegen")
 
@@ -162,8 +160,6 @@ NAMES = (
     "unchecked",
     "nolock",
     "floor",
-    "optsv5",
-    "optsv6",
 )
 
 
@@ -312,12 +308,6 @@ def setup(settings: Settings) -> dict[str, Callable[[int], None]]:
             "pyfsm, three guards (two refuse, the third holds)", "guarded"
         ),
         "pyfsm, send_v4 (bu_v11)": calls("pyfsm, send_v4 (bu_v11)", SEND_V4.format("opts")),
-        "send with options, send_v5 (revision 0025's context)": calls(
-            "send with options, send_v5 (revision 0025's context)", SEND_OPTIONS.format("optsv5", 5)
-        ),
-        "send with options, send_v6 (one context variable)": calls(
-            "send with options, send_v6 (one context variable)", SEND_OPTIONS.format("optsv6", 6)
-        ),
         "pyfsm, send_v3 (bu_v11)": calls("pyfsm, send_v3 (bu_v11)", SEND_V3.format("sendv3")),
         "pyfsm, rules from fsm_rules (bu_v11 as the template stands)": sends(
             "pyfsm, rules from fsm_rules (bu_v11 as the template stands)", "generic"

@@ -296,10 +296,7 @@ def part_send(meter: Meter, rounds: int, count: int) -> dict[str, Row]:
 # -- 2. timers drained ---------------------------------------------------------------------------
 
 
-def part_timers(
-    meter: Meter, rounds: int, count: int, instances: int, versions: tuple[int, int] = (2, 3)
-) -> tuple[dict[str, Row], int]:
-    """Timers drained by two versions of fsm_fire_timers (bench_revision_0030 compares 3 and 4)."""
+def part_timers(meter: Meter, rounds: int, count: int, instances: int) -> tuple[dict[str, Row], int]:
     raw, store = meter.raw, meter.store
     store.define(TIMED)
     keys = [f"t{n}" for n in range(instances)]
@@ -343,7 +340,7 @@ def part_timers(
             cur.execute("SELECT COUNT(*) FROM fsm_timers WHERE machine = %s", (TIMED.name,))
             assert one(cur) == 0, "timers left armed"
 
-    drains = {f"fire_timers_v{v}": drain(v) for v in versions}
+    drains = {"fire_timers_v2": drain(2), "fire_timers_v3": drain(3)}
     rows = {name: Row(name) for name in [CEILING, *drains]}
     ceiling = ceiling_work(raw, count)
     for work in drains.values():  # warm up

@@ -13,15 +13,11 @@ per server:
 
 * ``bare CALL``: bench_transitions' hand-written procedure (row lock, rule, flip, history
   insert, instance update, commit): the floor the issue compares with;
-* ``Store.send`` (``fsm_{type}_fire_v2``), and with an option (``metadata``: ``send_v6``), beside
-  a direct ``CALL`` of ``send_v5`` (revision 0025's, which it replaced) with the same option;
+* ``Store.send`` (``fsm_{type}_fire_v2``), and with an option (``metadata``: ``send_v5``);
 * ``raw UPDATE`` of the state column then ``COMMIT``, as a DBA's or a legacy writer's;
-* ``send_many`` per item (one call of 100 items: ``send_many_v4``), beside a direct ``CALL`` of
-  ``send_many_v3`` (revision 0025's) with the same items;
-* ``engine step`` per step (``Process.start`` of a 20-step process, 16 of them), through
-  ``step_v3`` and, the registry's entry swapped, the ``step_v2`` it replaced;
-* ``timer fired`` per timer (``Store.fire_timers`` of 50 due timers), and a ``CALL`` of
-  ``fsm_fire_timers_v3`` (revision 0025's) for as many.
+* ``send_many`` per item (one call of 100 items);
+* ``engine step`` per step (``Process.start`` of a 20-step process, 16 of them);
+* ``timer fired`` per timer (``Store.fire_timers`` of 50 due timers).
 
     .venv/bin/python bench/bench_statements.py --dsn mysql://root@127.0.0.1:3306/test --dsn mysql://root@127.0.0.1:3307/test
 """
@@ -29,7 +25,6 @@ per server:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -41,7 +36,6 @@ import bench_transitions as bt
 from bench_engine import linear
 
 from pyfsm import Machine, Store
-from pyfsm.schema import routines
 
 TWO_STATES: dict[str, Any] = {
     "states": ["a", "b"],
@@ -117,85 +111,37 @@ def ways(store: Store, raw_sql: Callable[..., None], n: int) -> dict[str, Callab
         assert all(not isinstance(r, Exception) for r in results), results
         return len(items)
 
-    def send_v5() -> int:  # revision 0025's send with an option, still installed (deprecated)
-        for i in range(n):
-            key = f"k{i % 8}"
-            raw_sql(
-                'CALL fsm_st_send_send_v5(%s, %s, NULL, \'{"by": "bench"}\', NULL, NULL, NULL, NULL, NULL)',
-                (key, flip("st_send", key)),
-                commit=False,
-            )
-        return n
-
-    def send_many_v3() -> int:  # revision 0025's, through apply_send_v1 (both deprecated)
-        items = [{"key": f"m{i}", "event": flip("st_many", f"m{i}")} for i in range(100)]
-        raw_sql("CALL fsm_st_many_send_many_v3(%s)", (json.dumps(items),), commit=False)
-        return len(items)
-
     steps = linear("st_steps", 20)
     runs = {"n": 0}
 
-    def engine(step: str | None = None) -> Callable[[], int]:
-        """16 processes (the warm-up's have written every shard's counter rows), through the
-        current step procedure or, named, an older one (the registry's entry swapped meanwhile)."""
-
-        def run() -> int:
-            done = 0
-            current = routines.STEP
-            routines.STEP = routines.Routine(step or current.name, current.params)
-            try:
-                for _ in range(16):
-                    runs["n"] += 1
-                    result = steps.start(store, f"p{runs['n']}")
-                    assert result.steps == 20, result
-                    done += result.steps
-            finally:
-                routines.STEP = current
-            return done
-
-        return run
-
-    def timers(version: int | None = None) -> Callable[[], int]:
-        """50 timers fired by Store.fire_timers or, with a version, by a CALL of that one."""
-
-        def run() -> int:
-            for i in range(50):
-                store.create("st_timer", f"t{runs['n']}-{i}")
+    def engine() -> int:  # 16 processes: the warm-up's have written every shard's counter rows
+        done = 0
+        for _ in range(16):
             runs["n"] += 1
-            time.sleep(1.2)  # the timeouts are one second
-            if version is None:
-                fired = len(store.fire_timers(limit=100))
-            else:
-                counted = {"n": 0}
+            result = steps.start(store, f"p{runs['n']}")
+            assert result.steps == 20, result
+            done += result.steps
+        return done
 
-                def call(conn: Any) -> None:
-                    with conn.cursor() as cur:
-                        cur.execute(f"CALL fsm_fire_timers_v{version}('bench-st', 100, 30)")
-                        counted["n"] = len(cur.fetchall())
-                        while cur.nextset():
-                            pass
-
-                store.gateway.on_primary(call)
-                fired = counted["n"]
-            assert fired == 50, fired
-            return fired
-
-        return run
+    def timers() -> int:
+        for i in range(50):
+            store.create("st_timer", f"t{runs['n']}-{i}")
+        runs["n"] += 1
+        time.sleep(1.2)  # the timeouts are one second
+        fired = store.fire_timers(limit=100)
+        assert len(fired) == 50, fired
+        return len(fired)
 
     store.define(steps.machine)
     store.define(Machine(name="st_timer", timeouts={"a": ("1s", "go")}, **TWO_STATES))
     return {
         "bare CALL": bare,
         "Store.send (fire_v2)": sends(),
-        "Store.send with metadata (send_v6)": sends(metadata={"by": "bench"}),
-        "CALL send_v5 with metadata (before: revision 0025)": send_v5,
+        "Store.send with metadata (send_v5)": sends(metadata={"by": "bench"}),
         "raw UPDATE of the state": raw_update,
-        "send_many, per item (100 per call, send_many_v4)": send_many,
-        "CALL send_many_v3, per item (before: revision 0025)": send_many_v3,
-        "engine step, per step (Process.start of 20 steps, 16 times; step_v3)": engine(),
-        "engine step through step_v2 (before: revision 0006)": engine("fsm_{type}_step_v2"),
-        "timer fired, per timer (fire_timers of 50; fire_timers_v4)": timers(),
-        "timer fired through CALL fire_timers_v3 (before: revision 0025)": timers(3),
+        "send_many, per item (100 per call)": send_many,
+        "engine step, per step (Process.start of 20 steps, 16 times)": engine,
+        "timer fired, per timer (fire_timers of 50)": timers,
     }
 
 

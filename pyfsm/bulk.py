@@ -1,4 +1,4 @@
-"""Many transitions per call: Store.send_many over ``fsm_{type}_send_many_v4``.
+"""Many transitions per call: Store.send_many over ``fsm_{type}_send_many_v3``.
 
 Items are checked in Python first (the same checks as :meth:`Store.send`), so malformed
 input raises before anything is sent. They then go to the server in chunks: one CALL, one
@@ -122,6 +122,6 @@ def send_many(gateway: Gateway, machine: str, items: list[dict[str, Any]], chunk
             err.fields["outcomes"] = list(outcomes)
             raise
         if len(rows) != len(batch):
-            raise FsmError(f"send_many_v4 returned {len(rows)} rows for {len(batch)} items", machine=machine)
+            raise FsmError(f"send_many_v3 returned {len(rows)} rows for {len(batch)} items", machine=machine)
         outcomes += [outcome(row, item, machine) for row, item in zip(rows, batch, strict=True)]
     return outcomes

@@ -153,7 +153,7 @@ class TransitionResult:
 
     @classmethod
     def from_send_row(cls, row: dict[str, Any], key: str, event: str) -> TransitionResult:
-        """From the row of ``fsm_{type}_send_v6`` or ``_fire_v2`` (and their older versions): without the key and event.
+        """From the row of ``fsm_{type}_send_v5`` or ``_fire_v2`` (fire_v1, send_v4, v3, v2): without the key and event.
 
         Every Store.send ends here, so the fields are filled in one step: a frozen dataclass's
         ``__init__`` sets each of the eleven through ``object.__setattr__``, which was a tenth of

@@ -307,7 +307,7 @@ class Store:
             and handler is None
             and lookup_key is None
         ):
-            # nothing but key and event: fire_v2, the same answers as send_v6 at a lower database
+            # nothing but key and event: fire_v2, the same answers as send_v5 at a lower database
             # cost (and the fewest checks here: this is the call a worker makes most)
             _check_lease(lease)
             routine, call_args = routines.FIRE, (check_key("key", key), check_name("event", event))
@@ -348,7 +348,7 @@ class Store:
             instance = self._instance_or_none(name, key)
             exc.state = None if instance is None else instance.state
             events = _Events(self, name)
-            if not isinstance(exc, UnknownEvent):  # send_v6 (or fire_v2) looked the event up: the type has it
+            if not isinstance(exc, UnknownEvent):  # send_v5 (or fire_v2) looked the event up: the type has it
                 raise _explained(exc, events, instance) from exc.__cause__
             # 31028: the events in definition order, and the version the instance follows
             raise self._event_checked(exc, events, instance) from exc.__cause__
@@ -403,8 +403,8 @@ class Store:
             return []
         outcomes = bulk.send_many(self.gateway, name, checked, chunk_size)
         events = _Events(self, name)  # read only for a refused event
-        # send_many_v4 answers an event the type does not have with 31005 (a key with an
-        # instance) or 31003 (a key without): UnknownEvent, as send_v6 answers send
+        # send_many_v3 answers an event the type does not have with 31005 (a key with an
+        # instance) or 31003 (a key without): UnknownEvent, as send_v5 answers send
         return [
             self._event_checked(o, events, find_instance=True)
             if type(o) is TransitionNotAllowed or type(o) is UnknownInstance

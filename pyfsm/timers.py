@@ -3,7 +3,7 @@ timers and fire_timers, and the loop `pyfsm timers run` and the workers use).
 
 State timeouts are armed and disarmed by the database itself, in each transition's own
 transaction (the type's timer triggers, docs/timers.md); this module schedules events,
-lists and cancels timers, and fires the due ones through ``fsm_fire_timers_v4``, oldest due
+lists and cancels timers, and fires the due ones through ``fsm_fire_timers_v3``, oldest due
 first (one instance's in the order they fell due), which claims them with SKIP LOCKED and
 sends each event in one transaction with its timer's removal, so none fires twice: a firer
 process killed mid-call leaves the call to the server, which finishes and commits it; a
@@ -41,7 +41,7 @@ REQUEST_ID_PREFIX = "fsm:timer:"
 #: The metadata key under which a timer's firing records the timer (``{"id", "kind", "due_at",
 #: "state"}``): send_at refuses metadata that has it already.
 TIMER_KEY = "timer"
-#: At most this many timers per fsm_fire_timers_v4 call, and how long its claim may last
+#: At most this many timers per fsm_fire_timers_v3 call, and how long its claim may last
 #: (the procedure's own limits).
 MAX_BATCH = 1000
 CLAIM_SECONDS = (0.1, 86400.0)
@@ -137,7 +137,7 @@ def fire(gateway: Gateway, owner: str, *, limit: int = 100, claim_seconds: float
 
 
 def check_claim_seconds(what: str, value: object) -> float:
-    """``value`` if it is a claim's length fsm_fire_timers_v4 takes; InvalidArgument if not."""
+    """``value`` if it is a claim's length fsm_fire_timers_v3 takes; InvalidArgument if not."""
     low, high = CLAIM_SECONDS
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:  # NaN fails
         raise InvalidArgument(f"{what} must be {low} to {high:.0f} seconds, got {value!r:.80}")

@@ -2,7 +2,7 @@
 
 A worker that claims a batch of runs (``Worker(batch=n)``, ``pyfsm worker --batch n``) runs
 them in rounds: each round runs the next handler of every instance of the batch, then
-commits all of those steps with one call of ``fsm_{type}_steps_v2``, one transaction. Most of
+commits all of those steps with one call of ``fsm_{type}_steps_v1``, one transaction. Most of
 what a step costs the server is the call and the commit, so a round of ten steps costs little
 more than one step does.
 
@@ -10,7 +10,7 @@ Nothing is weaker than one instance at a time:
 
 * Each instance is still committed after each of its steps (save_after_step): a crash loses
   at most the step in progress of each instance, and its transition is applied at most once
-  (steps_v2 makes step_v3's checks for every instance).
+  (steps_v1 makes step_v2's checks for every instance).
 * An instance whose commit is refused (its claim lost, its version moved, a transition the
   database does not allow) is rolled back alone, inside the transaction, and handled as
   run_claimed handles it; the others are committed.
@@ -82,7 +82,7 @@ def run_claimed_batch(
     return [results[id(run)] for run in runs]
 
 
-#: At most this much JSON per steps_v2 call: a round of large data is split into several
+#: At most this much JSON per steps_v1 call: a round of large data is split into several
 #: calls (each its own transaction) rather than exceed the server's max_allowed_packet
 #: (16 MiB by default on MariaDB, 64 MiB on MySQL 8), which would drop the connection.
 MAX_CALL_BYTES = 1 << 20
@@ -139,7 +139,7 @@ def _commit_group(
             except FsmError as exc:
                 results[id(run)] = recover(run, exc)
 
-    if len(group) == 1:  # one instance: step_v3, which returns a row and no JSON to parse
+    if len(group) == 1:  # one instance: step_v2, which returns a row and no JSON to parse
         one_by_one()
         return going_on
     metrics = group[0][0].metrics

@@ -1,13 +1,13 @@
 """Running a Process: handlers around the database's transitions.
 
 One claimed instance at a time: take its locks if its type uses them, run the handler of
-its state, commit the step with ``fsm_{type}_step_v3`` (one round trip: the transition through
+its state, commit the step with ``fsm_{type}_step_v2`` (one round trip: the transition through
 the trigger, then the status and the queue), and go on while the outcome says so. A worker
 runs its batch side by side instead (pyfsm.engine.batch), with the same steps and guarantees.
 
 What is guaranteed, and what is not:
 
-* A step's transition is applied at most once. ``fsm_{type}_step_v3`` checks that the caller
+* A step's transition is applied at most once. ``fsm_{type}_step_v2`` checks that the caller
   still holds the claim and that the instance is at the version the step started from;
   a step re-run after a crash, or by a second worker whose claim replaced an expired one,
   fails that check and writes nothing.
@@ -114,7 +114,7 @@ class ClaimedRun:
         return self.committed(self.commit_call(self.step_args(status, go_on, requeue_seconds)))
 
     def commit_call(self, args: tuple[Any, ...]) -> dict[str, Any]:
-        """step_v3 with these arguments (timed when the worker keeps metrics)."""
+        """step_v2 with these arguments (timed when the worker keeps metrics)."""
 
         def call() -> dict[str, Any]:
             return self._call(routines.STEP, args)
@@ -122,7 +122,7 @@ class ClaimedRun:
         return call() if self.metrics is None else self.metrics.time_commit(self.process.name, call)
 
     def step_args(self, status: str, go_on: bool = False, requeue_seconds: float | None = None) -> tuple[Any, ...]:
-        """step_v3's arguments for committing the pending steps and what happens next.
+        """step_v2's arguments for committing the pending steps and what happens next.
 
         Data a handler changed without firing an event (it paused, completed or waits) is
         written with the status."""
@@ -141,7 +141,7 @@ class ClaimedRun:
         )
 
     def committed(self, row: Mapping[str, Any]) -> bool:
-        """Take in where a commit left the instance (step_v3's row); True if the run goes on."""
+        """Take in where a commit left the instance (step_v2's row); True if the run goes on."""
         self.committed_data = self.data
         self.steps += len(self.pending)
         self.state, self.status = row["state"], row["status"]
@@ -237,14 +237,14 @@ class ClaimedRun:
 
     def advance(self) -> dict[str, Any] | None:
         """Run the instance's next handler (with save_after_step off, possibly several) and say
-        what to commit: step_v3's status, go_on and requeue_seconds, or None when the run is
+        what to commit: step_v2's status, go_on and requeue_seconds, or None when the run is
         over (a failure was recorded). A commit that returns False ends the run too."""
         machine = self.process.machine
         while True:
             if self.status != "running":  # claimed while paused, waiting or done: give the claim back
                 return {"status": self.status}
             if self.pause_requested:
-                return {"status": "running"}  # step_v3 turns a requested pause into 'paused'
+                return {"status": "running"}  # step_v2 turns a requested pause into 'paused'
             if self.stop is not None and self.stop.is_set():
                 return {"status": "running"}  # hand back: due now for any worker
             if self.pending and self._pause_requested():  # batch mode: a pause waits for no commit

@@ -34,7 +34,7 @@ from .views import refresh_views
 
 #: The Alembic revision this version of the library needs. tests/server/test_migrations.py
 #: checks that it is the head of migrations/.
-HEAD_REVISION = "0030"
+HEAD_REVISION = "0029"
 #: Alembic's version table (migrations/env.py); sql/queries/schema.sql's schema_revision_table
 #: names it too (tests/unit/test_queries.py keeps them equal).
 VERSION_TABLE = "fsm_alembic_version"
@@ -69,11 +69,11 @@ DEPRECATED = (
     Deprecated("fsm_counts_v1", "fsm_counts_v2", "0.3.0", "0.4.0", "procedures/fsm_counts_v1.sql"),
     Deprecated("fsm_force_unlock_v1", "fsm_force_unlock_v2", "0.3.0", "0.4.0", "procedures/fsm_force_unlock_v1.sql"),
     Deprecated("fsm_send_v1", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v1.sql"),
-    Deprecated("fsm_step_v1", "fsm_{type}_step_v3", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
-    Deprecated("fsm_{type}_send_v1", "fsm_{type}_send_v6", "0.3.0", "0.4.0", "send_v1"),
+    Deprecated("fsm_step_v1", "fsm_{type}_step_v2", "0.3.0", "0.4.0", "procedures/fsm_step_v1.sql"),
+    Deprecated("fsm_{type}_send_v1", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v1"),
     Deprecated("fsm_stats_v1", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v1.sql"),
     Deprecated("fsm_lock_v1", "fsm_lock_v2", "0.3.0", "0.4.0", "procedures/fsm_lock_v1.sql"),
-    Deprecated("fsm_{type}_send_many_v1", "fsm_{type}_send_many_v4", "0.3.0", "0.4.0", "send_many_v1"),
+    Deprecated("fsm_{type}_send_many_v1", "fsm_{type}_send_many_v3", "0.3.0", "0.4.0", "send_many_v1"),
     Deprecated("fsm_define_v5", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v5.sql", "0014"),
     Deprecated("fsm_resume_v1", "fsm_resume_v2", "0.3.0", "0.4.0", "procedures/fsm_resume_v1.sql"),
     Deprecated(
@@ -86,24 +86,24 @@ DEPRECATED = (
     ),
     Deprecated("fsm_enqueue_v1", "fsm_enqueue_v2", "0.3.0", "0.4.0", "procedures/fsm_enqueue_v1.sql"),
     Deprecated("fsm_send_v2", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v2.sql"),
-    Deprecated("fsm_{type}_send_v2", "fsm_{type}_send_v6", "0.3.0", "0.4.0", "send_v2"),
+    Deprecated("fsm_{type}_send_v2", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v2"),
     Deprecated("fsm_send_at_v1", "fsm_send_at_v2", "0.3.0", "0.4.0", "procedures/fsm_send_at_v1.sql", "0019"),
     Deprecated("fsm_define_v6", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v6.sql", "0019"),
     Deprecated("fsm_send_v3", "fsm_send_v4", "0.3.0", "0.4.0", "procedures/fsm_send_v3.sql", "0020"),
-    Deprecated("fsm_{type}_send_v3", "fsm_{type}_send_v6", "0.3.0", "0.4.0", "send_v3", "0020"),
+    Deprecated("fsm_{type}_send_v3", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v3", "0020"),
     Deprecated("fsm_define_v7", "fsm_define_v8", "0.3.0", "0.4.0", "procedures/fsm_define_v7.sql", "0022"),
     Deprecated(
-        "fsm_fire_timers_v1", "fsm_fire_timers_v4", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
+        "fsm_fire_timers_v1", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v1.sql", "0019"
     ),
     # revision 0025 (issue 46): data_patch, the statuses idle and running, timers in the order they fall due
     # still called by the generic fsm_send_v4 (which moves to a version that calls send_v5 before
     # the release that removes it: test_migrations holds that date) and by the deprecated
     # fsm_{type}_fire_v1's long path (fire_v2, since revision 0028, calls send_v5)
-    Deprecated("fsm_{type}_send_v4", "fsm_{type}_send_v6", "0.3.0", "0.4.0", "send_v4", "0022"),
-    Deprecated("fsm_{type}_send_many_v2", "fsm_{type}_send_many_v4", "0.3.0", "0.4.0", "send_many_v2", "0018"),
+    Deprecated("fsm_{type}_send_v4", "fsm_{type}_send_v5", "0.3.0", "0.4.0", "send_v4", "0022"),
+    Deprecated("fsm_{type}_send_many_v2", "fsm_{type}_send_many_v3", "0.3.0", "0.4.0", "send_many_v2", "0018"),
     Deprecated("fsm_stats_v2", "fsm_stats_v3", "0.3.0", "0.4.0", "procedures/fsm_stats_v2.sql", "0015"),
     Deprecated(
-        "fsm_fire_timers_v2", "fsm_fire_timers_v4", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v2.sql", "0024"
+        "fsm_fire_timers_v2", "fsm_fire_timers_v3", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v2.sql", "0024"
     ),
     Deprecated(
         "fsm_operator_action_v2",
@@ -115,17 +115,6 @@ DEPRECATED = (
     ),
     # revision 0028 (issue 49): the common call with one context variable and one result variable
     Deprecated("fsm_{type}_fire_v1", "fsm_{type}_fire_v2", "0.3.0", "0.4.0", "fire_v1", "0023"),
-    # revision 0030 (issue 49): send with options, send_many and the engine's steps with one context
-    # variable. send_v5 is still called by fire_v2's long path (a key with no instance, a bad
-    # argument), as send_v4 by the generic fsm_send_v4. The internal apply_send_v1 and apply_step_v1,
-    # which send_many_v3 and steps_v1 call, stay in MACHINE_OBJECTS until those go
-    Deprecated("fsm_{type}_send_v5", "fsm_{type}_send_v6", "0.3.0", "0.4.0", "send_v5", "0025"),
-    Deprecated("fsm_{type}_send_many_v3", "fsm_{type}_send_many_v4", "0.3.0", "0.4.0", "send_many_v3", "0025"),
-    Deprecated("fsm_{type}_step_v2", "fsm_{type}_step_v3", "0.3.0", "0.4.0", "step_v2"),
-    Deprecated("fsm_{type}_steps_v1", "fsm_{type}_steps_v2", "0.3.0", "0.4.0", "steps_v1"),
-    Deprecated(
-        "fsm_fire_timers_v3", "fsm_fire_timers_v4", "0.3.0", "0.4.0", "procedures/fsm_fire_timers_v3.sql", "0025"
-    ),
 )
 #: (path, revisions) of each global one's frozen file, for read_frozen.
 DEPRECATED_FILES = tuple((d.frozen, d.revisions) for d in DEPRECATED if "{type}" not in d.name)
@@ -225,7 +214,7 @@ CURRENT_OBJECTS = (
     # timers: state timeouts and scheduled events
     "procedures/fsm_send_at_v2.sql",
     "procedures/fsm_cancel_timer_v1.sql",
-    "procedures/fsm_fire_timers_v4.sql",
+    "procedures/fsm_fire_timers_v3.sql",
     "procedures/fsm_timers_v1.sql",
     "procedures/fsm_arm_timeouts_v1.sql",
     # changing machines: instances moved to a newer definition version
@@ -248,7 +237,7 @@ MACHINE_OBJECTS = (
     "machine/tables/fsm_{type}_transitions.sql",
     "machine/triggers/fsm_{type}_bi_v1.sql",
     "machine/triggers/fsm_{type}_ai_v4.sql",
-    "machine/triggers/fsm_{type}_bu_v14.sql",
+    "machine/triggers/fsm_{type}_bu_v13.sql",
     "machine/triggers/fsm_{type}_bd_v1.sql",
     "machine/triggers/fsm_{type}_hbi_v3.sql",
     "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -259,15 +248,13 @@ MACHINE_OBJECTS = (
     "machine/procedures/fsm_{type}_history_v1.sql",
     "machine/procedures/fsm_{type}_in_state_v1.sql",
     "machine/procedures/fsm_{type}_counts_v1.sql",
-    "machine/procedures/fsm_{type}_send_v6.sql",
+    "machine/procedures/fsm_{type}_send_v5.sql",
     "machine/procedures/fsm_{type}_fire_v2.sql",
-    "machine/internal/fsm_{type}_apply_send_v2.sql",
-    "machine/internal/fsm_{type}_apply_send_v1.sql",  # the deprecated send_many_v3's helper
-    "machine/procedures/fsm_{type}_send_many_v4.sql",
-    "machine/procedures/fsm_{type}_step_v3.sql",
-    "machine/internal/fsm_{type}_apply_step_v2.sql",
-    "machine/internal/fsm_{type}_apply_step_v1.sql",  # the deprecated steps_v1's helper
-    "machine/procedures/fsm_{type}_steps_v2.sql",
+    "machine/internal/fsm_{type}_apply_send_v1.sql",
+    "machine/procedures/fsm_{type}_send_many_v3.sql",
+    "machine/procedures/fsm_{type}_step_v2.sql",
+    "machine/internal/fsm_{type}_apply_step_v1.sql",
+    "machine/procedures/fsm_{type}_steps_v1.sql",
     "machine/procedures/fsm_{type}_upgrade_v1.sql",
     "machine/procedures/fsm_{type}_upgrade_plan_v1.sql",
     "machine/views/fsm_v_{type}.sql",
@@ -281,7 +268,7 @@ MACHINE_TIMER_OBJECTS = (
     "machine/triggers/fsm_{type}_au_timer_v1.sql",
 )
 #: What fsm_machines.objects_version says of a type with the current per-type objects.
-MACHINE_OBJECTS_VERSION = "v20"
+MACHINE_OBJECTS_VERSION = "v19"
 MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("machine/tables/"))
 #: The current trigger of each family (the name revisions 0001 to 0010 gave its templates).
 #: Version N of family ``trigger_bu`` creates fsm_{type}_bu_vN and is frozen in migrations/sql
@@ -291,7 +278,7 @@ MACHINE_TABLES = tuple(name for name in MACHINE_OBJECTS if name.startswith("mach
 CURRENT_TRIGGERS = {
     "trigger_bi": "machine/triggers/fsm_{type}_bi_v1.sql",
     "trigger_ai": "machine/triggers/fsm_{type}_ai_v4.sql",
-    "trigger_bu": "machine/triggers/fsm_{type}_bu_v14.sql",
+    "trigger_bu": "machine/triggers/fsm_{type}_bu_v13.sql",
     "trigger_bd": "machine/triggers/fsm_{type}_bd_v1.sql",
     "trigger_hbi": "machine/triggers/fsm_{type}_hbi_v3.sql",
     "trigger_hbu": "machine/triggers/fsm_{type}_hbu_v5.sql",
@@ -366,7 +353,7 @@ def _family(template: str) -> str:
 
 
 def current_template(family: str) -> str:
-    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v14.sql")."""
+    """The current file of a trigger family ("trigger_bu" -> "machine/triggers/fsm_{type}_bu_v13.sql")."""
     return CURRENT_TRIGGERS[family]
 
 

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type: its rules inline, the server's own checks left to it.
 
-The template (sql/machine/triggers/fsm_{type}_bu_v14.sql) is a complete, correct trigger as it
+The template (sql/machine/triggers/fsm_{type}_bu_v13.sql) is a complete, correct trigger as it
 stands: rendered with the type's name alone (:func:`pyfsm.schema.resources.render`) it looks
 every rule up in fsm_rules, as the triggers before it did. Spans of it are marked with
 comments, ``/*[name*/ ... /*name]*/``, and this module replaces them for one type:

@@ -113,7 +113,7 @@ def check_machine_name(name: object) -> str:
 def render(template: str, machine: str) -> str:
     """Render a per-type SQL file for one machine type.
 
-    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_{type}_bu_v14.sql``), or
+    ``template``: a current file, by its path under ``sql/`` (``machine/triggers/fsm_{type}_bu_v13.sql``), or
     a frozen template by its name (``trigger_bu_v6``, in ``migrations/sql/0001-0010/templates``
     or a later revision's ``templates/``: template_revisions; the landed migrations and the
     upgrade of types an older pyfsm installed use those). The machine name is validated first: it is the only

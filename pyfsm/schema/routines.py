@@ -65,7 +65,7 @@ DEFINITION = _r("fsm_definition_v1", "p_machine", "p_version")
 # -- one instance, per type (rendered from sql/machine when a type is installed) ----------------
 CREATE = _r("fsm_{type}_create_v1", "p_key", "p_state", "p_data", "p_metadata", "p_request_id", "p_lookup_key")
 SEND = _r(
-    "fsm_{type}_send_v6",
+    "fsm_{type}_send_v5",
     "p_key",
     "p_event",
     "p_data",
@@ -78,14 +78,14 @@ SEND = _r(
 )
 #: SEND with key and event alone, at a lower cost (the same answers): Store.send without options
 FIRE = _r("fsm_{type}_fire_v2", "p_key", "p_event")
-SEND_MANY = _r("fsm_{type}_send_many_v4", "p_items")
+SEND_MANY = _r("fsm_{type}_send_many_v3", "p_items")
 GET = _r("fsm_{type}_get_v1", "p_key")
 #: the rules an instance may take now, their guards and its data (Store.allowed_events tests them)
 ALLOWED_EVENTS = _r("fsm_{type}_allowed_events_v1", "p_key")
 HISTORY = _r("fsm_{type}_history_v1", "p_key")
 IN_STATE = _r("fsm_{type}_in_state_v1", "p_state", "p_after_id", "p_limit")
 STEP = _r(
-    "fsm_{type}_step_v3",
+    "fsm_{type}_step_v2",
     "p_key",
     "p_owner",
     "p_expected_version",
@@ -96,7 +96,7 @@ STEP = _r(
     "p_requeue_seconds",
     "p_data",
 )
-STEPS = _r("fsm_{type}_steps_v2", "p_owner", "p_claim_seconds", "p_items")
+STEPS = _r("fsm_{type}_steps_v1", "p_owner", "p_claim_seconds", "p_items")
 
 # -- locks ------------------------------------------------------------------------------------
 LOCK = _r("fsm_lock_v2", "p_machine", "p_key", "p_owner", "p_lease_seconds")
@@ -136,7 +136,7 @@ RUN_INFO = _r("fsm_run_info_v1", "p_machine", "p_key")
 # -- timers: state timeouts and scheduled events -------------------------------------------------
 SEND_AT = _r("fsm_send_at_v2", "p_machine", "p_key", "p_event", "p_at", "p_after_seconds", "p_metadata", "p_request_id")
 CANCEL_TIMER = _r("fsm_cancel_timer_v1", "p_timer_id", "p_reason")
-FIRE_TIMERS = _r("fsm_fire_timers_v4", "p_owner", "p_limit", "p_claim_seconds")
+FIRE_TIMERS = _r("fsm_fire_timers_v3", "p_owner", "p_limit", "p_claim_seconds")
 TIMERS = _r("fsm_timers_v1", "p_machine", "p_key", "p_overdue", "p_after_id", "p_limit")
 ARM_TIMEOUTS = _r("fsm_arm_timeouts_v1", "p_machine")
 

@@ -173,24 +173,6 @@ MACHINE_TEMPLATE_SETS["v18"] = tuple(
 MACHINE_TEMPLATE_SETS["v19"] = tuple(
     {"trigger_bu_v12": "trigger_bu_v13"}.get(name, name) for name in MACHINE_TEMPLATE_SETS["v18"]
 )
-# v20 (revision 0030): the transition trigger takes a procedure's whole context from one variable
-# ('ctx/...', trigger_bu_v14), and send_v6, apply_send_v2, send_many_v4, step_v3, apply_step_v2 and
-# steps_v2, which set it, beside the versions they replace.
-MACHINE_TEMPLATE_SETS["v20"] = tuple(
-    new
-    for name in MACHINE_TEMPLATE_SETS["v19"]
-    for new in (
-        {
-            "trigger_bu_v13": ("trigger_bu_v14",),
-            "send_v5": ("send_v5", "send_v6"),
-            "apply_send_v1": ("apply_send_v1", "apply_send_v2"),
-            "send_many_v3": ("send_many_v3", "send_many_v4"),
-            "step_v2": ("step_v2", "step_v3"),
-            "apply_step_v1": ("apply_step_v1", "apply_step_v2"),
-            "steps_v1": ("steps_v1", "steps_v2"),
-        }.get(name, (name,))
-    )
-)
 
 
 def apply_files(conn: Any, files: Iterable[str], revisions: str = FIRST_REVISIONS) -> None:

@@ -44,7 +44,6 @@ VIEW_OBJECT_VERSIONS = (
     "v17",
     "v18",
     "v19",
-    "v20",
 )
 
 

@@ -40,16 +40,6 @@ def fetch(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> l
         return rows
 
 
-def answer(conn: pymysql.connections.Connection, sql: str, args: Any = None) -> tuple[str, Any]:
-    """('row', the one result row without its ids) or ('errno', the error number) of one CALL:
-    what two procedures that must answer alike are compared by."""
-    try:
-        (row,) = fetch(conn, sql, args)
-    except pymysql.err.MySQLError as exc:
-        return "errno", int(exc.args[0])
-    return "row", {k: v for k, v in row.items() if k not in ("transition_id", "instance_id")}
-
-
 def admin(settings: Settings) -> pymysql.connections.Connection:
     return pymysql.connect(**settings.connect_kwargs(database=False))
 

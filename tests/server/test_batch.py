@@ -1,5 +1,5 @@
 """A worker's batch run side by side, each round of steps committed together (pyfsm.engine.batch,
-fsm_{type}_steps_v2): the same outcomes as one run at a time, an instance refused alone,
+fsm_{type}_steps_v1): the same outcomes as one run at a time, an instance refused alone,
 and a round committed one by one when the batch procedure cannot be used.
 
 Four worker processes draining 2,000 instances with the default batch are in
@@ -162,13 +162,13 @@ def test_an_instance_moved_by_someone_else_is_handed_back_and_finished_later(sto
 
 
 def test_without_the_batch_procedure_a_round_is_committed_one_by_one(store: Store) -> None:
-    """A type whose steps_v2 is missing (a schema older than this pyfsm, say): the worker
-    still finishes every instance, through step_v3."""
+    """A type whose steps_v1 is missing (a schema older than this pyfsm, say): the worker
+    still finishes every instance, through step_v2."""
     process = mixed(unique("mixed"))
     store.define(process.machine)
     raw = store_raw(store)
     try:
-        raw.cursor().execute(f"DROP PROCEDURE `fsm_{process.name}_steps_v2`")
+        raw.cursor().execute(f"DROP PROCEDURE `fsm_{process.name}_steps_v1`")
     finally:
         raw.close()
     for key in ("ok-1", "ok-2", "ok-3"):
@@ -179,7 +179,7 @@ def test_without_the_batch_procedure_a_round_is_committed_one_by_one(store: Stor
     assert store.counts(process.name) == {"done": 3}
 
 
-def test_steps_v2_applies_each_item_or_refuses_it_alone(store: Store) -> None:
+def test_steps_v1_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     """From SQL: one call, one transaction; the refused items are reported with their error
     numbers and leave nothing behind, the others are committed."""
     import json
@@ -201,7 +201,7 @@ def test_steps_v2_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     ]
     raw = store_raw(store)
     try:
-        rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v2`(%s, 60, %s)", (owner, json.dumps(items)))
+        rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v1`(%s, 60, %s)", (owner, json.dumps(items)))
     finally:
         raw.close()
     results = json.loads(rows[0]["results"])
@@ -238,7 +238,7 @@ def test_steps_v2_applies_each_item_or_refuses_it_alone(store: Store) -> None:
     ]
     raw = store_raw(store)
     try:
-        rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v2`(%s, 60, %s)", (owner, json.dumps(again)))
+        rows = fetch(raw, f"CALL `fsm_{process.name}_steps_v1`(%s, 60, %s)", (owner, json.dumps(again)))
         assert [r.get("errno") for r in json.loads(rows[0]["results"])] == [None, None]
         due = {
             r["instance_key"]: r

@@ -51,7 +51,7 @@ def test_send_chosen_as_deadlock_victim_is_retried(dsn: str, store: Store, order
         while True:
             with watcher.cursor() as wc:
                 # either view may lag (MariaDB caches INNODB_TRX), so take whichever shows it first;
-                # the trigger's flip names its index between the table and SET (bu_v13 and later)
+                # the trigger's flip names its index between the table and SET (bu_v13)
                 wc.execute(
                     "SELECT (SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')"
                     " + (SELECT COUNT(*) FROM information_schema.PROCESSLIST"

@@ -98,7 +98,7 @@ def test_placeholders_and_example_types_stand_for_the_defined_type(known: Known)
     assert (
         added(
             known,
-            "`fsm_{type}_bu_v14`, `fsm_{type}_send_v6`, `fsm_v_{type}`, `fsm_door_send_many_v4`, "
+            "`fsm_{type}_bu_v13`, `fsm_{type}_send_v5`, `fsm_v_{type}`, `fsm_door_send_many_v3`, "
             "`fsm_v_ticket_transitions`, `fsm_ticket_*_v1`, `fsm_v_%`, `_hbu_v5`",
         )
         == []

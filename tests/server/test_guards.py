@@ -1,7 +1,7 @@
 """Guards the database enforces, and branching by them (issue 37, revision 0024).
 
 A guard is a condition on an instance's data, rendered into the type's transition trigger
-(fsm_{type}_bu_v14), so every writer meets it: Store.send (fire_v2 and send_v6), send_many,
+(fsm_{type}_bu_v13), so every writer meets it: Store.send (fire_v2 and send_v5), send_many,
 a DBA's CALL, a raw UPDATE with or without @fsm_event, timers, the engine. What each test
 compares as is stated once, in pyfsm/guards.py's docstring, and checked here on both servers
 (the same answers from MySQL and MariaDB, and from pyfsm.guards.holds, which

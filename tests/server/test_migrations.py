@@ -250,7 +250,7 @@ def test_an_upgraded_database_equals_a_fresh_one(make_database, server) -> None:
         for user in [*users.values(), *(f"{u}_f" for u in users.values())]:
             admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'localhost'")
         admin.close()
-    assert any(r[0] == "fsm_send_v4" for r in b["routines"]) and any(r[0] == "fsm_t0001_bu_v14" for r in b["triggers"])
+    assert any(r[0] == "fsm_send_v4" for r in b["routines"]) and any(r[0] == "fsm_t0001_bu_v13" for r in b["triggers"])
     assert {
         "fsm_t0001_send_v3",
         "fsm_t0001_send_v4",
@@ -320,8 +320,8 @@ def test_every_older_object_set_is_frozen() -> None:
             assert read_frozen(f"templates/{name}.sql", template_revisions(name)).startswith("--"), name
     assert list(MACHINE_TEMPLATE_SETS)[-1] == MACHINE_OBJECTS_VERSION
     # the current set is the last frozen one, without what is deprecated, with left_at in the table
-    # send_v1 to send_v5, send_many_v1 to send_many_v3, fire_v1, step_v2, steps_v1, history_left_at
-    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 12
+    # send_v1, send_v2, send_v3, send_v4, send_many_v1, send_many_v2, fire_v1, history_left_at
+    assert len(MACHINE_OBJECTS) == len(MACHINE_TEMPLATE_SETS[MACHINE_OBJECTS_VERSION]) - 8
 
 
 def test_no_deprecated_procedure_outlives_its_removal_release() -> None:
@@ -381,7 +381,7 @@ def test_machines_defined_before_0002_are_upgraded_in_place(make_database, serve
     finally:
         admin.close()
     assert a["triggers"] == b["triggers"]
-    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v14"]
+    assert [r[0] for r in a["triggers"] if r[1] == "fsm_order" and r[3] == "UPDATE"] == ["fsm_order_bu_v13"]
 
 
 def test_a_failed_trigger_swap_puts_the_old_trigger_back(make_database) -> None:  # type: ignore[no-untyped-def]
@@ -459,8 +459,8 @@ def test_an_interrupted_0004_migration_can_be_run_again(make_database, monkeypat
             "fsm_order_ai_v4",
             "fsm_order_bd_v1",
             "fsm_order_bi_v1",
-            "fsm_order_bu_v14",
-        ]  # and 0021's, 0022's, 0023's, 0024's, 0028's, 0029's and 0030's swaps
+            "fsm_order_bu_v13",
+        ]  # and 0021's, 0022's, 0023's, 0024's, 0028's and 0029's swaps
         with Store(settings.dsn()) as store:
             store.create("order", "o-3")
             store.send("order", "o-1", "ship")
@@ -581,8 +581,8 @@ def test_0006_gives_existing_types_send_v2_and_the_v5_trigger(make_database) -> 
             "AND event_object_table = 'fsm_order' AND event_manipulation = 'UPDATE'",
         )
         assert [t["trigger_name"] for t in triggers] == [
-            "fsm_order_bu_v14"
-        ]  # and 0010's, 0021's, 0022's, 0023's, 0024's, 0028's, 0029's and 0030's swaps
+            "fsm_order_bu_v13"
+        ]  # and 0010's, 0021's, 0022's, 0023's, 0024's, 0028's and 0029's swaps
         assert (
             fetch(raw, "SELECT objects_version FROM fsm_machines")[0]["objects_version"] == MACHINE_OBJECTS_VERSION
         )  # 0007 to the head
@@ -657,9 +657,6 @@ def test_0007_gives_existing_types_steps_v1(make_database) -> None:  # type: ign
             "fsm_lin_step_v2": "DEFINER",
             "fsm_lin_apply_step_v1": "INVOKER",
             "fsm_lin_steps_v1": "DEFINER",
-            "fsm_lin_step_v3": "DEFINER",  # 0030's
-            "fsm_lin_apply_step_v2": "INVOKER",
-            "fsm_lin_steps_v2": "DEFINER",
         }
         with Store(settings.dsn()) as store:
             for n in range(6):
@@ -703,11 +700,11 @@ def test_0008_swaps_the_writers_and_history_triggers_of_existing_types(make_data
             "fsm_order_ai_v4",
             "fsm_order_bd_v1",
             "fsm_order_bi_v1",
-            "fsm_order_bu_v14",
+            "fsm_order_bu_v13",
             "fsm_order_hbd_v1",
             "fsm_order_hbi_v3",
             "fsm_order_hbu_v5",
-        ]  # and 0010's, 0017's, 0021's, 0022's, 0023's, 0024's, 0028's, 0029's and 0030's swaps
+        ]  # and 0010's, 0017's, 0021's, 0022's, 0023's, 0024's, 0028's and 0029's swaps
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         assert fetch(raw, "SELECT fsm_valid_utf8_v1(0xED959C) AS ok, fsm_valid_utf8_v1(0xEDA080) AS bad") == [
             {"ok": 1, "bad": 0}
@@ -774,10 +771,7 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
             "fsm_order_send_v4": "DEFINER",
             "fsm_order_send_v5": "DEFINER",
             "fsm_order_send_many_v3": "DEFINER",
-            "fsm_order_send_v6": "DEFINER",
-            "fsm_order_apply_send_v2": "INVOKER",
-            "fsm_order_send_many_v4": "DEFINER",
-        }  # 0020's, 0022's, 0025's, 0030's
+        }  # 0020's, 0022's, 0025's
         with Store(settings.dsn()) as store:
             out = store.send_many("order", [("o-1", "ship"), ("o-2", "pay")])
             assert [(o.key, o.to_state) for o in out if isinstance(o, TransitionResult)] == [
@@ -790,7 +784,7 @@ def test_0009_gives_existing_types_send_many_v1(make_database) -> None:  # type:
 
 def test_0010_swaps_the_transition_and_history_update_triggers(make_database) -> None:  # type: ignore[no-untyped-def]
     """A type installed at 0009 (object set v8) gets bu_v7 and hbu_v4 in place of bu_v6 and
-    hbu_v3, is marked v9 (then v10 and hbu_v5 by 0017, v13 and bu_v8 by 0021, v14 and bu_v9 by 0022, v15 and bu_v10 by 0023, v16 and bu_v11 by 0024, v18 and bu_v12 by 0028, v19 and bu_v13 by 0029, v20 and bu_v14 by 0030), keeps its
+    hbu_v3, is marked v9 (then v10 and hbu_v5 by 0017, v13 and bu_v8 by 0021, v14 and bu_v9 by 0022, v15 and bu_v10 by 0023, v16 and bu_v11 by 0024, v18 and bu_v12 by 0028, v19 and bu_v13 by 0029), keeps its
     instances, history and counters, and its history still refuses every change pyfsm does not
     make, with or without a guard left behind."""
     from helpers.common import errno_of, fetch, order_machine
@@ -814,7 +808,7 @@ def test_0010_swaps_the_transition_and_history_update_triggers(make_database) ->
             "SELECT trigger_name AS trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
             "AND event_manipulation = 'UPDATE' ORDER BY trigger_name",
         )
-        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v14", "fsm_order_hbu_v5"]
+        assert [t["trigger_name"] for t in triggers] == ["fsm_order_bu_v13", "fsm_order_hbu_v5"]
         assert fetch(raw, "SELECT objects_version FROM fsm_machines") == [{"objects_version": MACHINE_OBJECTS_VERSION}]
         with Store(settings.dsn()) as store:
             assert store.send("order", "o-1", "ship", request_id="r-2").version == 3
@@ -970,7 +964,7 @@ def test_sync_leaves_the_owners_own_triggers_alone(make_database) -> None:  # ty
                 "WHERE trigger_schema = DATABASE()",
             )
         }
-        assert {"app_audit", "fsm_order_bu_v14", "fsm_order_hbu_v5"} <= triggers
+        assert {"app_audit", "fsm_order_bu_v13", "fsm_order_hbu_v5"} <= triggers
         assert not {"fsm_order_bu_v6", "fsm_order_bu_v7", "fsm_order_bu_v8"} & triggers
         assert fetch(raw, "SELECT * FROM audit") == [{"instance_key": "o-1", "state": "paid"}]
     finally:

@@ -1,6 +1,6 @@
 """Each type's transition trigger rendered for that type, and send_v4 (issue 36, revision 0022).
 
-fsm_{type}_bu_v14 (bu_v9 until revision 0023, bu_v10 until 0024, bu_v11 until 0028, bu_v12 until 0029, bu_v13 until 0030) carries the rules of the definition versions
+fsm_{type}_bu_v13 (bu_v9 until revision 0023, bu_v10 until 0024, bu_v11 until 0028, bu_v12 until 0029) carries the rules of the definition versions
 that hold instances (and of the current one) inline; any other version is looked up in
 fsm_rules, so a version a DBA defines without `pyfsm sync` is enforced all the same, and fsm_define_v7 says tables_ready = 0 until
 the type is synced. On MySQL the encoded-surrogate checks are left to the server's utf8mb4
@@ -20,7 +20,7 @@ from pyfsm import Machine, Store, TransitionNotAllowed
 from pyfsm.schema.rendering import read_rules, render_transition_trigger, spans, valid_name
 from pyfsm.schema.resources import read_sql
 
-TEMPLATE = "machine/triggers/fsm_{type}_bu_v14.sql"
+TEMPLATE = "machine/triggers/fsm_{type}_bu_v13.sql"
 CONTEXT = "SELECT @fsm_event AS e, @fsm_metadata AS m, @fsm_handler AS h, @fsm_request_id AS r, @fsm_source AS s"
 
 
@@ -29,7 +29,7 @@ def trigger_text(raw: Any, machine: str) -> str:
         raw,
         "SELECT action_statement AS body FROM information_schema.triggers "
         "WHERE trigger_schema = DATABASE() AND trigger_name = %s",
-        (f"fsm_{machine}_bu_v14",),
+        (f"fsm_{machine}_bu_v13",),
     )
     assert len(rows) == 1
     body = rows[0]["body"]
@@ -117,7 +117,7 @@ def test_sync_renders_again_only_when_the_text_would_differ(store: Store, order:
     created = fetch(
         raw,
         "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND trigger_name = %s",
-        (f"fsm_{order.name}_bu_v14",),
+        (f"fsm_{order.name}_bu_v13",),
     )
     store.sync(order.name)
     assert machine_row(raw, order.name) == first
@@ -126,7 +126,7 @@ def test_sync_renders_again_only_when_the_text_would_differ(store: Store, order:
             raw,
             "SELECT created AS c FROM information_schema.triggers WHERE trigger_schema = DATABASE() "
             "AND trigger_name = %s",
-            (f"fsm_{order.name}_bu_v14",),
+            (f"fsm_{order.name}_bu_v13",),
         )
         == created
     )

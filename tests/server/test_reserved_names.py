@@ -72,7 +72,7 @@ def test_no_type_can_spell_one_of_pyfsms_objects(raw: Any, order: Any) -> None:
         ("table", "fsm_v_<m>"),
         ("table", "fsm_<m>_transitions"),
         ("procedure", "fsm_<m>_history_v1"),
-        ("trigger", "fsm_<m>_bu_v14"),
+        ("trigger", "fsm_<m>_bu_v13"),
     } <= patterns, patterns
     # an attached type's objects (pyfsm.schema.attached) exist only once it is attached: their
     # names are taken from the templates, so a global object they could spell is found too

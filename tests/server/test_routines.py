@@ -56,7 +56,7 @@ def test_every_registered_routine_exists_with_its_parameters(store: Store, order
 
 def test_a_per_type_routine_needs_its_type_and_quotes_its_name() -> None:
     assert routines.SEND.per_type and not routines.PAUSE.per_type
-    assert routines.SEND.call_sql("order") == "CALL `fsm_order_send_v6`(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    assert routines.SEND.call_sql("order") == "CALL `fsm_order_send_v5`(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
     assert routines.STATS.call_sql() == "CALL `fsm_stats_v3`()"
     try:
         routines.SEND.call_sql()

@@ -88,7 +88,7 @@ def fire_through(door: str, store: Store, settings: Settings, dba: Any, machine:
         assert result.returncode == 0, result.stderr
     elif door == "sql":
         with dba.cursor() as cur:
-            cur.execute("CALL fsm_fire_timers_v4('dba-cron', 100, 30)")
+            cur.execute("CALL fsm_fire_timers_v3('dba-cron', 100, 30)")
             while cur.nextset():
                 pass
     else:  # a worker's timer thread (of a process of another type)
@@ -229,19 +229,19 @@ def test_send_many_applies_each_items_patch_in_order(hstore: Store) -> None:
     assert hstore.get(name, "M-2").data == {"total": 1500}  # the refused item wrote nothing
 
 
-def test_sql_callers_patch_through_send_v6_send_many_v4_and_a_raw_update(hstore: Store, dba: Any) -> None:
+def test_sql_callers_patch_through_send_v5_send_many_v3_and_a_raw_update(hstore: Store, dba: Any) -> None:
     name = unique("sh_sql")
     hstore.define(checkout(name))
     hstore.create(name, "S-1", data={"total": 5000})
     hstore.create(name, "S-2", data={"total": 5000})
     hstore.create(name, "S-3", data={"total": 5000})
     rows = fetch(
-        dba, f"CALL `fsm_{name}_send_v6`('S-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL, '{{\"card\": \"visa\"}}')"
+        dba, f"CALL `fsm_{name}_send_v5`('S-1', 'pay', NULL, NULL, NULL, NULL, NULL, NULL, '{{\"card\": \"visa\"}}')"
     )
     assert rows[0]["to_state"] == "review"
     rows = fetch(
         dba,
-        f"CALL `fsm_{name}_send_many_v4`(%s)",
+        f"CALL `fsm_{name}_send_many_v3`(%s)",
         (json.dumps([{"key": "S-2", "event": "pay", "data_patch": {"card": "amex"}}]),),
     )
     assert rows[0]["to_state"] == "review" and rows[0]["errno"] is None
@@ -257,7 +257,7 @@ def test_sql_callers_patch_through_send_v6_send_many_v4_and_a_raw_update(hstore:
         "S-3": ("review", {"total": 5000, "card": "cash"}),
     }
     hstore.create(name, "S-4", data={"total": 1})
-    call = f"CALL `fsm_{name}_send_v6`('S-4', 'pay', %s, NULL, NULL, NULL, NULL, NULL, %s)"
+    call = f"CALL `fsm_{name}_send_v5`('S-4', 'pay', %s, NULL, NULL, NULL, NULL, NULL, %s)"
     assert errno_of(dba, call, ('{"a": 1}', '{"b": 1}')) == 31009  # both
     assert errno_of(dba, call, (None, "[1]")) == 31008  # not an object
     assert errno_of(dba, call, (None, "{nope")) == 31008  # not JSON

@@ -127,7 +127,7 @@ def test_define_brings_an_older_object_set_up_to_date(store: Store, order: Any, 
     ]
 
 
-def test_step_v3_extends_a_claim_without_a_due_time(store: Store, order: Any, raw: Any) -> None:
+def test_step_v2_extends_a_claim_without_a_due_time(store: Store, order: Any, raw: Any) -> None:
     """A claimed run whose due_at is NULL gets one when its claimer goes on."""
     store.create(order, "due-1")
     raw.cursor().execute(f"CALL fsm_claim_v1('{order.name}', 'w:1', 1, 60, 'due-1')")
@@ -135,7 +135,7 @@ def test_step_v3_extends_a_claim_without_a_due_time(store: Store, order: Any, ra
     raw.cursor().execute("UPDATE fsm_runs SET due_at = NULL WHERE machine = %s AND instance_id = %s", (order.name, iid))
     rows = fetch(
         raw,
-        f"CALL `fsm_{order.name}_step_v3`('due-1', 'w:1', 1, '[{{\"event\": \"pay\"}}]', 'running', 1, 60, NULL, NULL)",
+        f"CALL `fsm_{order.name}_step_v2`('due-1', 'w:1', 1, '[{{\"event\": \"pay\"}}]', 'running', 1, 60, NULL, NULL)",
     )
     assert rows[0]["continue"] == 1 and rows[0]["state"] == "paid"
     [run] = fetch(
@@ -150,7 +150,7 @@ def test_a_step_without_an_event_is_refused_and_writes_nothing(store: Store, ord
     store.create(order, "noev-1")
     raw.cursor().execute(f"CALL fsm_claim_v1('{order.name}', 'w:2', 1, 60, 'noev-1')")
     call = (
-        f'CALL `fsm_{order.name}_step_v3`(\'noev-1\', \'w:2\', 1, \'[{{"handler": "h", "data": {{"a": 1}}}}]\', '
+        f'CALL `fsm_{order.name}_step_v2`(\'noev-1\', \'w:2\', 1, \'[{{"handler": "h", "data": {{"a": 1}}}}]\', '
         "'running', 1, 60, NULL, NULL)"
     )
     assert errno_of(raw, call) == 31009

@@ -62,7 +62,7 @@ def _guard_is_inert(cur: Any, machine: str, guard: str) -> bool:
 
 
 def sql_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: Any) -> None:
-    """CALL fsm_{type}_send_v6 through plain PyMySQL; after each failure, the session's variables."""
+    """CALL fsm_{type}_send_v5 through plain PyMySQL; after each failure, the session's variables."""
     report: dict[str, Any] = {"error": None, "outcomes": Counter(), "problems": [], "guards": 0}
     conn = pymysql.connect(**parse_dsn(dsn).connect_kwargs())
     try:
@@ -77,7 +77,7 @@ def sql_storm_worker(dsn: str, machine: str, worker: int, barrier: Any, out: Any
                 event = rnd.choice(EVENTS)
                 try:
                     cur.execute(
-                        f"CALL `fsm_{machine}_send_v6`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL, NULL)",
+                        f"CALL `fsm_{machine}_send_v5`(%s, %s, NULL, %s, NULL, %s, 'storm', NULL, NULL)",
                         (key, event, f'{{"w": {worker}, "n": {n}}}', request_id),
                     )
                     while cur.nextset():

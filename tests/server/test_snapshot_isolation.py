@@ -406,7 +406,7 @@ def test_one_read_committed_statement_meets_1020_and_pyfsms_sessions_do_not(make
 
 def test_a_dbas_batches_from_sessions_with_snapshot_isolation_on_apply_every_item(dsn: str) -> None:
     """DBAs' sessions with snapshot isolation on (where the server has it) call
-    fsm_{type}_send_many_v4 from racing processes, batches of one type's keys (so they move the
+    fsm_{type}_send_many_v3 from racing processes, batches of one type's keys (so they move the
     same counter rows). fsm_begin_v1 turns the check off for the calling session (revision
     0026), so no 1020 reaches a batch, whose in-batch handling ends it on 1213 and 1205 only:
     every item applied once (or the whole call refused with 1213 and made again), every
@@ -439,7 +439,7 @@ def _dba_batches(dsn: str, machine: str, worker: int, barrier: Any, out: Any) ->
             items = [{"key": f"w{worker}-{i}", "event": event} for i in range(20)]
             for _attempt in range(20):
                 try:
-                    rows = fetch(conn, f"CALL `fsm_{machine}_send_many_v4`(%s)", (json.dumps(items),))
+                    rows = fetch(conn, f"CALL `fsm_{machine}_send_many_v3`(%s)", (json.dumps(items),))
                     break
                 except pymysql.err.OperationalError as exc:
                     if exc.args[0] != DEADLOCK:  # the whole call rolled back: made again

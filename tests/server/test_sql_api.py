@@ -488,8 +488,7 @@ BAD_INPUT = (
     ),
     ("CALL fsm_define_v7('Bad Name', '{}')", 31009),
     # data and a data patch at once: give one of them
-    ("CALL fsm_ticket_send_v6('b-1', 'assign', '{\"a\": 1}', NULL, NULL, NULL, NULL, NULL, '{\"b\": 2}')", 31009),
-    ("CALL fsm_ticket_send_v5('b-1', 'assign', NULL, '[1]', NULL, NULL, NULL, NULL, NULL)", 31008),
+    ("CALL fsm_ticket_send_v5('b-1', 'assign', '{\"a\": 1}', NULL, NULL, NULL, NULL, NULL, '{\"b\": 2}')", 31009),
     ("CALL fsm_ticket_send_v4('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_fire_v1('b-1 ', 'assign')", 31009),  # a key ending in a space: never b-1's instance
     ("CALL fsm_ticket_fire_v2('b-1 ', 'assign')", 31009),  # the same, from the current version
@@ -512,8 +511,7 @@ BAD_INPUT = (
     ("CALL fsm_send_v1('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
     ("CALL fsm_ticket_send_v2('b-1', 'assign', '{\"a\": 1}', '[1]', NULL, NULL, NULL, NULL)", 31008),
     ("CALL fsm_ticket_send_v3('b-1', 'asign', NULL, NULL, NULL, NULL, NULL, NULL)", 31028),  # misspelt
-    ("CALL fsm_ticket_send_many_v4('[]')", 31009),  # 1 to 1000 items
-    ("CALL fsm_ticket_send_many_v3('[]')", 31009),
+    ("CALL fsm_ticket_send_many_v3('[]')", 31009),  # 1 to 1000 items
     ('CALL fsm_ticket_send_many_v2(\'{"key": "b-1", "event": "assign"}\')', 31009),
     ('CALL fsm_ticket_send_many_v1(\'{"key": "b-1", "event": "assign"}\')', 31009),
     ("CALL fsm_send_v2('ticket', 'b-1', 'assign', NULL, NULL, 5, NULL, NULL, NULL)", 31007),
@@ -554,13 +552,11 @@ BAD_INPUT = (
         31005,
     ),
     (
-        'CALL fsm_ticket_step_v3(\'b-1\', \'b:worker\', 1, \'[{"event": "assign"}, {"handler": "no event"}]\', '
+        'CALL fsm_ticket_step_v2(\'b-1\', \'b:worker\', 1, \'[{"event": "assign"}, {"handler": "no event"}]\', '
         "'running', 0, 60, NULL, NULL)",
         31009,
     ),
-    ("CALL fsm_ticket_steps_v2('b:worker', 60, '{\"key\": \"b-1\"}')", 31009),
     ("CALL fsm_ticket_steps_v1('b:worker', 60, '{\"key\": \"b-1\"}')", 31009),
-    ("CALL fsm_ticket_step_v2('b-1', 'b:worker', 1, '[]', 'nope', 0, 60, NULL, NULL)", 31009),
     ("CALL fsm_failed_v1('ticket', NULL, 10)", 31009),
     ("CALL fsm_errors_v1('ticket', 'b-1 ')", 31009),
     ("CALL fsm_state_at_v1('ticket', 'b-404', NULL)", 31003),
@@ -581,8 +577,7 @@ BAD_INPUT = (
     ("CALL fsm_send_at_v1('ticket', 'b-1', 'assign', UTC_TIMESTAMP(6), 60, NULL, NULL)", 31009),  # both at and after
     ("CALL fsm_send_at_v2('ticket', 'b-1', 'assign', NULL, 60, '{\"timer\": 1}', NULL)", 31009),  # pyfsm's key
     ("CALL fsm_cancel_timer_v1(0, NULL)", 31009),
-    ("CALL fsm_fire_timers_v4('x', 1001, 30)", 31009),  # at most 1000 a call
-    ("CALL fsm_fire_timers_v3('x', 0, 30)", 31009),
+    ("CALL fsm_fire_timers_v3('x', 1001, 30)", 31009),  # at most 1000 a call
     ("CALL fsm_fire_timers_v2('x', 0, 30)", 31009),
     ("CALL fsm_fire_timers_v1('x', 0, 30)", 31009),
     ("CALL fsm_timers_v1(NULL, 'b-1', 0, 0, 10)", 31009),  # a key without its machine

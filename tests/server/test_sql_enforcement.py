@@ -93,7 +93,7 @@ def test_the_previous_history_row_is_the_last_by_sort_key_whatever_the_version_s
     store: Store, order: Machine, raw: Any
 ) -> None:
     """The transition trigger finds the row whose most_recent it turns off through (instance_id,
-    sort_key) (bu_v13 and later): the instance's last row, which is not at sort_key = version once a write
+    sort_key) (bu_v13): the instance's last row, which is not at sort_key = version once a write
     that is no transition has bumped the version. Each writer's transitions, a raw UPDATE's and
     Store.send's, between such writes: one most recent row, the last, and every earlier row
     closed when the next began."""

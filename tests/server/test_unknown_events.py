@@ -257,8 +257,8 @@ def test_an_instance_of_an_older_version_is_checked_against_its_version(ustore: 
     assert info.value.fields["events"] == [*EVENTS, "hold"]
 
 
-def test_the_store_calls_send_v6() -> None:
-    assert routines.SEND.name_for("order") == "fsm_order_send_v6"  # v4's answers, a data patch, one context variable
+def test_the_store_calls_send_v5() -> None:
+    assert routines.SEND.name_for("order") == "fsm_order_send_v5"  # v4's answers, and a data patch
     assert routines.SEND_AT.name == "fsm_send_at_v2"
 
 

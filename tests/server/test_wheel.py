@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Files the wheel must carry: the force-included sql/ and migrations/ trees and the typing marker.
 REQUIRED_IN_WHEEL = (
     "pyfsm/sql/procedures/fsm_send_v4.sql",
-    "pyfsm/sql/machine/triggers/fsm_{type}_bu_v14.sql",
+    "pyfsm/sql/machine/triggers/fsm_{type}_bu_v13.sql",
     "pyfsm/sql/machine/procedures/fsm_{type}_fire_v2.sql",
     "pyfsm/migrations/sql/0022/templates/trigger_bu_v9.sql",
     "pyfsm/migrations/sql/0024/templates/trigger_bu_v11.sql",

@@ -3,7 +3,7 @@
 -- CALL fsm_{type}_fire_v2(k, e) answers exactly as CALL fsm_{type}_send_v5(k, e, NULL, NULL,
 -- NULL, NULL, NULL, NULL, NULL): the same result row, the same refusals with the same
 -- numbers, at a lower cost. It is fire_v1 with one statement where that had two or more: its
--- context is one variable, @fsm_source 'fire/<event>', which fsm_{type}_bu_v14 reads and clears,
+-- context is one variable, @fsm_source 'fire/<event>', which fsm_{type}_bu_v13 reads and clears,
 -- and the trigger leaves the result in one variable, @fsm_last, instead of four (each user
 -- variable set inside a routine is a statement of its own). It takes two parameters and
 -- tests only what its UPDATE needs. On an instance that exists a DBA's @fsm_metadata,

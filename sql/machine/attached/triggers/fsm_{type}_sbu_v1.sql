@@ -4,7 +4,7 @@
 -- (pyfsm.schema.attached). An UPDATE that leaves the state column as it was, byte for byte,
 -- is not a transition and costs one comparison. One that changes it is applied as a raw
 -- UPDATE of the type's instance row: `UPDATE fsm_{type} SET current_state = <new state>`,
--- whose trigger (fsm_{type}_bu_v14) checks the rule (the event is @fsm_event when set, else
+-- whose trigger (fsm_{type}_bu_v13) checks the rule (the event is @fsm_event when set, else
 -- the one event leading to the new state), the locks and the pause, and writes the history,
 -- the counters and the outbox row, in this statement. The state column then takes the rule's
 -- spelling of the target. A row with no instance yet (attached, not yet adopted) is adopted

@@ -1,14 +1,11 @@
--- fsm_{type}_steps_v2: commit the steps of several claimed instances of {type} in one transaction.
+-- fsm_{type}_steps_v1: commit the steps of several claimed instances of {type} in one transaction.
 --
--- fsm_{type}_steps_v1 through fsm_{type}_apply_step_v2, whose steps hand the transition trigger
--- their context in one variable and read its answer from one (bu_v14), some sixteen
--- statements fewer per step; the same answers. What fsm_{type}_step_v3 does for one instance,
--- for a batch of them (a worker running the instances it claimed side by side): one call,
--- one transaction, one commit for all of them, which is most of what a step costs the server.
--- Each instance is still committed after each of its steps; only instances are grouped,
--- never the steps of one instance.
--- Each item is applied inside its own savepoint by fsm_{type}_apply_step_v2, with the same
--- checks as step_v3 (the claim, the expected version, every transition through the
+-- What fsm_{type}_step_v2 does for one instance, for a batch of them (a worker running the
+-- instances it claimed side by side): one call, one transaction, one commit for all of them,
+-- which is most of what a step costs the server. Each instance is still committed after each
+-- of its steps; only instances are grouped, never the steps of one instance.
+-- Each item is applied inside its own savepoint by fsm_{type}_apply_step_v1, with the same
+-- checks as step_v2 (the claim, the expected version, every transition through the
 -- trigger): an item that fails is rolled back alone and reported with its error number,
 -- and the others are committed. A deadlock (1213) or a lock wait timeout (1205) rolls back
 -- the whole batch and is raised, so the caller can repeat it or commit the items one by one.
@@ -18,14 +15,14 @@
 -- Parameters: p_owner (the claims' owner), p_claim_seconds (0.1 to 86400), p_items: a JSON
 --   array of 1 to 1000 objects {"key": k, "version": expected version, "steps": [{"event":
 --   e, "handler": h, "data": {...}}, ...], "status": s, "continue": 0 or 1,
---   "requeue_seconds": n or null, "data": {...} or null}, each as step_v3's arguments.
+--   "requeue_seconds": n or null, "data": {...} or null}, each as step_v2's arguments.
 -- Result: one row, one column `results`: a JSON array with an object per item, in order:
 --   {"key", "instance_id", "state", "status", "version", "continue"} when it was applied,
 --   {"key", "errno", "message"} when it was refused (nothing of it was written).
 -- Errors: 31009 p_owner, p_claim_seconds or p_items invalid; 31016 inside an open
 --   transaction; 1213 and 1205, the batch rolled back as a whole.
--- Example: CALL `fsm_{type}_steps_v2`('worker-1:ab12', 60, '[{"key": "k-1", "version": 3, "steps": [{"event": "pay", "handler": "charge", "data": {}}], "status": "running", "continue": 1}, {"key": "k-2", "version": 7, "steps": [], "status": "completed", "continue": 0}]');
-CREATE PROCEDURE `fsm_{type}_steps_v2`(
+-- Example: CALL `fsm_{type}_steps_v1`('worker-1:ab12', 60, '[{"key": "k-1", "version": 3, "steps": [{"event": "pay", "handler": "charge", "data": {}}], "status": "running", "continue": 1}, {"key": "k-2", "version": 7, "steps": [], "status": "completed", "continue": 0}]');
+CREATE PROCEDURE `fsm_{type}_steps_v1`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_claim_seconds DECIMAL(12,3),
   IN p_items LONGTEXT CHARACTER SET utf8mb4)
@@ -104,7 +101,7 @@ BEGIN
       -- string never equals
       SET v_steps = JSON_EXTRACT(v_item, '$.steps'), v_data = JSON_EXTRACT(v_item, '$.data'),
           v_requeue = JSON_EXTRACT(v_item, '$.requeue_seconds');
-      CALL `fsm_{type}_apply_step_v2`(
+      CALL `fsm_{type}_apply_step_v1`(
         v_key, p_owner, JSON_EXTRACT(v_item, '$.version'), v_steps,
         JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.status')), JSON_EXTRACT(v_item, '$.continue'), p_claim_seconds,
         IF(JSON_TYPE(v_requeue) = 'NULL', NULL, v_requeue),

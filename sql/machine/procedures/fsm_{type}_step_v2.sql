@@ -1,25 +1,32 @@
--- fsm_{type}_apply_step_v2: apply what the handler engine did for one claimed instance of {type}, inside the caller's transaction (internal).
+-- fsm_{type}_step_v2: commit what the handler engine did for one claimed instance of {type}, in one transaction.
 --
--- The body of fsm_{type}_step_v3 without its transaction: fsm_{type}_steps_v2 calls this once
--- per instance of a batch, each inside a savepoint. The caller has begun the transaction
--- (fsm_begin_v1) and commits or rolls back; on an error nothing is undone here (the caller
--- rolls back to its savepoint), only the transition context is cleared. Against
--- apply_step_v1 (steps_v1's), as step_v3 against step_v2: each step's context goes to the
--- transition trigger in one variable and its answer comes back in one.
+-- Does what fsm_step_v1 does for this type (the handler engine calls this one), without the
+-- dynamic SQL a procedure for every type needs: the instance and its claim are read with
+-- plain statements, each step is one UPDATE, and where the steps left the instance is what
+-- the transition trigger (fsm_{type}_bu_v7) reports, not read back.
 -- Checks that p_owner still holds the instance's claim in fsm_runs and that the instance is
 -- at p_expected_version (so a step re-run after a crash can never apply its transition
--- twice), applies each step of p_steps through the transition trigger, then sets what
--- happens next: p_status 'running' (p_continue = 1: the claimer goes on, and its claim is
+-- twice), applies each step of p_steps through the transition trigger (rule, locks,
+-- history with the handler name and data before and after, outbox), then sets what
+-- happens next. p_status: 'running' (p_continue = 1: the claimer goes on, and its claim is
 -- extended to p_claim_seconds from now once less than half of that is left; 0: back to the
--- queue, due after p_requeue_seconds), 'waiting', 'paused', 'completed' or 'failed'. A final
--- state completes the instance whatever p_status says, and a pause requested meanwhile wins
--- over 'running'. The run leaves fsm_runs when the instance is completed or failed.
--- Parameters: as fsm_{type}_step_v3; OUT o_id, o_state, o_status, o_version, o_continue: its
---   result row.
--- Errors: as fsm_{type}_step_v3 (31003, 31005, 31007, 31008, 31009, 31011, 31018, 31021), but
---   never 31016: the caller's transaction is the point.
--- Example: CALL `fsm_{type}_apply_step_v2`('k-1', 'worker-1:ab12', 3, '[{"event": "pay", "handler": "charge", "data": {}}]', 'running', 1, 60, NULL, NULL, @id, @state, @status, @version, @go_on);
-CREATE PROCEDURE `fsm_{type}_apply_step_v2`(
+-- queue, due after p_requeue_seconds),
+-- 'waiting' (for an external event), 'paused', 'completed' or 'failed'. A final state
+-- completes the instance whatever p_status says, and a pause requested meanwhile
+-- (fsm_pause_v1) wins over 'running'. The instance's run leaves fsm_runs when it is
+-- completed or failed.
+-- Parameters: p_key, p_owner (the claim's owner), p_expected_version;
+--   p_steps: a JSON array of {"event": e, "handler": h, "data": {...}} (may be empty);
+--   p_status, p_continue, p_claim_seconds (0.1 to 86400), p_requeue_seconds (0 to 86400;
+--   NULL: 0); p_data (a JSON object, NULL: unchanged): data the handler changed without
+--   firing an event (it paused, completed or waits), written with the status.
+-- Result: one row (instance_id, state, status, version, continue): continue = 1 when the
+--   claimer should run the next step now.
+-- Errors: 31003 unknown instance; 31005/31008/31011/31018 from a transition; 31007 the
+--   instance is not at p_expected_version; 31009 invalid argument; 31016 inside an open
+--   transaction; 31021 p_owner does not hold the claim any more.
+-- Example: CALL `fsm_{type}_step_v2`('k-1', 'worker-1:ab12', 3, '[{"event": "pay", "handler": "charge", "data": {"paid": true}}]', 'running', 1, 60, NULL, NULL);
+CREATE PROCEDURE `fsm_{type}_step_v2`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_expected_version BIGINT,
@@ -28,14 +35,10 @@ CREATE PROCEDURE `fsm_{type}_apply_step_v2`(
   IN p_continue TINYINT,
   IN p_claim_seconds DECIMAL(12,3),
   IN p_requeue_seconds DECIMAL(12,3),
-  IN p_data LONGTEXT CHARACTER SET utf8mb4,
-  OUT o_id BIGINT UNSIGNED,
-  OUT o_state VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-  OUT o_status VARCHAR(16) CHARACTER SET utf8mb4,
-  OUT o_version BIGINT UNSIGNED,
-  OUT o_continue TINYINT)
-MODIFIES SQL DATA SQL SECURITY INVOKER
+  IN p_data LONGTEXT CHARACTER SET utf8mb4)
+MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
+  DECLARE v_started TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id, v_version BIGINT UNSIGNED;
   DECLARE v_i, v_n INT DEFAULT 0;
@@ -46,11 +49,12 @@ BEGIN
   DECLARE v_due DATETIME(6);
   DECLARE v_attempt INT;
   DECLARE v_step, v_data LONGTEXT CHARACTER SET utf8mb4;
-  -- TEXT, not the name's VARCHAR(64): a step's event too long is refused by the trigger, as before
-  DECLARE v_event, v_handler LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
+    IF v_started THEN
+      ROLLBACK;
+    END IF;
     SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_source = NULL;
     RESIGNAL;
   END;
@@ -70,6 +74,8 @@ BEGIN
   IF NOT (p_steps IS NOT NULL AND CASE WHEN JSON_VALID(p_steps) THEN JSON_TYPE(p_steps) = 'ARRAY' ELSE 0 END) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: steps must be a JSON array', MYSQL_ERRNO = 31009;
   END IF;
+  CALL fsm_begin_v1();  -- READ COMMITTED; 31016 inside a caller's transaction, left alone
+  SET v_started = 1;
   -- MAX(): no row gives NULLs, not NOT FOUND. Instance row first, then its run: always that order.
   SELECT MAX(id), MAX(version), MAX(status), MAX(current_state) INTO v_id, v_version, v_was, v_state
     FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
@@ -93,27 +99,26 @@ BEGIN
     IF NOT (JSON_TYPE(JSON_EXTRACT(v_step, '$.event')) <=> 'STRING') THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'fsm: every step needs an event', MYSQL_ERRNO = 31009;
     END IF;
-    SET v_data = JSON_EXTRACT(v_step, '$.data'), v_event = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.event')),
-        v_handler = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler'));
-    -- the step's context in one variable (fsm_{type}_bu_v14: kind 'e', source 'engine'), which
-    -- the trigger reads and clears; the row is locked, so the trigger runs
-    SET @fsm_source = CONCAT('ctx/e0/', CHAR_LENGTH(v_event), '/', COALESCE(CHAR_LENGTH(v_handler), ''), '///',
-                             v_event, COALESCE(v_handler, ''));
+    SET v_data = JSON_EXTRACT(v_step, '$.data');
+    SET @fsm_event = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.event')),
+        @fsm_handler = JSON_UNQUOTE(JSON_EXTRACT(v_step, '$.handler')),
+        @fsm_metadata = NULL, @fsm_request_id = NULL, @fsm_source = 'engine', @fsm_last_version = NULL;
     UPDATE `fsm_{type}` SET data = COALESCE(v_data, data) WHERE id = v_id;
-    -- where the step left the instance, as the transition trigger reports it in @fsm_last:
-    -- 'transition id/instance id/version/status/from/to'
-    SET v_state = SUBSTRING_INDEX(@fsm_last, '/', -1),
-        v_version = SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 3), '/', -1),
-        v_was = SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 4), '/', -1);
+    SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_source = NULL;
+    -- where the step left the instance, as the transition trigger reports it
+    SET v_state = @fsm_last_to, v_version = @fsm_last_version, v_was = @fsm_last_status;
     SET v_i = v_i + 1;
   END WHILE;
+  IF v_n > 0 AND v_version IS NULL THEN
+    -- an older transition trigger (a type not upgraded yet) reports none of it: read it back
+    SELECT version, status, current_state INTO v_version, v_was, v_state FROM `fsm_{type}` WHERE id = v_id;
+  END IF;
   SET v_status = v_was;
   IF v_status <> 'completed' THEN
     SET v_status = IF(v_pause AND p_status = 'running', 'paused', p_status);
     IF v_status <> v_was OR p_data IS NOT NULL THEN
-      -- not a transition, whatever a failed raw UPDATE left in @fsm_event: an engine context
-      -- with no event, which the trigger takes (and clears) instead of the session's
-      SET @fsm_source = 'ctx/e0/////';
+      -- not a transition, whatever a failed raw UPDATE left in @fsm_event
+      SET @fsm_event = NULL, @fsm_handler = NULL, @fsm_metadata = NULL, @fsm_request_id = NULL;
       UPDATE `fsm_{type}` SET status = v_status,
              resume_from_step = IF(v_status = 'paused', v_state, resume_from_step), data = COALESCE(p_data, data)
        WHERE id = v_id;
@@ -139,5 +144,6 @@ BEGIN
            attempt = IF(v_n > 0, 0, attempt), updated_at = v_now
      WHERE machine = '{type}' AND instance_id = v_id;
   END IF;
-  SET o_id = v_id, o_state = v_state, o_status = v_status, o_version = v_version, o_continue = v_continue;
+  COMMIT;
+  SELECT v_id AS instance_id, v_state AS state, v_status AS status, v_version AS version, v_continue AS `continue`;
 END

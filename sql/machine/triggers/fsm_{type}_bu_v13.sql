@@ -1,4 +1,4 @@
--- fsm_{type}_bu_v14: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
+-- fsm_{type}_bu_v13: BEFORE UPDATE on fsm_{type} — every state change is an allowed, recorded transition.
 --
 -- This is the one place transitions are applied, for pyfsm's procedures and for raw
 -- UPDATEs alike. A row is a transition when @fsm_event is set (the procedures set it; a DBA
@@ -43,15 +43,7 @@
 -- id, whatever those variables hold: a context a failed call left behind is never read;
 -- recorded as source 'procedure'; @fsm_count_later is not honoured). It is the variable every
 -- procedure sets, so what a killed call of one left behind never steers the next call of
--- another. Its result goes back in one variable, @fsm_last (below). The procedures that pass
--- more than the event (fsm_{type}_send_v6, fsm_{type}_apply_send_v2 for send_many_v4) pack
--- their whole context into that one variable too, one statement where six were:
---   'ctx/' <kind> <count later> '/' <event length> '/' <handler length> '/' <request id
---   length> '/' <metadata length> '/' <event> <handler> <request id> <metadata>
--- kind 'p' (source 'procedure') or 'e' ('engine'); count later '1' honours @fsm_count_later's
--- meaning, '0' not; each length in characters, empty for NULL; the texts follow one another
--- (a length, not a separator, ends each: they may hold any character). Its result goes back
--- in @fsm_last as fire_v2's does. The other context variables are neither read nor cleared. fsm_{type}_fire_v1 (an
+-- another. Its result goes back in one variable, @fsm_last (below). fsm_{type}_fire_v1 (an
 -- older pyfsm's call) sets two: @fsm_source 'fire' and @fsm_event, the event. A deadlock
 -- inside this trigger (on the history's most_recent flip) can end the CALL without running any handler (seen on MariaDB 10.11),
 -- so a context cleared only there would outlive the failed call. A context a DBA set (no
@@ -65,7 +57,7 @@
 -- @fsm_request_id, @fsm_source, @fsm_count_later (see above), @fsm_lock_owner (set by fsm_lock_v1, cleared by
 -- fsm_unlock_v1).
 -- Written: @fsm_last_transition_id (the history row just inserted) and @fsm_last_status (the
--- instance's status after it), always; for every call but fire_v2's and the 'ctx/' ones also @fsm_last_instance_id,
+-- instance's status after it), always; for every call but fire_v2's also @fsm_last_instance_id,
 -- @fsm_last_from, @fsm_last_to and @fsm_last_version (the procedures read them back), and for
 -- fire_v2's @fsm_last instead: 'transition id/instance id/version/status/from/to' in one
 -- variable (names never hold a '/'), one statement where four would be (each user variable
@@ -96,13 +88,11 @@
 -- (instance_id, sort_key) are never changed. The most_recent test stays in the WHERE: the row
 -- found is the most recent one (the history's own triggers keep it so), and if it were not,
 -- the scan would go on to the one that is.
--- Changes against bu_v13 (revision 0030): the one-variable context of the procedures that pass
--- more than the event ('ctx/', above), with the result in @fsm_last; what it enforces and
--- records is bu_v13's (the previous row found through sort_key came in bu_v13, revision 0029;
--- fire_v2's one-variable context and result and the counters moved by one UPDATE in bu_v12,
--- 0028; guards in bu_v11, 0024).
+-- Changes against bu_v12 (revision 0029): the previous row found through sort_key (above);
+-- what it enforces and records is bu_v12's (fire_v2's one-variable context and result and the
+-- counters moved by one UPDATE came in bu_v12, revision 0028; guards in bu_v11, 0024).
 -- Example: SET @fsm_event = 'pay'; UPDATE `fsm_{type}` SET current_state = 'paid' WHERE instance_key = 'k-1'; SET @fsm_event = NULL;
-CREATE TRIGGER `fsm_{type}_bu_v14` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
+CREATE TRIGGER `fsm_{type}_bu_v13` BEFORE UPDATE ON `fsm_{type}` FOR EACH ROW
 BEGIN
   DECLARE v_event, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_final TINYINT;
@@ -125,26 +115,6 @@ BEGIN
   IF LEFT(@fsm_source, 5) = 'fire/' THEN
     -- fsm_{type}_fire_v2's context: the event alone, one variable read and cleared
     SET v_event = SUBSTRING(@fsm_source, 6), v_source = 'procedure', v_fire = 1, @fsm_source = NULL;
-  ELSEIF LEFT(@fsm_source, 4) = 'ctx/' THEN
-    -- a procedure's whole context in one variable (see above), read and cleared in one
-    -- statement; the rest is unpacked into locals, which are no statements of their own
-    BEGIN
-      DECLARE v_ctx LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-      DECLARE v_head VARCHAR(64) CHARACTER SET utf8mb4;
-      DECLARE v_at, v_len INT;
-      SET v_ctx = @fsm_source, @fsm_source = NULL;
-      SET v_head = SUBSTRING_INDEX(v_ctx, '/', 6), v_fire = 1,
-          v_source = IF(SUBSTRING(v_ctx, 5, 1) = 'e', 'engine', 'procedure'),
-          v_count_later = SUBSTRING(v_ctx, 6, 1) = '1';
-      SET v_at = CHAR_LENGTH(v_head) + 2,
-          v_len = NULLIF(SUBSTRING_INDEX(SUBSTRING_INDEX(v_head, '/', 3), '/', -1), '');
-      SET v_event = SUBSTRING(v_ctx, v_at, v_len), v_at = v_at + COALESCE(v_len, 0),
-          v_len = NULLIF(SUBSTRING_INDEX(SUBSTRING_INDEX(v_head, '/', 4), '/', -1), '');
-      SET v_handler = SUBSTRING(v_ctx, v_at, v_len), v_at = v_at + COALESCE(v_len, 0),
-          v_len = NULLIF(SUBSTRING_INDEX(SUBSTRING_INDEX(v_head, '/', 5), '/', -1), '');
-      SET v_request_id = SUBSTRING(v_ctx, v_at, v_len), v_at = v_at + COALESCE(v_len, 0),
-          v_metadata = IF(SUBSTRING_INDEX(v_head, '/', -1) = '', NULL, SUBSTRING(v_ctx, v_at));
-    END;
   ELSEIF @fsm_source = 'fire' THEN
     -- fsm_{type}_fire_v1's (an older pyfsm's call): the event alone, two variables read and cleared
     SET v_event = @fsm_event, v_source = 'procedure', @fsm_event = NULL, @fsm_source = NULL;

@@ -1,29 +1,25 @@
--- fsm___M___send_v6: send an event to an instance of __M__, in one transaction (pyfsm's Store uses this).
+-- fsm_{type}_send_v5: send an event to an instance of {type}, in one transaction (pyfsm's Store uses this).
 --
--- fsm___M___send_v5 in fewer statements: its context goes to the transition trigger in one
--- variable, @fsm_source 'ctx/...' (fsm___M___bu_v14 describes it), where send_v5 set five and
--- the trigger cleared them, and the trigger's answer comes back in one, @fsm_last, where it
--- was four more (each user variable set inside a routine is a statement of its own:
--- bench/bench_statements.py counts them). The same result row, the same refusals with the
--- same numbers. Creating a missing instance still hands its INSERT triggers the older context
--- (@fsm_metadata, @fsm_handler, @fsm_source 'procedure'). send_v5 (revision 0025) took
--- p_data_patch, a JSON merge patch (RFC 7396) applied to the instance's data inside the
--- transition's own transaction, before the rules' guards judge it. Everything else is
--- send_v4's, described below.
+-- fsm_{type}_send_v4 with one more parameter, p_data_patch: a JSON merge patch (RFC 7396)
+-- applied to the instance's data inside the transition's own transaction, before the rules'
+-- guards judge it, so a sender can change part of the data (a key set to null is removed,
+-- objects merge key by key, anything else replaces) without reading it first and without
+-- hiding the rest from the guards. Everything else is send_v4's, described below.
 --
--- Answers every call as fsm___M___send_v3 does (the same result row, the same refusals with
+-- Answers every call as fsm_{type}_send_v3 does (the same result row, the same refusals with
 -- the same numbers), with less work on the way: this is the procedure of every Store.send().
 -- When no request id is given, one UPDATE finds the instance by key (and expected version),
--- locks it and applies the event through fsm___M___bu_v14 (rule check, history, counters,
--- outbox); the result is what the trigger left in @fsm_last, with no second read. When that
+-- locks it and applies the event through fsm_{type}_bu_v9 (rule check, history, counters,
+-- outbox); the result is what the trigger left in @fsm_last_*, with no second read. When that
 -- UPDATE finds no row (no instance yet, or another version), and for every call with a
 -- request id, it goes the long way: lock the row, create a missing instance in the first
 -- start state (by position) that allows the event, check the request id and the version,
 -- then apply the event. With p_request_id, a call repeated with the same id returns the
 -- original transition (replayed = 1) instead of applying it again.
 -- What it leaves out, against send_v3: the transaction is begun here (no CALL of
--- fsm_begin_v1); the context is set once, and the trigger takes and clears it; the answer
--- of a trigger older than bu_v14 is not read (this procedure is created with bu_v14); the event's name is checked only when the call fails (a name that is not
+-- fsm_begin_v1); the context (@fsm_event ...) is set once, and the trigger takes and clears
+-- it; the answer of a trigger older than bu_v9 is not read back (this procedure is created
+-- with bu_v9); the event's name is checked only when the call fails (a name that is not
 -- valid is in no rule, so such a call always fails: its error is then 31009, as send_v3's);
 -- a duplicate key is told apart in the one error handler, not in a handler of its own.
 -- Parameters: p_key, p_event (required); p_data (NULL keeps data, an object replaces it);
@@ -35,7 +31,7 @@
 -- Result: one row (transition_id, instance_id, from_state, to_state, version, status,
 --   created, replayed): version is the instance's version right after this transition, and
 --   the history row's sort_key.
--- Errors: 31028 __M__ has no such event (its definition version's events are listed);
+-- Errors: 31028 {type} has no such event (its definition version's events are listed);
 --   31003 no instance and no start state allows the event; 31016 called inside an open
 --   transaction (nothing is changed, the caller's transaction is left alone); 31005 not allowed;
 --   31007 version conflict; 31008 invalid data; 31009 invalid argument; 31010 request id
@@ -44,8 +40,8 @@
 --   JSON object of at most 1 MiB; 31024 text not valid UTF-8 (MariaDB; MySQL
 --   refuses such text itself: 1366); 1213 deadlock: the transaction was rolled back whole,
 --   call again (pyfsm's Store does, up to 3 times); 1205 lock wait timeout.
--- Example: CALL `fsm___M___send_v6`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL, '{"card": "visa"}');
-CREATE PROCEDURE `fsm___M___send_v6`(
+-- Example: CALL `fsm_{type}_send_v5`('k-1', 'pay', NULL, '{"by": "dba"}', NULL, NULL, NULL, NULL, '{"card": "visa"}');
+CREATE PROCEDURE `fsm_{type}_send_v5`(
   IN p_key TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_event TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_data LONGTEXT CHARACTER SET utf8mb4,
@@ -95,13 +91,13 @@ proc: BEGIN
         -- the type's at all? Read after the rollback, on the error path only, with scalar
         -- subqueries (which raise no NOT FOUND when nothing matches): in the instance's
         -- definition version, or in the current one for a key with no instance.
-        SET v_dv = COALESCE((SELECT definition_version FROM `fsm___M__` WHERE instance_key = p_key),
-                            (SELECT current_version FROM fsm_machines WHERE machine = '__M__'));
-        IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '__M__' AND version = v_dv AND event = p_event
+        SET v_dv = COALESCE((SELECT definition_version FROM `fsm_{type}` WHERE instance_key = p_key),
+                            (SELECT current_version FROM fsm_machines WHERE machine = '{type}'));
+        IF NOT EXISTS (SELECT 1 FROM fsm_rules WHERE machine = '{type}' AND version = v_dv AND event = p_event
                           AND CAST(event AS BINARY) = CAST(p_event AS BINARY)) THEN
-          SET v_msg = LEFT(CONCAT('fsm: __M__ has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
+          SET v_msg = LEFT(CONCAT('fsm: {type} has no event ', p_event, ' (definition version ', COALESCE(v_dv, 'NULL'),
                                   '); its events: ', COALESCE((SELECT GROUP_CONCAT(DISTINCT event ORDER BY event SEPARATOR ', ')
-                                    FROM fsm_rules WHERE machine = '__M__' AND version = v_dv), 'none')), 128);
+                                    FROM fsm_rules WHERE machine = '{type}' AND version = v_dv), 'none')), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31028;
         END IF;
       END IF;
@@ -142,24 +138,19 @@ proc: BEGIN
   IF p_request_id IS NULL THEN
     -- The common case in one statement: the UPDATE finds the instance by key and version,
     -- locks it, and the trigger applies the event and clears the context. No row: see below.
-    SET @fsm_source = CONCAT('ctx/p0/', CHAR_LENGTH(p_event), '/', COALESCE(CHAR_LENGTH(p_handler), ''), '//',
-                             COALESCE(CHAR_LENGTH(p_metadata), ''), '/', p_event,
-                             COALESCE(p_handler, '') COLLATE utf8mb4_bin, COALESCE(p_metadata, '') COLLATE utf8mb4_bin);
-    UPDATE `fsm___M__` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
+    SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
+        @fsm_request_id = NULL, @fsm_source = 'procedure';
+    UPDATE `fsm_{type}` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
      WHERE instance_key = p_key AND version = COALESCE(p_expected_version, version);
     IF ROW_COUNT() = 1 THEN
       COMMIT;
-      -- @fsm_last: 'transition id/instance id/version/status/from/to' (bu_v14)
-      SELECT CAST(SUBSTRING_INDEX(@fsm_last, '/', 1) AS UNSIGNED) AS transition_id,
-             CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 2), '/', -1) AS UNSIGNED) AS instance_id,
-             SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 5), '/', -1) AS from_state,
-             SUBSTRING_INDEX(@fsm_last, '/', -1) AS to_state,
-             CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 3), '/', -1) AS UNSIGNED) AS version,
-             SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 4), '/', -1) AS status, 0 AS created, 0 AS replayed;
+      SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id,
+             @fsm_last_from AS from_state, @fsm_last_to AS to_state, @fsm_last_version AS version,
+             @fsm_last_status AS status, 0 AS created, 0 AS replayed;
       LEAVE proc;
     END IF;
     -- no row: the trigger did not run, so the context is still set
-    SET @fsm_source = NULL;
+    SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL;
   END IF;
   BEGIN
     -- No instance with that key and version, or a request id: lock the row (if any) first.
@@ -170,24 +161,24 @@ proc: BEGIN
     DECLARE v_status VARCHAR(16) CHARACTER SET utf8mb4;
     DECLARE v_msg VARCHAR(128) CHARACTER SET utf8mb4;
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;  -- SELECT ... INTO no row: the variables stay NULL
-    SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+    SELECT id, version INTO v_id, v_version FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
     IF v_id IS NULL THEN
       IF p_expected_version > 0 THEN
-        SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' does not exist (expected version ', p_expected_version, ')'), 128);
+        SET v_msg = LEFT(CONCAT('fsm: {type} ', p_key, ' does not exist (expected version ', p_expected_version, ')'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
       END IF;
       SET v_start = (SELECT s.state FROM fsm_machines m
           JOIN fsm_states s ON s.machine = m.machine AND s.version = m.current_version AND s.is_start = 1
           JOIN fsm_rules r ON r.machine = s.machine AND r.version = s.version AND r.from_state = s.state
-         WHERE m.machine = '__M__' AND r.event = p_event ORDER BY s.position LIMIT 1);
+         WHERE m.machine = '{type}' AND r.event = p_event ORDER BY s.position LIMIT 1);
       IF v_start IS NULL THEN
-        SET v_msg = LEFT(CONCAT('fsm: no __M__ ', p_key, ' and event ', p_event, ' cannot create one'), 128);
+        SET v_msg = LEFT(CONCAT('fsm: no {type} ', p_key, ' and event ', p_event, ' cannot create one'), 128);
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31003;
       END IF;
       SET @fsm_metadata = p_metadata, @fsm_handler = p_handler, @fsm_source = 'procedure';
       BEGIN
         DECLARE CONTINUE HANDLER FOR 1062 SET v_dup = 1;
-        INSERT INTO `fsm___M__` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
+        INSERT INTO `fsm_{type}` (instance_key, lookup_key, current_state) VALUES (p_key, p_lookup_key, v_start);
       END;
       SET @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_source = NULL;
       IF v_dup THEN
@@ -197,46 +188,40 @@ proc: BEGIN
         ROLLBACK;
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
         START TRANSACTION;
-        SELECT id, version INTO v_id, v_version FROM `fsm___M__` WHERE instance_key = p_key FOR UPDATE;
+        SELECT id, version INTO v_id, v_version FROM `fsm_{type}` WHERE instance_key = p_key FOR UPDATE;
       ELSE
         SET v_id = LAST_INSERT_ID(), v_version = 1, v_created = 1;
       END IF;
     END IF;
     IF p_request_id IS NOT NULL THEN
       SELECT id, instance_id, event INTO v_tid, v_req_instance, v_req_event
-        FROM `fsm___M___transitions` WHERE request_id = p_request_id;
+        FROM `fsm_{type}_transitions` WHERE request_id = p_request_id;
       IF v_tid IS NOT NULL THEN
         IF NOT (v_req_instance <=> v_id AND v_req_event <=> p_event) THEN
           SET v_msg = LEFT(CONCAT('fsm: request id ', p_request_id, ' was used for another transition'), 128);
           SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31010;
         END IF;
         SET v_replayed = 1;
-        SELECT status INTO v_status FROM `fsm___M__` WHERE id = v_id;
+        SELECT status INTO v_status FROM `fsm_{type}` WHERE id = v_id;
         COMMIT;
         SELECT id AS transition_id, instance_id, from_state, to_state, sort_key AS version, v_status AS status,
                v_created AS created, v_replayed AS replayed
-          FROM `fsm___M___transitions` WHERE id = v_tid;
+          FROM `fsm_{type}_transitions` WHERE id = v_tid;
         LEAVE proc;
       END IF;
     END IF;
     -- checked after the request id, so that a repeat of a creating call replays
     IF p_expected_version IS NOT NULL AND v_created = 0 AND p_expected_version <> v_version THEN
-      SET v_msg = LEFT(CONCAT('fsm: __M__ ', p_key, ' is at version ', COALESCE(v_version, 'NULL'), ', not ', p_expected_version), 128);
+      SET v_msg = LEFT(CONCAT('fsm: {type} ', p_key, ' is at version ', COALESCE(v_version, 'NULL'), ', not ', p_expected_version), 128);
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_msg, MYSQL_ERRNO = 31007;
     END IF;
-    -- the row is locked (or new): the UPDATE finds it and its trigger takes the context
-    SET @fsm_source = CONCAT('ctx/p0/', CHAR_LENGTH(p_event), '/', COALESCE(CHAR_LENGTH(p_handler), ''), '/',
-                             COALESCE(CHAR_LENGTH(p_request_id), ''), '/', COALESCE(CHAR_LENGTH(p_metadata), ''), '/',
-                             p_event, COALESCE(p_handler, '') COLLATE utf8mb4_bin, COALESCE(p_request_id, ''),
-                             COALESCE(p_metadata, '') COLLATE utf8mb4_bin);
-    UPDATE `fsm___M__` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
+    SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler,
+        @fsm_request_id = p_request_id, @fsm_source = 'procedure';
+    UPDATE `fsm_{type}` SET data = IF(p_data_patch IS NULL, COALESCE(p_data, data), JSON_MERGE_PATCH(COALESCE(data, '{}'), p_data_patch))
      WHERE id = v_id;
     COMMIT;
-    SELECT CAST(SUBSTRING_INDEX(@fsm_last, '/', 1) AS UNSIGNED) AS transition_id,
-           CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 2), '/', -1) AS UNSIGNED) AS instance_id,
-           SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 5), '/', -1) AS from_state,
-           SUBSTRING_INDEX(@fsm_last, '/', -1) AS to_state,
-           CAST(SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 3), '/', -1) AS UNSIGNED) AS version,
-           SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 4), '/', -1) AS status, v_created AS created, 0 AS replayed;
+    SELECT @fsm_last_transition_id AS transition_id, @fsm_last_instance_id AS instance_id,
+           @fsm_last_from AS from_state, @fsm_last_to AS to_state, @fsm_last_version AS version,
+           @fsm_last_status AS status, v_created AS created, 0 AS replayed;
   END;
 END

@@ -1,12 +1,4 @@
--- fsm_fire_timers_v4: fire the timers that are due, oldest due first: claim them with SKIP LOCKED, send each one's event once.
---
--- fsm_fire_timers_v3 in fewer statements per timer: the transition's context (event, metadata,
--- request id, counters left to this call) goes to the type's transition trigger in one variable,
--- @fsm_source 'ctx/p1/...' (fsm_{type}_bu_v14 describes it), where v3 set seven and cleared
--- seven, and its answer comes back in one, @fsm_last, where it was six. The same outcomes, rows
--- and log. A type whose transition trigger is older than bu_v14 (its objects not synced yet)
--- does not take that context: the timer is then held (31031, run pyfsm sync), never fired
--- without its transition. Everything else is v3's, described below.
+-- fsm_fire_timers_v3: fire the timers that are due, oldest due first: claim them with SKIP LOCKED, send each one's event once.
 --
 -- What pyfsm's workers and `pyfsm timers run` call in a loop; a DBA may call it too (from a
 -- MySQL EVENT, say). Two transactions. The first claims up to p_limit timers of every type
@@ -54,11 +46,11 @@
 --   text, outcome, transition_id, errno, lag_seconds: how long after due_at it was handled).
 -- Errors: 31009 invalid argument; 31016 called inside an open transaction; 1213 deadlocked
 --   3 times (nothing was fired; retry later).
--- v3 differed from fsm_fire_timers_v2 (deprecated) in the order within an instance only: v2
+-- Differs from fsm_fire_timers_v2 (deprecated) in the order within an instance only: v2
 -- fired one instance's timers in the order they were armed (a state timeout armed on create
 -- fired before an event scheduled later but due earlier, which it then refused).
--- Example: CALL fsm_fire_timers_v4('dba-cron', 100, 30);
-CREATE PROCEDURE `fsm_fire_timers_v4`(
+-- Example: CALL fsm_fire_timers_v3('dba-cron', 100, 30);
+CREATE PROCEDURE `fsm_fire_timers_v3`(
   IN p_owner TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
   IN p_limit INT,
   IN p_claim_seconds DECIMAL(12,3))
@@ -128,10 +120,6 @@ BEGIN
       DECLARE v_state, v_event VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
       DECLARE v_metadata LONGTEXT CHARACTER SET utf8mb4;
       DECLARE v_request VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-      -- the fired transition's request id, metadata, and the states it moved between
-      DECLARE v_send_request VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-      DECLARE v_send_metadata LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
-      DECLARE v_from, v_to VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
       DECLARE v_due, v_armed, v_at DATETIME(6);
       DECLARE v_errno INT;
       DECLARE v_msg TEXT CHARACTER SET utf8mb4;
@@ -198,12 +186,11 @@ BEGIN
             SET v_outcome = 'dropped', v_errno = 31005,
                 v_msg = CONCAT('fsm: ', v_machine, ' ', v_key, ' is no longer in ', v_state);
           ELSE
-            -- the context in one variable: kind 'p', counters left to this call ('1'), no handler
-            SET v_send_metadata = JSON_SET(COALESCE(v_metadata, '{}'), '$.timer',
+            SET @fsm_event = v_event,
+                @fsm_metadata = JSON_SET(COALESCE(v_metadata, '{}'), '$.timer',
                   JSON_OBJECT('id', CAST(v_id AS UNSIGNED), 'kind', v_kind, 'due_at', DATE_FORMAT(v_due, '%Y-%m-%d %H:%i:%s.%f'), 'state', v_state)),
-                v_send_request = CONCAT('fsm:timer:', v_id);
-            SET @fsm_source = CONCAT('ctx/p1/', CHAR_LENGTH(v_event), '//', CHAR_LENGTH(v_send_request), '/',
-                                     CHAR_LENGTH(v_send_metadata), '/', v_event, v_send_request, v_send_metadata);
+                @fsm_handler = NULL, @fsm_request_id = CONCAT('fsm:timer:', v_id), @fsm_source = 'procedure',
+                @fsm_count_later = 1, @fsm_last_transition_id = NULL;
             BEGIN
               DECLARE CONTINUE HANDLER FOR SQLEXCEPTION
               BEGIN
@@ -214,24 +201,14 @@ BEGIN
               END;
               EXECUTE fsm_timer_send USING @fsm_t_id;
             END;
-            -- the trigger takes the context before its first write: still set, it did not (an
-            -- older trigger, or the UPDATE failed before it ran)
-            IF @fsm_source IS NOT NULL THEN
-              SET @fsm_source = NULL;
-              IF v_errno IS NULL THEN
-                SET v_errno = 31031, v_msg = CONCAT('fsm: the transition trigger of ', v_machine,
-                                                    ' is older than fsm_fire_timers_v4: run pyfsm sync ', v_machine);
-              END IF;
-            END IF;
+            SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
+                @fsm_source = NULL, @fsm_guard = NULL, @fsm_count_later = NULL;
             IF v_errno IS NULL THEN
-              -- @fsm_last: 'transition id/instance id/version/status/from/to' (bu_v14)
-              SET v_outcome = 'fired', v_tid = SUBSTRING_INDEX(@fsm_last, '/', 1),
-                  v_from = SUBSTRING_INDEX(SUBSTRING_INDEX(@fsm_last, '/', 5), '/', -1),
-                  v_to = SUBSTRING_INDEX(@fsm_last, '/', -1);
-              IF NOT (CAST(v_from AS BINARY) <=> CAST(v_to AS BINARY)) THEN
+              SET v_outcome = 'fired', v_tid = @fsm_last_transition_id;
+              IF NOT (CAST(@fsm_last_from AS BINARY) <=> CAST(@fsm_last_to AS BINARY)) THEN
                 SET v_counts = CONCAT(v_counts, IF(v_counts = '', '', ','),
-                                      JSON_ARRAY(v_machine, v_to, v_instance % 16, 1), ',',
-                                      JSON_ARRAY(v_machine, v_from, v_instance % 16, -1));
+                                      JSON_ARRAY(v_machine, @fsm_last_to, v_instance % 16, 1), ',',
+                                      JSON_ARRAY(v_machine, @fsm_last_from, v_instance % 16, -1));
               END IF;
             ELSEIF v_errno IN (31005, 31028, 31032) THEN
               SET v_outcome = 'dropped';

@@ -1,17 +1,14 @@
--- fsm_{type}_send_many_v4: send many events to instances of {type} in one call and one transaction.
+-- fsm_{type}_send_many_v3: send many events to instances of {type} in one call and one transaction.
 --
--- fsm_{type}_send_many_v3 in fewer statements per item: each item goes through
--- fsm_{type}_apply_send_v2, which hands the transition trigger its context in one variable and
--- reads the answer from one (apply_send_v1 set, cleared and read back some twenty). The same
--- result rows, the same refusals with the same numbers. send_many_v3 (revision 0025) took the
--- item field "data_patch": a JSON merge patch (RFC 7396) applied to the instance's data (read
--- under its row lock, in the item's savepoint) before the rules' guards judge it, as
--- fsm_{type}_send_v6's p_data_patch. Everything else is send_many_v2's, described below.
+-- fsm_{type}_send_many_v2 with one more item field, "data_patch": a JSON merge patch (RFC
+-- 7396) applied to the instance's data (read under its row lock, in the item's savepoint)
+-- before the rules' guards judge it, as fsm_{type}_send_v5's p_data_patch. Everything else is
+-- send_many_v2's, described below.
 --
 -- The bulk form of fsm_{type}_send_v2 (for a DBA moving many instances, and pyfsm's
 -- Store.send_many): one call, one transaction and one commit for up to 1000 items, which is
 -- most of what a transition costs the server. Each item is applied inside its own savepoint
--- by fsm_{type}_apply_send_v2, with every check send_v2 makes (the rule, the expected
+-- by fsm_{type}_apply_send_v1, with every check send_v2 makes (the rule, the expected
 -- version, the request id, locks, pause; creation of a missing instance when a start state
 -- allows the event): an item that is refused is rolled back alone and reported with its
 -- error number, and the others are committed. Nothing of a refused item is written. A
@@ -22,7 +19,7 @@
 -- of one key in the order given), so their instance rows and history keys are locked in one
 -- order, and the state counters of all of them are moved at the end
 -- with one statement, in key order (the triggers leave them to this call, see
--- fsm_{type}_apply_send_v2): a single send too locks its instance row before counter rows,
+-- fsm_{type}_apply_send_v1): a single send too locks its instance row before counter rows,
 -- and concurrent calls hold the counter rows only from that statement to the commit. The
 -- result keeps the order given.
 -- v2 (revision 0018) does what v1 did, and sorts items of any size on MySQL: the items are
@@ -32,7 +29,7 @@
 -- whole call (it is allocated as the sort needs it) and set back right after.
 -- Parameters: p_items: a JSON array of 1 to 1000 objects {"key": k, "event": e, "data":
 --   {...}, "data_patch": {...}, "metadata": {...}, "expected_version": n, "request_id": r,
---   "handler": h, "lookup_key": l}, each as send_v6's arguments (only key and event are
+--   "handler": h, "lookup_key": l}, each as send_v5's arguments (only key and event are
 --   required; an item with both data and data_patch is refused with 31009, a data_patch that
 --   is not an object with 31008).
 -- Result: one row per item, in the order given: item (its position, from 1), instance_key,
@@ -41,8 +38,8 @@
 --   errno and message (the others NULL).
 -- Errors: 31009 p_items is not a JSON array of 1 to 1000 objects; 31016 inside an open
 --   transaction; 1213 and 1205, the call rolled back as a whole.
--- Example: CALL `fsm_{type}_send_many_v4`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "data_patch": {"card": "visa"}}]');
-CREATE PROCEDURE `fsm_{type}_send_many_v4`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
+-- Example: CALL `fsm_{type}_send_many_v3`('[{"key": "k-1", "event": "pay"}, {"key": "k-2", "event": "pay", "data_patch": {"card": "visa"}}]');
+CREATE PROCEDURE `fsm_{type}_send_many_v3`(IN p_items LONGTEXT CHARACTER SET utf8mb4)
 MODIFIES SQL DATA SQL SECURITY DEFINER
 BEGIN
   DECLARE v_started, v_done TINYINT DEFAULT 0;
@@ -141,7 +138,7 @@ BEGIN
         SELECT data INTO v_data FROM `fsm_{type}` WHERE instance_key = v_key FOR UPDATE;
         SET v_data = JSON_MERGE_PATCH(COALESCE(v_data, '{}'), v_patch);
       END IF;
-      CALL `fsm_{type}_apply_send_v2`(
+      CALL `fsm_{type}_apply_send_v1`(
         v_key, JSON_UNQUOTE(JSON_EXTRACT(v_item, '$.event')),
         IF(COALESCE(JSON_TYPE(v_data), 'NULL') = 'NULL', NULL, v_data),
         IF(COALESCE(JSON_TYPE(v_metadata), 'NULL') = 'NULL', NULL, v_metadata),
