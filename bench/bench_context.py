@@ -76,30 +76,36 @@ PROCEDURES = {
     "10 x a user variable": "ctx_user",
     "10 x a local VARCHAR from SUBSTRING(@v)": "ctx_substring",
 }
-DDL = [
-    f"""CREATE PROCEDURE ctx_empty(IN n INT, {ARGS})
+
+
+def loop(name: str, body: str, declarations: str = LOCALS) -> str:
+    """A procedure that runs ``body`` (statements, each line indented by four) n times."""
+    return f"""CREATE PROCEDURE {name}(IN n INT, {ARGS})
 BEGIN
-{LOCALS}  WHILE i < n DO
-    SET i = i + 1;
+{declarations}  WHILE i < n DO
+{body}    SET i = i + 1;
   END WHILE;
-END""",
-    f"""CREATE PROCEDURE ctx_user_variables(IN n INT, {ARGS})
-BEGIN
-{LOCALS}  WHILE i < n DO
-    SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler, @fsm_request_id = NULL,
+END"""
+
+
+DDL = [
+    loop("ctx_empty", ""),
+    loop(
+        "ctx_user_variables",
+        """    SET @fsm_event = p_event, @fsm_metadata = p_metadata, @fsm_handler = p_handler, @fsm_request_id = NULL,
         @fsm_source = 'procedure';
     SET v_event = @fsm_event, v_metadata = @fsm_metadata, v_handler = @fsm_handler,
         v_request_id = @fsm_request_id, v_source = @fsm_source;
     SET v_count_later = COALESCE(@fsm_count_later, 0) = 1;
     SET @fsm_event = NULL, @fsm_metadata = NULL, @fsm_handler = NULL, @fsm_request_id = NULL,
         @fsm_source = NULL, @fsm_count_later = NULL;
-{RESULTS_OLD}    SET i = i + 1;
-  END WHILE;
-END""",
-    f"""CREATE PROCEDURE ctx_packed(IN n INT, {ARGS})
-BEGIN
-{LOCALS}  WHILE i < n DO
-    SET @fsm_source = CONCAT('ctx/p0/', CHAR_LENGTH(p_event), '/', COALESCE(CHAR_LENGTH(p_handler), ''), '//',
+"""
+        + RESULTS_OLD,
+    ),
+    loop(
+        "ctx_packed",
+        """    SET @fsm_source = CONCAT('ctx/p0/', CHAR_LENGTH(p_event), '/',
+                             COALESCE(CHAR_LENGTH(p_handler), ''), '//',
                              COALESCE(CHAR_LENGTH(p_metadata), ''), '/', p_event,
                              COALESCE(p_handler, '') COLLATE utf8mb4_bin, COALESCE(p_metadata, '') COLLATE utf8mb4_bin);
     BEGIN
@@ -119,38 +125,31 @@ BEGIN
       SET v_request_id = SUBSTRING(v_ctx, v_at, v_len), v_at = v_at + COALESCE(v_len, 0),
           v_metadata = IF(SUBSTRING_INDEX(v_head, '/', -1) = '', NULL, SUBSTRING(v_ctx, v_at));
     END;
-{RESULTS_ONE}    SET i = i + 1;
-  END WHILE;
-END""",
-    f"""CREATE PROCEDURE ctx_fire(IN n INT, {ARGS})
-BEGIN
-{LOCALS}  WHILE i < n DO
-    SET @fsm_source = CONCAT('fire/', p_event);
+"""
+        + RESULTS_ONE,
+    ),
+    loop(
+        "ctx_fire",
+        """    SET @fsm_source = CONCAT('fire/', p_event);
     SET v_event = SUBSTRING(@fsm_source, 6), v_source = 'procedure', v_fire = 1, @fsm_source = NULL;
-{RESULTS_ONE}    SET i = i + 1;
-  END WHILE;
-END""",
+"""
+        + RESULTS_ONE,
+    ),
 ]
-for name, value in (
-    ("ctx_int", "1"),
-    ("ctx_varchar", "'x'"),
-    ("ctx_user", None),
-    ("ctx_substring", "SUBSTRING(@fsm_probe, 5, 3)"),
+# ten assignments of one kind: to ten locals of the kind, or to ten user variables
+VARCHAR = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+for name, kind, value, targets in (
+    ("ctx_int", "INT", "1", "a"),
+    ("ctx_varchar", VARCHAR, "'x'", "a"),
+    ("ctx_user", VARCHAR, "'x'", "@u"),
+    ("ctx_substring", VARCHAR, "SUBSTRING(@fsm_probe, 5, 3)", "a"),
 ):
-    targets = [f"@u{k}" for k in range(10)] if value is None else [f"a{k}" for k in range(10)]
-    kind = "INT" if name == "ctx_int" else "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-    DDL.append(
-        f"""CREATE PROCEDURE {name}(IN n INT, {ARGS})
-BEGIN
-  DECLARE i INT DEFAULT 0;
+    declarations = f"""  DECLARE i INT DEFAULT 0;
   DECLARE {", ".join(f"a{k}" for k in range(10))} {kind};
   SET @fsm_probe = 'ctx/p0/3/5//15/paybench';
-  WHILE i < n DO
-    SET {", ".join(f"{t} = {value or repr('x')}" for t in targets)};
-    SET i = i + 1;
-  END WHILE;
-END"""
-    )
+"""
+    assignments = ", ".join(f"{targets}{k} = {value}" for k in range(10))
+    DDL.append(loop(name, f"    SET {assignments};\n", declarations))
 
 
 def measure(dsn: str, iterations: int, rounds: int) -> tuple[str, dict[str, float], float]:
